@@ -1,0 +1,419 @@
+//! DARC: typed queues dispatched over reserved and stealable workers
+//! (Algorithm 1), with the reservation (Algorithm 2) either learned online from
+//! profiling windows (`darc`) or fixed (`darc-static:N`, and `fp` = N = 0).
+//!
+//! Dynamic DARC starts as c-FCFS over its typed queues, profiles every completion,
+//! and makes its first reservation once a window holds `min_samples` completions.
+//! Afterwards an update is *considered* when a dispatched request had waited more
+//! than `delay_factor` times its type's mean service time and the window holds
+//! `min_samples` completions; it is *applied* when some type's demand deviates from
+//! the current reservation by more than `deviation` or the set of active types
+//! changed. Every consideration starts a new window, so each window reflects recent
+//! traffic. The update runs at the start of the next decision, never in the middle
+//! of one: each dispatch obeys exactly one reservation.
+//!
+//! UNKNOWN requests wait in their own queue, served last and only by the spillway.
+
+use super::{Action, DarcConfig, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
+use crate::profile::ProfileWindow;
+use crate::queue::TypedQueue;
+use crate::request::{Nanos, Request, TypeId, UNKNOWN_TYPE};
+use crate::reservation::{Reservation, TypeDemand};
+use crate::workers::{WorkerId, WorkerSet};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// c-FCFS while the first profiling window fills.
+    Warmup,
+    /// Reservation learned and updated online.
+    Dynamic,
+    /// Reservation fixed at construction.
+    Static,
+}
+
+/// DARC and its static variants.
+#[derive(Debug)]
+pub struct Darc {
+    label: String,
+    cfg: DarcConfig,
+    mode: Mode,
+    queues: Vec<TypedQueue>,
+    unknown: TypedQueue,
+    queued: usize,
+    free: WorkerSet,
+    window: ProfileWindow,
+    /// Last profiled mean per type (infinite until measured).
+    known_mean_ns: Vec<f64>,
+    reservation: Reservation,
+    /// Storage for the next reservation, swapped in when it deviates.
+    candidate: Reservation,
+    demand: Vec<TypeDemand>,
+    update_due: bool,
+    stats: PolicyStats,
+    last_update_ns: Nanos,
+}
+
+impl Darc {
+    fn with_mode(
+        ctx: &PolicyContext,
+        cfg: DarcConfig,
+        label: String,
+        mode: Mode,
+        reservation: Reservation,
+    ) -> Self {
+        let n = ctx.types.len();
+        Self {
+            label,
+            cfg,
+            mode,
+            queues: (0..n)
+                .map(|_| TypedQueue::new(ctx.queue_capacity, 0))
+                .collect(),
+            unknown: TypedQueue::new(ctx.queue_capacity, 0),
+            queued: 0,
+            free: WorkerSet::range(0, ctx.workers),
+            window: ProfileWindow::new(n),
+            known_mean_ns: vec![f64::INFINITY; n],
+            candidate: Reservation::with_capacity(n, ctx.workers),
+            reservation,
+            demand: vec![
+                TypeDemand {
+                    mean: f64::INFINITY,
+                    ratio: 0.0
+                };
+                n
+            ],
+            update_due: false,
+            stats: PolicyStats::default(),
+            last_update_ns: 0,
+        }
+    }
+
+    /// Dynamic DARC.
+    pub fn new_dynamic(ctx: &PolicyContext, cfg: DarcConfig, label: String) -> Self {
+        let empty = Reservation::with_capacity(ctx.types.len(), ctx.workers);
+        Self::with_mode(ctx, cfg, label, Mode::Warmup, empty)
+    }
+
+    /// DARC-static with `reserved` workers for the shortest group (by the expected
+    /// means); `reserved = 0` is fixed priority.
+    ///
+    /// # Errors
+    /// Without expected means, or when long types would get no worker.
+    pub fn new_static(
+        ctx: &PolicyContext,
+        reserved: usize,
+        delta: f64,
+        label: String,
+    ) -> Result<Self, PolicyError> {
+        let means = mean_hints(ctx, &label)?;
+        let r = Reservation::static_split(&means, ctx.workers, 0, delta);
+        if r.groups.len() > 1 && reserved >= ctx.workers {
+            return Err(PolicyError::BadContext {
+                policy: label,
+                msg: format!(
+                    "reserving {reserved} of {} workers leaves none for long requests",
+                    ctx.workers
+                ),
+            });
+        }
+        let r = Reservation::static_split(&means, ctx.workers, reserved, delta);
+        let mut d = Self::with_mode(ctx, DarcConfig::default(), label, Mode::Static, r);
+        d.known_mean_ns = means;
+        Ok(d)
+    }
+
+    /// Time of the last applied reservation update.
+    pub fn last_update_ns(&self) -> Nanos {
+        self.last_update_ns
+    }
+
+    /// Computes a reservation from the current window; applies it when it is the
+    /// first or deviates enough. Starts a new window either way.
+    fn update_reservation(&mut self, now: Nanos) {
+        for (t, d) in self.demand.iter_mut().enumerate() {
+            let t = t as TypeId;
+            if self.window.count(t) > 0 {
+                self.known_mean_ns[t as usize] = self.window.mean_ns(t);
+                *d = TypeDemand {
+                    mean: self.window.mean_ns(t),
+                    ratio: self.window.ratio(t),
+                };
+            } else {
+                *d = TypeDemand {
+                    mean: self.known_mean_ns[t as usize],
+                    ratio: 0.0,
+                };
+            }
+        }
+        self.candidate
+            .compute_into(&self.demand, &self.cfg.reservation);
+        self.stats.updates_considered += 1;
+        if self.mode == Mode::Warmup
+            || self
+                .reservation
+                .deviates(&self.candidate, self.cfg.deviation)
+        {
+            std::mem::swap(&mut self.reservation, &mut self.candidate);
+            self.stats.reservation_updates += 1;
+            self.last_update_ns = now;
+            self.mode = Mode::Dynamic;
+        }
+        self.window.reset();
+    }
+
+    fn take(&mut self, t: TypeId, worker: WorkerId) -> Request {
+        let q = if t == UNKNOWN_TYPE {
+            &mut self.unknown
+        } else {
+            &mut self.queues[t as usize]
+        };
+        let req = q.pop().expect("caller checked the queue is non-empty");
+        self.queued -= 1;
+        self.free.remove(worker);
+        req
+    }
+
+    /// c-FCFS over the typed queues: the oldest head goes to any free worker.
+    fn warmup_pick(&self) -> Option<(TypeId, WorkerId)> {
+        let worker = self.free.first()?;
+        let oldest = self
+            .queues
+            .iter()
+            .enumerate()
+            .filter_map(|(t, q)| q.front().map(|r| (r.arrival_ns, r.id, t as TypeId)))
+            .min();
+        oldest.map(|(_, _, t)| (t, worker))
+    }
+
+    /// Algorithm 1: types by ascending mean; reserved workers, then stealable ones.
+    fn darc_pick(&self) -> Option<(TypeId, WorkerId)> {
+        for &t in &self.reservation.order {
+            if self.queues[t as usize].is_empty() {
+                continue;
+            }
+            let g = self.reservation.group(t);
+            if let Some(w) = g
+                .reserved
+                .and(self.free)
+                .first()
+                .or_else(|| g.stealable.and(self.free).first())
+            {
+                return Some((t, w));
+            }
+        }
+        None
+    }
+}
+
+impl Policy for Darc {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+
+    #[inline]
+    fn on_arrival(&mut self, req: Request, _now: Nanos) -> Result<(), Request> {
+        let q = match self.queues.get_mut(req.type_id as usize) {
+            Some(q) => q,
+            None => &mut self.unknown,
+        };
+        q.push(req)?;
+        self.queued += 1;
+        Ok(())
+    }
+
+    #[inline]
+    fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, _now: Nanos) {
+        self.free.insert(worker);
+        if self.mode != Mode::Static && req.type_id != UNKNOWN_TYPE {
+            self.window.record(req.type_id, service_ns);
+            if self.mode == Mode::Warmup && self.window.total() >= self.cfg.min_samples {
+                self.update_due = true;
+            }
+        }
+    }
+
+    #[inline]
+    fn next_action(&mut self, now: Nanos) -> Option<Action> {
+        if self.update_due {
+            self.update_due = false;
+            self.update_reservation(now);
+        }
+        if self.free.is_empty() || self.queued == 0 {
+            return None;
+        }
+        let pick = match self.mode {
+            Mode::Warmup => self.warmup_pick(),
+            Mode::Dynamic | Mode::Static => self.darc_pick(),
+        };
+        let (t, worker) = match pick {
+            Some(p) => p,
+            None => {
+                // UNKNOWN requests: lowest priority, spillway only.
+                let spill = if self.mode == Mode::Warmup {
+                    WorkerSet::range(self.reservation.workers() - 1, self.reservation.workers())
+                } else {
+                    self.reservation.spillway
+                };
+                if self.unknown.is_empty() {
+                    return None;
+                }
+                (UNKNOWN_TYPE, spill.and(self.free).first()?)
+            }
+        };
+        let req = self.take(t, worker);
+        if self.mode == Mode::Dynamic
+            && t != UNKNOWN_TYPE
+            && self.window.total() >= self.cfg.min_samples
+            && (now.saturating_sub(req.arrival_ns)) as f64
+                > self.cfg.delay_factor * self.known_mean_ns[t as usize]
+        {
+            self.update_due = true;
+        }
+        Some(Action::Dispatch {
+            worker,
+            req,
+            quantum_ns: None,
+        })
+    }
+
+    fn queued(&self) -> usize {
+        self.queued
+    }
+
+    fn idle_workers(&self) -> WorkerSet {
+        self.free
+    }
+
+    fn reservation(&self) -> Option<&Reservation> {
+        (self.mode != Mode::Warmup).then_some(&self.reservation)
+    }
+
+    fn stats(&self) -> PolicyStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{Driver, ctx};
+    use super::*;
+    use crate::policy::PolicySpec;
+
+    /// The core safety property of DARC: a request only runs on a worker reserved
+    /// for its own group or for a longer one (so never on a shorter group's worker).
+    fn assert_never_on_shorter_groups_worker(p: &dyn Policy, d: Option<(WorkerId, Request)>) {
+        let (Some((w, req)), Some(r)) = (d, p.reservation()) else {
+            return;
+        };
+        if req.type_id == UNKNOWN_TYPE {
+            assert!(r.spillway.contains(w), "UNKNOWN request off the spillway");
+            return;
+        }
+        let g = r.group_of[req.type_id as usize] as usize;
+        assert!(
+            r.allowed(req.type_id).contains(w),
+            "type {} on worker {w}: {r}",
+            req.type_id
+        );
+        for shorter in &r.groups[..g] {
+            assert!(
+                !shorter.reserved.contains(w) || r.groups[g].on_spillway && r.spillway.contains(w),
+                "type {} of group {g} ran on worker {w} reserved for a shorter group: {r}",
+                req.type_id
+            );
+        }
+    }
+
+    #[test]
+    fn dynamic_darc_never_runs_long_requests_on_shorter_groups_workers() {
+        for seed in 0..30 {
+            let means = [0.5, 5.0, 500.0];
+            let spec: PolicySpec = "darc:samples=200,delay=1".parse().unwrap();
+            let mut d = Driver::new(spec.build(&ctx(6, &means)).unwrap(), seed).with_means(&means);
+            d.run(4_000, assert_never_on_shorter_groups_worker);
+            assert!(
+                d.policy.stats().reservation_updates >= 1,
+                "never left warm-up"
+            );
+            assert_eq!(d.generated(), d.completed + d.dropped + d.in_flight());
+        }
+    }
+
+    #[test]
+    fn static_darc_respects_its_fixed_reservation() {
+        for n in 0..4 {
+            let means = [1.0, 100.0];
+            let spec = PolicySpec::DarcStatic {
+                reserved: n,
+                delta: 0.2,
+            };
+            let mut d =
+                Driver::new(spec.build(&ctx(4, &means)).unwrap(), n as u64).with_means(&means);
+            d.run(3_000, |p, disp| {
+                assert_never_on_shorter_groups_worker(p, disp);
+                if let Some((w, req)) = disp {
+                    assert!(
+                        req.type_id == 0 || w as usize >= n,
+                        "long on reserved worker {w}"
+                    );
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn fp_is_work_conserving_and_serves_shortest_type_first() {
+        let means = [1.0, 100.0];
+        let mut d =
+            Driver::new(PolicySpec::Fp.build(&ctx(3, &means)).unwrap(), 3).with_means(&means);
+        d.run(3_000, |p, disp| {
+            if disp.is_none() {
+                assert!(p.queued() == 0 || p.idle_workers().is_empty());
+            }
+        });
+    }
+
+    #[test]
+    fn first_reservation_matches_the_workload() {
+        // Profile extreme-bimodal online on 14 workers: 2 workers for short.
+        let spec: PolicySpec = "darc:samples=20000".parse().unwrap();
+        let mut p = spec.build(&ctx(14, &[0.5, 500.0])).unwrap();
+        assert!(p.reservation().is_none(), "starts in c-FCFS warm-up");
+        for i in 0..20_000u64 {
+            let long = i % 200 == 0; // 0.5%
+            let req = Request {
+                id: i,
+                token: 0,
+                type_id: long as TypeId,
+                arrival_ns: i,
+            };
+            p.on_arrival(req, i).unwrap();
+            let Some(Action::Dispatch { worker, req, .. }) = p.next_action(i) else {
+                panic!("no dispatch")
+            };
+            p.on_completion(worker, &req, if long { 500_000 } else { 500 }, i);
+        }
+        assert!(p.next_action(20_000).is_none());
+        let r = p.reservation().expect("reservation after the first window");
+        assert_eq!(r.groups[0].reserved, WorkerSet::range(0, 2), "{r}");
+        assert_eq!(r.groups[1].reserved, WorkerSet::range(2, 14), "{r}");
+    }
+
+    #[test]
+    fn unknown_requests_run_only_on_the_spillway() {
+        let spec: PolicySpec = "darc:samples=10".parse().unwrap();
+        let mut p = spec.build(&ctx(3, &[1.0])).unwrap();
+        let req = Request {
+            id: 0,
+            token: 0,
+            type_id: UNKNOWN_TYPE,
+            arrival_ns: 0,
+        };
+        p.on_arrival(req, 0).unwrap();
+        match p.next_action(0) {
+            Some(Action::Dispatch { worker, .. }) => assert_eq!(worker, 2),
+            other => panic!("{other:?}"),
+        }
+    }
+}

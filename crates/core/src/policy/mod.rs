@@ -1,0 +1,182 @@
+//! Scheduling policies as pure state machines, and the hooks executors drive.
+//!
+//! An executor (simulator or runtime dispatcher) calls [`Policy::on_arrival`] when a
+//! request arrives, [`Policy::on_completion`] when a worker finishes one, and then
+//! drains [`Policy::next_action`] until it returns `None`. Preemptive policies also
+//! receive [`Policy::on_quantum_expired`] and [`Policy::on_preempted`]. The policy
+//! tracks which workers it considers free; it never sees service times except the
+//! measured ones handed to `on_completion`.
+//!
+//! One file per policy family: [`fcfs`] (c-FCFS, d-FCFS), [`edf`], [`darc`] (DARC,
+//! DARC-static, FP), [`ts`] (Shinjuku time sharing), [`ts_block`] (preempt as soon
+//! as a short request is blocked). [`spec`] parses policy names.
+
+pub mod darc;
+pub mod edf;
+pub mod fcfs;
+pub mod spec;
+pub mod ts;
+pub mod ts_block;
+
+pub use spec::{DarcConfig, PolicySpec, Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues};
+
+use crate::request::{Nanos, Request};
+use crate::reservation::Reservation;
+use crate::workers::{WorkerId, WorkerSet};
+
+/// What a policy asks its executor to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Run `req` on the free worker `worker`. With a quantum, the executor calls
+    /// [`Policy::on_quantum_expired`] each time the request has run that long.
+    Dispatch {
+        /// A worker the policy considered free.
+        worker: WorkerId,
+        /// The request to run.
+        req: Request,
+        /// Time slice, for preemptive policies.
+        quantum_ns: Option<Nanos>,
+    },
+    /// Preempt whatever `worker` runs: the signal reaches the worker after
+    /// `signal_ns` (the request keeps running meanwhile), the switch then takes
+    /// `switch_ns` of the worker's time, and the executor calls
+    /// [`Policy::on_preempted`]. If the request completes before the signal lands,
+    /// the preemption is void and the policy sees a completion instead.
+    Preempt {
+        /// The worker to interrupt.
+        worker: WorkerId,
+        /// Delay before the interrupt reaches the worker.
+        signal_ns: Nanos,
+        /// Worker time lost to the context switch.
+        switch_ns: Nanos,
+    },
+}
+
+/// Counters a policy keeps about its own decisions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PolicyStats {
+    /// Preemptions requested (quantum expiries that preempted, preempt actions).
+    pub preemptions: u64,
+    /// Reservation updates applied (DARC), the first reservation included.
+    pub reservation_updates: u64,
+    /// Reservation updates considered (DARC).
+    pub updates_considered: u64,
+}
+
+/// A scheduling policy: a state machine over arrivals, completions and time.
+///
+/// Implementations must not read a clock, spawn threads, do I/O, or allocate in
+/// these hooks (storage is sized at construction).
+pub trait Policy: Send {
+    /// The policy's canonical name with its parameters (e.g. `darc-static:2`).
+    fn name(&self) -> String;
+
+    /// A request arrives. Hands it back when its queue is full (the executor counts
+    /// the drop).
+    fn on_arrival(&mut self, req: Request, now: Nanos) -> Result<(), Request>;
+
+    /// `worker` completed `req` after `service_ns` of measured service; the worker
+    /// is free again.
+    fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, now: Nanos);
+
+    /// The next dispatch or preemption, if any. Executors call it until `None`.
+    fn next_action(&mut self, now: Nanos) -> Option<Action>;
+
+    /// The request on `worker` used up its quantum and is not finished. Returns the
+    /// context-switch cost to preempt it, or `None` to let it run another quantum.
+    fn on_quantum_expired(&mut self, worker: WorkerId, now: Nanos) -> Option<Nanos> {
+        let _ = (worker, now);
+        None
+    }
+
+    /// `worker` was preempted (its switch is over) and hands `req` back, with its
+    /// remaining work kept by the executor; the worker is free again.
+    ///
+    /// # Panics
+    /// The default panics: only preemptive policies ever ask for preemption.
+    fn on_preempted(&mut self, worker: WorkerId, req: Request, now: Nanos) {
+        let _ = (worker, req, now);
+        unreachable!("{} never preempts", self.name());
+    }
+
+    /// Requests waiting in the policy's queues.
+    fn queued(&self) -> usize;
+
+    /// Workers the policy considers free.
+    fn idle_workers(&self) -> WorkerSet;
+
+    /// The current reservation, for reservation-based policies.
+    fn reservation(&self) -> Option<&Reservation> {
+        None
+    }
+
+    /// Decision counters.
+    fn stats(&self) -> PolicyStats {
+        PolicyStats::default()
+    }
+}
+
+/// What a policy is built for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyContext {
+    /// Number of workers (1..=[`crate::MAX_WORKERS`]).
+    pub workers: usize,
+    /// The request types, indexed by type id.
+    pub types: Vec<TypeInfo>,
+    /// Bound of each queue the policy keeps (typed, per-worker or central).
+    pub queue_capacity: usize,
+}
+
+/// A request type as registered with the policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeInfo {
+    /// Name, for reports.
+    pub name: String,
+    /// Expected mean service time, when known in advance. Policies that order or
+    /// weigh types without profiling (FP, EDF, DARC-static, TS) need it; DARC learns
+    /// its profile online and ignores it.
+    pub mean_service_ns: Option<f64>,
+}
+
+/// Why a policy could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    /// The name is not a policy.
+    #[error(
+        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, ts, ts-block:COST_US)"
+    )]
+    Unknown(String),
+    /// A parameter is malformed or out of range.
+    #[error("policy '{policy}': {msg}")]
+    BadParameter {
+        /// The policy as written.
+        policy: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// The context cannot host the policy.
+    #[error("policy '{policy}' cannot run here: {msg}")]
+    BadContext {
+        /// The policy name.
+        policy: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// The expected mean service time of every type, or an error naming the policy.
+fn mean_hints(ctx: &PolicyContext, policy: &str) -> Result<Vec<f64>, PolicyError> {
+    ctx.types
+        .iter()
+        .map(|t| match t.mean_service_ns {
+            Some(m) if m.is_finite() && m > 0.0 => Ok(m),
+            _ => Err(PolicyError::BadContext {
+                policy: policy.to_string(),
+                msg: format!("needs the expected mean service time of type '{}'", t.name),
+            }),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod testkit;

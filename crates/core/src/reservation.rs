@@ -1,0 +1,494 @@
+//! DARC's worker reservation (Algorithm 2 of darc.md).
+//!
+//! From each type's mean service time `S_i` and occurrence ratio `R_i`: group
+//! types whose means are within a factor `delta` of the group's first member, give
+//! each group (shortest first) its rounded CPU demand
+//! `d_g = sum(S_i R_i over the group) / sum(S_j R_j) * W` in workers handed out in
+//! index order, and let it steal every worker still unreserved at that point (the
+//! workers of longer groups). A group left without workers gets the spillway.
+//!
+//! Types that are absent from the profile (ratio 0, or never measured) get no
+//! reservation of their own: they are ordered last and served by the spillway.
+//!
+//! [`Reservation::compute_into`] reuses the reservation's storage: an update
+//! allocates nothing.
+
+use crate::request::TypeId;
+use crate::workers::WorkerSet;
+
+/// How a group's fractional demand becomes a number of workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounding {
+    /// The paper's rule: 1 worker when the whole part is 0; otherwise floor when the
+    /// fractional part is at most 0.5, else ceil.
+    Paper,
+    /// Always round up.
+    Ceil,
+    /// Always round down (at least one worker).
+    Floor,
+}
+
+impl Rounding {
+    /// Workers for a demand of `d` (before capping by the workers left).
+    pub fn workers_for(self, d: f64) -> usize {
+        let whole = d.floor();
+        let n = match self {
+            Rounding::Paper if whole == 0.0 => 1.0,
+            Rounding::Paper if d - whole <= 0.5 => whole,
+            Rounding::Paper | Rounding::Ceil => d.ceil(),
+            Rounding::Floor => whole,
+        };
+        (n as usize).max(1)
+    }
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rounding::Paper => "paper",
+            Rounding::Ceil => "ceil",
+            Rounding::Floor => "floor",
+        }
+    }
+}
+
+/// Parameters of the reservation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReservationConfig {
+    /// Grouping factor: type p joins group g when `S_p - S_g < S_g * delta`.
+    pub delta: f64,
+    /// Number of spillway workers (the last ones).
+    pub spillway: usize,
+    /// Rounding of fractional demands.
+    pub rounding: Rounding,
+}
+
+impl Default for ReservationConfig {
+    fn default() -> Self {
+        Self {
+            delta: 0.2,
+            spillway: 1,
+            rounding: Rounding::Paper,
+        }
+    }
+}
+
+/// Profile of one type as the reservation sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TypeDemand {
+    /// Mean service time (any unit, the same for all types); `f64::INFINITY` when the
+    /// type was never measured.
+    pub mean: f64,
+    /// Occurrence ratio in the profiling window; 0 for an absent type.
+    pub ratio: f64,
+}
+
+impl TypeDemand {
+    fn is_active(&self) -> bool {
+        self.ratio > 0.0 && self.mean.is_finite() && self.mean > 0.0
+    }
+}
+
+/// A group of types of similar service time and the workers it may use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Group {
+    /// Its types are `Reservation::order[start..end]`.
+    pub start: usize,
+    /// End (exclusive) of its types in `Reservation::order`.
+    pub end: usize,
+    /// CPU demand in workers (unrounded).
+    pub demand: f64,
+    /// Workers reserved for the group.
+    pub reserved: WorkerSet,
+    /// Workers it may steal when idle: those reserved for longer groups.
+    pub stealable: WorkerSet,
+    /// The group got no worker of its own and runs on the spillway.
+    pub on_spillway: bool,
+    /// The group holds the types absent from the profile.
+    pub inactive: bool,
+}
+
+/// A complete reservation: type order, groups and their workers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservation {
+    workers: usize,
+    /// Types in dispatch order: active types by ascending mean, then absent ones.
+    pub order: Vec<TypeId>,
+    /// Groups, shortest first.
+    pub groups: Vec<Group>,
+    /// Group index of each type.
+    pub group_of: Vec<u16>,
+    /// Each type's CPU demand in workers (0 for absent types).
+    pub type_demand: Vec<f64>,
+    /// The spillway workers.
+    pub spillway: WorkerSet,
+}
+
+impl Reservation {
+    /// An empty reservation for `types` types on `workers` workers, to be filled by
+    /// [`compute_into`](Self::compute_into).
+    pub fn with_capacity(types: usize, workers: usize) -> Self {
+        Self {
+            workers,
+            order: Vec::with_capacity(types),
+            groups: Vec::with_capacity(types + 1),
+            group_of: vec![0; types],
+            type_demand: vec![0.0; types],
+            spillway: WorkerSet::EMPTY,
+        }
+    }
+
+    /// Computes the reservation for `stats` (indexed by type id) on `workers`.
+    ///
+    /// # Panics
+    /// If `workers` is 0 or above [`crate::MAX_WORKERS`], or the spillway does not
+    /// fit (validated when a policy is built).
+    pub fn compute(stats: &[TypeDemand], workers: usize, cfg: &ReservationConfig) -> Self {
+        let mut r = Self::with_capacity(stats.len(), workers);
+        r.compute_into(stats, cfg);
+        r
+    }
+
+    /// Recomputes this reservation in place (no allocation).
+    pub fn compute_into(&mut self, stats: &[TypeDemand], cfg: &ReservationConfig) {
+        let w = self.workers;
+        assert!(
+            w >= 1 && cfg.spillway >= 1 && cfg.spillway <= w,
+            "bad reservation shape"
+        );
+        assert_eq!(stats.len(), self.group_of.len(), "type count changed");
+        self.spillway = WorkerSet::range(w - cfg.spillway, w);
+        self.order.clear();
+        self.order.extend(0..stats.len() as TypeId);
+        // Active types first, by ascending mean (id breaks ties: deterministic).
+        self.order.sort_unstable_by(|&a, &b| {
+            let (sa, sb) = (&stats[a as usize], &stats[b as usize]);
+            sb.is_active()
+                .cmp(&sa.is_active())
+                .then(sa.mean.total_cmp(&sb.mean))
+                .then(a.cmp(&b))
+        });
+        let active = self
+            .order
+            .iter()
+            .filter(|&&t| stats[t as usize].is_active())
+            .count();
+        let total: f64 = self.order[..active]
+            .iter()
+            .map(|&t| stats[t as usize].mean * stats[t as usize].ratio)
+            .sum();
+
+        self.groups.clear();
+        self.type_demand.fill(0.0);
+        let mut next = 0usize;
+        let mut i = 0usize;
+        while i < active {
+            let first = stats[self.order[i] as usize].mean;
+            let mut end = i + 1;
+            while end < active && stats[self.order[end] as usize].mean - first < first * cfg.delta {
+                end += 1;
+            }
+            let mut demand = 0.0;
+            for &t in &self.order[i..end] {
+                let s = &stats[t as usize];
+                let d = s.mean * s.ratio / total * w as f64;
+                self.type_demand[t as usize] = d;
+                demand += d;
+            }
+            let take = cfg.rounding.workers_for(demand).min(w - next);
+            let (reserved, on_spillway) = if take == 0 {
+                (self.spillway, true)
+            } else {
+                (WorkerSet::range(next, next + take), false)
+            };
+            next += take;
+            let stealable = if on_spillway {
+                WorkerSet::EMPTY
+            } else {
+                WorkerSet::range(next, w)
+            };
+            self.push_group(i, end, demand, reserved, stealable, on_spillway, false);
+            i = end;
+        }
+        if active < self.order.len() {
+            let spill = self.spillway;
+            self.push_group(
+                active,
+                self.order.len(),
+                0.0,
+                spill,
+                WorkerSet::EMPTY,
+                true,
+                true,
+            );
+        }
+    }
+
+    /// DARC-static's fixed reservation: the shortest group (types within `delta` of
+    /// the shortest mean) gets workers `0..short_reserved` and may steal every other
+    /// worker; all longer types share the remaining workers, in ascending mean order.
+    /// With `short_reserved = 0` this is fixed priority.
+    ///
+    /// # Panics
+    /// If the long types would be left without a worker (`short_reserved >= workers`
+    /// with more than one group); validated when the policy is built.
+    pub fn static_split(means: &[f64], workers: usize, short_reserved: usize, delta: f64) -> Self {
+        let mut r = Self::with_capacity(means.len(), workers);
+        r.spillway = WorkerSet::range(workers - 1, workers);
+        r.order.extend(0..means.len() as TypeId);
+        r.order.sort_unstable_by(|&a, &b| {
+            means[a as usize]
+                .total_cmp(&means[b as usize])
+                .then(a.cmp(&b))
+        });
+        let first = means[r.order[0] as usize];
+        let short_end = r
+            .order
+            .iter()
+            .take_while(|&&t| means[t as usize] - first < first * delta)
+            .count();
+        let all = WorkerSet::range(0, workers);
+        let reserved = WorkerSet::range(0, short_reserved.min(workers));
+        r.push_group(
+            0,
+            short_end,
+            0.0,
+            reserved,
+            all.without(reserved),
+            false,
+            false,
+        );
+        if short_end < means.len() {
+            assert!(
+                short_reserved < workers,
+                "long types need at least one worker"
+            );
+            r.push_group(
+                short_end,
+                means.len(),
+                0.0,
+                all.without(reserved),
+                WorkerSet::EMPTY,
+                false,
+                false,
+            );
+        }
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_group(
+        &mut self,
+        start: usize,
+        end: usize,
+        demand: f64,
+        reserved: WorkerSet,
+        stealable: WorkerSet,
+        on_spillway: bool,
+        inactive: bool,
+    ) {
+        let g = self.groups.len() as u16;
+        for &t in &self.order[start..end] {
+            self.group_of[t as usize] = g;
+        }
+        self.groups.push(Group {
+            start,
+            end,
+            demand,
+            reserved,
+            stealable,
+            on_spillway,
+            inactive,
+        });
+    }
+
+    /// Number of workers this reservation covers.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// The types of group `g`, in dispatch order.
+    pub fn group_types(&self, g: usize) -> &[TypeId] {
+        let grp = &self.groups[g];
+        &self.order[grp.start..grp.end]
+    }
+
+    /// The group of type `t`.
+    #[inline]
+    pub fn group(&self, t: TypeId) -> &Group {
+        &self.groups[self.group_of[t as usize] as usize]
+    }
+
+    /// Workers a request of type `t` may run on (reserved, then stealable).
+    #[inline]
+    pub fn allowed(&self, t: TypeId) -> WorkerSet {
+        let g = self.group(t);
+        g.reserved.or(g.stealable)
+    }
+
+    /// Whether `fresh` differs enough from this reservation to be applied: the set
+    /// of active types changed, or some type's demand moved by more than
+    /// `threshold` (relative) from the demand this reservation was built on.
+    pub fn deviates(&self, fresh: &Reservation, threshold: f64) -> bool {
+        self.type_demand
+            .iter()
+            .zip(&fresh.type_demand)
+            .any(|(&old, &new)| ((old > 0.0) != (new > 0.0)) || (new - old).abs() > threshold * old)
+    }
+}
+
+impl std::fmt::Display for Reservation {
+    /// One line per group: `[types] demand=.. reserved=.. stealable=..`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (g, grp) in self.groups.iter().enumerate() {
+            if g > 0 {
+                f.write_str("; ")?;
+            }
+            write!(
+                f,
+                "types {:?} demand {:.2} reserved {}",
+                self.group_types(g),
+                grp.demand,
+                grp.reserved
+            )?;
+            if grp.on_spillway {
+                f.write_str(" (spillway)")?;
+            }
+            write!(f, " stealable {}", grp.stealable)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The worked examples of darc.md, on 14 workers.
+    use super::*;
+
+    fn td(v: &[(f64, f64)]) -> Vec<TypeDemand> {
+        v.iter()
+            .map(|&(mean, ratio)| TypeDemand { mean, ratio })
+            .collect()
+    }
+
+    fn ws(a: usize, b: usize) -> WorkerSet {
+        WorkerSet::range(a, b)
+    }
+
+    #[test]
+    fn high_bimodal_reserves_one_worker_for_short() {
+        let r = Reservation::compute(&td(&[(1.0, 0.5), (100.0, 0.5)]), 14, &Default::default());
+        assert_eq!(r.groups.len(), 2);
+        assert!((r.groups[0].demand - 0.1386).abs() < 1e-3);
+        assert_eq!(r.groups[0].reserved, ws(0, 1));
+        assert_eq!(r.groups[0].stealable, ws(1, 14));
+        assert_eq!(r.groups[1].reserved, ws(1, 14));
+        assert_eq!(r.groups[1].stealable, WorkerSet::EMPTY);
+    }
+
+    #[test]
+    fn extreme_bimodal_reserves_two_workers_for_short() {
+        let r = Reservation::compute(
+            &td(&[(0.5, 0.995), (500.0, 0.005)]),
+            14,
+            &Default::default(),
+        );
+        assert!(
+            (r.groups[0].demand - 2.32).abs() < 0.01,
+            "{}",
+            r.groups[0].demand
+        );
+        assert_eq!(r.groups[0].reserved, ws(0, 2));
+        assert_eq!(r.groups[0].stealable, ws(2, 14));
+        assert_eq!(r.groups[1].reserved, ws(2, 14));
+    }
+
+    #[test]
+    fn tpcc_groups_and_steals_as_in_the_paper() {
+        // Payment, OrderStatus, NewOrder, Delivery, StockLevel.
+        let s = td(&[
+            (5.7, 0.44),
+            (6.0, 0.04),
+            (20.0, 0.44),
+            (88.0, 0.04),
+            (100.0, 0.04),
+        ]);
+        let r = Reservation::compute(&s, 14, &Default::default());
+        assert_eq!(r.groups.len(), 3);
+        assert_eq!(r.group_types(0), &[0, 1]);
+        assert_eq!(r.group_types(1), &[2]);
+        assert_eq!(r.group_types(2), &[3, 4]);
+        // Workers 1-2, 3-8, 9-14 in the paper's 1-based numbering.
+        assert_eq!(r.groups[0].reserved, ws(0, 2));
+        assert_eq!(r.groups[1].reserved, ws(2, 8));
+        assert_eq!(r.groups[2].reserved, ws(8, 14));
+        assert_eq!(r.groups[0].stealable, ws(2, 14));
+        assert_eq!(r.groups[1].stealable, ws(8, 14));
+        assert_eq!(r.groups[2].stealable, WorkerSet::EMPTY);
+    }
+
+    #[test]
+    fn rocksdb_reserves_one_worker_for_get() {
+        let r = Reservation::compute(&td(&[(1.5, 0.5), (635.0, 0.5)]), 14, &Default::default());
+        assert_eq!(r.groups[0].reserved, ws(0, 1));
+        assert_eq!(r.groups[1].reserved, ws(1, 14));
+    }
+
+    #[test]
+    fn rounding_alternatives_on_16_workers() {
+        let s = td(&[(0.5, 0.995), (500.0, 0.005)]);
+        let with = |rounding| {
+            let cfg = ReservationConfig {
+                rounding,
+                ..Default::default()
+            };
+            Reservation::compute(&s, 16, &cfg).groups[0].reserved.len()
+        };
+        // Demand 2.66 workers.
+        assert_eq!(with(Rounding::Paper), 3);
+        assert_eq!(with(Rounding::Ceil), 3);
+        assert_eq!(with(Rounding::Floor), 2);
+    }
+
+    #[test]
+    fn groups_without_workers_left_get_the_spillway() {
+        // Four equally demanding groups with ceil rounding on 3 workers.
+        let s = td(&[
+            (1.0, 0.25),
+            (10.0, 0.025),
+            (100.0, 0.0025),
+            (1000.0, 0.00025),
+        ]);
+        let cfg = ReservationConfig {
+            rounding: Rounding::Ceil,
+            ..Default::default()
+        };
+        let r = Reservation::compute(&s, 3, &cfg);
+        assert_eq!(r.groups.len(), 4);
+        assert_eq!(r.groups[3].reserved, ws(2, 3));
+        assert!(r.groups[3].on_spillway);
+        assert_eq!(r.groups[3].stealable, WorkerSet::EMPTY);
+    }
+
+    #[test]
+    fn absent_and_unmeasured_types_land_last_on_the_spillway() {
+        let s = td(&[(f64::INFINITY, 0.0), (1.0, 0.5), (3.0, 0.0), (100.0, 0.5)]);
+        let r = Reservation::compute(&s, 4, &Default::default());
+        assert_eq!(&r.order[..2], &[1, 3]);
+        let last = r.groups.last().expect("groups");
+        assert!(last.inactive && last.on_spillway);
+        assert_eq!(r.group_types(r.groups.len() - 1), &[2, 0]);
+        assert_eq!(r.allowed(0), ws(3, 4));
+    }
+
+    #[test]
+    fn deviation_detects_demand_and_type_set_changes() {
+        let cfg = ReservationConfig::default();
+        let a = Reservation::compute(&td(&[(1.0, 0.5), (100.0, 0.5)]), 14, &cfg);
+        let b = Reservation::compute(&td(&[(1.05, 0.5), (100.0, 0.5)]), 14, &cfg);
+        let c = Reservation::compute(&td(&[(2.0, 0.5), (100.0, 0.5)]), 14, &cfg);
+        let d = Reservation::compute(&td(&[(1.0, 1.0), (100.0, 0.0)]), 14, &cfg);
+        assert!(!a.deviates(&b, 0.1));
+        assert!(a.deviates(&c, 0.1));
+        assert!(a.deviates(&d, 0.1));
+    }
+}

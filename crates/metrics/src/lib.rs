@@ -1,0 +1,15 @@
+//! Measurement and reporting shared by every executor (simulator, runtime, client).
+//!
+//! - [`recorder`]: per-type latency and slowdown histograms, filled by an executor.
+//! - [`schema`]: the JSON result documents of `psp` (one point, a sweep), and the
+//!   SLO that decides a point's sustainability.
+//! - [`plot`]: paper-style figures (p99.9 slowdown against throughput) as SVG and PNG.
+//!
+//! Nothing here reads a clock or knows about policies: executors hand in numbers.
+
+pub mod plot;
+pub mod recorder;
+pub mod schema;
+
+pub use recorder::{Recorder, TypeRecorder};
+pub use schema::{OverallStats, PointResult, PolicySweep, Slo, SweepResult, TypeStats};

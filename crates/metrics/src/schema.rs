@@ -1,0 +1,174 @@
+//! The result documents printed by `psp ... --json` and read by `psp plot`.
+//!
+//! Field names are a contract other tools rely on (DESIGN.md): fields may be added,
+//! never renamed or removed.
+
+use serde::{Deserialize, Serialize};
+
+/// Overall (all types together) slowdown percentiles of one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverallStats {
+    /// Requests measured (after warm-up), all types.
+    pub count: u64,
+    /// Median slowdown.
+    pub p50_slowdown: f64,
+    /// 99th percentile slowdown.
+    pub p99_slowdown: f64,
+    /// 99.9th percentile slowdown.
+    pub p999_slowdown: f64,
+}
+
+/// Per request type statistics of one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TypeStats {
+    /// Type name, as in the workload.
+    pub name: String,
+    /// Completed requests of this type measured (after warm-up).
+    pub count: u64,
+    /// Mean pure service time of the measured requests.
+    pub mean_service_us: f64,
+    /// Mean latency (queueing + service) of the measured requests.
+    #[serde(default)]
+    pub mean_latency_us: f64,
+    /// Median latency.
+    pub p50_latency_us: f64,
+    /// 99th percentile latency.
+    pub p99_latency_us: f64,
+    /// 99.9th percentile latency.
+    pub p999_latency_us: f64,
+    /// Median slowdown.
+    #[serde(default)]
+    pub p50_slowdown: f64,
+    /// 99th percentile slowdown.
+    #[serde(default)]
+    pub p99_slowdown: f64,
+    /// 99.9th percentile slowdown.
+    pub p999_slowdown: f64,
+    /// Requests of this type dropped at a full queue (measured window).
+    pub dropped: u64,
+}
+
+/// One measured or simulated point: a workload under a policy at one offered load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    /// `sim`, `run` or `net`.
+    pub mode: String,
+    /// Workload name.
+    pub workload: String,
+    /// Policy, as given on the command line (with its parameters).
+    pub policy: String,
+    /// Number of application workers.
+    pub workers: usize,
+    /// Offered load as a fraction of the workload's peak on these workers.
+    #[serde(default)]
+    pub load: f64,
+    /// Offered request rate.
+    pub offered_rps: f64,
+    /// Completed requests per second over the measurement window.
+    pub achieved_rps: f64,
+    /// Length of the arrival period (including warm-up).
+    pub duration_s: f64,
+    /// Random seed.
+    #[serde(default)]
+    pub seed: u64,
+    /// Overall slowdown percentiles.
+    pub overall: OverallStats,
+    /// Per-type statistics, in workload order.
+    pub types: Vec<TypeStats>,
+    /// Requests dropped at a full queue in the measurement window.
+    pub dropped: u64,
+    /// Requests shed with an explicit OVERLOADED reply (runtime only).
+    pub shed: u64,
+    /// Requests that timed out at the client (network mode only).
+    pub timeouts: u64,
+    /// Requests generated in the measurement window (after warm-up).
+    #[serde(default)]
+    pub measured_generated: u64,
+    /// Fraction of measured requests lost (dropped + shed + timeouts).
+    #[serde(default)]
+    pub loss_fraction: f64,
+    /// Executor-specific extras (preemptions, reservation updates, simulator speed...).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The service-level objective a sweep judges points against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    /// Bound on the p99.9 slowdown of every request type.
+    pub per_type_p999_slowdown: Option<f64>,
+    /// Bound on the p99.9 slowdown over all requests.
+    pub overall_p999_slowdown: Option<f64>,
+    /// Largest tolerated loss fraction (workloads.md: more than 0.1% loss fails).
+    pub max_loss_fraction: f64,
+}
+
+impl Slo {
+    /// Whether `point` meets this objective.
+    pub fn is_met_by(&self, point: &PointResult) -> bool {
+        if point.loss_fraction > self.max_loss_fraction {
+            return false;
+        }
+        if let Some(bound) = self.overall_p999_slowdown
+            && !(point.overall.p999_slowdown <= bound)
+        {
+            return false;
+        }
+        if let Some(bound) = self.per_type_p999_slowdown {
+            // A type with no measured request carries no evidence either way.
+            return point
+                .types
+                .iter()
+                .filter(|t| t.count > 0)
+                .all(|t| t.p999_slowdown <= bound);
+        }
+        true
+    }
+
+    /// The sustainable throughput: the highest offered rate whose point meets the
+    /// objective while every lower point does too. `None` when even the lowest fails.
+    pub fn max_sustainable_rps(&self, points: &[PointResult]) -> Option<f64> {
+        let mut sorted: Vec<&PointResult> = points.iter().collect();
+        sorted.sort_by(|a, b| a.offered_rps.total_cmp(&b.offered_rps));
+        let mut best = None;
+        for p in sorted {
+            if !self.is_met_by(p) {
+                break;
+            }
+            best = Some(p.offered_rps);
+        }
+        best
+    }
+}
+
+/// All points of one policy in a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicySweep {
+    /// Policy name with parameters.
+    pub policy: String,
+    /// Highest offered rate meeting the SLO (and every lower point meeting it).
+    pub max_rps_within_slo: Option<f64>,
+    /// Points in ascending offered load.
+    pub points: Vec<PointResult>,
+}
+
+/// A sweep: loads x policies on one workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResult {
+    /// The objective the sweep judged against.
+    pub slo: Slo,
+    /// `sim`, `run` or `net`.
+    #[serde(default)]
+    pub mode: String,
+    /// Workload name.
+    #[serde(default)]
+    pub workload: String,
+    /// Number of workers.
+    #[serde(default)]
+    pub workers: usize,
+    /// Peak rate of the workload on these workers (workers / mean service time).
+    #[serde(default)]
+    pub peak_rps: f64,
+    /// One entry per policy, in the order given.
+    pub policies: Vec<PolicySweep>,
+}
