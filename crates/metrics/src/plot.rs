@@ -1,0 +1,538 @@
+//! Paper-style figures drawn from sweep results, as SVG and PNG.
+//!
+//! [`plot_sweep`] turns a [`SweepResult`] into the classic two-panel figure of the
+//! Perséphone paper: p99.9 slowdown against offered load (with the SLO bound), and
+//! the p99.9 latency of the shortest request type against offered load. One line per
+//! policy, log-scaled y axes.
+//!
+//! This module does no measuring and no SLO evaluation: it only draws the numbers
+//! that an executor already put in the result documents.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+
+use crate::schema::{PointResult, SweepResult, TypeStats};
+
+/// Everything that can go wrong while writing a figure.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The output directory could not be created.
+    #[error("cannot create directory {path}: {source}")]
+    Io {
+        /// The directory that could not be created.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Drawing or encoding a figure failed (plotters' errors are generic over the
+    /// backend, so only their message is kept).
+    #[error("cannot draw {path}: {message}")]
+    Draw {
+        /// The figure file being written.
+        path: PathBuf,
+        /// What went wrong, as reported by the drawing library.
+        message: String,
+    },
+}
+
+/// Font family used for every piece of text (registered from the embedded font).
+const FONT: &str = "sans-serif";
+
+/// The embedded font: no system font is reachable by plotters in this configuration.
+const FONT_BYTES: &[u8] = include_bytes!("../../../assets/DejaVuSans.ttf");
+
+/// Total figure size in pixels (two panels side by side).
+const FIGURE_SIZE: (u32, u32) = (1400, 550);
+
+/// Line colours, one per policy, cycled when there are more policies than colours
+/// (the Tableau 10 palette).
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// Registers the embedded font under [`FONT`], once per process.
+fn ensure_font() -> Result<(), String> {
+    static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES)
+                .map_err(|_| "the embedded DejaVuSans font is not a valid font".to_string())
+        })
+        .clone()
+}
+
+/// Draws the p99.9 slowdown and shortest-type p99.9 latency of every policy of
+/// `sweep` against offered load, and writes the figure as `<out_stem>.svg` and
+/// `<out_stem>.png`.
+///
+/// The parent directory of `out_stem` is created when missing. `title` is drawn
+/// above both panels. Returns the paths written, SVG first then PNG.
+pub fn plot_sweep(
+    sweep: &SweepResult,
+    out_stem: &Path,
+    title: &str,
+) -> Result<Vec<PathBuf>, PlotError> {
+    if let Some(dir) = out_stem.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).map_err(|source| PlotError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    let svg_path = with_suffix(out_stem, "svg");
+    let png_path = with_suffix(out_stem, "png");
+    let figure = Figure::from_sweep(sweep, title);
+
+    let draw_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |message: String| PlotError::Draw { path, message }
+    };
+
+    ensure_font().map_err(draw_err(&svg_path))?;
+
+    {
+        let root = SVGBackend::new(&svg_path, FIGURE_SIZE).into_drawing_area();
+        figure.draw(&root).map_err(draw_err(&svg_path))?;
+    }
+    {
+        let root = BitMapBackend::new(&png_path, FIGURE_SIZE).into_drawing_area();
+        figure.draw(&root).map_err(draw_err(&png_path))?;
+    }
+    Ok(vec![svg_path, png_path])
+}
+
+/// `stem` with `.ext` appended (not replacing any dot already in the file name).
+fn with_suffix(stem: &Path, ext: &str) -> PathBuf {
+    let mut s = stem.as_os_str().to_owned();
+    s.push(".");
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+/// One policy's drawable data.
+struct Series {
+    name: String,
+    color: RGBColor,
+    /// (offered Mrps, overall p99.9 slowdown), finite and positive only.
+    slowdown: Vec<(f64, f64)>,
+    /// (offered Mrps, p99.9 latency in µs of the shortest type), finite and positive only.
+    short_latency: Vec<(f64, f64)>,
+}
+
+/// Everything needed to draw the figure, extracted from a sweep.
+struct Figure {
+    title: String,
+    series: Vec<Series>,
+    slo: Option<f64>,
+    /// Name(s) of the shortest request type, for the right panel's title.
+    short_type: String,
+}
+
+impl Figure {
+    fn from_sweep(sweep: &SweepResult, title: &str) -> Self {
+        let mut short_names: Vec<String> = Vec::new();
+        let series = sweep
+            .policies
+            .iter()
+            .enumerate()
+            .map(|(i, policy)| {
+                let mut slowdown = Vec::new();
+                let mut short_latency = Vec::new();
+                for point in &policy.points {
+                    let x = point.offered_rps / 1e6;
+                    if !x.is_finite() {
+                        continue;
+                    }
+                    if is_plottable(point.overall.p999_slowdown) {
+                        slowdown.push((x, point.overall.p999_slowdown));
+                    }
+                    if let Some(t) = shortest_type(point) {
+                        if !short_names.contains(&t.name) {
+                            short_names.push(t.name.clone());
+                        }
+                        if is_plottable(t.p999_latency_us) {
+                            short_latency.push((x, t.p999_latency_us));
+                        }
+                    }
+                }
+                slowdown.sort_by(|a, b| a.0.total_cmp(&b.0));
+                short_latency.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series {
+                    name: policy.policy.clone(),
+                    color: PALETTE[i % PALETTE.len()],
+                    slowdown,
+                    short_latency,
+                }
+            })
+            .collect();
+        let slo = sweep
+            .slo
+            .per_type_p999_slowdown
+            .or(sweep.slo.overall_p999_slowdown)
+            .filter(|b| is_plottable(*b));
+        let short_type = if short_names.is_empty() {
+            "the shortest type".to_string()
+        } else {
+            short_names.join("/")
+        };
+        Figure {
+            title: title.to_string(),
+            series,
+            slo,
+            short_type,
+        }
+    }
+
+    /// Draws both panels on `root` and presents it (writes the file).
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let body = root
+            .titled(&self.title, (FONT, 26))
+            .map_err(|e| e.to_string())?;
+        let (width, _) = body.dim_in_pixel();
+        let (left, right) = body.split_horizontally(width / 2);
+
+        let xs = self
+            .series
+            .iter()
+            .flat_map(|s| s.slowdown.iter().chain(&s.short_latency).map(|p| p.0));
+        let x_range = linear_range(xs);
+
+        let left_ys = self
+            .series
+            .iter()
+            .flat_map(|s| s.slowdown.iter().map(|p| p.1))
+            .chain(self.slo);
+        self.draw_panel(
+            &left,
+            "p99.9 slowdown",
+            "p99.9 slowdown",
+            x_range.clone(),
+            log_range(left_ys),
+            |s| &s.slowdown,
+            self.slo,
+        )?;
+
+        let right_ys = self
+            .series
+            .iter()
+            .flat_map(|s| s.short_latency.iter().map(|p| p.1));
+        self.draw_panel(
+            &right,
+            &format!("p99.9 latency of {}", self.short_type),
+            "p99.9 latency (µs)",
+            x_range,
+            log_range(right_ys),
+            |s| &s.short_latency,
+            None,
+        )?;
+
+        root.present().map_err(|e| e.to_string())
+    }
+
+    /// Draws one panel: a line per policy from `data`, and an optional dashed SLO line.
+    #[allow(clippy::too_many_arguments)]
+    fn draw_panel<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        caption: &str,
+        y_desc: &str,
+        x_range: Range<f64>,
+        y_range: Range<f64>,
+        data: impl Fn(&Series) -> &Vec<(f64, f64)>,
+        slo: Option<f64>,
+    ) -> Result<(), String> {
+        let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, (FONT, 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x_range.clone(), y_range.log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("Offered load (Mrps)")
+            .y_desc(y_desc)
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 16))
+            .x_label_formatter(&|v| format_tick(*v))
+            .y_label_formatter(&|v| format_tick(*v))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(err)?;
+
+        let mut labelled = false;
+        for s in &self.series {
+            let points = data(s);
+            if points.is_empty() {
+                continue;
+            }
+            let color = s.color;
+            chart
+                .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                .map_err(err)?;
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    color.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            labelled = true;
+        }
+
+        if let Some(bound) = slo {
+            let slo_color = RGBColor(60, 60, 60);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(x_range.start, bound), (x_range.end, bound)],
+                    8,
+                    6,
+                    slo_color.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label("SLO")
+                .legend(move |(x, y)| {
+                    DashedPathElement::new(
+                        vec![(x, y), (x + 20, y)],
+                        6,
+                        3,
+                        slo_color.stroke_width(2),
+                    )
+                });
+            labelled = true;
+        }
+
+        if labelled {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .label_font((FONT, 14))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `v` can be drawn on a log axis.
+fn is_plottable(v: f64) -> bool {
+    v.is_finite() && v > 0.0
+}
+
+/// The measured type with the smallest mean service time of `point`, if any.
+fn shortest_type(point: &PointResult) -> Option<&TypeStats> {
+    point
+        .types
+        .iter()
+        .filter(|t| t.count > 0 && t.mean_service_us.is_finite())
+        .min_by(|a, b| a.mean_service_us.total_cmp(&b.mean_service_us))
+}
+
+/// A linear axis range covering `values` with a 5% margin (never empty, never
+/// below zero when the data is not).
+fn linear_range(values: impl Iterator<Item = f64>) -> Range<f64> {
+    let (lo, hi) = min_max(values.filter(|v| v.is_finite()));
+    let Some((lo, hi)) = lo.zip(hi) else {
+        return 0.0..1.0;
+    };
+    let span = hi - lo;
+    let pad = if span > 0.0 {
+        span * 0.05
+    } else {
+        (lo.abs() * 0.1).max(0.1)
+    };
+    let start = if lo >= 0.0 {
+        (lo - pad).max(0.0)
+    } else {
+        lo - pad
+    };
+    start..hi + pad
+}
+
+/// A log axis range covering the positive finite `values`, padded by a factor on
+/// both sides (so it stays valid when all values are equal).
+fn log_range(values: impl Iterator<Item = f64>) -> Range<f64> {
+    const PAD: f64 = 1.5;
+    let (lo, hi) = min_max(values.filter(|v| is_plottable(*v)));
+    match lo.zip(hi) {
+        Some((lo, hi)) => lo / PAD..hi * PAD,
+        None => 1.0..10.0,
+    }
+}
+
+/// The smallest and largest of `values` (`None` when there are none).
+fn min_max(values: impl Iterator<Item = f64>) -> (Option<f64>, Option<f64>) {
+    values.fold((None, None), |(lo, hi), v| {
+        (
+            Some(lo.map_or(v, |l: f64| l.min(v))),
+            Some(hi.map_or(v, |h: f64| h.max(v))),
+        )
+    })
+}
+
+/// Short tick label: integers without decimals, otherwise up to 3 significant digits.
+fn format_tick(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let a = v.abs();
+    if !(1e-3..1e6).contains(&a) {
+        return format!("{v:.0e}");
+    }
+    if (v - v.round()).abs() < 1e-9 * a.max(1.0) {
+        return format!("{}", v.round());
+    }
+    let digits = (2 - a.log10().floor() as i32).clamp(0, 6) as usize;
+    let s = format!("{v:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{OverallStats, PolicySweep, Slo};
+
+    fn type_stats(name: &str, mean_service_us: f64, p999_latency_us: f64) -> TypeStats {
+        TypeStats {
+            name: name.to_string(),
+            count: 1000,
+            mean_service_us,
+            mean_latency_us: mean_service_us * 2.0,
+            p50_latency_us: mean_service_us * 1.5,
+            p99_latency_us: p999_latency_us * 0.5,
+            p999_latency_us,
+            p50_slowdown: 1.5,
+            p99_slowdown: p999_latency_us * 0.5 / mean_service_us,
+            p999_slowdown: p999_latency_us / mean_service_us,
+            dropped: 0,
+        }
+    }
+
+    fn point(policy: &str, offered_rps: f64, slowdown: f64) -> PointResult {
+        PointResult {
+            mode: "sim".to_string(),
+            workload: "high-bimodal".to_string(),
+            policy: policy.to_string(),
+            workers: 14,
+            load: offered_rps / 2.8e6,
+            offered_rps,
+            achieved_rps: offered_rps,
+            duration_s: 1.0,
+            seed: 1,
+            overall: OverallStats {
+                count: 2000,
+                p50_slowdown: 1.2,
+                p99_slowdown: slowdown / 2.0,
+                p999_slowdown: slowdown,
+            },
+            // The long type comes first: the plot must pick the short one by service time.
+            types: vec![
+                type_stats("LONG", 500.0, 500.0 * slowdown / 10.0),
+                type_stats("SHORT", 0.5, 0.5 * slowdown),
+            ],
+            dropped: 0,
+            shed: 0,
+            timeouts: 0,
+            measured_generated: 2000,
+            loss_fraction: 0.0,
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    fn sweep() -> SweepResult {
+        let policies = [("c-FCFS", 1.0), ("DARC", 0.2)]
+            .into_iter()
+            .map(|(name, scale)| PolicySweep {
+                policy: name.to_string(),
+                max_rps_within_slo: Some(1.0e6),
+                points: [(0.5e6, 5.0), (1.0e6, 20.0), (1.5e6, 400.0)]
+                    .into_iter()
+                    .map(|(rps, s)| point(name, rps, s * scale))
+                    .collect(),
+            })
+            .collect();
+        SweepResult {
+            slo: Slo {
+                per_type_p999_slowdown: Some(10.0),
+                overall_p999_slowdown: None,
+                max_loss_fraction: 0.001,
+            },
+            mode: "sim".to_string(),
+            workload: "high-bimodal".to_string(),
+            workers: 14,
+            peak_rps: 2.8e6,
+            policies,
+        }
+    }
+
+    #[test]
+    fn plot_sweep_writes_svg_and_png() {
+        let dir = std::env::temp_dir().join(format!("psp-plot-test-{}", std::process::id()));
+        // A missing nested directory must be created.
+        let stem = dir.join("nested").join("sweep");
+        let written = plot_sweep(&sweep(), &stem, "Test sweep").expect("plot_sweep failed");
+
+        assert_eq!(written.len(), 2);
+        let svg_path = dir.join("nested").join("sweep.svg");
+        let png_path = dir.join("nested").join("sweep.png");
+        assert_eq!(written, vec![svg_path.clone(), png_path.clone()]);
+        assert!(svg_path.is_file() && png_path.is_file());
+
+        let svg = std::fs::read_to_string(&svg_path).expect("read svg");
+        assert!(!svg.is_empty());
+        assert!(svg.contains("<svg"));
+        assert!(svg.contains("p99.9 latency of SHORT"));
+
+        let png = std::fs::read(&png_path).expect("read png");
+        assert!(png.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]));
+
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn ranges_stay_valid_for_equal_or_missing_values() {
+        let r = log_range([3.0, 3.0].into_iter());
+        assert!(r.start > 0.0 && r.start < 3.0 && r.end > 3.0);
+        let r = log_range([f64::NAN, -1.0, 0.0, f64::INFINITY].into_iter());
+        assert!(r.start > 0.0 && r.start < r.end);
+        let r = linear_range([2.0].into_iter());
+        assert!(r.start < 2.0 && r.end > 2.0 && r.start >= 0.0);
+        let r = linear_range(std::iter::empty());
+        assert!(r.start < r.end);
+    }
+
+    #[test]
+    fn tick_labels_are_short() {
+        assert_eq!(format_tick(100.0), "100");
+        assert_eq!(format_tick(0.5), "0.5");
+        assert_eq!(format_tick(1.25), "1.25");
+        assert_eq!(format_tick(0.123456), "0.123");
+    }
+}

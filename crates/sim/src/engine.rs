@@ -1,0 +1,505 @@
+//! The event loop. Events are completions, quantum ends, preemption signals and
+//! context-switch ends, kept in a binary heap (at most a few per worker); the next
+//! arrival is held aside and compared with the heap's top, so arrivals never go
+//! through the heap. Ties are broken by insertion order: runs are deterministic.
+//!
+//! After every event the engine drains the policy's actions (dispatches and
+//! preemptions). Requests in flight live in a slab indexed by the request's token.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use psp_core::policy::PolicyStats;
+use psp_core::{Action, Nanos, Policy, PolicyContext, PolicySpec, Request, WorkerId};
+use psp_metrics::{PointResult, Recorder};
+use serde_json::json;
+
+use crate::arrivals::{ArrivalSource, PoissonArrivals};
+use crate::workload::Workload;
+
+/// One simulated point's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Application workers.
+    pub workers: usize,
+    /// Offered rate.
+    pub rate_rps: f64,
+    /// Length of the arrival period.
+    pub duration_ns: Nanos,
+    /// Fraction of the arrival period discarded as warm-up.
+    pub warmup_fraction: f64,
+    /// Random seed.
+    pub seed: u64,
+    /// Bound of each queue of the policy.
+    pub queue_capacity: usize,
+}
+
+/// Why a point could not be simulated.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The policy cannot be built for this workload and machine.
+    #[error(transparent)]
+    Policy(#[from] psp_core::PolicyError),
+    /// A parameter is out of range.
+    #[error("{0}")]
+    Config(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventKind {
+    Complete,
+    QuantumEnd,
+    PreemptSignal { switch_ns: Nanos },
+    SwitchDone,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    at: Nanos,
+    seq: u64,
+    worker: WorkerId,
+    gen_: u32,
+    kind: EventKind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Event {
+    /// Reversed: the heap's top is the earliest event.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    req: Request,
+    service_ns: Nanos,
+    remaining_ns: Nanos,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WorkerState {
+    Idle,
+    /// Running `token` since `since` with an optional quantum.
+    Running {
+        token: u32,
+        since: Nanos,
+        quantum: Option<Nanos>,
+    },
+    /// Switching away from a preempted `token`.
+    Switching {
+        token: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Worker {
+    state: WorkerState,
+    /// Bumped whenever the worker's current segment ends: stale events are ignored.
+    gen_: u32,
+}
+
+/// What a simulation produced.
+#[derive(Debug, Clone)]
+pub struct SimOutcome {
+    /// Latency and slowdown of measured requests (arrived after warm-up).
+    pub recorder: Recorder,
+    /// Requests generated, warm-up included.
+    pub generated: u64,
+    /// Requests completed, warm-up included.
+    pub completed: u64,
+    /// Requests dropped at a full queue, warm-up included.
+    pub dropped: u64,
+    /// Requests still queued when no event was left (a policy bug if non-zero).
+    pub stranded: u64,
+    /// Requests generated after warm-up.
+    pub measured_generated: u64,
+    /// Simulated time of the last event.
+    pub end_ns: Nanos,
+    /// The policy's decision counters.
+    pub policy_stats: PolicyStats,
+    /// The final reservation, for reservation-based policies.
+    pub reservation: Option<String>,
+    /// Events processed (arrivals included).
+    pub events: u64,
+}
+
+/// The discrete-event executor for one point.
+pub struct Simulator<'p> {
+    policy: &'p mut dyn Policy,
+    heap: BinaryHeap<Event>,
+    seq: u64,
+    workers: Vec<Worker>,
+    slab: Vec<InFlight>,
+    free_slots: Vec<u32>,
+    recorder: Recorder,
+    measure_from_ns: Nanos,
+    next_id: u64,
+    generated: u64,
+    completed: u64,
+    dropped: u64,
+    measured_generated: u64,
+    events: u64,
+    now: Nanos,
+    probe: Option<&'p mut dyn FnMut(&dyn Policy, WorkerId, &Request)>,
+}
+
+impl<'p> Simulator<'p> {
+    /// An executor for `policy` on `workers` workers, with one recorder slot per
+    /// type name; requests arriving before `measure_from_ns` are not measured.
+    pub fn new(
+        policy: &'p mut dyn Policy,
+        workers: usize,
+        type_names: &[String],
+        measure_from_ns: Nanos,
+    ) -> Self {
+        Self {
+            policy,
+            heap: BinaryHeap::with_capacity(4 * workers + 4),
+            seq: 0,
+            workers: vec![
+                Worker {
+                    state: WorkerState::Idle,
+                    gen_: 0
+                };
+                workers
+            ],
+            slab: Vec::with_capacity(1024),
+            free_slots: Vec::with_capacity(1024),
+            recorder: Recorder::new(type_names.iter().cloned()),
+            measure_from_ns,
+            next_id: 0,
+            generated: 0,
+            completed: 0,
+            dropped: 0,
+            measured_generated: 0,
+            events: 0,
+            now: 0,
+            probe: None,
+        }
+    }
+
+    /// Calls `probe` with the policy (before the dispatch is applied), the worker
+    /// and the request of every dispatch: for invariant checks in tests.
+    pub fn with_probe(mut self, probe: &'p mut dyn FnMut(&dyn Policy, WorkerId, &Request)) -> Self {
+        self.probe = Some(probe);
+        self
+    }
+
+    #[inline]
+    fn push(&mut self, at: Nanos, worker: WorkerId, kind: EventKind) {
+        self.seq += 1;
+        let gen_ = self.workers[worker as usize].gen_;
+        self.heap.push(Event {
+            at,
+            seq: self.seq,
+            worker,
+            gen_,
+            kind,
+        });
+    }
+
+    /// Runs `token` on `worker` from now for one segment (to completion or quantum).
+    #[inline]
+    fn start_segment(&mut self, worker: WorkerId, token: u32, quantum: Option<Nanos>) {
+        let remaining = self.slab[token as usize].remaining_ns;
+        let w = &mut self.workers[worker as usize];
+        w.gen_ = w.gen_.wrapping_add(1);
+        w.state = WorkerState::Running {
+            token,
+            since: self.now,
+            quantum,
+        };
+        match quantum {
+            Some(q) if remaining > q => self.push(self.now + q, worker, EventKind::QuantumEnd),
+            _ => self.push(self.now + remaining, worker, EventKind::Complete),
+        }
+    }
+
+    #[inline]
+    fn arrive(&mut self, type_id: psp_core::TypeId, service_ns: Nanos) {
+        let token = match self.free_slots.pop() {
+            Some(t) => t,
+            None => {
+                self.slab.push(InFlight {
+                    req: Request {
+                        id: 0,
+                        token: 0,
+                        type_id: 0,
+                        arrival_ns: 0,
+                    },
+                    service_ns: 0,
+                    remaining_ns: 0,
+                });
+                (self.slab.len() - 1) as u32
+            }
+        };
+        let req = Request {
+            id: self.next_id,
+            token,
+            type_id,
+            arrival_ns: self.now,
+        };
+        self.next_id += 1;
+        self.slab[token as usize] = InFlight {
+            req,
+            service_ns,
+            remaining_ns: service_ns,
+        };
+        self.generated += 1;
+        let measured = self.now >= self.measure_from_ns;
+        self.measured_generated += u64::from(measured);
+        if self.policy.on_arrival(req, self.now).is_err() {
+            self.dropped += 1;
+            if measured {
+                self.recorder.record_drop(type_id as usize);
+            }
+            self.free_slots.push(token);
+        }
+    }
+
+    #[inline]
+    fn complete(&mut self, worker: WorkerId, token: u32) {
+        let f = self.slab[token as usize];
+        let w = &mut self.workers[worker as usize];
+        w.state = WorkerState::Idle;
+        w.gen_ = w.gen_.wrapping_add(1);
+        if f.req.arrival_ns >= self.measure_from_ns {
+            self.recorder.record(
+                f.req.type_id as usize,
+                self.now - f.req.arrival_ns,
+                f.service_ns,
+            );
+        }
+        self.completed += 1;
+        self.free_slots.push(token);
+        self.policy
+            .on_completion(worker, &f.req, f.service_ns, self.now);
+    }
+
+    /// Stops the segment running on `worker` now; returns its token.
+    #[inline]
+    fn stop_segment(&mut self, worker: WorkerId) -> Option<u32> {
+        let WorkerState::Running { token, since, .. } = self.workers[worker as usize].state else {
+            return None;
+        };
+        let f = &mut self.slab[token as usize];
+        f.remaining_ns -= (self.now - since).min(f.remaining_ns);
+        Some(token)
+    }
+
+    fn begin_switch(&mut self, worker: WorkerId, token: u32, switch_ns: Nanos) {
+        let w = &mut self.workers[worker as usize];
+        w.gen_ = w.gen_.wrapping_add(1);
+        w.state = WorkerState::Switching { token };
+        self.push(self.now + switch_ns, worker, EventKind::SwitchDone);
+    }
+
+    fn handle(&mut self, ev: Event) {
+        let worker = ev.worker;
+        if self.workers[worker as usize].gen_ != ev.gen_ {
+            return; // the segment this event belonged to already ended
+        }
+        match (ev.kind, self.workers[worker as usize].state) {
+            (EventKind::Complete, WorkerState::Running { token, .. }) => {
+                self.complete(worker, token)
+            }
+            (EventKind::QuantumEnd, WorkerState::Running { quantum, .. }) => {
+                let token = self.stop_segment(worker).expect("running");
+                match self.policy.on_quantum_expired(worker, self.now) {
+                    Some(cost) => self.begin_switch(worker, token, cost),
+                    None => self.start_segment(worker, token, quantum),
+                }
+            }
+            (EventKind::PreemptSignal { switch_ns }, WorkerState::Running { .. }) => {
+                let token = self.stop_segment(worker).expect("running");
+                if self.slab[token as usize].remaining_ns == 0 {
+                    self.complete(worker, token);
+                } else {
+                    self.begin_switch(worker, token, switch_ns);
+                }
+            }
+            (EventKind::SwitchDone, WorkerState::Switching { token }) => {
+                let w = &mut self.workers[worker as usize];
+                w.state = WorkerState::Idle;
+                w.gen_ = w.gen_.wrapping_add(1);
+                let req = self.slab[token as usize].req;
+                self.policy.on_preempted(worker, req, self.now);
+            }
+            (kind, state) => unreachable!("event {kind:?} on worker {worker} in state {state:?}"),
+        }
+    }
+
+    #[inline]
+    fn drain_actions(&mut self) {
+        while let Some(action) = self.policy.next_action(self.now) {
+            match action {
+                Action::Dispatch {
+                    worker,
+                    req,
+                    quantum_ns,
+                } => {
+                    assert!(
+                        self.workers[worker as usize].state == WorkerState::Idle,
+                        "{} dispatched to busy worker {worker}",
+                        self.policy.name()
+                    );
+                    if let Some(probe) = self.probe.as_mut() {
+                        probe(&*self.policy, worker, &req);
+                    }
+                    self.start_segment(worker, req.token, quantum_ns);
+                }
+                Action::Preempt {
+                    worker,
+                    signal_ns,
+                    switch_ns,
+                } => {
+                    self.push(
+                        self.now + signal_ns,
+                        worker,
+                        EventKind::PreemptSignal { switch_ns },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Runs until `arrivals` is exhausted and every admitted request is done.
+    pub fn run(mut self, arrivals: &mut dyn ArrivalSource) -> SimOutcome {
+        let mut next = arrivals.next_arrival();
+        loop {
+            let arrival_first = match (&next, self.heap.peek()) {
+                (None, None) => break,
+                (Some(a), Some(e)) => a.at_ns < e.at,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+            };
+            self.events += 1;
+            if arrival_first {
+                let a = next.take().expect("checked");
+                self.now = a.at_ns;
+                self.arrive(a.type_id, a.service_ns);
+                next = arrivals.next_arrival();
+            } else {
+                let ev = self.heap.pop().expect("checked");
+                self.now = ev.at;
+                self.handle(ev);
+            }
+            self.drain_actions();
+        }
+        SimOutcome {
+            stranded: self.policy.queued() as u64,
+            generated: self.generated,
+            completed: self.completed,
+            dropped: self.dropped,
+            measured_generated: self.measured_generated,
+            end_ns: self.now,
+            policy_stats: self.policy.stats(),
+            reservation: self.policy.reservation().map(|r| r.to_string()),
+            events: self.events,
+            recorder: self.recorder,
+        }
+    }
+}
+
+/// Simulates one point: `spec` on `workload` under `cfg`, as the schema's point.
+///
+/// # Errors
+/// A policy that cannot run on this workload or worker count, or a bad parameter.
+pub fn simulate_point(
+    workload: &Workload,
+    spec: &PolicySpec,
+    cfg: &SimConfig,
+) -> Result<PointResult, SimError> {
+    if !(cfg.rate_rps.is_finite() && cfg.rate_rps > 0.0) {
+        return Err(SimError::Config(format!(
+            "the offered rate must be positive, not {}",
+            cfg.rate_rps
+        )));
+    }
+    if cfg.duration_ns == 0 {
+        return Err(SimError::Config("the duration must be positive".into()));
+    }
+    if !(0.0..1.0).contains(&cfg.warmup_fraction) {
+        return Err(SimError::Config(format!(
+            "warm-up must be in [0, 1), not {}",
+            cfg.warmup_fraction
+        )));
+    }
+    let ctx = PolicyContext {
+        workers: cfg.workers,
+        types: workload.type_infos(),
+        queue_capacity: cfg.queue_capacity,
+    };
+    let mut policy = spec.build(&ctx)?;
+    let names: Vec<String> = workload.types.iter().map(|t| t.name.clone()).collect();
+    let measure_from_ns = (cfg.duration_ns as f64 * cfg.warmup_fraction) as Nanos;
+    let mut arrivals = PoissonArrivals::new(workload, cfg.rate_rps, cfg.duration_ns, cfg.seed);
+    let started = std::time::Instant::now();
+    let out = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns).run(&mut arrivals);
+    let wall_s = started.elapsed().as_secs_f64();
+    Ok(out.into_point(workload, &policy.name(), cfg, wall_s))
+}
+
+impl SimOutcome {
+    /// The schema's point for this outcome; `wall_s` is the simulation's wall time.
+    pub fn into_point(
+        self,
+        workload: &Workload,
+        policy: &str,
+        cfg: &SimConfig,
+        wall_s: f64,
+    ) -> PointResult {
+        let measured_s = cfg.duration_ns as f64 * (1.0 - cfg.warmup_fraction) / 1e9;
+        let completed = self.recorder.completed();
+        let dropped = self.recorder.dropped();
+        let mut extra = serde_json::Map::new();
+        extra.insert("generated_total".into(), json!(self.generated));
+        extra.insert("completed_total".into(), json!(self.completed));
+        extra.insert("dropped_total".into(), json!(self.dropped));
+        extra.insert("stranded".into(), json!(self.stranded));
+        extra.insert("preemptions".into(), json!(self.policy_stats.preemptions));
+        extra.insert(
+            "reservation_updates".into(),
+            json!(self.policy_stats.reservation_updates),
+        );
+        if let Some(r) = &self.reservation {
+            extra.insert("reservation".into(), json!(r));
+        }
+        extra.insert("simulated_end_s".into(), json!(self.end_ns as f64 / 1e9));
+        extra.insert("wall_s".into(), json!(wall_s));
+        extra.insert(
+            "sim_requests_per_s".into(),
+            json!(self.generated as f64 / wall_s.max(1e-9)),
+        );
+        PointResult {
+            mode: "sim".into(),
+            workload: workload.name.clone(),
+            policy: policy.to_string(),
+            workers: cfg.workers,
+            load: cfg.rate_rps / workload.peak_rps(cfg.workers),
+            offered_rps: cfg.rate_rps,
+            achieved_rps: completed as f64 / measured_s,
+            duration_s: cfg.duration_ns as f64 / 1e9,
+            seed: cfg.seed,
+            overall: self.recorder.overall(),
+            types: self.recorder.type_stats(),
+            dropped,
+            shed: 0,
+            timeouts: 0,
+            measured_generated: self.measured_generated,
+            loss_fraction: dropped as f64 / self.measured_generated.max(1) as f64,
+            extra,
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! Workloads as data: request types with occurrence ratios and service-time
+//! distributions, read from TOML. Built-in workloads are the files of `workloads/`
+//! embedded at build time; any other file is read by path, without recompiling.
+//!
+//! ```toml
+//! name = "extreme-bimodal"
+//! [[types]]
+//! name = "short"
+//! ratio = 0.995
+//! service = { dist = "fixed", us = 0.5 }
+//! ```
+//!
+//! Distributions: `fixed {us}`, `exponential {mean_us}`, `lognormal {mean_us,
+//! sigma}`, `bimodal {short_us, long_us, p_long}`, `uniform {min_us, max_us}`.
+
+use std::path::Path;
+
+use psp_core::TypeInfo;
+use rand::RngExt;
+use rand::rngs::SmallRng;
+use rand_distr::{Distribution, Exp1, StandardNormal};
+use serde::Deserialize;
+
+/// The workloads shipped with the project (name, TOML text).
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "high-bimodal",
+        include_str!("../../../workloads/high-bimodal.toml"),
+    ),
+    (
+        "extreme-bimodal",
+        include_str!("../../../workloads/extreme-bimodal.toml"),
+    ),
+    ("tpcc", include_str!("../../../workloads/tpcc.toml")),
+    ("rocksdb", include_str!("../../../workloads/rocksdb.toml")),
+    ("zippydb", include_str!("../../../workloads/zippydb.toml")),
+    ("leveldb", include_str!("../../../workloads/leveldb.toml")),
+    (
+        "exponential",
+        include_str!("../../../workloads/exponential.toml"),
+    ),
+    ("fixed", include_str!("../../../workloads/fixed.toml")),
+];
+
+/// Why a workload could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// Neither a file nor a built-in name.
+    #[error("unknown workload '{0}' (built-in: {names}; or a path to a .toml file)", names = builtin_names())]
+    Unknown(String),
+    /// The file could not be read.
+    #[error("cannot read workload file '{path}': {err}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        err: std::io::Error,
+    },
+    /// The TOML is malformed.
+    #[error("malformed workload '{source_name}': {msg}")]
+    Parse {
+        /// File or built-in name.
+        source_name: String,
+        /// The parser's message, on one line.
+        msg: String,
+    },
+    /// The TOML parses but describes no valid workload.
+    #[error("invalid workload '{source_name}': {msg}")]
+    Invalid {
+        /// File or built-in name.
+        source_name: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+fn builtin_names() -> String {
+    BUILTIN
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A service-time distribution, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(tag = "dist", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ServiceDist {
+    /// Always `us`.
+    Fixed {
+        /// Service time.
+        us: f64,
+    },
+    /// Exponential with mean `mean_us`.
+    Exponential {
+        /// Mean.
+        mean_us: f64,
+    },
+    /// Lognormal with mean `mean_us` and shape `sigma` (of the underlying normal).
+    Lognormal {
+        /// Mean.
+        mean_us: f64,
+        /// Standard deviation of the underlying normal.
+        sigma: f64,
+    },
+    /// `long_us` with probability `p_long`, else `short_us`.
+    Bimodal {
+        /// Short mode.
+        short_us: f64,
+        /// Long mode.
+        long_us: f64,
+        /// Probability of the long mode.
+        p_long: f64,
+    },
+    /// Uniform on `[min_us, max_us]`.
+    Uniform {
+        /// Lower bound.
+        min_us: f64,
+        /// Upper bound.
+        max_us: f64,
+    },
+}
+
+impl ServiceDist {
+    /// The mean, in microseconds.
+    pub fn mean_us(&self) -> f64 {
+        match *self {
+            ServiceDist::Fixed { us } => us,
+            ServiceDist::Exponential { mean_us } | ServiceDist::Lognormal { mean_us, .. } => {
+                mean_us
+            }
+            ServiceDist::Bimodal {
+                short_us,
+                long_us,
+                p_long,
+            } => short_us * (1.0 - p_long) + long_us * p_long,
+            ServiceDist::Uniform { min_us, max_us } => (min_us + max_us) / 2.0,
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let pos = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{name} must be a positive number, not {v}"))
+            }
+        };
+        match *self {
+            ServiceDist::Fixed { us } => pos("us", us),
+            ServiceDist::Exponential { mean_us } => pos("mean_us", mean_us),
+            ServiceDist::Lognormal { mean_us, sigma } => {
+                pos("mean_us", mean_us)?;
+                if sigma.is_finite() && sigma >= 0.0 {
+                    Ok(())
+                } else {
+                    Err("sigma must be >= 0".into())
+                }
+            }
+            ServiceDist::Bimodal {
+                short_us,
+                long_us,
+                p_long,
+            } => {
+                pos("short_us", short_us)?;
+                pos("long_us", long_us)?;
+                if (0.0..=1.0).contains(&p_long) {
+                    Ok(())
+                } else {
+                    Err("p_long must be in [0, 1]".into())
+                }
+            }
+            ServiceDist::Uniform { min_us, max_us } => {
+                pos("min_us", min_us)?;
+                pos("max_us", max_us)?;
+                if min_us <= max_us {
+                    Ok(())
+                } else {
+                    Err("min_us must not exceed max_us".into())
+                }
+            }
+        }
+    }
+
+    /// A sampler producing nanoseconds.
+    pub fn sampler(&self) -> ServiceSampler {
+        ServiceSampler(match *self {
+            ServiceDist::Fixed { us } => Sampler::Fixed(us_to_ns(us)),
+            ServiceDist::Exponential { mean_us } => Sampler::Exp(mean_us * 1e3),
+            ServiceDist::Lognormal { mean_us, sigma } => {
+                // E[X] = exp(mu + sigma^2 / 2).
+                Sampler::LogNormal {
+                    mu: (mean_us * 1e3).ln() - sigma * sigma / 2.0,
+                    sigma,
+                }
+            }
+            ServiceDist::Bimodal {
+                short_us,
+                long_us,
+                p_long,
+            } => Sampler::Bimodal {
+                short: us_to_ns(short_us),
+                long: us_to_ns(long_us),
+                p_long,
+            },
+            ServiceDist::Uniform { min_us, max_us } => Sampler::Uniform(min_us * 1e3, max_us * 1e3),
+        })
+    }
+}
+
+fn us_to_ns(us: f64) -> u64 {
+    ((us * 1e3).round() as u64).max(1)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Sampler {
+    Fixed(u64),
+    Exp(f64),
+    LogNormal { mu: f64, sigma: f64 },
+    Bimodal { short: u64, long: u64, p_long: f64 },
+    Uniform(f64, f64),
+}
+
+/// Draws service times in nanoseconds (at least 1).
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceSampler(Sampler);
+
+impl ServiceSampler {
+    /// One service time.
+    #[inline]
+    pub fn sample(&self, rng: &mut SmallRng) -> u64 {
+        let ns = match self.0 {
+            Sampler::Fixed(ns) => return ns,
+            Sampler::Exp(mean) => {
+                let e: f64 = Exp1.sample(rng);
+                e * mean
+            }
+            Sampler::LogNormal { mu, sigma } => {
+                let z: f64 = StandardNormal.sample(rng);
+                (mu + sigma * z).exp()
+            }
+            Sampler::Bimodal {
+                short,
+                long,
+                p_long,
+            } => {
+                return if rng.random::<f64>() < p_long {
+                    long
+                } else {
+                    short
+                };
+            }
+            Sampler::Uniform(lo, hi) => lo + (hi - lo) * rng.random::<f64>(),
+        };
+        (ns.round() as u64).max(1)
+    }
+}
+
+/// One request type of a workload.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadType {
+    /// Name (unique in the workload).
+    pub name: String,
+    /// Occurrence ratio (the ratios of a workload sum to 1).
+    pub ratio: f64,
+    /// Service-time distribution.
+    pub service: ServiceDist,
+}
+
+/// A workload: a mix of request types.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Name.
+    pub name: String,
+    /// Where it comes from, for humans.
+    #[serde(default)]
+    pub description: String,
+    /// The types, in type-id order.
+    pub types: Vec<WorkloadType>,
+}
+
+impl Workload {
+    /// A built-in workload by name, or a TOML file by path.
+    ///
+    /// # Errors
+    /// Unknown name, unreadable file, malformed or invalid TOML.
+    pub fn resolve(name_or_path: &str) -> Result<Self, WorkloadError> {
+        let path = Path::new(name_or_path);
+        if path.is_file() {
+            let text = std::fs::read_to_string(path).map_err(|err| WorkloadError::Io {
+                path: name_or_path.to_string(),
+                err,
+            })?;
+            return Self::parse(&text, name_or_path);
+        }
+        if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Self::parse(text, name_or_path);
+        }
+        if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
+            return Err(WorkloadError::Io {
+                path: name_or_path.to_string(),
+                err: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+            });
+        }
+        Err(WorkloadError::Unknown(name_or_path.to_string()))
+    }
+
+    /// Parses and validates TOML; `source_name` names it in errors.
+    ///
+    /// # Errors
+    /// Malformed TOML, or a workload that fails validation.
+    pub fn parse(text: &str, source_name: &str) -> Result<Self, WorkloadError> {
+        let mut w: Workload = toml::from_str(text).map_err(|e| WorkloadError::Parse {
+            source_name: source_name.to_string(),
+            msg: e
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+        })?;
+        w.validate().map_err(|msg| WorkloadError::Invalid {
+            source_name: source_name.to_string(),
+            msg,
+        })?;
+        Ok(w)
+    }
+
+    fn validate(&mut self) -> Result<(), String> {
+        if self.types.is_empty() {
+            return Err("needs at least one [[types]] entry".into());
+        }
+        if self.types.len() >= usize::from(psp_core::UNKNOWN_TYPE) {
+            return Err("too many types".into());
+        }
+        for (i, t) in self.types.iter().enumerate() {
+            if t.name.trim().is_empty() {
+                return Err(format!("type #{} has an empty name", i + 1));
+            }
+            if self.types[..i].iter().any(|o| o.name == t.name) {
+                return Err(format!("type name '{}' appears twice", t.name));
+            }
+            if !(t.ratio.is_finite() && t.ratio > 0.0) {
+                return Err(format!(
+                    "type '{}': ratio must be positive, not {}",
+                    t.name, t.ratio
+                ));
+            }
+            t.service
+                .validate()
+                .map_err(|m| format!("type '{}': {m}", t.name))?;
+        }
+        let sum: f64 = self.types.iter().map(|t| t.ratio).sum();
+        if (sum - 1.0).abs() > 1e-3 {
+            return Err(format!("type ratios sum to {sum}, not 1"));
+        }
+        for t in &mut self.types {
+            t.ratio /= sum;
+        }
+        Ok(())
+    }
+
+    /// Mean service time over the mix, in nanoseconds.
+    pub fn mean_service_ns(&self) -> f64 {
+        self.types
+            .iter()
+            .map(|t| t.ratio * t.service.mean_us() * 1e3)
+            .sum()
+    }
+
+    /// Peak request rate on `workers` workers: workers / mean service time.
+    pub fn peak_rps(&self, workers: usize) -> f64 {
+        workers as f64 / (self.mean_service_ns() / 1e9)
+    }
+
+    /// The types as the policy core registers them, with expected means.
+    pub fn type_infos(&self) -> Vec<TypeInfo> {
+        self.types
+            .iter()
+            .map(|t| TypeInfo {
+                name: t.name.clone(),
+                mean_service_ns: Some(t.service.mean_us() * 1e3),
+            })
+            .collect()
+    }
+
+    /// A workload of fixed-service types `(name, us, ratio)`, for tests and tools.
+    pub fn fixed(name: &str, types: &[(&str, f64, f64)]) -> Self {
+        Self {
+            name: name.to_string(),
+            description: String::new(),
+            types: types
+                .iter()
+                .map(|&(n, us, ratio)| WorkloadType {
+                    name: n.to_string(),
+                    ratio,
+                    service: ServiceDist::Fixed { us },
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn every_builtin_parses_and_extreme_bimodal_peak_matches_the_spec() {
+        for (name, _) in BUILTIN {
+            let w = Workload::resolve(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&w.name, name);
+        }
+        let w = Workload::resolve("extreme-bimodal").unwrap();
+        assert!((w.mean_service_ns() - 2997.5).abs() < 1e-6);
+        assert!((w.peak_rps(16) / 1e6 - 5.3378).abs() < 1e-3);
+    }
+
+    #[test]
+    fn malformed_and_invalid_files_are_errors() {
+        let bad = [
+            "name = 1",
+            "name = \"x\"\ntypes = []",
+            "name = \"x\"\n[[types]]\nname = \"a\"\nratio = 0.5\nservice = { dist = \"fixed\", us = 1.0 }",
+            "name = \"x\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = { dist = \"fixed\", us = -1.0 }",
+            "name = \"x\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = { dist = \"zipf\", us = 1.0 }",
+            "name = \"x\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = { dist = \"fixed\", us = 1.0, mean_us = 2.0 }",
+        ];
+        for text in bad {
+            assert!(Workload::parse(text, "t").is_err(), "{text}");
+        }
+        assert!(matches!(
+            Workload::resolve("no-such-workload"),
+            Err(WorkloadError::Unknown(_))
+        ));
+        assert!(matches!(
+            Workload::resolve("/nonexistent/w.toml"),
+            Err(WorkloadError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn samplers_have_the_declared_means() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        for d in [
+            ServiceDist::Exponential { mean_us: 2.0 },
+            ServiceDist::Lognormal {
+                mean_us: 3.0,
+                sigma: 0.5,
+            },
+            ServiceDist::Bimodal {
+                short_us: 1.0,
+                long_us: 100.0,
+                p_long: 0.1,
+            },
+            ServiceDist::Uniform {
+                min_us: 1.0,
+                max_us: 5.0,
+            },
+        ] {
+            let s = d.sampler();
+            let n = 200_000;
+            let mean = (0..n).map(|_| s.sample(&mut rng) as f64).sum::<f64>() / n as f64 / 1e3;
+            assert!((mean / d.mean_us() - 1.0).abs() < 0.02, "{d:?}: {mean}");
+        }
+    }
+}
