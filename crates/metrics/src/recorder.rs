@@ -4,7 +4,7 @@
 //! [`Recorder::record_drop`] for each measured drop; [`Recorder::summarize`] turns the
 //! histograms into the schema's statistics. Percentiles come from HDR histograms with
 //! 3 significant digits (relative error at most 0.1%, well inside the 1% budget).
-//! Recording allocates nothing once the histograms have grown to the value range.
+//! Histograms are allocated with fixed bounds up front: recording never allocates.
 
 use hdrhistogram::Histogram;
 
@@ -13,10 +13,13 @@ use crate::schema::{OverallStats, TypeStats};
 /// Slowdowns are stored as integers in thousandths.
 const SLOWDOWN_SCALE: f64 = 1000.0;
 const SIGFIG: u8 = 3;
+/// Largest recordable value: 2^42 ns (73 minutes) of latency, or a slowdown of
+/// 4.4e9; larger values are clamped (and would be absurd in any run).
+const MAX_VALUE: u64 = 1 << 42;
 
 fn new_histogram() -> Histogram<u64> {
-    // `new` only fails for sigfig > 5.
-    Histogram::new(SIGFIG).expect("3 significant digits is a valid HDR precision")
+    // Fixed bounds, allocated once: recording never resizes.
+    Histogram::new_with_bounds(1, MAX_VALUE, SIGFIG).expect("valid HDR bounds and precision")
 }
 
 /// Latency and slowdown of one request type.
@@ -82,7 +85,7 @@ impl Recorder {
     pub fn record(&mut self, type_id: usize, latency_ns: u64, service_ns: u64) {
         let t = &mut self.types[type_id];
         let sd = (slowdown(latency_ns, service_ns) * SLOWDOWN_SCALE).round() as u64;
-        // Auto-resizing histograms never refuse a value; saturate defensively anyway.
+        // Values beyond MAX_VALUE are clamped rather than lost.
         t.latency_ns.saturating_record(latency_ns.max(1));
         t.slowdown_milli.saturating_record(sd.max(1));
         self.overall_slowdown_milli.saturating_record(sd.max(1));

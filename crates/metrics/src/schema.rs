@@ -110,7 +110,7 @@ impl Slo {
             return false;
         }
         if let Some(bound) = self.overall_p999_slowdown
-            && !(point.overall.p999_slowdown <= bound)
+            && (point.overall.p999_slowdown.is_nan() || point.overall.p999_slowdown > bound)
         {
             return false;
         }

@@ -134,6 +134,10 @@ pub struct SimOutcome {
     pub events: u64,
 }
 
+/// A dispatch observer: the policy (before the dispatch is applied), the worker
+/// and the request.
+pub type DispatchProbe<'p> = &'p mut dyn FnMut(&dyn Policy, WorkerId, &Request);
+
 /// The discrete-event executor for one point.
 pub struct Simulator<'p> {
     policy: &'p mut dyn Policy,
@@ -151,7 +155,7 @@ pub struct Simulator<'p> {
     measured_generated: u64,
     events: u64,
     now: Nanos,
-    probe: Option<&'p mut dyn FnMut(&dyn Policy, WorkerId, &Request)>,
+    probe: Option<DispatchProbe<'p>>,
 }
 
 impl<'p> Simulator<'p> {
@@ -191,7 +195,7 @@ impl<'p> Simulator<'p> {
 
     /// Calls `probe` with the policy (before the dispatch is applied), the worker
     /// and the request of every dispatch: for invariant checks in tests.
-    pub fn with_probe(mut self, probe: &'p mut dyn FnMut(&dyn Policy, WorkerId, &Request)) -> Self {
+    pub fn with_probe(mut self, probe: DispatchProbe<'p>) -> Self {
         self.probe = Some(probe);
         self
     }

@@ -162,7 +162,7 @@ pub enum PolicySpec {
 
 fn us_to_ns(policy: &str, key: &str, v: &str) -> Result<u64, PolicyError> {
     let us: f64 = num(policy, key, v)?;
-    if !(us >= 0.0) || !us.is_finite() {
+    if !(us.is_finite() && us >= 0.0) {
         return Err(bad(
             policy,
             format!("{key} must be a non-negative number of microseconds"),
@@ -230,14 +230,14 @@ impl FromStr for PolicySpec {
             "c-fcfs" => no_args(PolicySpec::CFcfs),
             "fp" | "sjf" => no_args(PolicySpec::Fp),
             "edf" => {
-                let mut k = 10.0;
+                let mut k: f64 = 10.0;
                 for &(key, v) in &keyed {
                     match key {
                         "k" => k = num(s, key, v)?,
                         _ => return Err(unknown_key(key)),
                     }
                 }
-                if !positional.is_empty() || !(k > 0.0) {
+                if !positional.is_empty() || k.is_nan() || k <= 0.0 {
                     return Err(bad(s, "expects edf or edf:k=FACTOR with FACTOR > 0".into()));
                 }
                 Ok(PolicySpec::Edf { k })
@@ -287,9 +287,9 @@ impl FromStr for PolicySpec {
                         _ => return Err(unknown_key(key)),
                     }
                 }
-                if !(c.reservation.delta >= 0.0)
-                    || !(c.delay_factor >= 0.0)
-                    || !(c.deviation >= 0.0)
+                if [c.reservation.delta, c.delay_factor, c.deviation]
+                    .iter()
+                    .any(|v| v.is_nan() || *v < 0.0)
                 {
                     return Err(bad(
                         s,
@@ -331,7 +331,7 @@ impl FromStr for PolicySpec {
                         _ => return Err(unknown_key(key)),
                     }
                 }
-                if c.quantum_ns == 0 || !(c.target_factor > 0.0) {
+                if c.quantum_ns == 0 || c.target_factor.is_nan() || c.target_factor <= 0.0 {
                     return Err(bad(s, "quantum and target must be positive".into()));
                 }
                 Ok(PolicySpec::Ts(c))
@@ -366,7 +366,7 @@ impl FromStr for PolicySpec {
                         _ => return Err(unknown_key(key)),
                     }
                 }
-                if !(c.long_factor >= 1.0) {
+                if c.long_factor.is_nan() || c.long_factor < 1.0 {
                     return Err(bad(s, "long must be at least 1".into()));
                 }
                 Ok(PolicySpec::TsBlock(c))

@@ -1,0 +1,308 @@
+//! `psp`: Perséphone's command line. `sim` simulates one point, `sweep` many
+//! (loads x policies) and finds each policy's sustainable throughput at an SLO,
+//! `plot` draws figures from saved sweeps, `bench` measures the simulator's speed,
+//! `workloads` lists the built-in workloads.
+//!
+//! Every error is one line on stderr with exit code 2; `--json` prints one JSON
+//! document on stdout and nothing else.
+
+mod report;
+mod sweep;
+mod units;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use psp_core::PolicySpec;
+use psp_sim::{SimConfig, Workload, simulate_point};
+
+#[derive(Parser)]
+#[command(
+    name = "psp",
+    version,
+    about = "Perséphone: application-aware scheduling for microsecond-scale services"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Simulate one point (a workload under a policy at one load).
+    Sim(SimArgs),
+    /// Run loads x policies and find each policy's sustainable throughput at an SLO.
+    Sweep(sweep::SweepArgs),
+    /// Draw p99.9 slowdown and short-request tail latency against load from a sweep.
+    Plot(PlotArgs),
+    /// Measure the simulator's speed (simulated requests per second on one core).
+    Bench(BenchArgs),
+    /// List the built-in workloads.
+    Workloads,
+}
+
+/// Where points are measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// The discrete-event simulator.
+    Sim,
+    /// The real runtime with the in-process generator.
+    Run,
+    /// The real runtime behind the network datapath.
+    Net,
+}
+
+/// Parameters shared by every simulated point.
+#[derive(Args, Clone, Debug)]
+pub struct PointArgs {
+    /// Built-in workload name or path to a workload TOML file.
+    #[arg(long, default_value = "extreme-bimodal")]
+    pub workload: String,
+    /// Application workers.
+    #[arg(long, default_value_t = 16)]
+    pub workers: usize,
+    /// Length of the arrival period (e.g. 1s, 200ms).
+    #[arg(long, default_value = "1s", allow_hyphen_values = true)]
+    pub duration: String,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Fraction of the arrival period discarded as warm-up.
+    #[arg(long, default_value_t = 0.1)]
+    pub warmup: f64,
+    /// Bound of each queue the policy keeps (typed, per-worker or central).
+    #[arg(long, default_value_t = 4096)]
+    pub queue_capacity: usize,
+}
+
+impl PointArgs {
+    /// A validated simulator config at `rate_rps`.
+    pub fn config(&self, rate_rps: f64) -> Result<SimConfig> {
+        if self.workers == 0 {
+            bail!("--workers must be at least 1");
+        }
+        if self.queue_capacity == 0 {
+            bail!("--queue-capacity must be at least 1");
+        }
+        if !(0.0..1.0).contains(&self.warmup) {
+            bail!("--warmup must be in [0, 1), not {}", self.warmup);
+        }
+        Ok(SimConfig {
+            workers: self.workers,
+            rate_rps,
+            duration_ns: units::parse_duration_ns(&self.duration).context("--duration")?,
+            warmup_fraction: self.warmup,
+            seed: self.seed,
+            queue_capacity: self.queue_capacity,
+        })
+    }
+}
+
+#[derive(Args)]
+struct SimArgs {
+    #[command(flatten)]
+    point: PointArgs,
+    /// Policy, e.g. darc, c-fcfs, d-fcfs, fp, edf, darc-static:2, ts, ts:sq, ts-block:4.
+    #[arg(long, default_value = "darc")]
+    policy: String,
+    /// Offered load as a fraction of the workload's peak on these workers.
+    #[arg(long, conflicts_with = "rps", allow_negative_numbers = true)]
+    load: Option<f64>,
+    /// Offered load in requests per second.
+    #[arg(long, allow_negative_numbers = true)]
+    rps: Option<f64>,
+    /// Print the point as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct PlotArgs {
+    /// A sweep result (JSON written by `psp sweep`).
+    input: PathBuf,
+    /// Output path without extension (writes .svg and .png); default: beside the input.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Figure title; default: workload, workers and SLO.
+    #[arg(long)]
+    title: Option<String>,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Simulated arrival period per repetition.
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    /// Repetitions per policy (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Policies to time.
+    #[arg(long, default_value = "c-fcfs,darc", value_delimiter = ',')]
+    policies: Vec<String>,
+    /// Print the figures as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_policy(s: &str) -> Result<PolicySpec> {
+    Ok(s.parse::<PolicySpec>()?)
+}
+
+fn resolve_rate(
+    workload: &Workload,
+    workers: usize,
+    load: Option<f64>,
+    rps: Option<f64>,
+) -> Result<f64> {
+    let rate = match (load, rps) {
+        (Some(l), None) => {
+            if !(l.is_finite() && l > 0.0) {
+                bail!("--load must be a positive fraction of peak, not {l}");
+            }
+            l * workload.peak_rps(workers)
+        }
+        (None, Some(r)) => {
+            if !(r.is_finite() && r > 0.0) {
+                bail!("--rps must be positive, not {r}");
+            }
+            r
+        }
+        _ => 0.8 * workload.peak_rps(workers),
+    };
+    Ok(rate)
+}
+
+fn cmd_sim(a: SimArgs) -> Result<()> {
+    let workload = Workload::resolve(&a.point.workload)?;
+    let spec = parse_policy(&a.policy)?;
+    let rate = resolve_rate(&workload, a.point.workers, a.load, a.rps)?;
+    let cfg = a.point.config(rate)?;
+    let point = simulate_point(&workload, &spec, &cfg)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&point)?);
+    } else {
+        print!("{}", report::point_table(&point));
+    }
+    Ok(())
+}
+
+fn cmd_plot(a: PlotArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&a.input)
+        .with_context(|| format!("cannot read '{}'", a.input.display()))?;
+    let sweep: psp_metrics::SweepResult = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("'{}' is not a sweep result: {e}", a.input.display()))?;
+    let stem = a.out.unwrap_or_else(|| a.input.with_extension(""));
+    let title = a.title.unwrap_or_else(|| report::sweep_title(&sweep));
+    for p in psp_metrics::plot::plot_sweep(&sweep, &stem, &title)? {
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+fn cmd_bench(a: BenchArgs) -> Result<()> {
+    if a.reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    let workload = Workload::resolve("extreme-bimodal")?;
+    let workers = 16;
+    let point = PointArgs {
+        workload: workload.name.clone(),
+        workers,
+        duration: a.duration.clone(),
+        seed: 1,
+        warmup: 0.1,
+        queue_capacity: 4096,
+    };
+    let mut rows = Vec::new();
+    for p in &a.policies {
+        let spec = parse_policy(p)?;
+        let mut rates: Vec<f64> = Vec::with_capacity(a.reps);
+        for rep in 0..a.reps {
+            let mut cfg = point.config(0.9 * workload.peak_rps(workers))?;
+            cfg.seed = rep as u64 + 1;
+            let r = simulate_point(&workload, &spec, &cfg)?;
+            rates.push(r.extra["sim_requests_per_s"].as_f64().unwrap_or(0.0));
+        }
+        rates.sort_by(f64::total_cmp);
+        let median = rates[rates.len() / 2];
+        rows.push(serde_json::json!({
+            "policy": spec.to_string(),
+            "workload": workload.name,
+            "workers": workers,
+            "load": 0.9,
+            "reps": a.reps,
+            "median_sim_requests_per_s": median,
+            "min_sim_requests_per_s": rates[0],
+            "max_sim_requests_per_s": rates[rates.len() - 1],
+        }));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        println!(
+            "simulator speed, extreme-bimodal, 16 workers, 90% load, one core, {} reps:",
+            a.reps
+        );
+        for r in &rows {
+            println!(
+                "  {:<12} median {:>6.2} M simulated requests/s (min {:.2}, max {:.2})",
+                r["policy"].as_str().unwrap_or(""),
+                r["median_sim_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+                r["min_sim_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+                r["max_sim_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+            );
+        }
+    }
+    Ok(())
+}
+
+fn cmd_workloads() -> Result<()> {
+    for (name, _) in psp_sim::workload::BUILTIN {
+        let w = Workload::resolve(name)?;
+        let types: Vec<String> = w
+            .types
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} {:.3}us {:.1}%",
+                    t.name,
+                    t.service.mean_us(),
+                    t.ratio * 100.0
+                )
+            })
+            .collect();
+        println!("{:<16} {}", name, types.join(", "));
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Sim(a) => cmd_sim(a),
+        Command::Sweep(a) => sweep::run(a),
+        Command::Plot(a) => cmd_plot(a),
+        Command::Bench(a) => cmd_bench(a),
+        Command::Workloads => cmd_workloads(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let msg = format!("{e:#}");
+            eprintln!(
+                "error: {}",
+                msg.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+            ExitCode::from(2)
+        }
+    }
+}

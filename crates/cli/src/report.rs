@@ -1,0 +1,156 @@
+//! Human-readable tables of points and sweeps.
+
+use std::fmt::Write;
+
+use psp_metrics::{PointResult, SweepResult};
+
+/// A point as a per-type table.
+pub fn point_table(p: &PointResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} | {} | {} workers | offered {:.3} Mrps ({:.0}% of peak) | achieved {:.3} Mrps",
+        p.workload,
+        p.policy,
+        p.workers,
+        p.offered_rps / 1e6,
+        p.load * 100.0,
+        p.achieved_rps / 1e6
+    );
+    let _ = writeln!(
+        s,
+        "overall slowdown p50 {:.2}  p99 {:.2}  p99.9 {:.2}  ({} requests measured, {} dropped)",
+        p.overall.p50_slowdown,
+        p.overall.p99_slowdown,
+        p.overall.p999_slowdown,
+        p.overall.count,
+        p.dropped
+    );
+    let _ = writeln!(
+        s,
+        "{:<12} {:>10} {:>9} {:>10} {:>10} {:>11} {:>11} {:>8}",
+        "type", "count", "svc(us)", "p50(us)", "p99(us)", "p99.9(us)", "p99.9 sd", "dropped"
+    );
+    for t in &p.types {
+        let _ = writeln!(
+            s,
+            "{:<12} {:>10} {:>9.2} {:>10.2} {:>10.2} {:>11.2} {:>11.2} {:>8}",
+            t.name,
+            t.count,
+            t.mean_service_us,
+            t.p50_latency_us,
+            t.p99_latency_us,
+            t.p999_latency_us,
+            t.p999_slowdown,
+            t.dropped
+        );
+    }
+    if let Some(r) = p.extra.get("reservation").and_then(|r| r.as_str()) {
+        let _ = writeln!(s, "reservation: {r}");
+    }
+    s
+}
+
+fn slo_text(r: &SweepResult) -> String {
+    let mut parts = Vec::new();
+    if let Some(b) = r.slo.per_type_p999_slowdown {
+        parts.push(format!("p99.9 slowdown <= {b} per type"));
+    }
+    if let Some(b) = r.slo.overall_p999_slowdown {
+        parts.push(format!("p99.9 slowdown <= {b} overall"));
+    }
+    parts.join(", ")
+}
+
+/// The default figure title of a sweep.
+pub fn sweep_title(r: &SweepResult) -> String {
+    format!(
+        "{} ({}), {} workers, SLO: {}",
+        r.workload,
+        r.mode,
+        r.workers,
+        slo_text(r)
+    )
+}
+
+/// A sweep as a summary of sustainable throughput plus the worst per-type p99.9
+/// slowdown at each load.
+pub fn sweep_table(r: &SweepResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} on {} workers ({}), peak {:.3} Mrps; SLO: {}, loss <= {}%",
+        r.workload,
+        r.workers,
+        r.mode,
+        r.peak_rps / 1e6,
+        slo_text(r),
+        r.slo.max_loss_fraction * 100.0
+    );
+    let _ = writeln!(
+        s,
+        "\n{:<28} {:>22} {:>12}",
+        "policy", "sustainable (Mrps)", "% of peak"
+    );
+    for p in &r.policies {
+        match p.max_rps_within_slo {
+            Some(rps) => {
+                let _ = writeln!(
+                    s,
+                    "{:<28} {:>22.3} {:>11.1}%",
+                    p.policy,
+                    rps / 1e6,
+                    rps / r.peak_rps * 100.0
+                );
+            }
+            None => {
+                let _ = writeln!(s, "{:<28} {:>22} {:>12}", p.policy, "none", "-");
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nworst per-type p99.9 slowdown by offered load (* = SLO met):"
+    );
+    let mut loads: Vec<f64> = r
+        .policies
+        .iter()
+        .flat_map(|p| p.points.iter().map(|pt| pt.offered_rps))
+        .collect();
+    loads.sort_by(f64::total_cmp);
+    loads.dedup_by(|a, b| (*a - *b).abs() < 1.0);
+    let _ = write!(s, "{:>10}", "Mrps");
+    for p in &r.policies {
+        let _ = write!(s, " {:>16}", truncate(&p.policy, 16));
+    }
+    let _ = writeln!(s);
+    for l in loads {
+        let _ = write!(s, "{:>10.3}", l / 1e6);
+        for p in &r.policies {
+            match p.points.iter().find(|pt| (pt.offered_rps - l).abs() < 1.0) {
+                Some(pt) => {
+                    let worst = pt
+                        .types
+                        .iter()
+                        .filter(|t| t.count > 0)
+                        .map(|t| t.p999_slowdown)
+                        .fold(0.0, f64::max);
+                    let mark = if r.slo.is_met_by(pt) { "*" } else { " " };
+                    let _ = write!(s, " {:>15.1}{mark}", worst);
+                }
+                None => {
+                    let _ = write!(s, " {:>16}", "");
+                }
+            }
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}

@@ -1,0 +1,248 @@
+//! `psp sweep`: loads x policies in parallel, then bisection around each policy's
+//! SLO boundary, the sustainable throughput, the JSON document and the plot.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use psp_core::PolicySpec;
+use psp_metrics::{PointResult, PolicySweep, Slo, SweepResult};
+use psp_sim::{Workload, simulate_point};
+use rayon::prelude::*;
+
+use crate::{Mode, PointArgs, report, units};
+
+/// `psp sweep` arguments.
+#[derive(Args)]
+pub struct SweepArgs {
+    /// Where points are measured (only the simulator exists so far).
+    #[arg(long, value_enum, default_value_t = Mode::Sim)]
+    mode: Mode,
+    #[command(flatten)]
+    point: PointArgs,
+    /// Policies to compare.
+    #[arg(long, default_value = "d-fcfs,c-fcfs,ts,darc", value_delimiter = ',')]
+    policies: Vec<String>,
+    /// Loads as fractions of peak: START:END:STEP or a list A,B,C.
+    #[arg(long, default_value = "0.05:1.0:0.05", allow_hyphen_values = true)]
+    loads: String,
+    /// SLO: bound on every type's p99.9 slowdown (default 10 unless --slo-overall is given).
+    #[arg(long, allow_negative_numbers = true)]
+    slo_slowdown: Option<f64>,
+    /// SLO: bound on the p99.9 slowdown over all requests.
+    #[arg(long, allow_negative_numbers = true)]
+    slo_overall: Option<f64>,
+    /// SLO: largest tolerated fraction of lost requests.
+    #[arg(long, default_value_t = 0.001)]
+    max_loss: f64,
+    /// Bisection steps between each policy's last passing and first failing load.
+    #[arg(long, default_value_t = 2)]
+    refine: usize,
+    /// Where to write the sweep's JSON.
+    #[arg(long, default_value = "results/sweep.json")]
+    out: PathBuf,
+    /// Plot path without extension (default: --out without extension).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Do not draw the plot.
+    #[arg(long)]
+    no_plot: bool,
+    /// Worker threads for the sweep (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print the sweep as JSON on stdout (instead of the table).
+    #[arg(long)]
+    json: bool,
+}
+
+struct Plan {
+    workload: Workload,
+    specs: Vec<PolicySpec>,
+    slo: Slo,
+}
+
+impl Plan {
+    fn point(&self, args: &PointArgs, spec: &PolicySpec, load: f64) -> Result<PointResult> {
+        let cfg = args.config(load * self.workload.peak_rps(args.workers))?;
+        Ok(simulate_point(&self.workload, spec, &cfg)?)
+    }
+}
+
+/// Runs the sweep.
+pub fn run(a: SweepArgs) -> Result<()> {
+    if a.mode != Mode::Sim {
+        bail!(
+            "--mode {:?} needs the real runtime, which is not built yet (issues 3 and 4); use --mode sim",
+            a.mode
+        );
+    }
+    let workload = Workload::resolve(&a.point.workload)?;
+    let specs = a
+        .policies
+        .iter()
+        .map(|p| p.parse::<PolicySpec>().map_err(anyhow::Error::from))
+        .collect::<Result<Vec<_>>>()?;
+    if specs.is_empty() {
+        bail!("--policies is empty");
+    }
+    let loads = units::parse_loads(&a.loads).context("--loads")?;
+    let per_type = match (a.slo_slowdown, a.slo_overall) {
+        (None, None) => Some(10.0),
+        (s, _) => s,
+    };
+    for (flag, v) in [
+        ("--slo-slowdown", per_type),
+        ("--slo-overall", a.slo_overall),
+    ] {
+        if let Some(v) = v
+            && !(v.is_finite() && v >= 1.0)
+        {
+            bail!("{flag} must be a slowdown of at least 1, not {v}");
+        }
+    }
+    if !(0.0..=1.0).contains(&a.max_loss) {
+        bail!("--max-loss must be in [0, 1], not {}", a.max_loss);
+    }
+    // Validate the point parameters and every policy on this workload once, early.
+    a.point.config(workload.peak_rps(a.point.workers.max(1)))?;
+    let ctx = psp_core::PolicyContext {
+        workers: a.point.workers,
+        types: workload.type_infos(),
+        queue_capacity: a.point.queue_capacity,
+    };
+    for s in &specs {
+        s.build(&ctx)?;
+    }
+    let plan = Plan {
+        slo: Slo {
+            per_type_p999_slowdown: per_type,
+            overall_p999_slowdown: a.slo_overall,
+            max_loss_fraction: a.max_loss,
+        },
+        workload,
+        specs,
+    };
+
+    let pool = {
+        let mut b = rayon::ThreadPoolBuilder::new();
+        if let Some(t) = a.threads {
+            b = b.num_threads(t.max(1));
+        }
+        b.build().context("thread pool")?
+    };
+    let bar = ProgressBar::new((plan.specs.len() * (loads.len() + a.refine)) as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} points {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(format!(
+        "{} on {} workers",
+        plan.workload.name, a.point.workers
+    ));
+
+    let sweeps = pool.install(|| -> Result<Vec<PolicySweep>> {
+        // Grid: every (policy, load) in parallel.
+        let jobs: Vec<(usize, f64)> = (0..plan.specs.len())
+            .flat_map(|p| loads.iter().map(move |&l| (p, l)))
+            .collect();
+        let grid: Vec<Mutex<Vec<PointResult>>> =
+            plan.specs.iter().map(|_| Mutex::new(Vec::new())).collect();
+        jobs.par_iter().try_for_each(|&(p, load)| -> Result<()> {
+            let point = plan.point(&a.point, &plan.specs[p], load)?;
+            grid[p]
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?
+                .push(point);
+            bar.inc(1);
+            Ok(())
+        })?;
+        // Refinement: bisect each policy's boundary, policies in parallel.
+        grid.into_par_iter()
+            .enumerate()
+            .map(|(p, points)| {
+                let mut points = points
+                    .into_inner()
+                    .map_err(|_| anyhow::anyhow!("poisoned"))?;
+                points.sort_by(|x, y| x.offered_rps.total_cmp(&y.offered_rps));
+                refine(&plan, &a.point, p, &mut points, a.refine, &bar)?;
+                Ok(PolicySweep {
+                    policy: plan.specs[p].to_string(),
+                    max_rps_within_slo: plan.slo.max_sustainable_rps(&points),
+                    points,
+                })
+            })
+            .collect()
+    })?;
+    bar.finish_and_clear();
+
+    let result = SweepResult {
+        slo: plan.slo.clone(),
+        mode: "sim".into(),
+        workload: plan.workload.name.clone(),
+        workers: a.point.workers,
+        peak_rps: plan.workload.peak_rps(a.point.workers),
+        policies: sweeps,
+    };
+    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create '{}'", dir.display()))?;
+    }
+    std::fs::write(&a.out, serde_json::to_string_pretty(&result)?)
+        .with_context(|| format!("cannot write '{}'", a.out.display()))?;
+    let mut written = vec![a.out.clone()];
+    if !a.no_plot {
+        let stem = a.plot.clone().unwrap_or_else(|| a.out.with_extension(""));
+        written.extend(psp_metrics::plot::plot_sweep(
+            &result,
+            &stem,
+            &report::sweep_title(&result),
+        )?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", report::sweep_table(&result));
+    }
+    for w in written {
+        eprintln!("wrote {}", w.display());
+    }
+    Ok(())
+}
+
+/// Bisects between the last load meeting the SLO (with every lower one) and the
+/// next, `steps` times, adding the points.
+fn refine(
+    plan: &Plan,
+    args: &PointArgs,
+    p: usize,
+    points: &mut Vec<PointResult>,
+    steps: usize,
+    bar: &ProgressBar,
+) -> Result<()> {
+    let passing = points
+        .iter()
+        .take_while(|pt| plan.slo.is_met_by(pt))
+        .count();
+    if passing == 0 || passing == points.len() {
+        bar.inc(steps as u64);
+        return Ok(());
+    }
+    let (mut lo, mut hi) = (points[passing - 1].load, points[passing].load);
+    for _ in 0..steps {
+        let mid = (lo + hi) / 2.0;
+        let pt = plan.point(args, &plan.specs[p], mid)?;
+        if plan.slo.is_met_by(&pt) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+        points.push(pt);
+        bar.inc(1);
+    }
+    points.sort_by(|x, y| x.offered_rps.total_cmp(&y.offered_rps));
+    Ok(())
+}

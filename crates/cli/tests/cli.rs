@@ -1,0 +1,201 @@
+//! Black-box tests of the `psp` binary: bad input is answered with one line and
+//! exit code 2; JSON output is the schema's, alone on stdout.
+
+use std::process::{Command, Output};
+
+fn psp(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_psp"))
+        .args(args)
+        .output()
+        .expect("run psp")
+}
+
+fn assert_one_line_error(args: &[&str], needle: &str) {
+    let out = psp(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{args:?}: exit {:?}, stderr {stderr}",
+        out.status.code()
+    );
+    assert!(out.stdout.is_empty(), "{args:?}: wrote to stdout");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    assert!(
+        stderr.to_lowercase().contains(&needle.to_lowercase()),
+        "{args:?}: '{stderr}' does not name '{needle}'"
+    );
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {stderr}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    let dir = std::env::temp_dir().join(format!("psp-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let malformed = dir.join("bad.toml");
+    std::fs::write(
+        &malformed,
+        "name = \"x\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = { dist = \"fixed\" }\n",
+    )
+    .unwrap();
+    let malformed = malformed.to_str().unwrap();
+    let not_a_sweep = dir.join("x.json");
+    std::fs::write(&not_a_sweep, "{\"a\": 1}").unwrap();
+    let not_a_sweep = not_a_sweep.to_str().unwrap();
+
+    assert_one_line_error(&["sim", "--workload", "nope"], "unknown workload 'nope'");
+    assert_one_line_error(
+        &["sim", "--workload", "/no/such/file.toml"],
+        "/no/such/file.toml",
+    );
+    assert_one_line_error(&["sim", "--workload", malformed], "malformed workload");
+    assert_one_line_error(&["sim", "--policy", "fifo"], "unknown policy 'fifo'");
+    assert_one_line_error(&["sim", "--policy", "darc:delta=x"], "delta");
+    assert_one_line_error(&["sim", "--load", "0"], "--load");
+    assert_one_line_error(&["sim", "--load", "-0.5"], "--load");
+    assert_one_line_error(&["sim", "--rps", "0"], "--rps");
+    assert_one_line_error(&["sim", "--duration", "0s"], "duration");
+    assert_one_line_error(&["sim", "--duration", "-1s"], "duration");
+    assert_one_line_error(&["sim", "--duration", "soon"], "duration");
+    assert_one_line_error(&["sim", "--workers", "0"], "workers");
+    assert_one_line_error(&["sim", "--workers", "1000"], "workers");
+    assert_one_line_error(
+        &["sim", "--policy", "darc-static:16", "--workers", "16"],
+        "leaves none",
+    );
+    assert_one_line_error(
+        &["sweep", "--policies", "c-fcfs,bogus", "--loads", "0.5"],
+        "unknown policy 'bogus'",
+    );
+    assert_one_line_error(&["sweep", "--loads", "0:1:0.5"], "loads");
+    assert_one_line_error(&["sweep", "--loads", "-1,0.5"], "loads");
+    assert_one_line_error(&["sweep", "--mode", "run"], "runtime");
+    assert_one_line_error(&["sweep", "--slo-slowdown", "0.5"], "slo");
+    assert_one_line_error(&["plot", not_a_sweep], "not a sweep result");
+    assert_one_line_error(&["plot", "/no/such.json"], "cannot read");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sim_json_is_one_document_with_the_schema_fields() {
+    let out = psp(&[
+        "sim",
+        "--workload",
+        "high-bimodal",
+        "--workers",
+        "4",
+        "--policy",
+        "darc:samples=1000",
+        "--load",
+        "0.7",
+        "--duration",
+        "50ms",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    for key in [
+        "mode",
+        "workload",
+        "policy",
+        "workers",
+        "offered_rps",
+        "achieved_rps",
+        "duration_s",
+        "overall",
+        "types",
+        "dropped",
+        "shed",
+        "timeouts",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    for key in ["count", "p50_slowdown", "p99_slowdown", "p999_slowdown"] {
+        assert!(v["overall"].get(key).is_some(), "missing overall.{key}");
+    }
+    for key in [
+        "name",
+        "count",
+        "mean_service_us",
+        "p50_latency_us",
+        "p99_latency_us",
+        "p999_latency_us",
+        "p999_slowdown",
+        "dropped",
+    ] {
+        assert!(v["types"][0].get(key).is_some(), "missing types[].{key}");
+    }
+    assert_eq!(v["mode"], "sim");
+    assert_eq!(v["policy"], "darc:samples=1000");
+    assert!(v["overall"]["count"].as_u64().unwrap() > 1000);
+}
+
+#[test]
+fn sweep_finds_sustainable_throughput_writes_json_and_plot() {
+    let dir = std::env::temp_dir().join(format!("psp-sweep-test-{}", std::process::id()));
+    let out_json = dir.join("s.json");
+    let out = psp(&[
+        "sweep",
+        "--workload",
+        "high-bimodal",
+        "--workers",
+        "4",
+        "--policies",
+        "c-fcfs,darc:samples=1000",
+        "--loads",
+        "0.2,0.5,0.95",
+        "--duration",
+        "20ms",
+        "--refine",
+        "1",
+        "--threads",
+        "2",
+        "--out",
+        out_json.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_json).unwrap()).unwrap();
+    assert_eq!(v, saved);
+    let policies = v["policies"].as_array().unwrap();
+    assert_eq!(policies.len(), 2);
+    for p in policies {
+        assert!(p["points"].as_array().unwrap().len() >= 3);
+        assert!(p.get("max_rps_within_slo").is_some());
+    }
+    assert_eq!(v["slo"]["per_type_p999_slowdown"], 10.0);
+    assert!(dir.join("s.svg").is_file() && dir.join("s.png").is_file());
+    // And psp plot redraws it elsewhere.
+    let stem = dir.join("again");
+    let out = psp(&[
+        "plot",
+        out_json.to_str().unwrap(),
+        "--out",
+        stem.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("again.svg").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
