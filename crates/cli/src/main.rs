@@ -139,8 +139,8 @@ struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     reps: usize,
     /// Policies to time.
-    #[arg(long, default_value = "c-fcfs,darc", value_delimiter = ',')]
-    policies: Vec<String>,
+    #[arg(long, default_value = "c-fcfs,darc")]
+    policies: String,
     /// Print the figures as JSON.
     #[arg(long)]
     json: bool,
@@ -216,7 +216,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         queue_capacity: 4096,
     };
     let mut rows = Vec::new();
-    for p in &a.policies {
+    for p in &psp_core::policy::split_policy_list(&a.policies) {
         let spec = parse_policy(p)?;
         let mut rates: Vec<f64> = Vec::with_capacity(a.reps);
         for rep in 0..a.reps {

@@ -22,9 +22,10 @@ pub struct SweepArgs {
     mode: Mode,
     #[command(flatten)]
     point: PointArgs,
-    /// Policies to compare.
-    #[arg(long, default_value = "d-fcfs,c-fcfs,ts,darc", value_delimiter = ',')]
-    policies: Vec<String>,
+    /// Policies to compare, comma-separated (parameters may follow each name:
+    /// `ts:sq,quantum=5,darc` is two policies).
+    #[arg(long, default_value = "d-fcfs,c-fcfs,ts,darc")]
+    policies: String,
     /// Loads as fractions of peak: START:END:STEP or a list A,B,C.
     #[arg(long, default_value = "0.05:1.0:0.05", allow_hyphen_values = true)]
     loads: String,
@@ -79,8 +80,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         );
     }
     let workload = Workload::resolve(&a.point.workload)?;
-    let specs = a
-        .policies
+    let specs = psp_core::policy::split_policy_list(&a.policies)
         .iter()
         .map(|p| p.parse::<PolicySpec>().map_err(anyhow::Error::from))
         .collect::<Result<Vec<_>>>()?;

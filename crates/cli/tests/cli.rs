@@ -151,7 +151,7 @@ fn sweep_finds_sustainable_throughput_writes_json_and_plot() {
         "--workers",
         "4",
         "--policies",
-        "c-fcfs,darc:samples=1000",
+        "c-fcfs,darc:samples=1000,delay=1",
         "--loads",
         "0.2,0.5,0.95",
         "--duration",
@@ -176,6 +176,7 @@ fn sweep_finds_sustainable_throughput_writes_json_and_plot() {
     assert_eq!(v, saved);
     let policies = v["policies"].as_array().unwrap();
     assert_eq!(policies.len(), 2);
+    assert_eq!(policies[1]["policy"], "darc:samples=1000,delay=1");
     for p in policies {
         assert!(p["points"].as_array().unwrap().len() >= 3);
         assert!(p.get("max_rps_within_slo").is_some());

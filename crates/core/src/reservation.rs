@@ -325,6 +325,37 @@ impl Reservation {
         g.reserved.or(g.stealable)
     }
 
+    /// Why running a request of type `t` on `worker` would break this reservation:
+    /// outside the type's reserved and stealable workers, on a worker reserved for
+    /// a shorter group (except the spillway, for groups that run on it), or an
+    /// UNKNOWN request off the spillway. `None` when the dispatch is allowed. For
+    /// test probes and executors' debug assertions.
+    pub fn dispatch_violation(&self, t: TypeId, worker: crate::WorkerId) -> Option<String> {
+        if t == crate::UNKNOWN_TYPE {
+            return (!self.spillway.contains(worker)).then(|| {
+                format!(
+                    "UNKNOWN request on worker {worker}, off the spillway {}",
+                    self.spillway
+                )
+            });
+        }
+        let g = self.group_of[t as usize] as usize;
+        if !self.allowed(t).contains(worker) {
+            return Some(format!(
+                "type {t} (group {g}) on worker {worker}, outside its workers: {self}"
+            ));
+        }
+        let on_spill = self.groups[g].on_spillway && self.spillway.contains(worker);
+        self.groups[..g]
+            .iter()
+            .any(|shorter| shorter.reserved.contains(worker) && !on_spill)
+            .then(|| {
+                format!(
+                    "type {t} (group {g}) on worker {worker}, reserved for a shorter group: {self}"
+                )
+            })
+    }
+
     /// Whether `fresh` differs enough from this reservation to be applied: the set
     /// of active types changed, or some type's demand moved by more than
     /// `threshold` (relative) from the demand this reservation was built on.
@@ -478,6 +509,19 @@ mod tests {
         assert!(last.inactive && last.on_spillway);
         assert_eq!(r.group_types(r.groups.len() - 1), &[2, 0]);
         assert_eq!(r.allowed(0), ws(3, 4));
+    }
+
+    #[test]
+    fn dispatch_violations_are_named() {
+        let r = Reservation::compute(&td(&[(1.0, 0.5), (100.0, 0.5)]), 4, &Default::default());
+        assert_eq!(r.dispatch_violation(0, 3), None, "short may steal");
+        assert_eq!(r.dispatch_violation(1, 1), None);
+        assert!(
+            r.dispatch_violation(1, 0).is_some(),
+            "long on short's reserved worker"
+        );
+        assert!(r.dispatch_violation(crate::UNKNOWN_TYPE, 0).is_some());
+        assert_eq!(r.dispatch_violation(crate::UNKNOWN_TYPE, 3), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ const ALL_POLICIES: &[&str] = &[
     "ts",
     "ts:sq,requeue=head,preempt=waiting",
     "ts-block:1",
-    "ts-block:0,pick=short",
+    "ts-block:0,pick=fifo",
 ];
 
 fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u64) -> SimConfig {
@@ -123,18 +123,8 @@ fn darc_never_runs_a_request_on_a_worker_reserved_for_a_shorter_group() {
         let mut checked = 0u64;
         let mut probe = |p: &dyn Policy, worker: WorkerId, req: &Request| {
             let Some(r) = p.reservation() else { return };
-            let g = r.group_of[req.type_id as usize] as usize;
-            assert!(
-                r.allowed(req.type_id).contains(worker),
-                "{name}: type {} on worker {worker}: {r}",
-                req.type_id
-            );
-            for shorter in &r.groups[..g] {
-                let spill = r.groups[g].on_spillway && r.spillway.contains(worker);
-                assert!(
-                    !shorter.reserved.contains(worker) || spill,
-                    "{name}: worker {worker} belongs to a shorter group: {r}"
-                );
+            if let Some(v) = r.dispatch_violation(req.type_id, worker) {
+                panic!("{name}: {v}");
             }
             checked += 1;
         };

@@ -303,25 +303,10 @@ mod tests {
     /// The core safety property of DARC: a request only runs on a worker reserved
     /// for its own group or for a longer one (so never on a shorter group's worker).
     fn assert_never_on_shorter_groups_worker(p: &dyn Policy, d: Option<(WorkerId, Request)>) {
-        let (Some((w, req)), Some(r)) = (d, p.reservation()) else {
-            return;
-        };
-        if req.type_id == UNKNOWN_TYPE {
-            assert!(r.spillway.contains(w), "UNKNOWN request off the spillway");
-            return;
-        }
-        let g = r.group_of[req.type_id as usize] as usize;
-        assert!(
-            r.allowed(req.type_id).contains(w),
-            "type {} on worker {w}: {r}",
-            req.type_id
-        );
-        for shorter in &r.groups[..g] {
-            assert!(
-                !shorter.reserved.contains(w) || r.groups[g].on_spillway && r.spillway.contains(w),
-                "type {} of group {g} ran on worker {w} reserved for a shorter group: {r}",
-                req.type_id
-            );
+        if let (Some((w, req)), Some(r)) = (d, p.reservation())
+            && let Some(v) = r.dispatch_violation(req.type_id, w)
+        {
+            panic!("{v}");
         }
     }
 

@@ -18,7 +18,10 @@ pub mod spec;
 pub mod ts;
 pub mod ts_block;
 
-pub use spec::{DarcConfig, PolicySpec, Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues};
+pub use spec::{
+    DarcConfig, POLICY_NAMES, PolicySpec, Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues,
+    split_policy_list,
+};
 
 use crate::request::{Nanos, Request};
 use crate::reservation::Reservation;

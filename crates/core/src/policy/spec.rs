@@ -100,9 +100,12 @@ impl Default for TsConfig {
 /// Which waiting request a worker takes in the preempt-on-block model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockPick {
-    /// The head of the single FIFO.
+    /// The head of the single FIFO. A worker freed by a preemption may then take an
+    /// older long request, which is preempted again at once: under load this
+    /// cycles through every queued long request per blocked short one.
     Fifo,
     /// The oldest short request if any (what the preemption was for), else the head.
+    /// The default.
     Short,
 }
 
@@ -125,7 +128,7 @@ impl Default for TsBlockConfig {
         Self {
             cost_ns: 0,
             requeue: Requeue::Tail,
-            pick: BlockPick::Fifo,
+            pick: BlockPick::Short,
             long_factor: 10.0,
         }
     }
@@ -453,7 +456,7 @@ impl fmt::Display for PolicySpec {
                     parts.push("requeue=head".into());
                 }
                 if c.pick != d.pick {
-                    parts.push("pick=short".into());
+                    parts.push("pick=fifo".into());
                 }
                 if c.long_factor != d.long_factor {
                     parts.push(format!("long={}", c.long_factor));
@@ -467,6 +470,40 @@ impl fmt::Display for PolicySpec {
             write!(f, "{name}:{}", parts.join(","))
         }
     }
+}
+
+/// The policy names [`PolicySpec`] parses.
+pub const POLICY_NAMES: &[&str] = &[
+    "d-fcfs",
+    "c-fcfs",
+    "fp",
+    "sjf",
+    "edf",
+    "darc-static",
+    "darc",
+    "ts",
+    "ts-block",
+];
+
+/// Splits a comma-separated list of policies whose parameters are themselves
+/// comma-separated: a piece continues the previous policy when that policy has
+/// parameters (`name:...`) and the piece does not begin with a policy name, e.g.
+/// `ts:sq,quantum=5,darc` is `ts:sq,quantum=5` and `darc`; `c-fcfs,bogus` is two
+/// policies (the second one unknown).
+pub fn split_policy_list(list: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for piece in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let name = piece.split(':').next().unwrap_or(piece);
+        match out.last_mut() {
+            // Parameters only continue a policy written with `name:`.
+            Some(prev) if !POLICY_NAMES.contains(&name) && prev.contains(':') => {
+                prev.push(',');
+                prev.push_str(piece);
+            }
+            _ => out.push(piece.to_string()),
+        }
+    }
+    out
 }
 
 impl PolicySpec {
@@ -539,11 +576,30 @@ mod tests {
             "ts:sq",
             "ts:quantum=10,cost=0.5,requeue=head,preempt=waiting",
             "ts-block:4",
-            "ts-block:0.5,pick=short",
+            "ts-block:0.5,pick=fifo",
         ] {
             let spec: PolicySpec = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
             assert_eq!(spec.to_string(), s);
         }
+    }
+
+    #[test]
+    fn policy_lists_split_on_policy_names_only() {
+        assert_eq!(
+            split_policy_list(
+                "d-fcfs, ts:requeue=head,preempt=waiting,ts:sq,darc,ts-block:4,pick=fifo"
+            ),
+            vec![
+                "d-fcfs",
+                "ts:requeue=head,preempt=waiting",
+                "ts:sq",
+                "darc",
+                "ts-block:4,pick=fifo"
+            ]
+        );
+        // A stray parameter first is kept as its own (invalid) policy, to be reported.
+        assert_eq!(split_policy_list("x=1,darc"), vec!["x=1", "darc"]);
+        assert_eq!(split_policy_list("c-fcfs,bogus"), vec!["c-fcfs", "bogus"]);
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! A type is long when its expected mean exceeds `long_factor` x the shortest
 //! mean. One preemption is outstanding per blocked short request at most; the
 //! victim is the long request that started first. The preempted request goes back
-//! to the single FIFO (tail or head); a free worker takes the FIFO head, or with
-//! `pick=short` the oldest short request first.
+//! to the single FIFO (tail or head); a free worker takes the oldest short request
+//! first (the preemption was fired for it), or with `pick=fifo` the FIFO head.
 
 use std::collections::VecDeque;
 
