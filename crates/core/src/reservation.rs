@@ -226,12 +226,17 @@ impl Reservation {
     /// DARC-static's fixed reservation: the shortest group (types within `delta` of
     /// the shortest mean) gets workers `0..short_reserved` and may steal every other
     /// worker; all longer types share the remaining workers, in ascending mean order.
-    /// With `short_reserved = 0` this is fixed priority.
+    /// With `short_reserved = 0` this is fixed priority. `None` when longer types
+    /// exist and would be left without a worker.
     ///
     /// # Panics
-    /// If the long types would be left without a worker (`short_reserved >= workers`
-    /// with more than one group); validated when the policy is built.
-    pub fn static_split(means: &[f64], workers: usize, short_reserved: usize, delta: f64) -> Self {
+    /// If `means` is empty or `workers` is 0 or above [`crate::MAX_WORKERS`].
+    pub fn static_split(
+        means: &[f64],
+        workers: usize,
+        short_reserved: usize,
+        delta: f64,
+    ) -> Option<Self> {
         let mut r = Self::with_capacity(means.len(), workers);
         r.spillway = WorkerSet::range(workers - 1, workers);
         r.order.extend(0..means.len() as TypeId);
@@ -246,6 +251,9 @@ impl Reservation {
             .iter()
             .take_while(|&&t| means[t as usize] - first < first * delta)
             .count();
+        if short_end < means.len() && short_reserved >= workers {
+            return None;
+        }
         let all = WorkerSet::range(0, workers);
         let reserved = WorkerSet::range(0, short_reserved.min(workers));
         r.push_group(
@@ -258,10 +266,6 @@ impl Reservation {
             false,
         );
         if short_end < means.len() {
-            assert!(
-                short_reserved < workers,
-                "long types need at least one worker"
-            );
             r.push_group(
                 short_end,
                 means.len(),
@@ -272,7 +276,7 @@ impl Reservation {
                 false,
             );
         }
-        r
+        Some(r)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -481,6 +481,7 @@ impl SimOutcome {
             extra.insert("reservation".into(), json!(r));
         }
         extra.insert("simulated_end_s".into(), json!(self.end_ns as f64 / 1e9));
+        extra.insert("events".into(), json!(self.events));
         extra.insert("wall_s".into(), json!(wall_s));
         extra.insert(
             "sim_requests_per_s".into(),

@@ -41,6 +41,8 @@ pub struct Darc {
     unknown: TypedQueue,
     queued: usize,
     free: WorkerSet,
+    /// The last `spillway` workers: UNKNOWN requests run only there, in every mode.
+    spillway: WorkerSet,
     window: ProfileWindow,
     /// Last profiled mean per type (infinite until measured).
     known_mean_ns: Vec<f64>,
@@ -72,6 +74,10 @@ impl Darc {
             unknown: TypedQueue::new(ctx.queue_capacity, 0),
             queued: 0,
             free: WorkerSet::range(0, ctx.workers),
+            spillway: WorkerSet::range(
+                ctx.workers - cfg.reservation.spillway.min(ctx.workers),
+                ctx.workers,
+            ),
             window: ProfileWindow::new(n),
             known_mean_ns: vec![f64::INFINITY; n],
             candidate: Reservation::with_capacity(n, ctx.workers),
@@ -107,8 +113,7 @@ impl Darc {
         label: String,
     ) -> Result<Self, PolicyError> {
         let means = mean_hints(ctx, &label)?;
-        let r = Reservation::static_split(&means, ctx.workers, 0, delta);
-        if r.groups.len() > 1 && reserved >= ctx.workers {
+        let Some(r) = Reservation::static_split(&means, ctx.workers, reserved, delta) else {
             return Err(PolicyError::BadContext {
                 policy: label,
                 msg: format!(
@@ -116,8 +121,7 @@ impl Darc {
                     ctx.workers
                 ),
             });
-        }
-        let r = Reservation::static_split(&means, ctx.workers, reserved, delta);
+        };
         let mut d = Self::with_mode(ctx, DarcConfig::default(), label, Mode::Static, r);
         d.known_mean_ns = means;
         Ok(d)
@@ -250,15 +254,10 @@ impl Policy for Darc {
             Some(p) => p,
             None => {
                 // UNKNOWN requests: lowest priority, spillway only.
-                let spill = if self.mode == Mode::Warmup {
-                    WorkerSet::range(self.reservation.workers() - 1, self.reservation.workers())
-                } else {
-                    self.reservation.spillway
-                };
                 if self.unknown.is_empty() {
                     return None;
                 }
-                (UNKNOWN_TYPE, spill.and(self.free).first()?)
+                (UNKNOWN_TYPE, self.spillway.and(self.free).first()?)
             }
         };
         let req = self.take(t, worker);
