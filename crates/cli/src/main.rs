@@ -7,6 +7,7 @@
 //! document on stdout and nothing else.
 
 mod report;
+mod run;
 mod sweep;
 mod units;
 
@@ -33,6 +34,10 @@ struct Cli {
 enum Command {
     /// Simulate one point (a workload under a policy at one load).
     Sim(SimArgs),
+    /// One point on the real runtime (dispatcher + workers) with the in-process generator.
+    Run(run::RunArgs),
+    /// Measure the synthetic handler's spin against the clock (requested vs actual).
+    Calibrate,
     /// Run loads x policies and find each policy's sustainable throughput at an SLO.
     Sweep(sweep::SweepArgs),
     /// Draw p99.9 slowdown and short-request tail latency against load from a sweep.
@@ -150,7 +155,8 @@ fn parse_policy(s: &str) -> Result<PolicySpec> {
     Ok(s.parse::<PolicySpec>()?)
 }
 
-fn resolve_rate(
+/// The offered rate from `--load` or `--rps` (80% of peak by default).
+pub fn resolve_rate(
     workload: &Workload,
     workers: usize,
     load: Option<f64>,
@@ -258,6 +264,30 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     Ok(())
 }
 
+fn cmd_calibrate() -> Result<()> {
+    let spinner = psp_runtime::Spinner::calibrate(std::time::Duration::from_millis(100));
+    println!("spin counter: {:.4} cycles/ns", spinner.cycles_per_ns());
+    println!("{:>12} {:>14} {:>9}", "requested", "measured", "error");
+    let sizes = [
+        500, 1_000, 5_000, 10_000, 50_000, 100_000, 1_000_000, 10_000_000,
+    ];
+    let rows = psp_runtime::clock::spin_accuracy(
+        &spinner,
+        &sizes,
+        std::time::Duration::from_millis(50),
+        5,
+    );
+    for (ns, got) in rows {
+        println!(
+            "{:>10}ns {:>12.1}ns {:>+8.2}%",
+            ns,
+            got,
+            (got / ns as f64 - 1.0) * 100.0
+        );
+    }
+    Ok(())
+}
+
 fn cmd_workloads() -> Result<()> {
     for (name, _) in psp_sim::workload::BUILTIN {
         let w = Workload::resolve(name)?;
@@ -289,6 +319,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Sim(a) => cmd_sim(a),
+        Command::Run(a) => run::run(a),
+        Command::Calibrate => cmd_calibrate(),
         Command::Sweep(a) => sweep::run(a),
         Command::Plot(a) => cmd_plot(a),
         Command::Bench(a) => cmd_bench(a),

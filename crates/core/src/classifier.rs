@@ -36,6 +36,39 @@ impl Classifier for HeaderClassifier {
     }
 }
 
+/// Ignores the payload and returns a uniformly random type: the misclassification
+/// experiment (DARC should then degrade gracefully to c-FCFS behaviour). A
+/// xorshift generator keeps it deterministic for a seed and allocation-free.
+#[derive(Debug, Clone, Copy)]
+pub struct RandomClassifier {
+    types: u16,
+    state: u64,
+}
+
+impl RandomClassifier {
+    /// Random types in `0..types`, from `seed`.
+    ///
+    /// # Panics
+    /// If `types` is 0.
+    pub fn new(types: u16, seed: u64) -> Self {
+        assert!(types > 0, "a classifier needs at least one type");
+        Self {
+            types,
+            state: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+        }
+    }
+}
+
+impl Classifier for RandomClassifier {
+    #[inline]
+    fn classify(&mut self, _payload: &[u8]) -> TypeId {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        (self.state % u64::from(self.types)) as TypeId
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +83,18 @@ mod tests {
         assert_eq!(c.classify(&[9, 9, 3, 0]), UNKNOWN_TYPE);
         assert_eq!(c.classify(&[9, 9, 1]), UNKNOWN_TYPE);
         assert_eq!(c.classify(&[]), UNKNOWN_TYPE);
+    }
+
+    #[test]
+    fn random_classifier_covers_every_type_evenly() {
+        let mut c = RandomClassifier::new(4, 9);
+        let mut counts = [0u32; 4];
+        for _ in 0..40_000 {
+            counts[c.classify(b"x") as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&n| (9_000..11_000).contains(&n)),
+            "{counts:?}"
+        );
     }
 }

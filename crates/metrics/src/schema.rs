@@ -44,7 +44,8 @@ pub struct TypeStats {
     pub p99_slowdown: f64,
     /// 99.9th percentile slowdown.
     pub p999_slowdown: f64,
-    /// Requests of this type dropped at a full queue (measured window).
+    /// Requests of this type dropped at a full queue (simulator) or shed with an
+    /// OVERLOADED reply (runtime), in the measured window.
     pub dropped: u64,
 }
 
@@ -90,6 +91,68 @@ pub struct PointResult {
     /// Executor-specific extras (preemptions, reservation updates, simulator speed...).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What a point is, besides its measurements.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointMeta {
+    /// `sim`, `run` or `net`.
+    pub mode: &'static str,
+    /// Workload name.
+    pub workload: String,
+    /// Policy name with parameters.
+    pub policy: String,
+    /// Application workers.
+    pub workers: usize,
+    /// Offered load as a fraction of peak.
+    pub load: f64,
+    /// Offered rate.
+    pub offered_rps: f64,
+    /// Arrival period, warm-up included.
+    pub duration_s: f64,
+    /// Length of the measured part of the arrival period.
+    pub measured_s: f64,
+    /// Random seed.
+    pub seed: u64,
+}
+
+impl PointResult {
+    /// A point from an executor's recorder: `measured_generated` requests arrived
+    /// after warm-up, of which the recorder's drops were dropped (`mode` sim) or
+    /// shed (other modes).
+    pub fn from_recorder(
+        meta: PointMeta,
+        recorder: &crate::Recorder,
+        measured_generated: u64,
+        timeouts: u64,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
+        let lost = recorder.dropped();
+        let (dropped, shed) = if meta.mode == "sim" {
+            (lost, 0)
+        } else {
+            (0, lost)
+        };
+        PointResult {
+            mode: meta.mode.to_string(),
+            workload: meta.workload,
+            policy: meta.policy,
+            workers: meta.workers,
+            load: meta.load,
+            offered_rps: meta.offered_rps,
+            achieved_rps: recorder.completed() as f64 / meta.measured_s.max(1e-12),
+            duration_s: meta.duration_s,
+            seed: meta.seed,
+            overall: recorder.overall(),
+            types: recorder.type_stats(),
+            dropped,
+            shed,
+            timeouts,
+            measured_generated,
+            loss_fraction: (lost + timeouts) as f64 / measured_generated.max(1) as f64,
+            extra,
+        }
+    }
 }
 
 /// The service-level objective a sweep judges points against.

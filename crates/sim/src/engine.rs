@@ -11,11 +11,10 @@ use std::collections::BinaryHeap;
 
 use psp_core::policy::PolicyStats;
 use psp_core::{Action, Nanos, Policy, PolicyContext, PolicySpec, Request, WorkerId};
-use psp_metrics::{PointResult, Recorder};
+use psp_metrics::{PointMeta, PointResult, Recorder};
 use serde_json::json;
 
-use crate::arrivals::{ArrivalSource, PoissonArrivals};
-use crate::workload::Workload;
+use psp_workload::{ArrivalSource, PoissonArrivals, Workload};
 
 /// One simulated point's parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -464,9 +463,6 @@ impl SimOutcome {
         cfg: &SimConfig,
         wall_s: f64,
     ) -> PointResult {
-        let measured_s = cfg.duration_ns as f64 * (1.0 - cfg.warmup_fraction) / 1e9;
-        let completed = self.recorder.completed();
-        let dropped = self.recorder.dropped();
         let mut extra = serde_json::Map::new();
         extra.insert("generated_total".into(), json!(self.generated));
         extra.insert("completed_total".into(), json!(self.completed));
@@ -487,24 +483,17 @@ impl SimOutcome {
             "sim_requests_per_s".into(),
             json!(self.generated as f64 / wall_s.max(1e-9)),
         );
-        PointResult {
-            mode: "sim".into(),
+        let meta = PointMeta {
+            mode: "sim",
             workload: workload.name.clone(),
             policy: policy.to_string(),
             workers: cfg.workers,
             load: cfg.rate_rps / workload.peak_rps(cfg.workers),
             offered_rps: cfg.rate_rps,
-            achieved_rps: completed as f64 / measured_s,
             duration_s: cfg.duration_ns as f64 / 1e9,
+            measured_s: cfg.duration_ns as f64 * (1.0 - cfg.warmup_fraction) / 1e9,
             seed: cfg.seed,
-            overall: self.recorder.overall(),
-            types: self.recorder.type_stats(),
-            dropped,
-            shed: 0,
-            timeouts: 0,
-            measured_generated: self.measured_generated,
-            loss_fraction: dropped as f64 / self.measured_generated.max(1) as f64,
-            extra,
-        }
+        };
+        PointResult::from_recorder(meta, &self.recorder, self.measured_generated, 0, extra)
     }
 }

@@ -31,6 +31,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "extreme-bimodal",
         include_str!("../../../workloads/extreme-bimodal.toml"),
     ),
+    (
+        "extreme-bimodal-x100",
+        include_str!("../../../workloads/extreme-bimodal-x100.toml"),
+    ),
+    (
+        "extreme-bimodal-x1000",
+        include_str!("../../../workloads/extreme-bimodal-x1000.toml"),
+    ),
     ("tpcc", include_str!("../../../workloads/tpcc.toml")),
     ("rocksdb", include_str!("../../../workloads/rocksdb.toml")),
     ("zippydb", include_str!("../../../workloads/zippydb.toml")),

@@ -1,0 +1,193 @@
+//! `psp run`: one point on the real runtime (dispatcher + pinned workers) with the
+//! in-process open-loop generator and the calibrated spin handler; optionally the
+//! simulator's prediction for the same point beside it.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use psp_core::{Classifier, HeaderClassifier, PolicySpec, RandomClassifier};
+use psp_metrics::{PointMeta, PointResult};
+use psp_runtime::handler::synthetic;
+use psp_runtime::{IdleStrategy, RuntimeConfig, SpinHandler, Spinner, StatsConfig};
+use psp_sim::{PoissonArrivals, Workload, simulate_point};
+use serde_json::json;
+
+use crate::{PointArgs, report, resolve_rate, units};
+
+/// `psp run` arguments.
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    point: PointArgs,
+    /// Policy (centralized, non-preemptive): c-fcfs, d-fcfs, fp, edf, darc-static:N, darc[:...].
+    #[arg(long, default_value = "darc")]
+    policy: String,
+    /// Offered load as a fraction of the workload's peak on these workers.
+    #[arg(long, conflicts_with = "rps", allow_negative_numbers = true)]
+    load: Option<f64>,
+    /// Offered load in requests per second.
+    #[arg(long, allow_negative_numbers = true)]
+    rps: Option<f64>,
+    /// Cores to pin to, dispatcher first (e.g. 0-14 or 0,2,4); default: pin when
+    /// the machine has a core per thread.
+    #[arg(long)]
+    cores: Option<String>,
+    /// How idle threads wait: spin (a core each), yield, or park (the default; fine
+    /// with fewer cores than threads).
+    #[arg(long, default_value = "park")]
+    idle: String,
+    /// Classifier: header (reads the type from the request) or random
+    /// (misclassification experiment).
+    #[arg(long, default_value = "header")]
+    classifier: String,
+    /// Print live statistics every interval (e.g. 1s) on stderr.
+    #[arg(long)]
+    stats_interval: Option<String>,
+    /// Live statistics as JSON lines.
+    #[arg(long)]
+    stats_json: bool,
+    /// Longest wait for in-flight requests after the last arrival.
+    #[arg(long, default_value = "10s")]
+    drain_timeout: String,
+    /// Also simulate the same point and print the prediction beside the measurement.
+    #[arg(long)]
+    compare_sim: bool,
+    /// Print the point as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_cores(s: &str) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || anyhow::anyhow!("--cores: cannot parse '{part}' (examples: 0-14, 0,2,4)");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if b < a {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `psp run`.
+pub fn run(a: RunArgs) -> Result<()> {
+    let workload = Workload::resolve(&a.point.workload)?;
+    let spec: PolicySpec = a.policy.parse()?;
+    let rate = resolve_rate(&workload, a.point.workers, a.load, a.rps)?;
+    let sim_cfg = a.point.config(rate)?;
+    let idle: IdleStrategy = a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let n_types = workload.types.len() as u16;
+    let classifier: Box<dyn Classifier> = match a.classifier.as_str() {
+        "header" => Box::new(HeaderClassifier {
+            offset: synthetic::TYPE_OFFSET,
+            types: n_types,
+        }),
+        "random" => Box::new(RandomClassifier::new(n_types, a.point.seed ^ 0x5eed)),
+        other => bail!("--classifier must be header or random, not '{other}'"),
+    };
+    let stats = match &a.stats_interval {
+        Some(s) => Some(StatsConfig {
+            interval: Duration::from_nanos(
+                units::parse_duration_ns(s).context("--stats-interval")?,
+            ),
+            json: a.stats_json,
+        }),
+        None => None,
+    };
+    let cfg = RuntimeConfig {
+        workers: a.point.workers,
+        cores: a.cores.as_deref().map(parse_cores).transpose()?,
+        idle,
+        queue_capacity: a.point.queue_capacity,
+        drain_timeout: Duration::from_nanos(
+            units::parse_duration_ns(&a.drain_timeout).context("--drain-timeout")?,
+        ),
+        stats,
+    };
+    let spinner = Spinner::calibrate(Duration::from_millis(50));
+    let arrivals = PoissonArrivals::new(&workload, rate, sim_cfg.duration_ns, sim_cfg.seed);
+    let warmup_ns = (sim_cfg.duration_ns as f64 * sim_cfg.warmup_fraction) as u64;
+    let report = psp_runtime::run(
+        &cfg,
+        &spec,
+        workload.type_infos(),
+        Box::new(arrivals),
+        classifier,
+        warmup_ns,
+        |_| SpinHandler::new(spinner),
+    )?;
+    let d = &report.dispatcher;
+    let mut extra = serde_json::Map::new();
+    extra.insert("generated_total".into(), json!(d.generated));
+    extra.insert("completed_total".into(), json!(d.completed));
+    extra.insert("shed_total".into(), json!(d.shed));
+    extra.insert("handler_errors".into(), json!(d.handler_errors));
+    extra.insert("stranded".into(), json!(d.stranded));
+    extra.insert(
+        "reservation_updates".into(),
+        json!(d.policy_stats.reservation_updates),
+    );
+    if let Some(r) = &d.reservation {
+        extra.insert("reservation".into(), json!(r));
+    }
+    extra.insert(
+        "reservation_log".into(),
+        json!(
+            d.reservation_log
+                .iter()
+                .map(|e| json!({"at_s": e.at_s, "reservation": e.reservation}))
+                .collect::<Vec<_>>()
+        ),
+    );
+    extra.insert("served_per_worker".into(), json!(report.served_per_worker));
+    extra.insert("pinned".into(), json!(report.pinned));
+    extra.insert("idle".into(), json!(a.idle));
+    extra.insert("classifier".into(), json!(a.classifier));
+    extra.insert("wall_s".into(), json!(report.wall.as_secs_f64()));
+    let meta = PointMeta {
+        mode: "run",
+        workload: workload.name.clone(),
+        policy: spec.to_string(),
+        workers: cfg.workers,
+        load: rate / workload.peak_rps(cfg.workers),
+        offered_rps: rate,
+        duration_s: sim_cfg.duration_ns as f64 / 1e9,
+        measured_s: sim_cfg.duration_ns as f64 * (1.0 - sim_cfg.warmup_fraction) / 1e9,
+        seed: sim_cfg.seed,
+    };
+    let mut point = PointResult::from_recorder(meta, &d.recorder, d.measured_generated, 0, extra);
+    let prediction = if a.compare_sim {
+        Some(simulate_point(&workload, &spec, &sim_cfg)?)
+    } else {
+        None
+    };
+    if let Some(p) = &prediction {
+        point
+            .extra
+            .insert("sim_prediction".into(), serde_json::to_value(p)?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&point)?);
+    } else {
+        print!("{}", report::point_table(&point));
+        if let Some(p) = &prediction {
+            println!("\nsimulator's prediction for the same point:");
+            print!("{}", report::point_table(p));
+        }
+    }
+    if d.stranded > 0 {
+        bail!(
+            "{} requests were still in flight when the drain timed out",
+            d.stranded
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! Starting and stopping a run: rings, threads, pinning, the start-up hand-off
+//! of wake-up handles, and joining.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use psp_core::{Classifier, PolicyContext, PolicySpec, TypeInfo};
+use psp_workload::ArrivalSource;
+
+use crate::clock::Clock;
+use crate::dispatcher::{DispatcherReport, DispatcherThread, StatsConfig};
+use crate::handler::Handler;
+use crate::idle::{IdleStrategy, Wakeup};
+use crate::worker::{Done, Job, WorkerThread};
+
+/// How the runtime is laid out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeConfig {
+    /// Application workers.
+    pub workers: usize,
+    /// Cores to pin to: the dispatcher on the first, workers on the next ones.
+    /// `None`: pin automatically when the machine has a core per thread.
+    pub cores: Option<Vec<usize>>,
+    /// How idle threads wait.
+    pub idle: IdleStrategy,
+    /// Bound of each queue the policy keeps.
+    pub queue_capacity: usize,
+    /// How long to wait for in-flight requests after the last arrival.
+    pub drain_timeout: Duration,
+    /// Periodic live statistics.
+    pub stats: Option<StatsConfig>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            cores: None,
+            idle: IdleStrategy::default(),
+            queue_capacity: 4096,
+            drain_timeout: Duration::from_secs(10),
+            stats: None,
+        }
+    }
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The policy cannot be built.
+    #[error(transparent)]
+    Policy(#[from] psp_core::PolicyError),
+    /// The runtime does not support this policy.
+    #[error(
+        "policy '{0}' needs preemption, which the runtime does not implement yet; use it in the simulator"
+    )]
+    Preemptive(String),
+    /// A bad core list.
+    #[error("{0}")]
+    Cores(String),
+    /// A thread could not be spawned or panicked.
+    #[error("runtime thread failed: {0}")]
+    Thread(String),
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// What the dispatcher counted and recorded.
+    pub dispatcher: DispatcherReport,
+    /// Jobs served per worker.
+    pub served_per_worker: Vec<u64>,
+    /// Whether threads were pinned.
+    pub pinned: bool,
+    /// Wall time of the run.
+    pub wall: Duration,
+}
+
+fn set_timer_slack_1ns() {
+    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long and affects only the
+    // calling thread; no memory is passed.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+fn plan_cores(cfg: &RuntimeConfig) -> Result<Option<Vec<core_affinity::CoreId>>, RuntimeError> {
+    // The calling thread's mask: read it once, before anything is pinned.
+    let available = core_affinity::get_core_ids().unwrap_or_default();
+    let needed = cfg.workers + 1;
+    match &cfg.cores {
+        Some(list) => {
+            if list.len() < needed {
+                return Err(RuntimeError::Cores(format!(
+                    "--cores lists {} cores; the dispatcher and {} workers need {needed}",
+                    list.len(),
+                    cfg.workers
+                )));
+            }
+            list.iter()
+                .take(needed)
+                .map(|&c| {
+                    available
+                        .iter()
+                        .copied()
+                        .find(|id| id.id == c)
+                        .ok_or_else(|| {
+                            RuntimeError::Cores(format!(
+                                "core {c} is not available to this process"
+                            ))
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some)
+        }
+        None if available.len() >= needed => Ok(Some(available[..needed].to_vec())),
+        None => Ok(None),
+    }
+}
+
+/// Runs an open-loop schedule through the policy `spec` on `cfg.workers` workers,
+/// each with a handler from `make_handler`.
+///
+/// # Errors
+/// A policy that cannot be built or needs preemption, a bad core list, a thread
+/// that could not start or panicked.
+#[allow(clippy::too_many_arguments)]
+pub fn run<H, F>(
+    cfg: &RuntimeConfig,
+    spec: &PolicySpec,
+    types: Vec<TypeInfo>,
+    arrivals: Box<dyn ArrivalSource + Send>,
+    classifier: Box<dyn Classifier>,
+    warmup_ns: u64,
+    make_handler: F,
+) -> Result<RunReport, RuntimeError>
+where
+    H: Handler + 'static,
+    F: Fn(usize) -> H,
+{
+    if matches!(spec, PolicySpec::Ts(_) | PolicySpec::TsBlock(_)) {
+        return Err(RuntimeError::Preemptive(spec.to_string()));
+    }
+    let type_names = types.iter().map(|t| t.name.clone()).collect();
+    let ctx = PolicyContext {
+        workers: cfg.workers,
+        types,
+        queue_capacity: cfg.queue_capacity,
+    };
+    let policy = spec.build(&ctx)?;
+    let cores = plan_cores(cfg)?;
+    let clock = Clock::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    // At most one job is outstanding per worker (policies dispatch only to free
+    // workers); a little slack costs nothing.
+    let (mut job_tx, mut job_rx, mut done_tx, mut done_rx) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..cfg.workers {
+        let (p, c) = rtrb::RingBuffer::<Job>::new(4);
+        job_tx.push(p);
+        job_rx.push(c);
+        let (p, c) = rtrb::RingBuffer::<Done>::new(4);
+        done_tx.push(p);
+        done_rx.push(c);
+    }
+    let started = Instant::now();
+    let max_in_flight = (ctx.types.len() + 1 + cfg.workers) * cfg.queue_capacity + cfg.workers;
+
+    std::thread::scope(|scope| -> Result<RunReport, RuntimeError> {
+        let spawn_err = |e: std::io::Error| RuntimeError::Thread(e.to_string());
+        // The dispatcher waits for its own and the workers' wake-up handles.
+        let (d_start_tx, d_start_rx) = mpsc::channel::<(Arc<Wakeup>, Vec<Arc<Wakeup>>)>();
+        let d_core = cores.as_ref().map(|c| c[0]);
+        let dispatcher = DispatcherThread {
+            policy,
+            classifier,
+            arrivals,
+            jobs: job_tx,
+            done: done_rx,
+            workers: Vec::new(),
+            clock,
+            type_names,
+            warmup_ns,
+            drain_timeout: cfg.drain_timeout,
+            idle: cfg.idle,
+            stats: cfg.stats,
+            max_in_flight,
+        };
+        let stop_d = stop.clone();
+        let d_handle = std::thread::Builder::new()
+            .name("psp-dispatcher".into())
+            .spawn_scoped(scope, move || {
+                if let Some(c) = d_core {
+                    core_affinity::set_for_current(c);
+                }
+                set_timer_slack_1ns();
+                let Ok((me, workers)) = d_start_rx.recv() else {
+                    return None;
+                };
+                let report = DispatcherThread {
+                    workers,
+                    ..dispatcher
+                }
+                .run(&me);
+                // Every job completed (or the drain gave up): let workers go.
+                stop_d.store(true, Ordering::Release);
+                Some(report)
+            })
+            .map_err(spawn_err)?;
+        let d_wake = Arc::new(Wakeup::new(d_handle.thread().clone()));
+
+        let mut w_handles = Vec::with_capacity(cfg.workers);
+        let mut w_starts = Vec::with_capacity(cfg.workers);
+        for (i, (jobs, done)) in job_rx.into_iter().zip(done_tx).enumerate() {
+            let (tx, rx) = mpsc::channel::<Arc<Wakeup>>();
+            let w = WorkerThread {
+                jobs,
+                done,
+                handler: make_handler(i),
+                clock,
+                idle: cfg.idle,
+                dispatcher: d_wake.clone(),
+                stop: stop.clone(),
+            };
+            let core = cores.as_ref().map(|c| c[i + 1]);
+            let h = std::thread::Builder::new()
+                .name(format!("psp-worker-{i}"))
+                .spawn_scoped(scope, move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    set_timer_slack_1ns();
+                    let Ok(me) = rx.recv() else { return 0 };
+                    w.run(&me)
+                })
+                .map_err(spawn_err)?;
+            w_starts.push((tx, Arc::new(Wakeup::new(h.thread().clone()))));
+            w_handles.push(h);
+        }
+        let worker_wakes: Vec<Arc<Wakeup>> = w_starts.iter().map(|(_, w)| w.clone()).collect();
+        for (tx, w) in w_starts {
+            let _ = tx.send(w);
+        }
+        let _ = d_start_tx.send((d_wake, worker_wakes.clone()));
+
+        let report = d_handle
+            .join()
+            .map_err(|_| RuntimeError::Thread("dispatcher panicked".into()))?;
+        // Whatever happened to the dispatcher, release the workers.
+        stop.store(true, Ordering::Release);
+        for w in &worker_wakes {
+            w.notify();
+        }
+        let mut served = Vec::with_capacity(cfg.workers);
+        for h in w_handles {
+            served.push(
+                h.join()
+                    .map_err(|_| RuntimeError::Thread("a worker panicked".into()))?,
+            );
+        }
+        let dispatcher =
+            report.ok_or_else(|| RuntimeError::Thread("dispatcher never started".into()))?;
+        Ok(RunReport {
+            dispatcher,
+            served_per_worker: served,
+            pinned: cores.is_some(),
+            wall: started.elapsed(),
+        })
+    })
+}

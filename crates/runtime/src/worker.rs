@@ -1,0 +1,111 @@
+//! An application worker: pops a job from its ring, runs the handler, measures
+//! the service time and pushes the completion back. One thread per worker, pinned
+//! when the machine has the cores. Only this thread touches the handler, the job
+//! consumer and the completion producer.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use psp_core::TypeId;
+use rtrb::{Consumer, Producer};
+
+use crate::clock::Clock;
+use crate::handler::Handler;
+use crate::idle::{IdleStrategy, Idler, Wakeup};
+
+/// Inline payload bytes carried by a job.
+pub const JOB_PAYLOAD: usize = 48;
+
+/// A request handed to a worker (64 bytes: one cache line).
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+pub struct Job {
+    /// The dispatcher's slot for the request.
+    pub token: u32,
+    /// The classified type.
+    pub type_id: TypeId,
+    /// Payload length.
+    pub len: u16,
+    /// The payload.
+    pub payload: [u8; JOB_PAYLOAD],
+}
+
+/// A completion handed back to the dispatcher.
+#[derive(Debug, Clone, Copy)]
+pub struct Done {
+    /// The job's token.
+    pub token: u32,
+    /// Whether the handler succeeded.
+    pub ok: bool,
+    /// Handler time.
+    pub service_ns: u64,
+    /// When the handler returned (the shared clock).
+    pub finished_ns: u64,
+}
+
+/// Everything a worker thread owns.
+pub struct WorkerThread<H: Handler> {
+    /// Jobs from the dispatcher.
+    pub jobs: Consumer<Job>,
+    /// Completions to the dispatcher.
+    pub done: Producer<Done>,
+    /// The application state of this worker.
+    pub handler: H,
+    /// The shared clock.
+    pub clock: Clock,
+    /// How to wait for jobs.
+    pub idle: IdleStrategy,
+    /// Wakes the dispatcher after a completion.
+    pub dispatcher: Arc<Wakeup>,
+    /// Set by the dispatcher once every job has completed.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl<H: Handler> WorkerThread<H> {
+    /// The worker loop; `me` is this thread's wake-up handle (already shared with
+    /// the dispatcher). Returns the number of jobs served.
+    pub fn run(mut self, me: &Wakeup) -> u64 {
+        let mut idler = Idler::new(self.idle);
+        let mut response = Vec::with_capacity(4096);
+        let mut served = 0u64;
+        loop {
+            match self.jobs.pop() {
+                Ok(job) => {
+                    idler.reset();
+                    response.clear();
+                    let t0 = self.clock.now_ns();
+                    let ok = self
+                        .handler
+                        .handle(job.type_id, &job.payload[..job.len as usize], &mut response)
+                        .is_ok();
+                    let t1 = self.clock.now_ns();
+                    let mut done = Done {
+                        token: job.token,
+                        ok,
+                        service_ns: t1 - t0,
+                        finished_ns: t1,
+                    };
+                    // The ring holds as many slots as jobs can be outstanding on this
+                    // worker, so this never spins in practice.
+                    while let Err(rtrb::PushError::Full(d)) = self.done.push(done) {
+                        done = d;
+                        std::hint::spin_loop();
+                    }
+                    self.dispatcher.notify();
+                    served += 1;
+                }
+                Err(_) => {
+                    if self.stop.load(Ordering::Acquire) && self.jobs.is_empty() {
+                        return served;
+                    }
+                    let jobs = &self.jobs;
+                    let stop = &self.stop;
+                    idler.idle(me, Duration::from_millis(1), || {
+                        !jobs.is_empty() || stop.load(Ordering::Acquire)
+                    });
+                }
+            }
+        }
+    }
+}

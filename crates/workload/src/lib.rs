@@ -1,0 +1,13 @@
+//! Workloads and arrivals, shared by every executor and the load generator.
+//!
+//! - [`workload`]: request types with ratios and service-time distributions, as
+//!   TOML data (built in from `workloads/`, or any file by path).
+//! - [`arrivals`]: open-loop Poisson arrivals over a workload, traces.
+//!
+//! Nothing here knows about policies or reads a clock.
+
+pub mod arrivals;
+pub mod workload;
+
+pub use arrivals::{Arrival, ArrivalSource, PoissonArrivals, TraceArrivals};
+pub use workload::{ServiceDist, Workload, WorkloadError};
