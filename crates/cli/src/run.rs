@@ -143,7 +143,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         json!(
             d.reservation_log
                 .iter()
-                .map(|e| json!({"at_s": e.at_s, "reservation": e.reservation}))
+                .map(|e| json!({"at_s": e.at_s, "reservation": e.reservation.to_string()}))
                 .collect::<Vec<_>>()
         ),
     );

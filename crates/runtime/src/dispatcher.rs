@@ -53,8 +53,8 @@ pub struct StatsConfig {
 pub struct ReservationEvent {
     /// Seconds since the generator started.
     pub at_s: f64,
-    /// The new reservation.
-    pub reservation: String,
+    /// The new reservation (cloned only when an update is applied: rare).
+    pub reservation: psp_core::Reservation,
 }
 
 /// Counters and records of a finished run.
@@ -271,7 +271,7 @@ impl DispatcherThread {
                 if let Some(r) = self.policy.reservation() {
                     reservation_log.push(ReservationEvent {
                         at_s: now.saturating_sub(base) as f64 / 1e9,
-                        reservation: r.to_string(),
+                        reservation: r.clone(),
                     });
                 }
             }

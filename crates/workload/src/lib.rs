@@ -9,5 +9,5 @@
 pub mod arrivals;
 pub mod workload;
 
-pub use arrivals::{Arrival, ArrivalSource, PoissonArrivals, TraceArrivals};
+pub use arrivals::{Arrival, ArrivalSource, PhasedArrivals, PoissonArrivals, TraceArrivals};
 pub use workload::{ServiceDist, Workload, WorkloadError};

@@ -1,0 +1,359 @@
+//! The real runtime on this machine: conservation, the reservation invariant
+//! (a debug assertion in the dispatcher, on in test builds), live profiling,
+//! reservation updates following a workload change, and shutdown.
+//!
+//! Few workers and the parking idle strategy: never more spinning threads than
+//! cores. Service times are tens of microseconds or more, so that a thread
+//! wake-up (tens of microseconds on a VM) does not dominate.
+
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use psp_core::{HeaderClassifier, PolicySpec, Reservation, WorkerSet};
+use psp_runtime::handler::synthetic;
+use psp_runtime::{RunReport, RuntimeConfig, SpinHandler, Spinner};
+use psp_workload::{
+    Arrival, ArrivalSource, PhasedArrivals, PoissonArrivals, TraceArrivals, Workload,
+};
+
+fn spinner() -> Spinner {
+    static S: OnceLock<Spinner> = OnceLock::new();
+    *S.get_or_init(|| Spinner::calibrate(Duration::from_millis(20)))
+}
+
+/// Runtime tests run one at a time: each one's threads are all this 2-core
+/// machine can host without its measurements turning into noise.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn run(
+    workload: &Workload,
+    policy: &str,
+    cfg: RuntimeConfig,
+    arrivals: Box<dyn ArrivalSource + Send>,
+) -> RunReport {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let spec: PolicySpec = policy.parse().unwrap();
+    let classifier = HeaderClassifier {
+        offset: synthetic::TYPE_OFFSET,
+        types: workload.types.len() as u16,
+    };
+    let s = spinner();
+    psp_runtime::run(
+        &cfg,
+        &spec,
+        workload.type_infos(),
+        arrivals,
+        Box::new(classifier),
+        0,
+        move |_| SpinHandler::new(s),
+    )
+    .unwrap_or_else(|e| panic!("{policy}: {e}"))
+}
+
+fn poisson(
+    w: &Workload,
+    workers: usize,
+    load: f64,
+    ms: u64,
+    seed: u64,
+) -> Box<dyn ArrivalSource + Send> {
+    Box::new(PoissonArrivals::new(
+        w,
+        load * w.peak_rps(workers),
+        ms * 1_000_000,
+        seed,
+    ))
+}
+
+fn cfg(workers: usize, queue_capacity: usize) -> RuntimeConfig {
+    RuntimeConfig {
+        workers,
+        queue_capacity,
+        drain_timeout: Duration::from_secs(20),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn every_request_is_completed_or_shed_under_load_and_overload() {
+    let w = Workload::fixed("mix", &[("short", 50.0, 0.9), ("long", 500.0, 0.1)]);
+    for policy in [
+        "c-fcfs",
+        "d-fcfs",
+        "fp",
+        "edf",
+        "darc-static:1",
+        "darc:samples=200,delay=1",
+    ] {
+        for (load, cap) in [(0.4, 4096), (3.0, 8)] {
+            let r = run(&w, policy, cfg(2, cap), poisson(&w, 2, load, 150, 7));
+            let d = &r.dispatcher;
+            assert!(d.generated > 100, "{policy}");
+            assert_eq!(d.stranded, 0, "{policy} at {load}");
+            assert_eq!(
+                d.generated,
+                d.completed + d.shed,
+                "{policy} at {load}: generated = completed + shed"
+            );
+            assert_eq!(
+                r.served_per_worker.iter().sum::<u64>(),
+                d.completed,
+                "{policy}: workers' count"
+            );
+            assert_eq!(d.handler_errors, 0);
+            if load > 1.0 {
+                assert!(d.shed > 0, "{policy}: overload shed nothing");
+                assert!(
+                    d.recorder.dropped() > 0,
+                    "{policy}: sheds not recorded per type"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn darc_keeps_its_reservation_at_run_time() {
+    // The dispatcher debug-asserts every dispatch against the reservation in
+    // force; a violation panics the dispatcher and fails the run.
+    let w = Workload::fixed(
+        "three",
+        &[("a", 20.0, 0.7), ("b", 200.0, 0.25), ("c", 2000.0, 0.05)],
+    );
+    let r = run(
+        &w,
+        "darc:samples=300,delay=1",
+        cfg(2, 4096),
+        poisson(&w, 2, 0.7, 600, 3),
+    );
+    let d = &r.dispatcher;
+    assert!(
+        d.policy_stats.reservation_updates >= 1,
+        "never left the c-FCFS warm-up"
+    );
+    assert_eq!(d.generated, d.completed + d.shed);
+}
+
+/// Arrivals whose type sequence follows the ratios exactly (deficit round robin)
+/// and whose services are the types' means x `scale`: a profiling window then
+/// measures the mix without sampling noise.
+fn exact_mix(w: &Workload, rate: f64, n: usize, scale: f64) -> Box<dyn ArrivalSource + Send> {
+    let mut credit = vec![0.0; w.types.len()];
+    let mut t = 0.0f64;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let arrivals = (0..n)
+        .map(|_| {
+            for (c, ty) in credit.iter_mut().zip(&w.types) {
+                *c += ty.ratio;
+            }
+            let (i, _) = credit
+                .iter()
+                .enumerate()
+                .fold((0, f64::MIN), |b, (i, &c)| if c > b.1 { (i, c) } else { b });
+            credit[i] -= 1.0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+            t += -(1.0 - u).ln() / rate * 1e9;
+            Arrival {
+                at_ns: t as u64,
+                type_id: i as u16,
+                service_ns: (w.types[i].service.mean_us() * scale * 1e3) as u64,
+            }
+        })
+        .collect();
+    Box::new(TraceArrivals::new(arrivals))
+}
+
+fn first_reservation(name: &str, samples: usize) -> Reservation {
+    let w = Workload::resolve(name).unwrap();
+    let workers = 14;
+    // Low load (~0.4 busy workers on average): measured service times are not
+    // inflated by 14 threads sharing this machine's 2 cores.
+    // Scale so the shortest request takes >= 20 us: OS noise on a VM adds a
+    // roughly constant amount per request, which would skew microsecond types.
+    let shortest = w
+        .types
+        .iter()
+        .map(|t| t.service.mean_us())
+        .fold(f64::INFINITY, f64::min);
+    let scale = (20.0 / shortest).max(5.0);
+    let rate = 0.03 * w.peak_rps(workers) / scale;
+    let policy = format!("darc:samples={samples}");
+    let r = run(
+        &w,
+        &policy,
+        cfg(workers, 4096),
+        exact_mix(&w, rate, samples + 200, scale),
+    );
+    r.dispatcher
+        .reservation_log
+        .first()
+        .map(|e| e.reservation.clone())
+        .unwrap_or_else(|| panic!("{name}: no reservation"))
+}
+
+#[test]
+fn live_profiling_reproduces_the_worked_examples_on_14_workers() {
+    let ws = WorkerSet::range;
+    let r = first_reservation("high-bimodal", 1000);
+    assert_eq!(
+        (
+            r.groups[0].reserved,
+            r.groups[0].stealable,
+            r.groups[1].reserved
+        ),
+        (ws(0, 1), ws(1, 14), ws(1, 14)),
+        "{r}"
+    );
+    // Extreme bimodal: the paper's 2.32 workers -> 2 holds with exact means (unit
+    // test, simulator). Live on this 2-core VM, 15 threads share 2 cores: a 20 ms
+    // long request holds a core alone while short ones share the other with the
+    // dispatcher's wake-ups, inflating short services by 10-25% (demand 2.5-2.9
+    // seen). Assert the profile is close and the reservation shape right.
+    let r = first_reservation("extreme-bimodal", 2000);
+    println!("extreme-bimodal live: {r}");
+    let short = &r.groups[0];
+    assert!((2.0..3.0).contains(&short.demand), "{r}");
+    assert!(
+        (2..=3).contains(&short.reserved.len()) && short.reserved.first() == Some(0),
+        "{r}"
+    );
+    assert_eq!(short.stealable, r.groups[1].reserved, "{r}");
+    assert_eq!(short.reserved.len() + r.groups[1].reserved.len(), 14, "{r}");
+    let r = first_reservation("rocksdb", 1000);
+    assert_eq!(
+        (r.groups[0].reserved, r.groups[1].reserved),
+        (ws(0, 1), ws(1, 14)),
+        "{r}"
+    );
+    // TPC-C: the groups and group A's workers come out exactly (the order inside
+    // a group may not: Payment and OrderStatus differ by 5%). Groups B (demand
+    // 6.46) and C (5.52) sit within 0.6% of the 0.5 rounding boundary, so a
+    // measured profile may move one worker between them.
+    let r = first_reservation("tpcc", 1000);
+    let sorted = |g: usize| {
+        let mut t = r.group_types(g).to_vec();
+        t.sort_unstable();
+        t
+    };
+    assert_eq!(
+        (sorted(0), sorted(1), sorted(2)),
+        (vec![0, 1], vec![2], vec![3, 4]),
+        "{r}"
+    );
+    assert_eq!(r.groups[0].reserved, ws(0, 2), "{r}");
+    assert!((5..=7).contains(&r.groups[1].reserved.len()), "{r}");
+    assert!((5..=7).contains(&r.groups[2].reserved.len()), "{r}");
+    assert_eq!(r.groups[1].reserved.first(), Some(2), "{r}");
+}
+
+#[test]
+fn reservation_follows_each_phase_of_a_workload_change() {
+    // Workloads.md's experiment, scaled to 2 workers: A fast / B slow, then (1)
+    // A and B swap service times, (2) A makes 99.5% of requests, (3) only A.
+    let phase0 = Workload::fixed("p0", &[("A", 100.0, 0.9), ("B", 2000.0, 0.1)]);
+    let phase1 = Workload::fixed("p1", &[("A", 2000.0, 0.9), ("B", 100.0, 0.1)]);
+    let phase2 = Workload::fixed("p2", &[("A", 2000.0, 0.995), ("B", 100.0, 0.005)]);
+    let mut phase3 = Workload::fixed("p3", &[("A", 2000.0, 1.0), ("B", 100.0, 1e-9)]);
+    phase3.types[1].ratio = 0.0;
+    let phases = [&phase0, &phase1, &phase2, &phase3];
+    let phase_ns = 1_500_000_000u64;
+    // 40% rather than the paper's 80%: on 2 workers, Algorithm 2 gives even a
+    // near-zero-demand type a whole worker (half the machine), so at 80% the
+    // other type is overloaded during phases 2-3 and its backlog, not the new
+    // mix, drives the profile. That behaviour is documented in docs/results.md.
+    let spec: Vec<(&Workload, f64, u64)> = phases
+        .iter()
+        .map(|w| (*w, 0.4 * w.peak_rps(2), phase_ns))
+        .collect();
+    let arrivals = Box::new(PhasedArrivals::new(&spec, 5));
+    let r = run(&phase0, "darc:samples=200,delay=1", cfg(2, 4096), arrivals);
+    let log = &r.dispatcher.reservation_log;
+    assert!(!log.is_empty(), "no reservation at all");
+    for e in log {
+        println!("{:7.3} s  {}", e.at_s, e.reservation); // shown on failure
+    }
+    // Within this bound after a change, the reservation reflects the new phase.
+    // (Phase 3 is the slow one: stragglers of B keep it "active" with demand ~0,
+    // and every active group holds a worker, until a window without B.)
+    let bound_s = 1.4;
+    let a_first = |r: &Reservation| r.order[0] == 0;
+    let b_inactive = |r: &Reservation| {
+        r.groups.last().is_some_and(|g| g.inactive) && r.group_of[1] as usize == r.groups.len() - 1
+    };
+    let checks: [(&str, &dyn Fn(&Reservation) -> bool); 4] = [
+        ("phase 0: A (fast) first", &|r| a_first(r)),
+        ("phase 1: B (now fast) first", &|r| !a_first(r)),
+        // B (0.5%) may be absent from a window, and then rightly inactive.
+        ("phase 2: A's demand near all workers", &|r| {
+            r.type_demand[0] > 1.9
+        }),
+        ("phase 3: only A active", &|r| b_inactive(r)),
+    ];
+    for (i, (what, ok)) in checks.iter().enumerate() {
+        let start = i as f64 * phase_ns as f64 / 1e9;
+        let by = start + if i == 0 { 1.0 } else { bound_s };
+        let state = log
+            .iter()
+            .rev()
+            .find(|e| e.at_s <= by)
+            .unwrap_or_else(|| panic!("{what}: no reservation by {by} s"));
+        assert!(
+            state.at_s >= start || i == 0,
+            "{what}: no update between {start} s and {by} s (last at {} s: {})",
+            state.at_s,
+            state.reservation
+        );
+        assert!(
+            ok(&state.reservation),
+            "{what}: at {} s the reservation is {}",
+            state.at_s,
+            state.reservation
+        );
+    }
+}
+
+#[test]
+fn shutdown_with_a_request_in_flight_reports_it_and_does_not_hang() {
+    // One 3 s request, a 200 ms drain: the run ends after the request's worker
+    // finishes it (the worker is not killed), and reports it stranded.
+    let w = Workload::fixed("one", &[("slow", 3_000_000.0, 1.0)]);
+    let trace = vec![Arrival {
+        at_ns: 0,
+        type_id: 0,
+        service_ns: 3_000_000_000,
+    }];
+    let mut c = cfg(2, 16);
+    c.drain_timeout = Duration::from_millis(200);
+    let t0 = Instant::now();
+    let r = run(&w, "c-fcfs", c, Box::new(TraceArrivals::new(trace)));
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "shutdown took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(r.dispatcher.stranded, 1);
+    assert_eq!(r.dispatcher.completed, 0);
+}
+
+#[test]
+fn preemptive_policies_are_refused_with_a_clear_error() {
+    let w = Workload::fixed("one", &[("x", 10.0, 1.0)]);
+    let err = psp_runtime::run(
+        &cfg(2, 16),
+        &"ts".parse().unwrap(),
+        w.type_infos(),
+        poisson(&w, 2, 0.1, 10, 1),
+        Box::new(HeaderClassifier {
+            offset: 0,
+            types: 1,
+        }),
+        0,
+        |_| SpinHandler::new(spinner()),
+    )
+    .err()
+    .expect("ts must be refused");
+    assert!(err.to_string().contains("preemption"), "{err}");
+}
