@@ -1,14 +1,15 @@
-//! Online service-time profiles: one profiling window of per-type running means.
+//! Online service-time profiles: one profiling window of per-type counts and sums.
 
 use crate::request::TypeId;
 
-/// One profiling window: per type, the number of completions and their running
-/// mean service time. `R_i = count_i / total`. Updating costs a few arithmetic
-/// operations and never allocates.
+/// One profiling window: per type, the number of completions and the sum of
+/// their service times (the mean is derived when a reservation is computed, so a
+/// completion costs two integer additions). `R_i = count_i / total`. Never
+/// allocates after construction.
 #[derive(Debug, Clone)]
 pub struct ProfileWindow {
     counts: Vec<u64>,
-    means_ns: Vec<f64>,
+    sums_ns: Vec<u64>,
     total: u64,
 }
 
@@ -17,7 +18,7 @@ impl ProfileWindow {
     pub fn new(types: usize) -> Self {
         Self {
             counts: vec![0; types],
-            means_ns: vec![0.0; types],
+            sums_ns: vec![0; types],
             total: 0,
         }
     }
@@ -27,7 +28,7 @@ impl ProfileWindow {
     pub fn record(&mut self, t: TypeId, service_ns: u64) {
         let i = t as usize;
         self.counts[i] += 1;
-        self.means_ns[i] += (service_ns as f64 - self.means_ns[i]) / self.counts[i] as f64;
+        self.sums_ns[i] = self.sums_ns[i].saturating_add(service_ns);
         self.total += 1;
     }
 
@@ -46,7 +47,12 @@ impl ProfileWindow {
     /// Mean service time of type `t` in the window (0 when unseen).
     #[inline]
     pub fn mean_ns(&self, t: TypeId) -> f64 {
-        self.means_ns[t as usize]
+        let i = t as usize;
+        if self.counts[i] == 0 {
+            0.0
+        } else {
+            self.sums_ns[i] as f64 / self.counts[i] as f64
+        }
     }
 
     /// Occurrence ratio of type `t` in the window.
@@ -62,7 +68,7 @@ impl ProfileWindow {
     /// Starts a new window.
     pub fn reset(&mut self) {
         self.counts.fill(0);
-        self.means_ns.fill(0.0);
+        self.sums_ns.fill(0);
         self.total = 0;
     }
 

@@ -121,6 +121,8 @@ pub struct Reservation {
     pub type_demand: Vec<f64>,
     /// The spillway workers.
     pub spillway: WorkerSet,
+    /// Scratch: each type's sort key (see `compute_into`).
+    sort_keys: Vec<u64>,
 }
 
 impl Reservation {
@@ -134,6 +136,7 @@ impl Reservation {
             group_of: vec![0; types],
             type_demand: vec![0.0; types],
             spillway: WorkerSet::EMPTY,
+            sort_keys: vec![0; types],
         }
     }
 
@@ -159,14 +162,20 @@ impl Reservation {
         self.spillway = WorkerSet::range(w - cfg.spillway, w);
         self.order.clear();
         self.order.extend(0..stats.len() as TypeId);
-        // Active types first, by ascending mean (id breaks ties: deterministic).
-        self.order.sort_unstable_by(|&a, &b| {
-            let (sa, sb) = (&stats[a as usize], &stats[b as usize]);
-            sb.is_active()
-                .cmp(&sa.is_active())
-                .then(sa.mean.total_cmp(&sb.mean))
-                .then(a.cmp(&b))
-        });
+        // Active types first, by ascending mean, then absent ones by mean; the id
+        // breaks ties (deterministic). One integer key per type makes each
+        // comparison a single compare: the bits of a non-negative f64 order like
+        // the number, and the top bit marks absent types.
+        for (key, st) in self.sort_keys.iter_mut().zip(stats) {
+            let mean_bits = st.mean.max(0.0).to_bits();
+            *key = if st.is_active() {
+                mean_bits
+            } else {
+                (1 << 63) | (mean_bits >> 1)
+            };
+        }
+        let keys = &self.sort_keys;
+        self.order.sort_unstable_by_key(|&t| (keys[t as usize], t));
         let active = self
             .order
             .iter()
@@ -177,6 +186,8 @@ impl Reservation {
             .map(|&t| stats[t as usize].mean * stats[t as usize].ratio)
             .sum();
 
+        // Demand in workers per unit of S x R: one division, not one per type.
+        let workers_per_unit = w as f64 / total;
         self.groups.clear();
         self.type_demand.fill(0.0);
         let mut next = 0usize;
@@ -190,7 +201,7 @@ impl Reservation {
             let mut demand = 0.0;
             for &t in &self.order[i..end] {
                 let s = &stats[t as usize];
-                let d = s.mean * s.ratio / total * w as f64;
+                let d = s.mean * s.ratio * workers_per_unit;
                 self.type_demand[t as usize] = d;
                 demand += d;
             }

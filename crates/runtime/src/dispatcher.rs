@@ -23,8 +23,6 @@ use crate::worker::{Done, JOB_PAYLOAD, Job};
 
 /// Arrivals admitted per pass at most, so completions are never starved.
 const ARRIVAL_BATCH: usize = 64;
-/// With spin-then-park, park at once when the next arrival is further than this.
-const PARK_AHEAD_NS: u64 = 30_000;
 /// Wake this long before a scheduled arrival (the wake-up latency of a park).
 const PARK_MARGIN_NS: u64 = 15_000;
 
@@ -318,27 +316,29 @@ impl DispatcherThread {
             } else {
                 let done = &self.done;
                 let has_work = || done.iter().any(|r| !r.is_empty());
-                let gap_ns = next.map(|a| (base + a.at_ns).saturating_sub(now));
-                match (self.idle, gap_ns) {
-                    // The next arrival is far: sleep until just before it at once
-                    // instead of burning a core the workers may need. Completions
-                    // wake us only if requests wait for a worker; otherwise they can
-                    // wait (workers stamp their own completion times).
-                    (IdleStrategy::SpinPark { .. }, Some(gap)) if gap > PARK_AHEAD_NS => {
-                        if self.policy.queued() > 0 {
-                            // A completion frees a worker for a waiting request
-                            // any moment: stay awake, but let a worker have the CPU.
-                            std::thread::yield_now();
+                let until_next = next.map_or(Duration::from_millis(1), |a| {
+                    Duration::from_nanos(
+                        (base + a.at_ns)
+                            .saturating_sub(now)
+                            .saturating_sub(PARK_MARGIN_NS),
+                    )
+                });
+                match self.idle {
+                    // Nothing to do until the next arrival or, if requests wait for
+                    // a worker, a completion: sleep, never spin. A spinning (or
+                    // yield-spinning) dispatcher on a core it shares with a worker
+                    // delays that worker's next request by milliseconds.
+                    IdleStrategy::SpinPark { .. } => {
+                        if until_next.is_zero() {
+                            std::hint::spin_loop();
+                        } else if self.policy.queued() > 0 || next.is_none() {
+                            me.park(until_next, has_work);
                         } else {
-                            me.sleep(Duration::from_nanos(gap - PARK_MARGIN_NS));
+                            // Workers stamp their own completions: those can wait.
+                            me.sleep(until_next);
                         }
                     }
-                    _ => {
-                        let until_next = gap_ns.map_or(Duration::from_millis(1), |g| {
-                            Duration::from_nanos(g.saturating_sub(PARK_MARGIN_NS))
-                        });
-                        idler.idle(me, until_next, has_work);
-                    }
+                    _ => idler.idle(me, until_next, has_work),
                 }
             }
         }

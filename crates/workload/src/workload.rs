@@ -39,6 +39,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "extreme-bimodal-x1000",
         include_str!("../../../workloads/extreme-bimodal-x1000.toml"),
     ),
+    (
+        "balanced-bimodal-x1000",
+        include_str!("../../../workloads/balanced-bimodal-x1000.toml"),
+    ),
     ("tpcc", include_str!("../../../workloads/tpcc.toml")),
     ("rocksdb", include_str!("../../../workloads/rocksdb.toml")),
     ("zippydb", include_str!("../../../workloads/zippydb.toml")),
