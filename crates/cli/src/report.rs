@@ -2,20 +2,21 @@
 
 use std::fmt::Write;
 
-use psp_metrics::{PointResult, SweepResult};
+use psp_metrics::{PointResult, SweepResult, rate_unit};
 
 /// A point as a per-type table.
 pub fn point_table(p: &PointResult) -> String {
+    let (div, u) = rate_unit(p.offered_rps);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{} | {} | {} workers | offered {:.3} Mrps ({:.0}% of peak) | achieved {:.3} Mrps",
+        "{} | {} | {} workers | offered {:.3} {u} ({:.0}% of peak) | achieved {:.3} {u}",
         p.workload,
         p.policy,
         p.workers,
-        p.offered_rps / 1e6,
+        p.offered_rps / div,
         p.load * 100.0,
-        p.achieved_rps / 1e6
+        p.achieved_rps / div
     );
     let _ = writeln!(
         s,
@@ -76,21 +77,24 @@ pub fn sweep_title(r: &SweepResult) -> String {
 /// A sweep as a summary of sustainable throughput plus the worst per-type p99.9
 /// slowdown at each load.
 pub fn sweep_table(r: &SweepResult) -> String {
+    let (div, u) = rate_unit(r.peak_rps);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{} on {} workers ({}), peak {:.3} Mrps; SLO: {}, loss <= {}%",
+        "{} on {} workers ({}), peak {:.3} {u}; SLO: {}, loss <= {}%",
         r.workload,
         r.workers,
         r.mode,
-        r.peak_rps / 1e6,
+        r.peak_rps / div,
         slo_text(r),
         r.slo.max_loss_fraction * 100.0
     );
     let _ = writeln!(
         s,
         "\n{:<28} {:>22} {:>12}",
-        "policy", "sustainable (Mrps)", "% of peak"
+        "policy",
+        format!("sustainable ({u})"),
+        "% of peak"
     );
     for p in &r.policies {
         match p.max_rps_within_slo {
@@ -99,7 +103,7 @@ pub fn sweep_table(r: &SweepResult) -> String {
                     s,
                     "{:<28} {:>22.3} {:>11.1}%",
                     p.policy,
-                    rps / 1e6,
+                    rps / div,
                     rps / r.peak_rps * 100.0
                 );
             }
@@ -119,13 +123,13 @@ pub fn sweep_table(r: &SweepResult) -> String {
         .collect();
     loads.sort_by(f64::total_cmp);
     loads.dedup_by(|a, b| (*a - *b).abs() < 1.0);
-    let _ = write!(s, "{:>10}", "Mrps");
+    let _ = write!(s, "{:>10}", u);
     for p in &r.policies {
         let _ = write!(s, " {:>16}", truncate(&p.policy, 16));
     }
     let _ = writeln!(s);
     for l in loads {
-        let _ = write!(s, "{:>10.3}", l / 1e6);
+        let _ = write!(s, "{:>10.3}", l / div);
         for p in &r.policies {
             match p.points.iter().find(|pt| (pt.offered_rps - l).abs() < 1.0) {
                 Some(pt) => {

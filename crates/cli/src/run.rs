@@ -77,22 +77,39 @@ fn parse_cores(s: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// How the runtime is set up for a point, beyond the point itself.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Pinning (`None`: automatic).
+    pub cores: Option<Vec<usize>>,
+    /// Idle strategy.
+    pub idle: IdleStrategy,
+    /// `header` or `random`.
+    pub classifier: String,
+    /// Live statistics.
+    pub stats: Option<StatsConfig>,
+    /// Longest drain.
+    pub drain_timeout: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            cores: None,
+            idle: IdleStrategy::default(),
+            classifier: "header".into(),
+            stats: None,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
 /// Runs `psp run`.
 pub fn run(a: RunArgs) -> Result<()> {
     let workload = Workload::resolve(&a.point.workload)?;
     let spec: PolicySpec = a.policy.parse()?;
     let rate = resolve_rate(&workload, a.point.workers, a.load, a.rps)?;
     let sim_cfg = a.point.config(rate)?;
-    let idle: IdleStrategy = a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-    let n_types = workload.types.len() as u16;
-    let classifier: Box<dyn Classifier> = match a.classifier.as_str() {
-        "header" => Box::new(HeaderClassifier {
-            offset: synthetic::TYPE_OFFSET,
-            types: n_types,
-        }),
-        "random" => Box::new(RandomClassifier::new(n_types, a.point.seed ^ 0x5eed)),
-        other => bail!("--classifier must be header or random, not '{other}'"),
-    };
     let stats = match &a.stats_interval {
         Some(s) => Some(StatsConfig {
             interval: Duration::from_nanos(
@@ -102,15 +119,74 @@ pub fn run(a: RunArgs) -> Result<()> {
         }),
         None => None,
     };
-    let cfg = RuntimeConfig {
-        workers: a.point.workers,
+    let opts = RunOptions {
         cores: a.cores.as_deref().map(parse_cores).transpose()?,
-        idle,
-        queue_capacity: a.point.queue_capacity,
+        idle: a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+        classifier: a.classifier.clone(),
+        stats,
         drain_timeout: Duration::from_nanos(
             units::parse_duration_ns(&a.drain_timeout).context("--drain-timeout")?,
         ),
-        stats,
+    };
+    let mut point = measure(&workload, &spec, &sim_cfg, &opts)?;
+    let prediction = if a.compare_sim {
+        Some(simulate_point(&workload, &spec, &sim_cfg)?)
+    } else {
+        None
+    };
+    if let Some(p) = &prediction {
+        point
+            .extra
+            .insert("sim_prediction".into(), serde_json::to_value(p)?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&point)?);
+    } else {
+        print!("{}", report::point_table(&point));
+        if let Some(p) = &prediction {
+            println!("\nsimulator's prediction for the same point:");
+            print!("{}", report::point_table(p));
+        }
+    }
+    let stranded = point
+        .extra
+        .get("stranded")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    if stranded > 0 {
+        bail!("{stranded} requests were still in flight when the drain timed out");
+    }
+    Ok(())
+}
+
+/// Measures one point on the real runtime: `spec` on `workload` at `cfg`'s rate,
+/// workers, duration, warm-up, seed and queue bound.
+///
+/// # Errors
+/// A classifier name, policy or core list the runtime cannot use.
+pub fn measure(
+    workload: &Workload,
+    spec: &PolicySpec,
+    sim_cfg: &psp_sim::SimConfig,
+    opts: &RunOptions,
+) -> Result<PointResult> {
+    let n_types = workload.types.len() as u16;
+    let classifier: Box<dyn Classifier> = match opts.classifier.as_str() {
+        "header" => Box::new(HeaderClassifier {
+            offset: synthetic::TYPE_OFFSET,
+            types: n_types,
+        }),
+        "random" => Box::new(RandomClassifier::new(n_types, sim_cfg.seed ^ 0x5eed)),
+        other => bail!("--classifier must be header or random, not '{other}'"),
+    };
+    let rate = sim_cfg.rate_rps;
+    let cfg = RuntimeConfig {
+        workers: sim_cfg.workers,
+        cores: opts.cores.clone(),
+        idle: opts.idle,
+        queue_capacity: sim_cfg.queue_capacity,
+        drain_timeout: opts.drain_timeout,
+        stats: opts.stats,
     };
     let spinner = Spinner::calibrate(Duration::from_millis(50));
     let arrivals = PoissonArrivals::new(&workload, rate, sim_cfg.duration_ns, sim_cfg.seed);
@@ -149,8 +225,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     );
     extra.insert("served_per_worker".into(), json!(report.served_per_worker));
     extra.insert("pinned".into(), json!(report.pinned));
-    extra.insert("idle".into(), json!(a.idle));
-    extra.insert("classifier".into(), json!(a.classifier));
+    extra.insert("idle".into(), json!(format!("{:?}", opts.idle)));
+    extra.insert("classifier".into(), json!(opts.classifier));
     extra.insert("wall_s".into(), json!(report.wall.as_secs_f64()));
     let meta = PointMeta {
         mode: "run",
@@ -163,31 +239,11 @@ pub fn run(a: RunArgs) -> Result<()> {
         measured_s: sim_cfg.duration_ns as f64 * (1.0 - sim_cfg.warmup_fraction) / 1e9,
         seed: sim_cfg.seed,
     };
-    let mut point = PointResult::from_recorder(meta, &d.recorder, d.measured_generated, 0, extra);
-    let prediction = if a.compare_sim {
-        Some(simulate_point(&workload, &spec, &sim_cfg)?)
-    } else {
-        None
-    };
-    if let Some(p) = &prediction {
-        point
-            .extra
-            .insert("sim_prediction".into(), serde_json::to_value(p)?);
-    }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&point)?);
-    } else {
-        print!("{}", report::point_table(&point));
-        if let Some(p) = &prediction {
-            println!("\nsimulator's prediction for the same point:");
-            print!("{}", report::point_table(p));
-        }
-    }
-    if d.stranded > 0 {
-        bail!(
-            "{} requests were still in flight when the drain timed out",
-            d.stranded
-        );
-    }
-    Ok(())
+    Ok(PointResult::from_recorder(
+        meta,
+        &d.recorder,
+        d.measured_generated,
+        0,
+        extra,
+    ))
 }

@@ -17,7 +17,8 @@ use crate::{Mode, PointArgs, report, units};
 /// `psp sweep` arguments.
 #[derive(Args)]
 pub struct SweepArgs {
-    /// Where points are measured (only the simulator exists so far).
+    /// Where points are measured: the simulator (points in parallel) or the real
+    /// runtime (one point at a time; `net` comes with the network datapath).
     #[arg(long, value_enum, default_value_t = Mode::Sim)]
     mode: Mode,
     #[command(flatten)]
@@ -62,21 +63,32 @@ struct Plan {
     workload: Workload,
     specs: Vec<PolicySpec>,
     slo: Slo,
+    mode: Mode,
 }
 
 impl Plan {
     fn point(&self, args: &PointArgs, spec: &PolicySpec, load: f64) -> Result<PointResult> {
         let cfg = args.config(load * self.workload.peak_rps(args.workers))?;
-        Ok(simulate_point(&self.workload, spec, &cfg)?)
+        match self.mode {
+            Mode::Sim => Ok(simulate_point(&self.workload, spec, &cfg)?),
+            Mode::Run => crate::run::measure(
+                &self.workload,
+                spec,
+                &cfg,
+                &crate::run::RunOptions::default(),
+            ),
+            Mode::Net => {
+                bail!("--mode net needs the network datapath, which is not built yet (issue 4)")
+            }
+        }
     }
 }
 
 /// Runs the sweep.
 pub fn run(a: SweepArgs) -> Result<()> {
-    if a.mode != Mode::Sim {
+    if a.mode == Mode::Net {
         bail!(
-            "--mode {:?} needs the real runtime, which is not built yet (issues 3 and 4); use --mode sim",
-            a.mode
+            "--mode net needs the network datapath, which is not built yet (issue 4); use --mode sim or run"
         );
     }
     let workload = Workload::resolve(&a.point.workload)?;
@@ -115,7 +127,17 @@ pub fn run(a: SweepArgs) -> Result<()> {
     for s in &specs {
         s.build(&ctx)?;
     }
+    if a.mode == Mode::Run {
+        for s in &specs {
+            if matches!(s, PolicySpec::Ts(_) | PolicySpec::TsBlock(_)) {
+                bail!(
+                    "policy '{s}' needs preemption, which the runtime does not implement yet; use --mode sim"
+                );
+            }
+        }
+    }
     let plan = Plan {
+        mode: a.mode,
         slo: Slo {
             per_type_p999_slowdown: per_type,
             overall_p999_slowdown: a.slo_overall,
@@ -127,7 +149,10 @@ pub fn run(a: SweepArgs) -> Result<()> {
 
     let pool = {
         let mut b = rayon::ThreadPoolBuilder::new();
-        if let Some(t) = a.threads {
+        if a.mode == Mode::Run {
+            // A runtime point needs the whole machine: one at a time.
+            b = b.num_threads(1);
+        } else if let Some(t) = a.threads {
             b = b.num_threads(t.max(1));
         }
         b.build().context("thread pool")?
@@ -181,7 +206,12 @@ pub fn run(a: SweepArgs) -> Result<()> {
 
     let result = SweepResult {
         slo: plan.slo.clone(),
-        mode: "sim".into(),
+        mode: match a.mode {
+            Mode::Sim => "sim",
+            Mode::Run => "run",
+            Mode::Net => "net",
+        }
+        .into(),
         workload: plan.workload.name.clone(),
         workers: a.point.workers,
         peak_rps: plan.workload.peak_rps(a.point.workers),

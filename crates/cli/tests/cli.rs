@@ -73,7 +73,20 @@ fn bad_input_is_one_line_and_exit_code_2() {
     );
     assert_one_line_error(&["sweep", "--loads", "0:1:0.5"], "loads");
     assert_one_line_error(&["sweep", "--loads", "-1,0.5"], "loads");
-    assert_one_line_error(&["sweep", "--mode", "run"], "runtime");
+    assert_one_line_error(&["sweep", "--mode", "net"], "network datapath");
+    assert_one_line_error(
+        &["sweep", "--mode", "run", "--policies", "ts"],
+        "preemption",
+    );
+    assert_one_line_error(&["run", "--policy", "ts-block:1"], "preemption");
+    assert_one_line_error(&["run", "--idle", "sleepy"], "idle strategy");
+    assert_one_line_error(&["run", "--cores", "a-b"], "--cores");
+    assert_one_line_error(
+        &["run", "--classifier", "psychic", "--duration", "10ms"],
+        "classifier",
+    );
+    assert_one_line_error(&["run", "--workload", "nope"], "unknown workload");
+    assert_one_line_error(&["run", "--load", "0"], "--load");
     assert_one_line_error(&["sweep", "--slo-slowdown", "0.5"], "slo");
     assert_one_line_error(&["plot", not_a_sweep], "not a sweep result");
     assert_one_line_error(&["plot", "/no/such.json"], "cannot read");
@@ -199,4 +212,48 @@ fn sweep_finds_sustainable_throughput_writes_json_and_plot() {
     );
     assert!(dir.join("again.svg").is_file());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn run_json_is_the_point_schema_and_conserves_requests() {
+    let out = psp(&[
+        "run",
+        "--workload",
+        "balanced-bimodal-x1000",
+        "--workers",
+        "2",
+        "--policy",
+        "darc:samples=100",
+        "--load",
+        "0.3",
+        "--duration",
+        "300ms",
+        "--compare-sim",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["mode"], "run");
+    for key in [
+        "offered_rps",
+        "achieved_rps",
+        "overall",
+        "types",
+        "dropped",
+        "shed",
+        "timeouts",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    let x = &v["extra"];
+    let n = |k: &str| x[k].as_u64().unwrap_or_else(|| panic!("{k}"));
+    assert!(n("generated_total") > 50);
+    assert_eq!(n("generated_total"), n("completed_total") + n("shed_total"));
+    assert_eq!(n("stranded"), 0);
+    assert_eq!(x["sim_prediction"]["mode"], "sim");
 }

@@ -12,4 +12,6 @@ pub mod recorder;
 pub mod schema;
 
 pub use recorder::{Recorder, TypeRecorder};
-pub use schema::{OverallStats, PointMeta, PointResult, PolicySweep, Slo, SweepResult, TypeStats};
+pub use schema::{
+    OverallStats, PointMeta, PointResult, PolicySweep, Slo, SweepResult, TypeStats, rate_unit,
+};

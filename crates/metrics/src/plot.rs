@@ -142,10 +142,19 @@ struct Figure {
     slo: Option<f64>,
     /// Name(s) of the shortest request type, for the right panel's title.
     short_type: String,
+    /// Divisor and name of the x axis' rate unit.
+    unit: (f64, &'static str),
 }
 
 impl Figure {
     fn from_sweep(sweep: &SweepResult, title: &str) -> Self {
+        let top = sweep
+            .policies
+            .iter()
+            .flat_map(|p| &p.points)
+            .map(|p| p.offered_rps)
+            .fold(sweep.peak_rps, f64::max);
+        let unit = crate::schema::rate_unit(top);
         let mut short_names: Vec<String> = Vec::new();
         let series = sweep
             .policies
@@ -155,7 +164,7 @@ impl Figure {
                 let mut slowdown = Vec::new();
                 let mut short_latency = Vec::new();
                 for point in &policy.points {
-                    let x = point.offered_rps / 1e6;
+                    let x = point.offered_rps / unit.0;
                     if !x.is_finite() {
                         continue;
                     }
@@ -192,6 +201,7 @@ impl Figure {
             short_names.join("/")
         };
         Figure {
+            unit,
             title: title.to_string(),
             series,
             slo,
@@ -268,7 +278,7 @@ impl Figure {
             .map_err(err)?;
         chart
             .configure_mesh()
-            .x_desc("Offered load (Mrps)")
+            .x_desc(format!("Offered load ({})", self.unit.1))
             .y_desc(y_desc)
             .label_style((FONT, 14))
             .axis_desc_style((FONT, 16))

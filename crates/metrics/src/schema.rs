@@ -235,3 +235,13 @@ pub struct SweepResult {
     /// One entry per policy, in the order given.
     pub policies: Vec<PolicySweep>,
 }
+
+/// A readable unit for request rates around `peak_rps`: (divisor, name), Mrps at
+/// a million requests per second and above, krps below.
+pub fn rate_unit(peak_rps: f64) -> (f64, &'static str) {
+    if peak_rps >= 1e6 {
+        (1e6, "Mrps")
+    } else {
+        (1e3, "krps")
+    }
+}
