@@ -189,11 +189,11 @@ pub fn measure(
         stats: opts.stats,
     };
     let spinner = Spinner::calibrate(Duration::from_millis(50));
-    let arrivals = PoissonArrivals::new(&workload, rate, sim_cfg.duration_ns, sim_cfg.seed);
+    let arrivals = PoissonArrivals::new(workload, rate, sim_cfg.duration_ns, sim_cfg.seed);
     let warmup_ns = (sim_cfg.duration_ns as f64 * sim_cfg.warmup_fraction) as u64;
     let report = psp_runtime::run(
         &cfg,
-        &spec,
+        spec,
         workload.type_infos(),
         Box::new(arrivals),
         classifier,
