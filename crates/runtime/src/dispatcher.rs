@@ -139,6 +139,11 @@ impl DispatcherThread {
         let mut handler_errors = 0u64;
         let mut in_flight = 0usize;
         let mut reservation_log = Vec::with_capacity(64);
+        // Per-type counters for the live statistics (indexed by the true type).
+        let n_types = self.type_names.len();
+        let mut generated_by_type = vec![0u64; n_types];
+        let mut completed_by_type = vec![0u64; n_types];
+        let mut shed_by_type = vec![0u64; n_types];
         let mut last_updates = 0u64;
         // Start a little in the future so the first arrivals are not already late.
         let base = self.clock.now_ns() + 1_000_000;
@@ -162,6 +167,7 @@ impl DispatcherThread {
                 admitted += 1;
                 worked = true;
                 generated += 1;
+                generated_by_type[a.type_id as usize] += 1;
                 arrivals_end_ns = a.at_ns;
                 let measured = a.at_ns >= self.warmup_ns;
                 measured_generated += u64::from(measured);
@@ -200,6 +206,7 @@ impl DispatcherThread {
                 if shed_now {
                     // An explicit OVERLOADED outcome for the sender, counted per type.
                     shed += 1;
+                    shed_by_type[a.type_id as usize] += 1;
                     if measured {
                         measured_shed += 1;
                         recorder.record_drop(a.type_id as usize);
@@ -214,6 +221,7 @@ impl DispatcherThread {
                     worked = true;
                     let slot = slots[d.token as usize];
                     completed += 1;
+                    completed_by_type[slot.true_type as usize] += 1;
                     in_flight -= 1;
                     handler_errors += u64::from(!d.ok);
                     if slot.scheduled_ns - base >= self.warmup_ns {
@@ -267,8 +275,17 @@ impl DispatcherThread {
             if updates != last_updates {
                 last_updates = updates;
                 if let Some(r) = self.policy.reservation() {
+                    let at_s = now.saturating_sub(base) as f64 / 1e9;
+                    // Updates are rare: reporting each one is not hot-path work.
+                    match self.stats {
+                        Some(StatsConfig { json: true, .. }) => eprintln!(
+                            "{{\"event\":\"reservation_update\",\"t_s\":{at_s:.3},\"reservation\":\"{r}\"}}"
+                        ),
+                        Some(_) => eprintln!("[{at_s:7.3}s] reservation update #{updates}: {r}"),
+                        None => {}
+                    }
                     reservation_log.push(ReservationEvent {
-                        at_s: now.saturating_sub(base) as f64 / 1e9,
+                        at_s,
                         reservation: r.clone(),
                     });
                 }
@@ -285,15 +302,29 @@ impl DispatcherThread {
                     .reservation()
                     .map(|r| r.to_string())
                     .unwrap_or_else(|| "none (c-FCFS warm-up or not DARC)".into());
+                let queued = self.policy.queued();
+                let mut per_type = String::new();
+                for (i, name) in self.type_names.iter().enumerate() {
+                    let q = self.policy.queued_by_type(i as TypeId);
+                    let (g, c, x) = (generated_by_type[i], completed_by_type[i], shed_by_type[i]);
+                    if cfg.json {
+                        let q = q.map_or("null".to_string(), |q| q.to_string());
+                        let sep = if i > 0 { "," } else { "" };
+                        per_type.push_str(&format!(
+                            "{sep}{{\"name\":\"{name}\",\"generated\":{g},\"completed\":{c},\"shed\":{x},\"queued\":{q}}}"
+                        ));
+                    } else {
+                        let q = q.map_or(String::new(), |q| format!(" queued {q}"));
+                        per_type.push_str(&format!(" | {name} {g}/{c}/{x}{q}"));
+                    }
+                }
                 if cfg.json {
                     eprintln!(
-                        "{{\"t_s\":{t:.3},\"generated\":{generated},\"completed\":{completed},\"shed\":{shed},\"queued\":{},\"in_flight\":{in_flight},\"reservation_updates\":{updates},\"reservation\":\"{res}\"}}",
-                        self.policy.queued()
+                        "{{\"t_s\":{t:.3},\"generated\":{generated},\"completed\":{completed},\"shed\":{shed},\"queued\":{queued},\"in_flight\":{in_flight},\"reservation_updates\":{updates},\"types\":[{per_type}],\"reservation\":\"{res}\"}}"
                     );
                 } else {
                     eprintln!(
-                        "[{t:7.3}s] generated {generated} completed {completed} shed {shed} queued {} in flight {in_flight} updates {updates} | {res}",
-                        self.policy.queued()
+                        "[{t:7.3}s] generated/completed/shed {generated}/{completed}/{shed} queued {queued} in flight {in_flight} updates {updates}{per_type} || {res}"
                     );
                 }
             }

@@ -284,6 +284,10 @@ impl Policy for Darc {
         self.free
     }
 
+    fn queued_by_type(&self, t: TypeId) -> Option<usize> {
+        self.queues.get(t as usize).map(TypedQueue::len)
+    }
+
     fn reservation(&self) -> Option<&Reservation> {
         (self.mode != Mode::Warmup).then_some(&self.reservation)
     }

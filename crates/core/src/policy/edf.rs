@@ -84,6 +84,11 @@ impl Policy for Edf {
     fn idle_workers(&self) -> WorkerSet {
         self.free
     }
+
+    fn queued_by_type(&self, t: crate::TypeId) -> Option<usize> {
+        // The last queue holds UNKNOWN requests.
+        (usize::from(t) + 1 < self.queues.len()).then(|| self.queues[usize::from(t)].len())
+    }
 }
 
 #[cfg(test)]

@@ -108,6 +108,13 @@ pub trait Policy: Send {
     /// Workers the policy considers free.
     fn idle_workers(&self) -> WorkerSet;
 
+    /// Requests of type `t` waiting, for policies that queue by type (`None`
+    /// for those that do not, e.g. c-FCFS's single FIFO).
+    fn queued_by_type(&self, t: crate::TypeId) -> Option<usize> {
+        let _ = t;
+        None
+    }
+
     /// The current reservation, for reservation-based policies.
     fn reservation(&self) -> Option<&Reservation> {
         None
