@@ -112,12 +112,8 @@ struct SimArgs {
     /// Policy, e.g. darc, c-fcfs, d-fcfs, fp, edf, darc-static:2, ts, ts:sq, ts-block:4.
     #[arg(long, default_value = "darc")]
     policy: String,
-    /// Offered load as a fraction of the workload's peak on these workers.
-    #[arg(long, conflicts_with = "rps", allow_negative_numbers = true)]
-    load: Option<f64>,
-    /// Offered load in requests per second.
-    #[arg(long, allow_negative_numbers = true)]
-    rps: Option<f64>,
+    #[command(flatten)]
+    offered: OfferedLoad,
     /// Print the point as JSON.
     #[arg(long)]
     json: bool,
@@ -155,35 +151,36 @@ fn parse_policy(s: &str) -> Result<PolicySpec> {
     Ok(s.parse::<PolicySpec>()?)
 }
 
-/// The offered rate from `--load` or `--rps` (80% of peak by default).
-pub fn resolve_rate(
-    workload: &Workload,
-    workers: usize,
+/// The offered load of one point: `--load` (fraction of peak) or `--rps`.
+#[derive(Args, Clone, Debug)]
+pub struct OfferedLoad {
+    /// Offered load as a fraction of the workload's peak on these workers.
+    #[arg(long, conflicts_with = "rps", allow_negative_numbers = true)]
     load: Option<f64>,
+    /// Offered load in requests per second.
+    #[arg(long, allow_negative_numbers = true)]
     rps: Option<f64>,
-) -> Result<f64> {
-    let rate = match (load, rps) {
-        (Some(l), None) => {
-            if !(l.is_finite() && l > 0.0) {
-                bail!("--load must be a positive fraction of peak, not {l}");
+}
+
+impl OfferedLoad {
+    /// The offered rate (80% of peak when neither flag is given).
+    pub fn rate(&self, workload: &Workload, workers: usize) -> Result<f64> {
+        match (self.load, self.rps) {
+            (Some(l), _) if !(l.is_finite() && l > 0.0) => {
+                bail!("--load must be a positive fraction of peak, not {l}")
             }
-            l * workload.peak_rps(workers)
+            (_, Some(r)) if !(r.is_finite() && r > 0.0) => bail!("--rps must be positive, not {r}"),
+            (Some(l), _) => Ok(l * workload.peak_rps(workers)),
+            (None, Some(r)) => Ok(r),
+            (None, None) => Ok(0.8 * workload.peak_rps(workers)),
         }
-        (None, Some(r)) => {
-            if !(r.is_finite() && r > 0.0) {
-                bail!("--rps must be positive, not {r}");
-            }
-            r
-        }
-        _ => 0.8 * workload.peak_rps(workers),
-    };
-    Ok(rate)
+    }
 }
 
 fn cmd_sim(a: SimArgs) -> Result<()> {
     let workload = Workload::resolve(&a.point.workload)?;
     let spec = parse_policy(&a.policy)?;
-    let rate = resolve_rate(&workload, a.point.workers, a.load, a.rps)?;
+    let rate = a.offered.rate(&workload, a.point.workers)?;
     let cfg = a.point.config(rate)?;
     let point = simulate_point(&workload, &spec, &cfg)?;
     if a.json {

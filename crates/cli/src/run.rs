@@ -13,7 +13,7 @@ use psp_runtime::{IdleStrategy, RuntimeConfig, SpinHandler, Spinner, StatsConfig
 use psp_sim::{PoissonArrivals, Workload, simulate_point};
 use serde_json::json;
 
-use crate::{PointArgs, report, resolve_rate, units};
+use crate::{OfferedLoad, PointArgs, report, units};
 
 /// `psp run` arguments.
 #[derive(Args)]
@@ -23,12 +23,8 @@ pub struct RunArgs {
     /// Policy (centralized, non-preemptive): c-fcfs, d-fcfs, fp, edf, darc-static:N, darc[:...].
     #[arg(long, default_value = "darc")]
     policy: String,
-    /// Offered load as a fraction of the workload's peak on these workers.
-    #[arg(long, conflicts_with = "rps", allow_negative_numbers = true)]
-    load: Option<f64>,
-    /// Offered load in requests per second.
-    #[arg(long, allow_negative_numbers = true)]
-    rps: Option<f64>,
+    #[command(flatten)]
+    offered: OfferedLoad,
     /// Cores to pin to, dispatcher first (e.g. 0-14 or 0,2,4); default: pin when
     /// the machine has a core per thread.
     #[arg(long)]
@@ -108,7 +104,7 @@ impl Default for RunOptions {
 pub fn run(a: RunArgs) -> Result<()> {
     let workload = Workload::resolve(&a.point.workload)?;
     let spec: PolicySpec = a.policy.parse()?;
-    let rate = resolve_rate(&workload, a.point.workers, a.load, a.rps)?;
+    let rate = a.offered.rate(&workload, a.point.workers)?;
     let sim_cfg = a.point.config(rate)?;
     let stats = match &a.stats_interval {
         Some(s) => Some(StatsConfig {
