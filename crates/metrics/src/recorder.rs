@@ -55,7 +55,6 @@ impl TypeRecorder {
 #[derive(Debug, Clone)]
 pub struct Recorder {
     types: Vec<TypeRecorder>,
-    overall_slowdown_milli: Histogram<u64>,
 }
 
 /// Slowdown of a request: time in the server over its pure service time.
@@ -72,7 +71,6 @@ impl Recorder {
                 .into_iter()
                 .map(|n| TypeRecorder::new(n.into()))
                 .collect(),
-            overall_slowdown_milli: new_histogram(),
         }
     }
 
@@ -88,7 +86,6 @@ impl Recorder {
         // Values beyond MAX_VALUE are clamped rather than lost.
         t.latency_ns.saturating_record(latency_ns.max(1));
         t.slowdown_milli.saturating_record(sd.max(1));
-        self.overall_slowdown_milli.saturating_record(sd.max(1));
         t.service_sum_ns += u128::from(service_ns);
         t.latency_sum_ns += u128::from(latency_ns);
         t.count += 1;
@@ -115,14 +112,20 @@ impl Recorder {
         self.types.iter().map(|t| t.dropped).sum()
     }
 
-    /// The overall slowdown percentiles.
+    /// The overall slowdown percentiles: the per-type histograms merged (derived
+    /// here rather than recorded twice on every completion).
     pub fn overall(&self) -> OverallStats {
-        let h = &self.overall_slowdown_milli;
+        let mut h = new_histogram();
+        for t in &self.types {
+            // Same bounds and precision on both sides: merging cannot fail.
+            h.add(&t.slowdown_milli)
+                .expect("histograms share their bounds");
+        }
         OverallStats {
             count: h.len(),
-            p50_slowdown: slowdown_at(h, 0.5),
-            p99_slowdown: slowdown_at(h, 0.99),
-            p999_slowdown: slowdown_at(h, 0.999),
+            p50_slowdown: slowdown_at(&h, 0.5),
+            p99_slowdown: slowdown_at(&h, 0.99),
+            p999_slowdown: slowdown_at(&h, 0.999),
         }
     }
 
