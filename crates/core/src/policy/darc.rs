@@ -46,6 +46,13 @@ pub struct Darc {
     window: ProfileWindow,
     /// Last profiled mean per type (infinite until measured).
     known_mean_ns: Vec<f64>,
+    /// Per type, the queueing delay that makes a dispatch consider an update
+    /// (`delay_factor` x known mean), as an integer: derived at each update so
+    /// the dispatch path compares integers.
+    trigger_ns: Vec<u64>,
+    /// Per type, its group's (reserved, stealable) workers: derived whenever the
+    /// reservation changes so that a pick is one lookup.
+    type_workers: Vec<(WorkerSet, WorkerSet)>,
     reservation: Reservation,
     /// Storage for the next reservation, swapped in when it deviates.
     candidate: Reservation,
@@ -80,6 +87,8 @@ impl Darc {
             ),
             window: ProfileWindow::new(n),
             known_mean_ns: vec![f64::INFINITY; n],
+            trigger_ns: vec![u64::MAX; n],
+            type_workers: vec![(WorkerSet::EMPTY, WorkerSet::EMPTY); n],
             candidate: Reservation::with_capacity(n, ctx.workers),
             reservation,
             demand: vec![
@@ -124,7 +133,15 @@ impl Darc {
         };
         let mut d = Self::with_mode(ctx, DarcConfig::default(), label, Mode::Static, r);
         d.known_mean_ns = means;
+        d.refresh_type_workers();
         Ok(d)
+    }
+
+    fn refresh_type_workers(&mut self) {
+        for (t, sets) in self.type_workers.iter_mut().enumerate() {
+            let g = self.reservation.group(t as TypeId);
+            *sets = (g.reserved, g.stealable);
+        }
     }
 
     /// Time of the last applied reservation update.
@@ -150,6 +167,10 @@ impl Darc {
                 };
             }
         }
+        for (trigger, &mean) in self.trigger_ns.iter_mut().zip(&self.known_mean_ns) {
+            // Saturating float-to-int: an unmeasured (infinite) mean never triggers.
+            *trigger = (self.cfg.delay_factor * mean) as u64;
+        }
         self.candidate
             .compute_into(&self.demand, &self.cfg.reservation);
         self.stats.updates_considered += 1;
@@ -159,6 +180,7 @@ impl Darc {
                 .deviates(&self.candidate, self.cfg.deviation)
         {
             std::mem::swap(&mut self.reservation, &mut self.candidate);
+            self.refresh_type_workers();
             self.stats.reservation_updates += 1;
             self.last_update_ns = now;
             self.mode = Mode::Dynamic;
@@ -196,12 +218,11 @@ impl Darc {
             if self.queues[t as usize].is_empty() {
                 continue;
             }
-            let g = self.reservation.group(t);
-            if let Some(w) = g
-                .reserved
+            let (reserved, stealable) = self.type_workers[t as usize];
+            if let Some(w) = reserved
                 .and(self.free)
                 .first()
-                .or_else(|| g.stealable.and(self.free).first())
+                .or_else(|| stealable.and(self.free).first())
             {
                 return Some((t, w));
             }
@@ -264,8 +285,7 @@ impl Policy for Darc {
         if self.mode == Mode::Dynamic
             && t != UNKNOWN_TYPE
             && self.window.total() >= self.cfg.min_samples
-            && (now.saturating_sub(req.arrival_ns)) as f64
-                > self.cfg.delay_factor * self.known_mean_ns[t as usize]
+            && now.saturating_sub(req.arrival_ns) > self.trigger_ns[t as usize]
         {
             self.update_due = true;
         }
