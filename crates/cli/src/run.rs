@@ -25,8 +25,9 @@ pub struct RunArgs {
     policy: String,
     #[command(flatten)]
     offered: OfferedLoad,
-    /// Cores to pin to, dispatcher first (e.g. 0-14 or 0,2,4); default: pin when
-    /// the machine has a core per thread.
+    /// Cores to pin to, dispatcher first (e.g. 0-14 or 0,2,4); default: every
+    /// thread when the machine has a core per thread, else only the workers when it
+    /// has a core per worker.
     #[arg(long)]
     cores: Option<String>,
     /// How idle threads wait: spin (a core each), yield, or park (the default; fine
