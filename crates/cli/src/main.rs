@@ -65,9 +65,10 @@ pub struct PointArgs {
     /// Built-in workload name or path to a workload TOML file.
     #[arg(long, default_value = "extreme-bimodal")]
     pub workload: String,
-    /// Application workers.
-    #[arg(long, default_value_t = 16)]
-    pub workers: usize,
+    /// Application workers (default: 16 in the simulator, the paper's setup; on
+    /// the real runtime, one per core left after the dispatcher).
+    #[arg(long)]
+    pub workers: Option<usize>,
     /// Length of the arrival period (e.g. 1s, 200ms).
     #[arg(long, default_value = "1s", allow_hyphen_values = true)]
     pub duration: String,
@@ -83,9 +84,27 @@ pub struct PointArgs {
 }
 
 impl PointArgs {
+    /// Fills in the default worker count for `mode`.
+    pub fn with_default_workers(mut self, mode: Mode) -> Self {
+        self.workers.get_or_insert_with(|| match mode {
+            Mode::Sim => 16,
+            // The dispatcher takes one core; the workers get the rest.
+            Mode::Run | Mode::Net => {
+                std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+            }
+        });
+        self
+    }
+
+    /// Application workers.
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or(16)
+    }
+
     /// A validated simulator config at `rate_rps`.
     pub fn config(&self, rate_rps: f64) -> Result<SimConfig> {
-        if self.workers == 0 {
+        let workers = self.workers();
+        if workers == 0 {
             bail!("--workers must be at least 1");
         }
         if self.queue_capacity == 0 {
@@ -95,7 +114,7 @@ impl PointArgs {
             bail!("--warmup must be in [0, 1), not {}", self.warmup);
         }
         Ok(SimConfig {
-            workers: self.workers,
+            workers,
             rate_rps,
             duration_ns: units::parse_duration_ns(&self.duration).context("--duration")?,
             warmup_fraction: self.warmup,
@@ -180,8 +199,9 @@ impl OfferedLoad {
 fn cmd_sim(a: SimArgs) -> Result<()> {
     let workload = Workload::resolve(&a.point.workload)?;
     let spec = parse_policy(&a.policy)?;
-    let rate = a.offered.rate(&workload, a.point.workers)?;
-    let cfg = a.point.config(rate)?;
+    let args = a.point.with_default_workers(Mode::Sim);
+    let rate = a.offered.rate(&workload, args.workers())?;
+    let cfg = args.config(rate)?;
     let point = simulate_point(&workload, &spec, &cfg)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&point)?);
@@ -212,7 +232,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     let workers = 16;
     let point = PointArgs {
         workload: workload.name.clone(),
-        workers,
+        workers: Some(workers),
         duration: a.duration.clone(),
         seed: 1,
         warmup: 0.1,

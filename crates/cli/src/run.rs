@@ -102,10 +102,11 @@ impl Default for RunOptions {
 }
 
 /// Runs `psp run`.
-pub fn run(a: RunArgs) -> Result<()> {
+pub fn run(mut a: RunArgs) -> Result<()> {
+    a.point = a.point.with_default_workers(crate::Mode::Run);
     let workload = Workload::resolve(&a.point.workload)?;
     let spec: PolicySpec = a.policy.parse()?;
-    let rate = a.offered.rate(&workload, a.point.workers)?;
+    let rate = a.offered.rate(&workload, a.point.workers())?;
     let sim_cfg = a.point.config(rate)?;
     let stats = match &a.stats_interval {
         Some(s) => Some(StatsConfig {

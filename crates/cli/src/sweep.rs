@@ -68,7 +68,7 @@ struct Plan {
 
 impl Plan {
     fn point(&self, args: &PointArgs, spec: &PolicySpec, load: f64) -> Result<PointResult> {
-        let cfg = args.config(load * self.workload.peak_rps(args.workers))?;
+        let cfg = args.config(load * self.workload.peak_rps(args.workers()))?;
         match self.mode {
             Mode::Sim => Ok(simulate_point(&self.workload, spec, &cfg)?),
             Mode::Run => crate::run::measure(
@@ -85,7 +85,8 @@ impl Plan {
 }
 
 /// Runs the sweep.
-pub fn run(a: SweepArgs) -> Result<()> {
+pub fn run(mut a: SweepArgs) -> Result<()> {
+    a.point = a.point.with_default_workers(a.mode);
     if a.mode == Mode::Net {
         bail!(
             "--mode net needs the network datapath, which is not built yet (issue 4); use --mode sim or run"
@@ -118,9 +119,10 @@ pub fn run(a: SweepArgs) -> Result<()> {
         bail!("--max-loss must be in [0, 1], not {}", a.max_loss);
     }
     // Validate the point parameters and every policy on this workload once, early.
-    a.point.config(workload.peak_rps(a.point.workers.max(1)))?;
+    a.point
+        .config(workload.peak_rps(a.point.workers().max(1)))?;
     let ctx = psp_core::PolicyContext {
-        workers: a.point.workers,
+        workers: a.point.workers(),
         types: workload.type_infos(),
         queue_capacity: a.point.queue_capacity,
     };
@@ -166,7 +168,8 @@ pub fn run(a: SweepArgs) -> Result<()> {
     );
     bar.set_message(format!(
         "{} on {} workers",
-        plan.workload.name, a.point.workers
+        plan.workload.name,
+        a.point.workers()
     ));
 
     let sweeps = pool.install(|| -> Result<Vec<PolicySweep>> {
@@ -213,8 +216,8 @@ pub fn run(a: SweepArgs) -> Result<()> {
         }
         .into(),
         workload: plan.workload.name.clone(),
-        workers: a.point.workers,
-        peak_rps: plan.workload.peak_rps(a.point.workers),
+        workers: a.point.workers(),
+        peak_rps: plan.workload.peak_rps(a.point.workers()),
         policies: sweeps,
     };
     if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
