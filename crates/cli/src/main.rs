@@ -66,7 +66,8 @@ pub struct PointArgs {
     #[arg(long, default_value = "extreme-bimodal")]
     pub workload: String,
     /// Application workers (default: 16 in the simulator, the paper's setup; on
-    /// the real runtime, one per core left after the dispatcher).
+    /// the real runtime, one per core left after the dispatcher, or one per core
+    /// on machines with fewer than 3).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Length of the arrival period (e.g. 1s, 200ms).
@@ -88,9 +89,14 @@ impl PointArgs {
     pub fn with_default_workers(mut self, mode: Mode) -> Self {
         self.workers.get_or_insert_with(|| match mode {
             Mode::Sim => 16,
-            // The dispatcher takes one core; the workers get the rest.
+            // The dispatcher gets a core of its own where there are 3 or more; on
+            // smaller machines, one worker per core (pinned) while the mostly
+            // sleeping dispatcher floats (docs/architecture.md).
             Mode::Run | Mode::Net => {
-                std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+                match std::thread::available_parallelism().map_or(1, |n| n.get()) {
+                    n if n >= 3 => n - 1,
+                    n => n,
+                }
             }
         });
         self
