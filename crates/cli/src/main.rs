@@ -133,12 +133,7 @@ impl PointArgs {
 #[derive(Args)]
 struct SimArgs {
     #[command(flatten)]
-    point: PointArgs,
-    /// Policy, e.g. darc, c-fcfs, d-fcfs, fp, edf, darc-static:2, ts, ts:sq, ts-block:4.
-    #[arg(long, default_value = "darc")]
-    policy: String,
-    #[command(flatten)]
-    offered: OfferedLoad,
+    target: PolicyPoint,
     /// Print the point as JSON.
     #[arg(long)]
     json: bool,
@@ -176,6 +171,31 @@ fn parse_policy(s: &str) -> Result<PolicySpec> {
     Ok(s.parse::<PolicySpec>()?)
 }
 
+/// One point to measure: workload and machine parameters, policy, offered load.
+#[derive(Args, Clone, Debug)]
+pub struct PolicyPoint {
+    #[command(flatten)]
+    point: PointArgs,
+    /// Policy, e.g. darc, c-fcfs, d-fcfs, fp, edf, darc-static:2, ts, ts:sq,
+    /// ts-block:4 (the real runtime runs the non-preemptive ones).
+    #[arg(long, default_value = "darc")]
+    policy: String,
+    #[command(flatten)]
+    offered: OfferedLoad,
+}
+
+impl PolicyPoint {
+    /// The workload, the policy and a validated config, with `mode`'s default
+    /// number of workers.
+    pub fn resolve(&self, mode: Mode) -> Result<(Workload, PolicySpec, SimConfig)> {
+        let workload = Workload::resolve(&self.point.workload)?;
+        let spec = parse_policy(&self.policy)?;
+        let args = self.point.clone().with_default_workers(mode);
+        let rate = self.offered.rate(&workload, args.workers())?;
+        Ok((workload, spec, args.config(rate)?))
+    }
+}
+
 /// The offered load of one point: `--load` (fraction of peak) or `--rps`.
 #[derive(Args, Clone, Debug)]
 pub struct OfferedLoad {
@@ -203,11 +223,7 @@ impl OfferedLoad {
 }
 
 fn cmd_sim(a: SimArgs) -> Result<()> {
-    let workload = Workload::resolve(&a.point.workload)?;
-    let spec = parse_policy(&a.policy)?;
-    let args = a.point.with_default_workers(Mode::Sim);
-    let rate = a.offered.rate(&workload, args.workers())?;
-    let cfg = args.config(rate)?;
+    let (workload, spec, cfg) = a.target.resolve(Mode::Sim)?;
     let point = simulate_point(&workload, &spec, &cfg)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&point)?);

@@ -13,18 +13,13 @@ use psp_runtime::{IdleStrategy, RuntimeConfig, SpinHandler, Spinner, StatsConfig
 use psp_sim::{PoissonArrivals, Workload, simulate_point};
 use serde_json::json;
 
-use crate::{OfferedLoad, PointArgs, report, units};
+use crate::{PolicyPoint, report, units};
 
 /// `psp run` arguments.
 #[derive(Args)]
 pub struct RunArgs {
     #[command(flatten)]
-    point: PointArgs,
-    /// Policy (centralized, non-preemptive): c-fcfs, d-fcfs, fp, edf, darc-static:N, darc[:...].
-    #[arg(long, default_value = "darc")]
-    policy: String,
-    #[command(flatten)]
-    offered: OfferedLoad,
+    target: PolicyPoint,
     /// Cores to pin to, dispatcher first (e.g. 0-14 or 0,2,4); default: every
     /// thread when the machine has a core per thread, else only the workers when it
     /// has a core per worker.
@@ -102,12 +97,8 @@ impl Default for RunOptions {
 }
 
 /// Runs `psp run`.
-pub fn run(mut a: RunArgs) -> Result<()> {
-    a.point = a.point.with_default_workers(crate::Mode::Run);
-    let workload = Workload::resolve(&a.point.workload)?;
-    let spec: PolicySpec = a.policy.parse()?;
-    let rate = a.offered.rate(&workload, a.point.workers())?;
-    let sim_cfg = a.point.config(rate)?;
+pub fn run(a: RunArgs) -> Result<()> {
+    let (workload, spec, sim_cfg) = a.target.resolve(crate::Mode::Run)?;
     let stats = match &a.stats_interval {
         Some(s) => Some(StatsConfig {
             interval: Duration::from_nanos(

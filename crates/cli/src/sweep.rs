@@ -131,7 +131,7 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
     }
     if a.mode == Mode::Run {
         for s in &specs {
-            if matches!(s, PolicySpec::Ts(_) | PolicySpec::TsBlock(_)) {
+            if s.needs_preemption() {
                 bail!(
                     "policy '{s}' needs preemption, which the runtime does not implement yet; use --mode sim"
                 );

@@ -66,8 +66,6 @@ pub struct DispatcherReport {
     pub completed: u64,
     /// Requests shed at a full queue (OVERLOADED), warm-up included.
     pub shed: u64,
-    /// Requests shed in the measured window.
-    pub measured_shed: u64,
     /// Requests generated after warm-up.
     pub measured_generated: u64,
     /// Completions whose handler failed.
@@ -80,8 +78,6 @@ pub struct DispatcherReport {
     pub policy_stats: psp_core::policy::PolicyStats,
     /// The final reservation, if any.
     pub reservation: Option<String>,
-    /// When the last arrival was due (relative to the generator's start).
-    pub arrivals_end_s: f64,
 }
 
 /// Everything the dispatcher thread owns.
@@ -134,8 +130,8 @@ impl DispatcherThread {
         let mut slots = vec![blank; self.max_in_flight];
         let mut free: Vec<u32> = (0..self.max_in_flight as u32).rev().collect();
         let mut idler = Idler::new(self.idle);
-        let (mut generated, mut completed, mut shed, mut measured_shed, mut measured_generated) =
-            (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (mut generated, mut completed, mut shed, mut measured_generated) =
+            (0u64, 0u64, 0u64, 0u64);
         let mut handler_errors = 0u64;
         let mut in_flight = 0usize;
         let mut reservation_log = Vec::with_capacity(64);
@@ -148,7 +144,6 @@ impl DispatcherThread {
         // Start a little in the future so the first arrivals are not already late.
         let base = self.clock.now_ns() + 1_000_000;
         let mut next = self.arrivals.next_arrival();
-        let mut arrivals_end_ns = 0u64;
         let mut drain_deadline: Option<u64> = None;
         let mut next_stats = self.stats.map(|s| base + s.interval.as_nanos() as u64);
         let mut stranded = 0u64;
@@ -168,7 +163,6 @@ impl DispatcherThread {
                 worked = true;
                 generated += 1;
                 generated_by_type[a.type_id as usize] += 1;
-                arrivals_end_ns = a.at_ns;
                 let measured = a.at_ns >= self.warmup_ns;
                 measured_generated += u64::from(measured);
                 let payload = synthetic::encode(a.type_id, a.service_ns);
@@ -208,7 +202,6 @@ impl DispatcherThread {
                     shed += 1;
                     shed_by_type[a.type_id as usize] += 1;
                     if measured {
-                        measured_shed += 1;
                         recorder.record_drop(a.type_id as usize);
                     }
                 }
@@ -271,7 +264,12 @@ impl DispatcherThread {
                     }
                 }
             }
-            let updates = self.policy.stats().reservation_updates;
+            // Updates happen only in passes that dispatched or completed something.
+            let updates = if worked {
+                self.policy.stats().reservation_updates
+            } else {
+                last_updates
+            };
             if updates != last_updates {
                 last_updates = updates;
                 if let Some(r) = self.policy.reservation() {
@@ -378,14 +376,12 @@ impl DispatcherThread {
             generated,
             completed,
             shed,
-            measured_shed,
             measured_generated,
             handler_errors,
             stranded,
             reservation_log,
             policy_stats: self.policy.stats(),
             reservation: self.policy.reservation().map(|r| r.to_string()),
-            arrivals_end_s: arrivals_end_ns as f64 / 1e9,
         }
     }
 }

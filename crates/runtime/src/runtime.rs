@@ -168,7 +168,7 @@ where
     H: Handler + 'static,
     F: Fn(usize) -> H,
 {
-    if matches!(spec, PolicySpec::Ts(_) | PolicySpec::TsBlock(_)) {
+    if spec.needs_preemption() {
         return Err(RuntimeError::Preemptive(spec.to_string()));
     }
     let type_names = types.iter().map(|t| t.name.clone()).collect();

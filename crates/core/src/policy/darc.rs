@@ -59,7 +59,6 @@ pub struct Darc {
     demand: Vec<TypeDemand>,
     update_due: bool,
     stats: PolicyStats,
-    last_update_ns: Nanos,
 }
 
 impl Darc {
@@ -100,7 +99,6 @@ impl Darc {
             ],
             update_due: false,
             stats: PolicyStats::default(),
-            last_update_ns: 0,
         }
     }
 
@@ -144,14 +142,9 @@ impl Darc {
         }
     }
 
-    /// Time of the last applied reservation update.
-    pub fn last_update_ns(&self) -> Nanos {
-        self.last_update_ns
-    }
-
     /// Computes a reservation from the current window; applies it when it is the
     /// first or deviates enough. Starts a new window either way.
-    fn update_reservation(&mut self, now: Nanos) {
+    fn update_reservation(&mut self) {
         for (t, d) in self.demand.iter_mut().enumerate() {
             let t = t as TypeId;
             if self.window.count(t) > 0 {
@@ -182,7 +175,6 @@ impl Darc {
             std::mem::swap(&mut self.reservation, &mut self.candidate);
             self.refresh_type_workers();
             self.stats.reservation_updates += 1;
-            self.last_update_ns = now;
             self.mode = Mode::Dynamic;
         }
         self.window.reset();
@@ -262,7 +254,7 @@ impl Policy for Darc {
     fn next_action(&mut self, now: Nanos) -> Option<Action> {
         if self.update_due {
             self.update_due = false;
-            self.update_reservation(now);
+            self.update_reservation();
         }
         if self.free.is_empty() || self.queued == 0 {
             return None;

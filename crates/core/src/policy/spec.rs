@@ -507,6 +507,12 @@ pub fn split_policy_list(list: &str) -> Vec<String> {
 }
 
 impl PolicySpec {
+    /// Whether the policy preempts running requests (its executor must be able
+    /// to interrupt a worker).
+    pub fn needs_preemption(&self) -> bool {
+        matches!(self, PolicySpec::Ts(_) | PolicySpec::TsBlock(_))
+    }
+
     /// Builds the policy for `ctx`.
     ///
     /// # Errors
