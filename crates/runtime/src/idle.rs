@@ -8,6 +8,7 @@
 //! checks the flag. Both sides fence (SeqCst), so a wake-up is never lost; the
 //! timeout bounds the damage of any mistake anyway.
 
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -60,10 +61,15 @@ impl std::str::FromStr for IdleStrategy {
 }
 
 /// A thread's parked flag and handle, shared with the threads that wake it.
+///
+/// A thread that must also wait on file descriptors (a network dispatcher in
+/// `poll`) gets an eventfd: producers then write to it instead of unparking, and
+/// the owner polls it beside its sockets.
 #[derive(Debug)]
 pub struct Wakeup {
     parked: CachePadded<AtomicBool>,
     thread: Thread,
+    event: Option<OwnedFd>,
 }
 
 impl Wakeup {
@@ -72,7 +78,56 @@ impl Wakeup {
         Self {
             parked: CachePadded::new(AtomicBool::new(false)),
             thread,
+            event: None,
         }
+    }
+
+    /// The wake-up handle of `thread`, signalled through a non-blocking eventfd.
+    ///
+    /// # Errors
+    /// When the kernel refuses an eventfd.
+    pub fn with_event_fd(thread: Thread) -> std::io::Result<Self> {
+        // SAFETY: eventfd takes plain integers and returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by eventfd, is valid and owned by no one else.
+        let event = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self {
+            event: Some(event),
+            ..Self::new(thread)
+        })
+    }
+
+    /// The eventfd producers signal, if this handle has one.
+    pub fn event_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.event.as_ref().map(|e| e.as_fd())
+    }
+
+    /// Consumes a pending eventfd signal (after the owner's poll returned).
+    pub fn clear_event(&self) {
+        if let Some(e) = &self.event {
+            let mut v = 0u64;
+            // SAFETY: reads 8 bytes into a live u64 from a descriptor this handle
+            // owns; a non-blocking eventfd with no signal fails with EAGAIN, which is
+            // the expected "nothing pending".
+            unsafe {
+                libc::read(e.as_raw_fd(), (&raw mut v).cast(), 8);
+            }
+        }
+    }
+
+    /// Parks the calling thread (which must own this handle) by running `wait`
+    /// (e.g. a poll on the event fd and sockets), unless `has_work` says work
+    /// arrived after the flag went up.
+    pub fn park_with(&self, has_work: impl Fn() -> bool, wait: impl FnOnce()) {
+        self.parked.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if !has_work() {
+            wait();
+        }
+        self.parked.store(false, Ordering::Relaxed);
     }
 
     /// The wake-up handle of the calling thread.
@@ -85,7 +140,17 @@ impl Wakeup {
     pub fn notify(&self) {
         fence(Ordering::SeqCst);
         if self.parked.load(Ordering::Relaxed) {
-            self.thread.unpark();
+            match &self.event {
+                Some(e) => {
+                    let one = 1u64;
+                    // SAFETY: writes 8 bytes from a live u64 to an eventfd this handle
+                    // owns; a failure (counter saturated) still leaves it readable.
+                    unsafe {
+                        libc::write(e.as_raw_fd(), (&raw const one).cast(), 8);
+                    }
+                }
+                None => self.thread.unpark(),
+            }
         }
     }
 
@@ -99,12 +164,7 @@ impl Wakeup {
     /// Parks the calling thread (which must own this handle) for at most `max`,
     /// unless `has_work` says work arrived after the flag went up.
     pub fn park(&self, max: Duration, has_work: impl Fn() -> bool) {
-        self.parked.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        if !has_work() {
-            std::thread::park_timeout(max);
-        }
-        self.parked.store(false, Ordering::Relaxed);
+        self.park_with(has_work, || std::thread::park_timeout(max));
     }
 }
 

@@ -21,7 +21,8 @@ pub mod runtime;
 pub mod worker;
 
 pub use clock::{Clock, Spinner};
-pub use dispatcher::{DispatcherReport, ReservationEvent, StatsConfig};
+pub use dispatcher::{DispatchCore, DispatcherReport, ReservationEvent, Slot, StatsConfig};
 pub use handler::{Handler, HandlerError, SpinHandler};
 pub use idle::IdleStrategy;
-pub use runtime::{RunReport, RuntimeConfig, RuntimeError, run};
+pub use runtime::{RunReport, RuntimeConfig, RuntimeError, max_in_flight, run, start};
+pub use worker::{InlineIo, Job, JobIo};

@@ -10,10 +10,10 @@ use psp_core::{Classifier, PolicyContext, PolicySpec, TypeInfo};
 use psp_workload::ArrivalSource;
 
 use crate::clock::Clock;
-use crate::dispatcher::{DispatcherReport, DispatcherThread, StatsConfig};
+use crate::dispatcher::{CoreParts, DispatchCore, DispatcherReport, DispatcherThread, StatsConfig};
 use crate::handler::Handler;
 use crate::idle::{IdleStrategy, Wakeup};
-use crate::worker::{Done, Job, WorkerThread};
+use crate::worker::{Done, InlineIo, Job, JobIo, WorkerThread};
 
 /// How the runtime is laid out.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,9 +68,9 @@ pub enum RuntimeError {
 
 /// The outcome of a run.
 #[derive(Debug, Clone)]
-pub struct RunReport {
-    /// What the dispatcher counted and recorded.
-    pub dispatcher: DispatcherReport,
+pub struct RunReport<R = DispatcherReport> {
+    /// What the dispatcher's front end counted and recorded.
+    pub dispatcher: R,
     /// Jobs served per worker.
     pub served_per_worker: Vec<u64>,
     /// Whether threads were pinned.
@@ -168,10 +168,50 @@ where
     H: Handler + 'static,
     F: Fn(usize) -> H,
 {
+    let front = DispatcherThread {
+        classifier,
+        arrivals,
+        clock: Clock::new(),
+        warmup_ns,
+        drain_timeout: cfg.drain_timeout,
+        idle: cfg.idle,
+    };
+    start(
+        cfg,
+        spec,
+        types,
+        |i| (make_handler(i), InlineIo),
+        false,
+        move |core, me| front.run(core, me),
+    )
+}
+
+/// Starts the workers (each with the handler and I/O from `make_worker`) and runs
+/// the front end `front` on the dispatcher thread around a [`DispatchCore`] that
+/// drives `spec`; returns when the front end does, after releasing and joining
+/// the workers. With `event_fd`, workers signal the dispatcher through an eventfd
+/// (for front ends that wait in `poll`) instead of unparking it.
+///
+/// # Errors
+/// A policy that cannot be built or needs preemption, a bad core list, a thread
+/// that could not start or panicked.
+pub fn start<H, IO, R>(
+    cfg: &RuntimeConfig,
+    spec: &PolicySpec,
+    types: Vec<TypeInfo>,
+    make_worker: impl Fn(usize) -> (H, IO),
+    event_fd: bool,
+    front: impl FnOnce(DispatchCore, &Wakeup) -> R + Send,
+) -> Result<RunReport<R>, RuntimeError>
+where
+    H: Handler + 'static,
+    IO: JobIo + 'static,
+    R: Send,
+{
     if spec.needs_preemption() {
         return Err(RuntimeError::Preemptive(spec.to_string()));
     }
-    let type_names = types.iter().map(|t| t.name.clone()).collect();
+    let type_names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
     let ctx = PolicyContext {
         workers: cfg.workers,
         types,
@@ -194,28 +234,22 @@ where
         done_rx.push(c);
     }
     let started = Instant::now();
-    let max_in_flight = (ctx.types.len() + 1 + cfg.workers) * cfg.queue_capacity + cfg.workers;
+    let max_in_flight = max_in_flight(cfg, ctx.types.len());
+    let parts = CoreParts {
+        policy,
+        jobs: job_tx,
+        done: done_rx,
+        workers: Vec::new(),
+        type_names,
+        max_in_flight,
+        stats: cfg.stats,
+    };
 
-    std::thread::scope(|scope| -> Result<RunReport, RuntimeError> {
+    std::thread::scope(|scope| -> Result<RunReport<R>, RuntimeError> {
         let spawn_err = |e: std::io::Error| RuntimeError::Thread(e.to_string());
         // The dispatcher waits for its own and the workers' wake-up handles.
         let (d_start_tx, d_start_rx) = mpsc::channel::<(Arc<Wakeup>, Vec<Arc<Wakeup>>)>();
         let d_core = cores.as_ref().and_then(|c| c[0]);
-        let dispatcher = DispatcherThread {
-            policy,
-            classifier,
-            arrivals,
-            jobs: job_tx,
-            done: done_rx,
-            workers: Vec::new(),
-            clock,
-            type_names,
-            warmup_ns,
-            drain_timeout: cfg.drain_timeout,
-            idle: cfg.idle,
-            stats: cfg.stats,
-            max_in_flight,
-        };
         let stop_d = stop.clone();
         let d_handle = std::thread::Builder::new()
             .name("psp-dispatcher".into())
@@ -228,26 +262,30 @@ where
                 let Ok((me, workers)) = d_start_rx.recv() else {
                     return None;
                 };
-                let report = DispatcherThread {
-                    workers,
-                    ..dispatcher
-                }
-                .run(&me);
+                let core = DispatchCore::new(CoreParts { workers, ..parts }, clock.now_ns());
+                let report = front(core, &me);
                 // Every job completed (or the drain gave up): let workers go.
                 stop_d.store(true, Ordering::Release);
                 Some(report)
             })
             .map_err(spawn_err)?;
-        let d_wake = Arc::new(Wakeup::new(d_handle.thread().clone()));
+        let d_thread = d_handle.thread().clone();
+        let d_wake = Arc::new(if event_fd {
+            Wakeup::with_event_fd(d_thread).map_err(spawn_err)?
+        } else {
+            Wakeup::new(d_thread)
+        });
 
         let mut w_handles = Vec::with_capacity(cfg.workers);
         let mut w_starts = Vec::with_capacity(cfg.workers);
         for (i, (jobs, done)) in job_rx.into_iter().zip(done_tx).enumerate() {
             let (tx, rx) = mpsc::channel::<Arc<Wakeup>>();
+            let (handler, io) = make_worker(i);
             let w = WorkerThread {
                 jobs,
                 done,
-                handler: make_handler(i),
+                handler,
+                io,
                 clock,
                 idle: cfg.idle,
                 dispatcher: d_wake.clone(),
@@ -298,4 +336,10 @@ where
             wall: started.elapsed(),
         })
     })
+}
+
+/// Slab size: every queue of any policy full (per type, central, per worker)
+/// plus one running request per worker.
+pub fn max_in_flight(cfg: &RuntimeConfig, types: usize) -> usize {
+    (types + 1 + cfg.workers) * cfg.queue_capacity + cfg.workers
 }

@@ -11,7 +11,7 @@ use psp_core::TypeId;
 use rtrb::{Consumer, Producer};
 
 use crate::clock::Clock;
-use crate::handler::Handler;
+use crate::handler::{Handler, HandlerError};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
 
 /// Inline payload bytes carried by a job.
@@ -44,14 +44,40 @@ pub struct Done {
     pub finished_ns: u64,
 }
 
+/// Where a worker finds a job's request bytes and where its response goes: the
+/// in-process generator's jobs carry their payload inline and need no response
+/// sent; a network front end keeps the packet in a buffer pool and transmits.
+pub trait JobIo: Send {
+    /// The request bytes of `job` that the handler serves.
+    fn request<'a>(&'a self, job: &'a Job) -> &'a [u8];
+    /// Delivers the outcome of `job` (`response` is what the handler wrote).
+    fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]);
+}
+
+/// The in-process generator's I/O: the payload is inline, nothing is sent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InlineIo;
+
+impl JobIo for InlineIo {
+    #[inline]
+    fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
+        &job.payload[..job.len as usize]
+    }
+
+    #[inline]
+    fn respond(&mut self, _job: &Job, _outcome: Result<(), HandlerError>, _response: &[u8]) {}
+}
+
 /// Everything a worker thread owns.
-pub struct WorkerThread<H: Handler> {
+pub struct WorkerThread<H: Handler, IO: JobIo = InlineIo> {
     /// Jobs from the dispatcher.
     pub jobs: Consumer<Job>,
     /// Completions to the dispatcher.
     pub done: Producer<Done>,
     /// The application state of this worker.
     pub handler: H,
+    /// Request bytes and response delivery.
+    pub io: IO,
     /// The shared clock.
     pub clock: Clock,
     /// How to wait for jobs.
@@ -62,7 +88,7 @@ pub struct WorkerThread<H: Handler> {
     pub stop: Arc<AtomicBool>,
 }
 
-impl<H: Handler> WorkerThread<H> {
+impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
     /// The worker loop; `me` is this thread's wake-up handle (already shared with
     /// the dispatcher). Returns the number of jobs served.
     pub fn run(mut self, me: &Wakeup) -> u64 {
@@ -75,11 +101,14 @@ impl<H: Handler> WorkerThread<H> {
                     idler.reset();
                     response.clear();
                     let t0 = self.clock.now_ns();
-                    let ok = self
-                        .handler
-                        .handle(job.type_id, &job.payload[..job.len as usize], &mut response)
-                        .is_ok();
+                    let outcome =
+                        self.handler
+                            .handle(job.type_id, self.io.request(&job), &mut response);
                     let t1 = self.clock.now_ns();
+                    let ok = outcome.is_ok();
+                    // The response leaves before the completion is reported: the
+                    // dispatcher may reuse the job's buffer once it sees it.
+                    self.io.respond(&job, outcome, &response);
                     let mut done = Done {
                         token: job.token,
                         ok,

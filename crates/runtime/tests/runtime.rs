@@ -279,7 +279,8 @@ fn reservation_follows_each_phase_of_a_workload_change() {
     let b_inactive = |r: &Reservation| {
         r.groups.last().is_some_and(|g| g.inactive) && r.group_of[1] as usize == r.groups.len() - 1
     };
-    let checks: [(&str, &dyn Fn(&Reservation) -> bool); 4] = [
+    type Check<'a> = (&'a str, &'a dyn Fn(&Reservation) -> bool);
+    let checks: [Check; 4] = [
         ("phase 0: A (fast) first", &|r| a_first(r)),
         ("phase 1: B (now fast) first", &|r| !a_first(r)),
         // B (0.5%) may be absent from a window, and then rightly inactive.
@@ -349,7 +350,6 @@ fn preemptive_policies_are_refused_with_a_clear_error() {
         0,
         |_| SpinHandler::new(spinner()),
     )
-    .err()
-    .expect("ts must be refused");
+    .expect_err("ts must be refused");
     assert!(err.to_string().contains("preemption"), "{err}");
 }
