@@ -232,7 +232,6 @@ pub fn measure(
         meta,
         &d.recorder,
         d.measured_generated,
-        0,
         extra,
     ))
 }

@@ -442,6 +442,8 @@ mod tests {
             p99_slowdown: p999_latency_us * 0.5 / mean_service_us,
             p999_slowdown: p999_latency_us / mean_service_us,
             dropped: 0,
+            timeouts: 0,
+            errors: 0,
         }
     }
 
@@ -470,6 +472,7 @@ mod tests {
             dropped: 0,
             shed: 0,
             timeouts: 0,
+            errors: 0,
             measured_generated: 2000,
             loss_fraction: 0.0,
             extra: serde_json::Map::new(),

@@ -35,6 +35,10 @@ pub struct TypeRecorder {
     pub count: u64,
     /// Measured drops at a full queue.
     pub dropped: u64,
+    /// Measured requests that got no answer in time (network client).
+    pub timeouts: u64,
+    /// Measured requests answered with an error (network client).
+    pub errors: u64,
 }
 
 impl TypeRecorder {
@@ -47,6 +51,8 @@ impl TypeRecorder {
             latency_sum_ns: 0,
             count: 0,
             dropped: 0,
+            timeouts: 0,
+            errors: 0,
         }
     }
 }
@@ -95,6 +101,28 @@ impl Recorder {
     #[inline]
     pub fn record_drop(&mut self, type_id: usize) {
         self.types[type_id].dropped += 1;
+    }
+
+    /// Records one request of type `type_id` that got no answer in time.
+    #[inline]
+    pub fn record_timeout(&mut self, type_id: usize) {
+        self.types[type_id].timeouts += 1;
+    }
+
+    /// Records one request of type `type_id` answered with an error.
+    #[inline]
+    pub fn record_error(&mut self, type_id: usize) {
+        self.types[type_id].errors += 1;
+    }
+
+    /// Measured timeouts, all types.
+    pub fn timeouts(&self) -> u64 {
+        self.types.iter().map(|t| t.timeouts).sum()
+    }
+
+    /// Measured error answers, all types.
+    pub fn errors(&self) -> u64 {
+        self.types.iter().map(|t| t.errors).sum()
     }
 
     /// Per-type recorders, in type order.
@@ -147,6 +175,8 @@ impl Recorder {
                     p99_slowdown: slowdown_at(&t.slowdown_milli, 0.99),
                     p999_slowdown: slowdown_at(&t.slowdown_milli, 0.999),
                     dropped: t.dropped,
+                    timeouts: t.timeouts,
+                    errors: t.errors,
                 }
             })
             .collect()

@@ -47,6 +47,14 @@ pub struct TypeStats {
     /// Requests of this type dropped at a full queue (simulator) or shed with an
     /// OVERLOADED reply (runtime), in the measured window.
     pub dropped: u64,
+    /// Requests of this type that got no answer within the client's timeout
+    /// (network mode).
+    #[serde(default)]
+    pub timeouts: u64,
+    /// Requests of this type answered BAD_REQUEST, UNKNOWN_TYPE or HANDLER_ERROR
+    /// (network mode), or whose handler failed (runtime).
+    #[serde(default)]
+    pub errors: u64,
 }
 
 /// One measured or simulated point: a workload under a policy at one offered load.
@@ -82,6 +90,9 @@ pub struct PointResult {
     pub shed: u64,
     /// Requests that timed out at the client (network mode only).
     pub timeouts: u64,
+    /// Requests answered with an error status (network mode only).
+    #[serde(default)]
+    pub errors: u64,
     /// Requests generated in the measurement window (after warm-up).
     #[serde(default)]
     pub measured_generated: u64,
@@ -119,15 +130,15 @@ pub struct PointMeta {
 impl PointResult {
     /// A point from an executor's recorder: `measured_generated` requests arrived
     /// after warm-up, of which the recorder's drops were dropped (`mode` sim) or
-    /// shed (other modes).
+    /// shed (other modes), and its timeouts and errors were lost at the client.
     pub fn from_recorder(
         meta: PointMeta,
         recorder: &crate::Recorder,
         measured_generated: u64,
-        timeouts: u64,
         extra: serde_json::Map<String, serde_json::Value>,
     ) -> Self {
         let lost = recorder.dropped();
+        let (timeouts, errors) = (recorder.timeouts(), recorder.errors());
         let (dropped, shed) = if meta.mode == "sim" {
             (lost, 0)
         } else {
@@ -148,8 +159,9 @@ impl PointResult {
             dropped,
             shed,
             timeouts,
+            errors,
             measured_generated,
-            loss_fraction: (lost + timeouts) as f64 / measured_generated.max(1) as f64,
+            loss_fraction: (lost + timeouts + errors) as f64 / measured_generated.max(1) as f64,
             extra,
         }
     }

@@ -494,6 +494,6 @@ impl SimOutcome {
             measured_s: cfg.duration_ns as f64 * (1.0 - cfg.warmup_fraction) / 1e9,
             seed: cfg.seed,
         };
-        PointResult::from_recorder(meta, &self.recorder, self.measured_generated, 0, extra)
+        PointResult::from_recorder(meta, &self.recorder, self.measured_generated, extra)
     }
 }

@@ -1,0 +1,125 @@
+//! The datapath interface: how requests get in and responses get out. The
+//! dispatcher's net worker receives batches into pool buffers it owns; every
+//! worker (and the dispatcher, for error replies) holds its own transmit handle.
+//! The first implementation is kernel UDP ([`crate::udp`]); a kernel-bypass one
+//! (AF_XDP, DPDK) plugs in behind the same two traits.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+use crate::pool::PacketPool;
+
+/// A peer's socket address in the kernel's layout (no conversion per packet).
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct PeerAddr {
+    /// The address.
+    pub storage: libc::sockaddr_storage,
+    /// Bytes of `storage` in use.
+    pub len: libc::socklen_t,
+}
+
+impl std::fmt::Debug for PeerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.to_socket_addr() {
+            Some(a) => write!(f, "{a}"),
+            None => write!(f, "<unknown address>"),
+        }
+    }
+}
+
+impl PeerAddr {
+    /// The standard library's view of the address (IPv4 or IPv6).
+    pub fn to_socket_addr(&self) -> Option<SocketAddr> {
+        match i32::from(self.storage.ss_family) {
+            libc::AF_INET if self.len as usize >= std::mem::size_of::<libc::sockaddr_in>() => {
+                // SAFETY: the family says the storage holds a sockaddr_in, and
+                // sockaddr_storage is large and aligned enough for any sockaddr.
+                let a = unsafe { *(&raw const self.storage).cast::<libc::sockaddr_in>() };
+                Some(SocketAddr::from((
+                    u32::from_be(a.sin_addr.s_addr).to_be_bytes(),
+                    u16::from_be(a.sin_port),
+                )))
+            }
+            libc::AF_INET6 if self.len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
+                // SAFETY: as above, for sockaddr_in6.
+                let a = unsafe { *(&raw const self.storage).cast::<libc::sockaddr_in6>() };
+                Some(SocketAddr::from((
+                    a.sin6_addr.s6_addr,
+                    u16::from_be(a.sin6_port),
+                )))
+            }
+            _ => None,
+        }
+    }
+
+    /// The kernel's view of `addr`.
+    pub fn from(addr: SocketAddr) -> Self {
+        let sa = socket2::SockAddr::from(addr);
+        // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let n = (sa.len() as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
+        // SAFETY: both regions are valid for `n` bytes and do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                sa.as_ptr().cast::<u8>(),
+                (&raw mut storage).cast::<u8>(),
+                n,
+            );
+        }
+        Self {
+            storage,
+            len: n as libc::socklen_t,
+        }
+    }
+}
+
+/// The receive side, owned by the dispatcher thread.
+pub trait Datapath: Send {
+    /// The transmit handle type.
+    type Tx: Transmit + 'static;
+
+    /// The address clients send to.
+    ///
+    /// # Errors
+    /// If the OS cannot tell.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+
+    /// Receives, without blocking, up to `tokens.len()` datagrams into the pool
+    /// buffers of `tokens`, in order; returns how many arrived (0 when none
+    /// was waiting). Each filled packet has its `peer` and `len` set.
+    ///
+    /// # Safety
+    /// The calling thread owns every token in `tokens` (see [`crate::pool`]).
+    ///
+    /// # Errors
+    /// A socket error other than "nothing to receive".
+    unsafe fn recv_batch(&mut self, pool: &PacketPool, tokens: &[u32]) -> io::Result<usize>;
+
+    /// A new transmit handle (one per worker; one for the dispatcher).
+    ///
+    /// # Errors
+    /// If the OS refuses one.
+    fn transmitter(&self) -> io::Result<Self::Tx>;
+
+    /// Blocks until a datagram may be waiting, `also` is readable, or `timeout`
+    /// passed (spurious returns are allowed).
+    fn wait(&self, also: Option<BorrowedFd<'_>>, timeout: Duration);
+}
+
+/// The transmit side: one handle per thread.
+pub trait Transmit: Send {
+    /// Sends one datagram made of `parts` (gathered, not copied) to `to`.
+    ///
+    /// # Errors
+    /// The OS refused the send (counted by the caller).
+    fn send(&mut self, to: &PeerAddr, parts: [&[u8]; 2]) -> io::Result<()>;
+
+    /// Sends a batch of datagrams; returns how many the OS took.
+    ///
+    /// # Errors
+    /// The OS refused the first one.
+    fn send_batch(&mut self, msgs: &[(&PeerAddr, &[u8])]) -> io::Result<usize>;
+}

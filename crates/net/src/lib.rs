@@ -1,0 +1,24 @@
+//! Perséphone's network layer: the wire protocol, the datapath interface and its
+//! kernel UDP implementation, the server front end that puts the runtime behind
+//! a datapath, the open-loop load client, and the plain echo server used as a
+//! throughput baseline.
+//!
+//! - [`protocol`]: the versioned binary header (docs/protocol.md); total parsers.
+//! - [`datapath`]: receive-in-batches / transmit-per-worker traits.
+//! - [`udp`]: kernel UDP (`recvmmsg`, `sendmsg`, `sendmmsg`).
+//! - [`pool`]: packet buffers owned by token, shared by dispatcher and workers.
+//! - [`server`]: `psp serve`'s engine.
+//! - [`client`]: `psp load`'s engine.
+//! - [`echo`]: the baseline echo server.
+
+pub mod client;
+pub mod datapath;
+pub mod echo;
+pub mod pool;
+pub mod protocol;
+pub mod server;
+pub mod udp;
+
+pub use server::{
+    App, ClassifierKind, NetCounters, Server, ServerConfig, ServerError, ServerReport,
+};

@@ -1,0 +1,552 @@
+//! The network server: the runtime's dispatcher with a datapath front end (the
+//! paper's net worker runs on the dispatcher's thread) and workers that transmit
+//! their own responses.
+//!
+//! One pass of the dispatcher: take free slots, receive a batch into their packet
+//! buffers, parse and classify each datagram, admit valid requests to the policy
+//! and answer the others (BAD_REQUEST, UNKNOWN_TYPE, OVERLOADED) in one batched
+//! send; then drain completions and dispatch, as the in-process front end does.
+//! Datagrams shorter than a header carry no id to answer to: they are counted and
+//! dropped. Nothing is lost silently: every datagram ends up in one counter.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use psp_core::{Classifier, PolicySpec, Request, TypeInfo};
+use psp_metrics::Recorder;
+use psp_runtime::dispatcher::ARRIVAL_BATCH;
+use psp_runtime::idle::{Idler, Wakeup};
+use psp_runtime::{
+    Clock, DispatchCore, DispatcherReport, Handler, HandlerError, IdleStrategy, Job, JobIo,
+    RunReport, RuntimeConfig, RuntimeError, Slot, SpinHandler, Spinner,
+};
+
+use crate::datapath::{Datapath, Transmit};
+use crate::pool::PacketPool;
+use crate::protocol::{self, HEADER_LEN, ParseError, Status};
+use crate::udp::UdpDatapath;
+
+/// The application a server runs (one instance per worker).
+#[derive(Debug, Clone, Copy)]
+pub enum App {
+    /// Spins for the service time the request carries (the synthetic payload of
+    /// `psp_runtime::handler::synthetic`), responds with it.
+    Spin(Spinner),
+    /// Responds with the request body (a do-nothing service).
+    Echo,
+}
+
+impl App {
+    /// The handler of one worker.
+    pub fn handler(&self) -> AppHandler {
+        match *self {
+            App::Spin(s) => AppHandler::Spin(SpinHandler::new(s)),
+            App::Echo => AppHandler::Echo,
+        }
+    }
+
+    /// The name used on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            App::Spin(_) => "spin",
+            App::Echo => "echo",
+        }
+    }
+}
+
+/// A worker's application instance.
+#[derive(Debug, Clone, Copy)]
+pub enum AppHandler {
+    /// See [`App::Spin`].
+    Spin(SpinHandler),
+    /// See [`App::Echo`].
+    Echo,
+}
+
+impl Handler for AppHandler {
+    #[inline]
+    fn handle(
+        &mut self,
+        type_id: psp_core::TypeId,
+        payload: &[u8],
+        response: &mut Vec<u8>,
+    ) -> Result<(), HandlerError> {
+        match self {
+            AppHandler::Spin(h) => h.handle(type_id, payload, response),
+            AppHandler::Echo => {
+                response.extend_from_slice(payload);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How to read request types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassifierKind {
+    /// The header's type field.
+    Header,
+    /// Uniformly random (misclassification experiment), from a seed.
+    Random(u64),
+}
+
+/// Everything `psp serve` configures.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where to listen (port 0: any free port).
+    pub addr: SocketAddr,
+    /// Workers, pinning, idling, queue bounds, live statistics, drain timeout.
+    pub runtime: RuntimeConfig,
+    /// The scheduling policy.
+    pub policy: PolicySpec,
+    /// The registered request types (index = type id on the wire).
+    pub types: Vec<TypeInfo>,
+    /// How types are read.
+    pub classifier: ClassifierKind,
+    /// The application.
+    pub app: App,
+}
+
+/// What the network front end counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetCounters {
+    /// Datagrams received.
+    pub received: u64,
+    /// Datagrams shorter than a header: dropped without a reply.
+    pub truncated: u64,
+    /// Answered BAD_REQUEST.
+    pub bad_request: u64,
+    /// Answered UNKNOWN_TYPE.
+    pub unknown_type: u64,
+    /// Answered OVERLOADED.
+    pub overloaded: u64,
+    /// Error replies the OS refused to send.
+    pub reply_send_errors: u64,
+    /// Responses the workers could not send.
+    pub worker_send_errors: u64,
+    /// Datagrams of valid requests still in the socket when the server stopped
+    /// receiving are not counted: they were never read.
+    pub receive_errors: u64,
+}
+
+/// The outcome of a server's life.
+#[derive(Debug, Clone)]
+pub struct ServerReport {
+    /// The dispatcher's counters; latency here is server-side (receive to
+    /// handler completion), by type.
+    pub dispatcher: DispatcherReport,
+    /// The network front end's counters.
+    pub net: NetCounters,
+    /// Jobs served per worker.
+    pub served_per_worker: Vec<u64>,
+    /// Whether threads were pinned.
+    pub pinned: bool,
+    /// How long the server ran.
+    pub wall: Duration,
+}
+
+/// A worker's packet access and response path.
+struct NetIo<T: Transmit> {
+    pool: Arc<PacketPool>,
+    tx: T,
+    send_errors: Arc<AtomicU64>,
+}
+
+impl<T: Transmit> JobIo for NetIo<T> {
+    #[inline]
+    fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
+        // SAFETY: this worker owns the job's token from the job ring's pop until it
+        // pushes the completion, after `respond`.
+        let pkt = unsafe { self.pool.get_mut(job.token) };
+        &pkt.data[HEADER_LEN..HEADER_LEN + usize::from(job.len)]
+    }
+
+    #[inline]
+    fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) {
+        // SAFETY: as in `request`; the borrow handed out there has ended.
+        let pkt = unsafe { self.pool.get_mut(job.token) };
+        let (status, body) = match outcome {
+            Ok(()) if response.len() <= protocol::MAX_BODY => (Status::Ok, response),
+            _ => (Status::HandlerError, &[][..]),
+        };
+        let (header, _) = pkt
+            .data
+            .split_first_chunk_mut::<HEADER_LEN>()
+            .expect("packet buffers hold a header");
+        protocol::make_response_header(header, status, body.len() as u16);
+        if self.tx.send(&pkt.peer, [&header[..], body]).is_err() {
+            self.send_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The dispatcher's datapath front end.
+struct NetFrontEnd<D: Datapath> {
+    datapath: D,
+    reply_tx: D::Tx,
+    pool: Arc<PacketPool>,
+    classifier: Box<dyn Classifier>,
+    n_types: u16,
+    clock: Clock,
+    idle: IdleStrategy,
+    stop: Arc<AtomicBool>,
+    drain_timeout: Duration,
+    worker_send_errors: Vec<Arc<AtomicU64>>,
+}
+
+/// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
+/// request or prints statistics.
+const MAX_WAIT: Duration = Duration::from_millis(5);
+
+impl<D: Datapath> NetFrontEnd<D> {
+    fn run(mut self, mut core: DispatchCore, me: &Wakeup) -> (DispatcherReport, NetCounters) {
+        let mut recorder = Recorder::new(core.type_names().iter().cloned());
+        let mut net = NetCounters::default();
+        let mut idler = Idler::new(self.idle);
+        let mut tokens = [0u32; ARRIVAL_BATCH];
+        // Error replies of one pass: (token, status).
+        let mut replies: [(u32, Status); ARRIVAL_BATCH] = [(0, Status::Ok); ARRIVAL_BATCH];
+        let mut seq = 0u64;
+        let mut drain_deadline: Option<u64> = None;
+        let mut stranded = 0u64;
+        core.set_base(self.clock.now_ns());
+
+        loop {
+            let now = self.clock.now_ns();
+            let mut worked = false;
+
+            // 1. Receive and admit (until asked to stop).
+            if drain_deadline.is_none() {
+                let mut k = 0;
+                while k < tokens.len() {
+                    match core.take_token() {
+                        Some(t) => {
+                            tokens[k] = t;
+                            k += 1;
+                        }
+                        None => break,
+                    }
+                }
+                // SAFETY: the dispatcher owns free tokens until it dispatches them.
+                let got = match unsafe { self.datapath.recv_batch(&self.pool, &tokens[..k]) } {
+                    Ok(n) => n,
+                    Err(_) => {
+                        net.receive_errors += 1;
+                        0
+                    }
+                };
+                for &t in tokens[got..k].iter().rev() {
+                    core.put_token(t);
+                }
+                let mut n_replies = 0;
+                for &token in &tokens[..got] {
+                    worked = true;
+                    net.received += 1;
+                    // SAFETY: owned by the dispatcher (received, not yet dispatched).
+                    let pkt = unsafe { self.pool.get_mut(token) };
+                    let bytes = pkt.bytes();
+                    let status = match protocol::parse_request(bytes) {
+                        Err(ParseError::Truncated(_)) => {
+                            net.truncated += 1;
+                            core.put_token(token);
+                            continue;
+                        }
+                        Err(_) => Some(Status::BadRequest),
+                        Ok(h) if h.type_id >= self.n_types => Some(Status::UnknownType),
+                        Ok(h) => {
+                            let classified = self.classifier.classify(bytes);
+                            seq += 1;
+                            core.note_arrival(h.type_id);
+                            let slot = Slot {
+                                req: Request {
+                                    id: seq,
+                                    token,
+                                    type_id: classified,
+                                    arrival_ns: now,
+                                },
+                                true_type: h.type_id,
+                                scheduled_ns: now,
+                                len: h.body_len,
+                                ..Slot::BLANK
+                            };
+                            if core.admit(token, slot, now) {
+                                None
+                            } else {
+                                Some(Status::Overloaded)
+                            }
+                        }
+                    };
+                    if let Some(s) = status {
+                        match s {
+                            Status::BadRequest => net.bad_request += 1,
+                            Status::UnknownType => net.unknown_type += 1,
+                            _ => net.overloaded += 1,
+                        }
+                        replies[n_replies] = (token, s);
+                        n_replies += 1;
+                    }
+                }
+                if n_replies > 0 {
+                    self.send_replies(&mut core, &replies[..n_replies], &mut net);
+                }
+            }
+
+            // 2. Completions: the workers have answered already.
+            worked |= core.complete(now, |slot, d| {
+                let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
+                recorder.record(slot.true_type as usize, latency, d.service_ns);
+            });
+
+            // 3. The policy's decisions.
+            worked |= core.dispatch(now);
+
+            // 4. Reservation log and live statistics.
+            core.observe(now, worked);
+
+            // 5. Stop: drain what was admitted, then leave.
+            if drain_deadline.is_none() && self.stop.load(Ordering::Relaxed) {
+                drain_deadline = Some(now + self.drain_timeout.as_nanos() as u64);
+            }
+            if let Some(deadline) = drain_deadline {
+                if core.in_flight() == 0 {
+                    break;
+                }
+                if now >= deadline {
+                    stranded = core.in_flight() as u64;
+                    break;
+                }
+            }
+
+            if worked {
+                idler.reset();
+            } else {
+                let has_work = || core.has_completions();
+                let wait = |max: Duration| {
+                    me.park_with(has_work, || self.datapath.wait(me.event_fd(), max));
+                    me.clear_event();
+                };
+                match self.idle {
+                    // Park at once: a polling dispatcher on a core it shares with a
+                    // worker steals that worker's time (docs/architecture.md).
+                    IdleStrategy::SpinPark { .. } => wait(MAX_WAIT),
+                    IdleStrategy::Spin => std::hint::spin_loop(),
+                    IdleStrategy::SpinYield { .. } => idler.idle(me, MAX_WAIT, has_work),
+                }
+            }
+        }
+        net.worker_send_errors = self
+            .worker_send_errors
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum();
+        (core.finish(recorder, 0, stranded), net)
+    }
+
+    /// Answers the datagrams in `replies` with header-only responses (rewritten in
+    /// place) in one batched send, then frees their slots.
+    #[cold]
+    fn send_replies(
+        &mut self,
+        core: &mut DispatchCore,
+        replies: &[(u32, Status)],
+        net: &mut NetCounters,
+    ) {
+        let mut msgs: [(&crate::datapath::PeerAddr, &[u8]); ARRIVAL_BATCH] =
+            [(&EMPTY_PEER, &[]); ARRIVAL_BATCH];
+        for (m, &(token, status)) in msgs.iter_mut().zip(replies) {
+            // SAFETY: the dispatcher owns these tokens (received, never admitted or
+            // refused by the policy); each token appears once, so the mutable
+            // borrows are disjoint.
+            let pkt = unsafe { &mut *self.pool.as_ptr(token) };
+            let (header, _) = pkt
+                .data
+                .split_first_chunk_mut::<HEADER_LEN>()
+                .expect("packet buffers hold a header");
+            protocol::make_response_header(header, status, 0);
+            *m = (&pkt.peer, &pkt.data[..HEADER_LEN]);
+        }
+        let sent = self
+            .reply_tx
+            .send_batch(&msgs[..replies.len()])
+            .unwrap_or(0);
+        net.reply_send_errors += (replies.len() - sent) as u64;
+        for &(token, _) in replies {
+            core.put_token(token);
+        }
+    }
+}
+
+static EMPTY_PEER: crate::datapath::PeerAddr = crate::datapath::PeerAddr {
+    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+    storage: unsafe { std::mem::zeroed() },
+    len: 0,
+};
+
+/// A running server.
+pub struct Server {
+    local_addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeError>>,
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The socket could not be set up.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The runtime refused the configuration or a thread failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// Bad configuration.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl Server {
+    /// Binds the socket and starts the dispatcher and workers.
+    ///
+    /// # Errors
+    /// The address cannot be bound, the policy cannot run on the runtime, no
+    /// request type is registered.
+    pub fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
+        if cfg.types.is_empty() || cfg.types.len() > usize::from(u16::MAX) {
+            return Err(ServerError::Config(
+                "a server needs between 1 and 65535 request types".into(),
+            ));
+        }
+        if cfg.policy.needs_preemption() {
+            return Err(RuntimeError::Preemptive(cfg.policy.to_string()).into());
+        }
+        let bind_err = |source| ServerError::Bind {
+            addr: cfg.addr,
+            source,
+        };
+        let datapath = UdpDatapath::bind(cfg.addr).map_err(bind_err)?;
+        let local_addr = datapath.local_addr().map_err(bind_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_front = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("psp-serve".into())
+            .spawn(move || serve(cfg, datapath, stop_front))
+            .map_err(|e| ServerError::Runtime(RuntimeError::Thread(e.to_string())))?;
+        Ok(Server {
+            local_addr,
+            stop,
+            thread,
+        })
+    }
+
+    /// Where clients send.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The flag that asks the server to stop receiving and drain (e.g. for a
+    /// signal handler).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Whether the server has stopped (drained, or failed).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Asks the server to stop, waits for the drain and returns its report.
+    ///
+    /// # Errors
+    /// A runtime thread failed.
+    pub fn stop(self) -> Result<ServerReport, ServerError> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.join()
+    }
+
+    /// Waits until the server stops (after its stop flag was raised).
+    ///
+    /// # Errors
+    /// A runtime thread failed.
+    pub fn join(self) -> Result<ServerReport, ServerError> {
+        let r = self
+            .thread
+            .join()
+            .map_err(|_| RuntimeError::Thread("server thread panicked".into()))??;
+        let (dispatcher, net) = r.dispatcher;
+        Ok(ServerReport {
+            dispatcher,
+            net,
+            served_per_worker: r.served_per_worker,
+            pinned: r.pinned,
+            wall: r.wall,
+        })
+    }
+}
+
+fn serve<D: Datapath + 'static>(
+    cfg: ServerConfig,
+    datapath: D,
+    stop: Arc<AtomicBool>,
+) -> Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeError> {
+    let thread_err = |e: io::Error| RuntimeError::Thread(e.to_string());
+    let n_types = cfg.types.len() as u16;
+    let pool = Arc::new(PacketPool::new(psp_runtime::max_in_flight(
+        &cfg.runtime,
+        cfg.types.len(),
+    )));
+    let classifier: Box<dyn Classifier> = match cfg.classifier {
+        ClassifierKind::Header => Box::new(psp_core::HeaderClassifier {
+            offset: protocol::TYPE_OFFSET,
+            types: n_types,
+        }),
+        ClassifierKind::Random(seed) => Box::new(psp_core::RandomClassifier::new(n_types, seed)),
+    };
+    let mut txs = Vec::with_capacity(cfg.runtime.workers);
+    let mut counters = Vec::with_capacity(cfg.runtime.workers);
+    for _ in 0..cfg.runtime.workers {
+        txs.push(Some(datapath.transmitter().map_err(thread_err)?));
+        counters.push(Arc::new(AtomicU64::new(0)));
+    }
+    let front = NetFrontEnd {
+        reply_tx: datapath.transmitter().map_err(thread_err)?,
+        datapath,
+        pool: pool.clone(),
+        classifier,
+        n_types,
+        clock: Clock::new(),
+        idle: cfg.runtime.idle,
+        stop,
+        drain_timeout: cfg.runtime.drain_timeout,
+        worker_send_errors: counters.clone(),
+    };
+    let txs = std::sync::Mutex::new(txs);
+    let app = cfg.app;
+    psp_runtime::start(
+        &cfg.runtime,
+        &cfg.policy,
+        cfg.types,
+        |i| {
+            let tx = txs.lock().expect("start-up only")[i]
+                .take()
+                .expect("one transmitter per worker");
+            (
+                app.handler(),
+                NetIo {
+                    pool: pool.clone(),
+                    tx,
+                    send_errors: counters[i].clone(),
+                },
+            )
+        },
+        true,
+        move |core, me| front.run(core, me),
+    )
+}

@@ -1,0 +1,276 @@
+//! The kernel UDP datapath: one socket; the dispatcher receives in batches with
+//! `recvmmsg` straight into pool buffers; each worker sends its responses with
+//! `sendmsg` on its own duplicate of the socket (so responses leave from the
+//! server's address and port), gathering the in-place header and the body
+//! without a copy; the dispatcher's error replies go out in one `sendmmsg`.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::datapath::{Datapath, PeerAddr, Transmit};
+use crate::pool::{PACKET_BYTES, PacketPool};
+
+/// Most datagrams one `recvmmsg` or `sendmmsg` call handles.
+pub const MAX_BATCH: usize = 64;
+/// Socket buffer asked for on each side (the kernel caps it at
+/// net.core.rmem_max / wmem_max).
+const SOCKET_BUFFER: usize = 8 << 20;
+
+/// A UDP socket bound to `addr`, with large buffers; `reuse_port` lets several
+/// sockets share the address.
+///
+/// # Errors
+/// The address cannot be bound.
+pub fn bind_udp(addr: SocketAddr, reuse_port: bool) -> io::Result<UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    // Best effort: a smaller buffer only means earlier drops under bursts.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+/// The kernel UDP datapath.
+#[derive(Debug)]
+pub struct UdpDatapath {
+    socket: UdpSocket,
+}
+
+impl UdpDatapath {
+    /// Binds `addr` (port 0: an ephemeral port; see [`Datapath::local_addr`]).
+    ///
+    /// # Errors
+    /// The address cannot be bound.
+    pub fn bind(addr: SocketAddr) -> io::Result<Self> {
+        Ok(Self {
+            socket: bind_udp(addr, false)?,
+        })
+    }
+}
+
+/// Receives up to `bufs.len()` datagrams from `fd` without blocking, each into
+/// the buffer and address slot `bufs[i]` points to; writes each length into
+/// `lens[i]` and returns the count. Shared by the server and the load client.
+///
+/// # Safety
+/// Every pointer in `bufs` is valid for writes of `PACKET_BYTES` bytes (data) and
+/// a `PeerAddr` (address, may be null to discard it), and not accessed by
+/// another thread during the call.
+pub unsafe fn recv_many(
+    fd: BorrowedFd<'_>,
+    bufs: &[(*mut u8, *mut PeerAddr)],
+    lens: &mut [usize],
+) -> io::Result<usize> {
+    let n = bufs.len().min(MAX_BATCH).min(lens.len());
+    if n == 0 {
+        return Ok(0);
+    }
+    let mut iov: [MaybeUninit<libc::iovec>; MAX_BATCH] = [MaybeUninit::uninit(); MAX_BATCH];
+    let mut hdrs: [MaybeUninit<libc::mmsghdr>; MAX_BATCH] = [MaybeUninit::uninit(); MAX_BATCH];
+    for i in 0..n {
+        let (data, peer) = bufs[i];
+        iov[i].write(libc::iovec {
+            iov_base: data.cast(),
+            iov_len: PACKET_BYTES,
+        });
+        // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
+        let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        h.msg_hdr.msg_iov = iov[i].as_mut_ptr();
+        h.msg_hdr.msg_iovlen = 1;
+        if !peer.is_null() {
+            // SAFETY: the caller guarantees `peer` points to a writable PeerAddr.
+            h.msg_hdr.msg_name = unsafe { (&raw mut (*peer).storage).cast() };
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+        }
+        hdrs[i].write(h);
+    }
+    // SAFETY: the first `n` headers are initialized and point to `n` initialized
+    // iovecs whose buffers the caller guarantees are writable for PACKET_BYTES;
+    // MSG_DONTWAIT makes the call return at once when nothing is queued.
+    let got = unsafe {
+        libc::recvmmsg(
+            fd.as_raw_fd(),
+            hdrs.as_mut_ptr().cast(),
+            n as u32,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if got < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(e),
+        };
+    }
+    let got = got as usize;
+    for i in 0..got {
+        // SAFETY: the kernel filled headers 0..got.
+        let h = unsafe { hdrs[i].assume_init_ref() };
+        // A truncated datagram reports its full length; keep what was stored.
+        lens[i] = (h.msg_len as usize).min(PACKET_BYTES);
+        let (_, peer) = bufs[i];
+        if !peer.is_null() {
+            // SAFETY: as above, `peer` is writable and was filled by the kernel.
+            unsafe { (*peer).len = h.msg_hdr.msg_namelen };
+        }
+    }
+    Ok(got)
+}
+
+/// Blocks until `fd` or `also` is readable or `timeout` passed.
+pub fn wait_readable(fd: BorrowedFd<'_>, also: Option<BorrowedFd<'_>>, timeout: Duration) {
+    let mut fds = [
+        libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: also.map_or(-1, |a| a.as_raw_fd()),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` and `ts` are live for the call; a negative fd is ignored by
+    // ppoll; a null signal mask keeps the thread's mask. EINTR is a spurious
+    // return, which callers allow.
+    unsafe {
+        libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null());
+    }
+}
+
+impl Datapath for UdpDatapath {
+    type Tx = UdpTx;
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    unsafe fn recv_batch(&mut self, pool: &PacketPool, tokens: &[u32]) -> io::Result<usize> {
+        let n = tokens.len().min(MAX_BATCH);
+        let mut bufs = [(std::ptr::null_mut::<u8>(), std::ptr::null_mut::<PeerAddr>()); MAX_BATCH];
+        for (b, &t) in bufs.iter_mut().zip(&tokens[..n]) {
+            let p = pool.as_ptr(t);
+            // SAFETY: `p` points to a live packet of the pool; taking field
+            // addresses does not create references.
+            *b = unsafe { ((&raw mut (*p).data).cast::<u8>(), &raw mut (*p).peer) };
+        }
+        let mut lens = [0usize; MAX_BATCH];
+        // SAFETY: the caller owns the tokens, so their packets are writable and
+        // untouched by other threads; each data buffer holds PACKET_BYTES.
+        let got = unsafe {
+            recv_many(
+                std::os::fd::AsFd::as_fd(&self.socket),
+                &bufs[..n],
+                &mut lens,
+            )?
+        };
+        for (i, &t) in tokens[..got].iter().enumerate() {
+            // SAFETY: owned by the caller, see above.
+            unsafe { pool.get_mut(t).len = lens[i] };
+        }
+        Ok(got)
+    }
+
+    fn transmitter(&self) -> io::Result<UdpTx> {
+        Ok(UdpTx {
+            socket: self.socket.try_clone()?,
+        })
+    }
+
+    fn wait(&self, also: Option<BorrowedFd<'_>>, timeout: Duration) {
+        wait_readable(std::os::fd::AsFd::as_fd(&self.socket), also, timeout);
+    }
+}
+
+/// A transmit handle: a duplicate of the server's socket.
+#[derive(Debug)]
+pub struct UdpTx {
+    socket: UdpSocket,
+}
+
+impl Transmit for UdpTx {
+    #[inline]
+    fn send(&mut self, to: &PeerAddr, parts: [&[u8]; 2]) -> io::Result<()> {
+        let mut iov = [
+            libc::iovec {
+                iov_base: parts[0].as_ptr() as *mut libc::c_void,
+                iov_len: parts[0].len(),
+            },
+            libc::iovec {
+                iov_base: parts[1].as_ptr() as *mut libc::c_void,
+                iov_len: parts[1].len(),
+            },
+        ];
+        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = (&raw const to.storage).cast_mut().cast();
+        msg.msg_namelen = to.len;
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = 2;
+        // SAFETY: `msg` points to a live address and two live iovecs whose
+        // buffers are readable for their lengths; sendmsg only reads them.
+        let r = unsafe { libc::sendmsg(self.socket.as_raw_fd(), &msg, 0) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn send_batch(&mut self, msgs: &[(&PeerAddr, &[u8])]) -> io::Result<usize> {
+        let mut sent = 0;
+        for chunk in msgs.chunks(MAX_BATCH) {
+            let mut iov: [MaybeUninit<libc::iovec>; MAX_BATCH] = [MaybeUninit::uninit(); MAX_BATCH];
+            let mut hdrs: [MaybeUninit<libc::mmsghdr>; MAX_BATCH] =
+                [MaybeUninit::uninit(); MAX_BATCH];
+            for (i, (to, bytes)) in chunk.iter().enumerate() {
+                iov[i].write(libc::iovec {
+                    iov_base: bytes.as_ptr() as *mut libc::c_void,
+                    iov_len: bytes.len(),
+                });
+                // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
+                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                h.msg_hdr.msg_name = (&raw const to.storage).cast_mut().cast();
+                h.msg_hdr.msg_namelen = to.len;
+                h.msg_hdr.msg_iov = iov[i].as_mut_ptr();
+                h.msg_hdr.msg_iovlen = 1;
+                hdrs[i].write(h);
+            }
+            // SAFETY: the first chunk.len() headers are initialized and point to live
+            // addresses and iovecs over readable buffers; sendmmsg only reads them.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.socket.as_raw_fd(),
+                    hdrs.as_mut_ptr().cast(),
+                    chunk.len() as u32,
+                    0,
+                )
+            };
+            if r < 0 {
+                if sent == 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                return Ok(sent);
+            }
+            sent += r as usize;
+            if (r as usize) < chunk.len() {
+                return Ok(sent);
+            }
+        }
+        Ok(sent)
+    }
+}

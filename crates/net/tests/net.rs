@@ -1,0 +1,284 @@
+//! End to end over loopback: the server behind the UDP datapath, the open-loop
+//! client, bad input, a million random datagrams, and a client facing a dead or
+//! overloaded server. Tests run one at a time (2-core machines) and use parking
+//! idle threads.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use psp_net::client::{LoadConfig, Progress, run_load};
+use psp_net::protocol::{self, HEADER_LEN, Status};
+use psp_net::{App, ClassifierKind, Server, ServerConfig};
+use psp_runtime::{RuntimeConfig, Spinner};
+use psp_workload::Workload;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn spinner() -> Spinner {
+    static S: OnceLock<Spinner> = OnceLock::new();
+    *S.get_or_init(|| Spinner::calibrate(Duration::from_millis(20)))
+}
+
+fn workload() -> Workload {
+    Workload::fixed("net-test", &[("short", 20.0, 0.9), ("long", 200.0, 0.1)])
+}
+
+fn server(policy: &str, workers: usize, queue_capacity: usize) -> Server {
+    Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        runtime: RuntimeConfig {
+            workers,
+            queue_capacity,
+            drain_timeout: Duration::from_secs(5),
+            ..RuntimeConfig::default()
+        },
+        policy: policy.parse().unwrap(),
+        types: workload().type_infos(),
+        classifier: ClassifierKind::Header,
+        app: App::Spin(spinner()),
+    })
+    .expect("server starts")
+}
+
+fn load(server: SocketAddr, rps: f64, ms: u64, timeout_ms: u64) -> LoadConfig {
+    LoadConfig {
+        server,
+        workload: workload(),
+        rate_rps: rps,
+        duration_ns: ms * 1_000_000,
+        warmup_ns: ms * 100_000,
+        seed: 7,
+        flows: 4,
+        timeout: Duration::from_millis(timeout_ms),
+        keep_samples: true,
+    }
+}
+
+/// Sends `dgram` and returns the reply, if one comes within 200 ms.
+fn ask(sock: &UdpSocket, dgram: &[u8]) -> Option<Vec<u8>> {
+    sock.send(dgram).unwrap();
+    let mut buf = [0u8; 4096];
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    sock.recv(&mut buf).ok().map(|n| buf[..n].to_vec())
+}
+
+fn client_socket(server: SocketAddr) -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.connect(server).unwrap();
+    s
+}
+
+fn request(type_id: u16, id: u64, service_ns: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    protocol::encode_request(
+        &mut out,
+        type_id,
+        id,
+        &psp_runtime::handler::synthetic::encode(type_id, service_ns),
+    );
+    out
+}
+
+#[test]
+fn every_request_is_answered_and_counted_on_both_sides() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for policy in ["c-fcfs", "darc"] {
+        let srv = server(policy, 2, 1024);
+        let cfg = load(srv.local_addr(), 2_000.0, 400, 1_000);
+        let rep = run_load(&cfg, &Progress::default()).unwrap();
+        let s = srv.stop().unwrap();
+        let point = rep.to_point(&cfg, policy, 2);
+        assert_eq!(rep.send_errors, 0, "{policy}");
+        assert_eq!(
+            point.timeouts + point.shed + point.errors,
+            0,
+            "{policy}: {point:?}"
+        );
+        assert_eq!(
+            rep.responses[Status::Ok as usize - 1],
+            rep.scheduled,
+            "{policy}"
+        );
+        assert_eq!(
+            s.dispatcher.completed, rep.scheduled,
+            "{policy}: server side"
+        );
+        assert_eq!(s.net.received, rep.scheduled, "{policy}");
+        assert_eq!(point.overall.count, point.measured_generated, "{policy}");
+        assert_eq!(rep.samples.len() as u64, rep.scheduled);
+        // Latency from the scheduled send time covers at least the service time.
+        for t in &point.types {
+            assert!(
+                t.p50_latency_us >= t.mean_service_us * 0.9,
+                "{policy}: {t:?}"
+            );
+        }
+        assert_eq!(s.dispatcher.stranded, 0);
+    }
+}
+
+#[test]
+fn bad_input_gets_an_error_reply_or_a_counted_drop() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = server("darc", 1, 64);
+    let sock = client_socket(srv.local_addr());
+    let good = request(0, 41, 1_000);
+
+    // Truncated header: nothing to answer to, dropped and counted.
+    assert_eq!(ask(&sock, &good[..10]), None);
+    assert_eq!(ask(&sock, &[]), None);
+    let status_of = |reply: Option<Vec<u8>>| {
+        let r = reply.expect("a reply");
+        protocol::parse_response(&r).expect("a valid response")
+    };
+    // Wrong version.
+    let mut v9 = good.clone();
+    v9[0] = 9;
+    let (h, st) = status_of(ask(&sock, &v9));
+    assert_eq!((st, h.id), (Status::BadRequest, 41));
+    // Length field larger than the packet, and smaller.
+    let mut long = good.clone();
+    long[4..6].copy_from_slice(&1000u16.to_le_bytes());
+    assert_eq!(status_of(ask(&sock, &long)).1, Status::BadRequest);
+    assert_eq!(
+        status_of(ask(&sock, &good[..HEADER_LEN + 3])).1,
+        Status::BadRequest
+    );
+    // A response sent as a request.
+    let mut resp = good.clone();
+    resp[1] = Status::Ok as u8;
+    assert_eq!(status_of(ask(&sock, &resp)).1, Status::BadRequest);
+    // Unknown type (the workload registers 2).
+    let (h, st) = status_of(ask(&sock, &request(7, 43, 1_000)));
+    assert_eq!((st, h.id, h.type_id), (Status::UnknownType, 43, 7));
+    // A body the spin application cannot read: HANDLER_ERROR from the worker.
+    let mut short_body = Vec::new();
+    protocol::encode_request(&mut short_body, 1, 44, b"abc");
+    assert_eq!(status_of(ask(&sock, &short_body)).1, Status::HandlerError);
+    // And the server still serves.
+    let (h, st) = status_of(ask(&sock, &good));
+    assert_eq!((st, h.id, h.type_id), (Status::Ok, 41, 0));
+
+    let s = srv.stop().unwrap();
+    assert_eq!(s.net.truncated, 2);
+    assert_eq!(s.net.bad_request, 4);
+    assert_eq!(s.net.unknown_type, 1);
+    assert_eq!(s.dispatcher.handler_errors, 1);
+    assert_eq!(s.dispatcher.completed, 2);
+    assert_eq!(s.net.received, 2 + 4 + 1 + 2);
+}
+
+/// xorshift: reproducible random bytes without a dependency.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+#[test]
+fn a_million_random_datagrams_leave_the_server_serving() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const N: u64 = 1_000_000;
+    let srv = server("darc", 1, 256);
+    let sock = client_socket(srv.local_addr());
+    sock.set_nonblocking(true).unwrap();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut buf = [0u8; 64];
+    let mut sink = [0u8; 64];
+    let t0 = Instant::now();
+    for i in 0..N {
+        let len = (next(&mut state) % 48) as usize;
+        for b in buf[..len].iter_mut() {
+            *b = next(&mut state) as u8;
+        }
+        // Every fourth datagram starts like a request, to reach deeper checks.
+        if i % 4 == 0 && len >= HEADER_LEN {
+            buf[0] = protocol::VERSION;
+            buf[1] = 0;
+        }
+        while sock.send(&buf[..len]).is_err() {
+            std::thread::yield_now();
+        }
+        // Throw replies away as they come, and pace the sender so the server's
+        // socket buffer does not overflow: every datagram must be accounted for.
+        while sock.recv(&mut sink).is_ok() {}
+        if i % 256 == 255 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    let sent_in = t0.elapsed();
+    // The server still answers a valid request correctly.
+    sock.set_nonblocking(false).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    while {
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        sock.recv(&mut sink).is_ok()
+    } {}
+    let reply = ask(&sock, &request(1, 99, 1_000)).expect("served after the flood");
+    let (h, st) = protocol::parse_response(&reply).unwrap();
+    assert_eq!((st, h.id), (Status::Ok, 99));
+    let s = srv.stop().unwrap();
+    let n = &s.net;
+    let admitted = s.dispatcher.generated - s.dispatcher.shed;
+    assert_eq!(
+        n.truncated + n.bad_request + n.unknown_type + n.overloaded + admitted,
+        n.received,
+        "every datagram lands in one counter: {n:?}"
+    );
+    assert_eq!(s.dispatcher.completed, admitted);
+    // Loopback drops nothing at this pace; if the kernel ever did, the server
+    // could not have counted it.
+    assert_eq!(n.received, N + 1, "{n:?} (sent in {sent_in:?})");
+}
+
+#[test]
+fn a_dead_server_shows_up_as_timeouts_and_the_client_returns() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // A bound socket nobody reads: datagrams vanish without an ICMP error.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let cfg = load(silent.local_addr().unwrap(), 1_000.0, 200, 100);
+    let t0 = Instant::now();
+    let rep = run_load(&cfg, &Progress::default()).unwrap();
+    let wall = t0.elapsed();
+    let point = rep.to_point(&cfg, "none", 1);
+    assert!(rep.scheduled > 100);
+    assert_eq!(point.timeouts, point.measured_generated);
+    assert!((point.loss_fraction - 1.0).abs() < 1e-9);
+    assert!(
+        wall < Duration::from_secs(5),
+        "the client must stop one timeout after its last send, took {wall:?}"
+    );
+    // No socket at all: the kernel refuses; the client still returns and counts.
+    drop(silent);
+    let rep = run_load(&cfg, &Progress::default()).unwrap();
+    let point = rep.to_point(&cfg, "none", 1);
+    assert_eq!(point.overall.count, 0);
+    assert_eq!(point.timeouts, point.measured_generated);
+}
+
+#[test]
+fn an_overloaded_server_answers_overloaded() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // One worker, queues of 4, offered 3x its capacity.
+    let srv = server("c-fcfs", 1, 4);
+    let peak = workload().peak_rps(1);
+    let cfg = load(srv.local_addr(), 3.0 * peak, 300, 2_000);
+    let rep = run_load(&cfg, &Progress::default()).unwrap();
+    let s = srv.stop().unwrap();
+    let point = rep.to_point(&cfg, "c-fcfs", 1);
+    assert!(point.shed > 0, "{point:?}");
+    assert_eq!(point.timeouts, 0, "{point:?}");
+    assert_eq!(
+        rep.responses[Status::Overloaded as usize - 1],
+        s.net.overloaded,
+        "each shed request got one OVERLOADED reply"
+    );
+    assert_eq!(
+        rep.responses[Status::Ok as usize - 1] + s.net.overloaded,
+        rep.scheduled
+    );
+}
