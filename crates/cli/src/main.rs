@@ -1,11 +1,14 @@
-//! `psp`: Perséphone's command line. `sim` simulates one point, `sweep` many
-//! (loads x policies) and finds each policy's sustainable throughput at an SLO,
-//! `plot` draws figures from saved sweeps, `bench` measures the simulator's speed,
-//! `workloads` lists the built-in workloads.
+//! `psp`: Perséphone's command line. `sim` simulates one point, `run` measures one
+//! on the real runtime, `serve` and `load` put the runtime behind the UDP
+//! datapath and drive it open-loop, `sweep` runs many points (loads x policies)
+//! and finds each policy's sustainable throughput at an SLO, `plot` draws figures
+//! from saved sweeps, `bench` and `netbench` measure speed, `workloads` lists the
+//! built-in workloads.
 //!
 //! Every error is one line on stderr with exit code 2; `--json` prints one JSON
 //! document on stdout and nothing else.
 
+mod net;
 mod report;
 mod run;
 mod sweep;
@@ -38,6 +41,14 @@ enum Command {
     Run(run::RunArgs),
     /// Measure the synthetic handler's spin against the clock (requested vs actual).
     Calibrate,
+    /// Serve requests over UDP: the runtime behind the network datapath.
+    Serve(net::ServeArgs),
+    /// Open-loop Poisson client against a server: one measured point.
+    Load(net::LoadArgs),
+    /// A plain multi-threaded UDP echo server (the throughput baseline).
+    Echo(net::EchoArgs),
+    /// Highest sustained rate of trivial requests: psp serve beside the echo server.
+    Netbench(net::NetbenchArgs),
     /// Run loads x policies and find each policy's sustainable throughput at an SLO.
     Sweep(sweep::SweepArgs),
     /// Draw p99.9 slowdown and short-request tail latency against load from a sweep.
@@ -167,6 +178,18 @@ struct BenchArgs {
     json: bool,
 }
 
+/// [`PointArgs`] with every flag at its default.
+pub fn default_point_args() -> PointArgs {
+    PointArgs {
+        workload: "extreme-bimodal".into(),
+        workers: None,
+        duration: "1s".into(),
+        seed: 1,
+        warmup: 0.1,
+        queue_capacity: 4096,
+    }
+}
+
 fn parse_policy(s: &str) -> Result<PolicySpec> {
     Ok(s.parse::<PolicySpec>()?)
 }
@@ -256,9 +279,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         workload: workload.name.clone(),
         workers: Some(workers),
         duration: a.duration.clone(),
-        seed: 1,
-        warmup: 0.1,
-        queue_capacity: 4096,
+        ..default_point_args()
     };
     let mut rows = Vec::new();
     for p in &psp_core::policy::split_policy_list(&a.policies) {
@@ -360,6 +381,10 @@ fn main() -> ExitCode {
         Command::Sim(a) => cmd_sim(a),
         Command::Run(a) => run::run(a),
         Command::Calibrate => cmd_calibrate(),
+        Command::Serve(a) => net::serve(a),
+        Command::Load(a) => net::load(a),
+        Command::Echo(a) => net::echo(a),
+        Command::Netbench(a) => net::netbench(a),
         Command::Sweep(a) => sweep::run(a),
         Command::Plot(a) => cmd_plot(a),
         Command::Bench(a) => cmd_bench(a),

@@ -46,6 +46,33 @@ pub fn point_table(p: &PointResult) -> String {
             t.dropped
         );
     }
+    if p.mode == "net" {
+        let per_type: Vec<String> = p
+            .types
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} {} OVERLOADED / {} timeouts / {} errors",
+                    t.name, t.dropped, t.timeouts, t.errors
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "lost: {} (loss {:.4}%)",
+            per_type.join(", "),
+            p.loss_fraction * 100.0
+        );
+        if let Some(lag) = p.extra.get("send_lag_us") {
+            let _ = writeln!(
+                s,
+                "client send lag behind schedule: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+                lag["p50"].as_f64().unwrap_or(0.0),
+                lag["p99"].as_f64().unwrap_or(0.0),
+                lag["max"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
     if let Some(r) = p.extra.get("reservation").and_then(|r| r.as_str()) {
         let _ = writeln!(s, "reservation: {r}");
     }

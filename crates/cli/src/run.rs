@@ -50,7 +50,8 @@ pub struct RunArgs {
     json: bool,
 }
 
-fn parse_cores(s: &str) -> Result<Vec<usize>> {
+/// Parses a core list such as `0-14` or `0,2,4`.
+pub fn parse_cores(s: &str) -> Result<Vec<usize>> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let bad = || anyhow::anyhow!("--cores: cannot parse '{part}' (examples: 0-14, 0,2,4)");

@@ -17,8 +17,9 @@ use crate::{Mode, PointArgs, report, units};
 /// `psp sweep` arguments.
 #[derive(Args)]
 pub struct SweepArgs {
-    /// Where points are measured: the simulator (points in parallel) or the real
-    /// runtime (one point at a time; `net` comes with the network datapath).
+    /// Where points are measured: the simulator (points in parallel), the real
+    /// runtime with the in-process generator, or the runtime behind the UDP
+    /// datapath driven by the open-loop client over loopback (one point at a time).
     #[arg(long, value_enum, default_value_t = Mode::Sim)]
     mode: Mode,
     #[command(flatten)]
@@ -57,6 +58,12 @@ pub struct SweepArgs {
     /// Print the sweep as JSON on stdout (instead of the table).
     #[arg(long)]
     json: bool,
+    /// `--mode net`: measure this running server (its policy is the one in
+    /// --policies) instead of starting one on loopback per point.
+    #[arg(long)]
+    server: Option<String>,
+    #[command(flatten)]
+    client: crate::net::ClientArgs,
 }
 
 struct Plan {
@@ -64,6 +71,7 @@ struct Plan {
     specs: Vec<PolicySpec>,
     slo: Slo,
     mode: Mode,
+    net: crate::net::NetOptions,
 }
 
 impl Plan {
@@ -77,9 +85,7 @@ impl Plan {
                 &cfg,
                 &crate::run::RunOptions::default(),
             ),
-            Mode::Net => {
-                bail!("--mode net needs the network datapath, which is not built yet (issue 4)")
-            }
+            Mode::Net => crate::net::measure(&self.workload, spec, &cfg, &self.net),
         }
     }
 }
@@ -87,10 +93,19 @@ impl Plan {
 /// Runs the sweep.
 pub fn run(mut a: SweepArgs) -> Result<()> {
     a.point = a.point.with_default_workers(a.mode);
-    if a.mode == Mode::Net {
-        bail!(
-            "--mode net needs the network datapath, which is not built yet (issue 4); use --mode sim or run"
-        );
+    let server = a
+        .server
+        .as_deref()
+        .map(|s| {
+            use std::net::ToSocketAddrs;
+            s.to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .with_context(|| format!("--server: '{s}' is not an address"))
+        })
+        .transpose()?;
+    if server.is_some() && a.mode != Mode::Net {
+        bail!("--server is for --mode net");
     }
     let workload = Workload::resolve(&a.point.workload)?;
     let specs = psp_core::policy::split_policy_list(&a.policies)
@@ -129,7 +144,10 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
     for s in &specs {
         s.build(&ctx)?;
     }
-    if a.mode == Mode::Run {
+    if server.is_some() && specs.len() != 1 {
+        bail!("with --server, --policies names the one policy that server runs");
+    }
+    if a.mode != Mode::Sim {
         for s in &specs {
             if s.needs_preemption() {
                 bail!(
@@ -147,11 +165,15 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
         },
         workload,
         specs,
+        net: crate::net::NetOptions {
+            server,
+            client: a.client.clone(),
+        },
     };
 
     let pool = {
         let mut b = rayon::ThreadPoolBuilder::new();
-        if a.mode == Mode::Run {
+        if a.mode != Mode::Sim {
             // A runtime point needs the whole machine: one at a time.
             b = b.num_threads(1);
         } else if let Some(t) = a.threads {

@@ -73,7 +73,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
     );
     assert_one_line_error(&["sweep", "--loads", "0:1:0.5"], "loads");
     assert_one_line_error(&["sweep", "--loads", "-1,0.5"], "loads");
-    assert_one_line_error(&["sweep", "--mode", "net"], "network datapath");
+    assert_one_line_error(&["sweep", "--mode", "net"], "preemption");
     assert_one_line_error(
         &["sweep", "--mode", "run", "--policies", "ts"],
         "preemption",
@@ -256,4 +256,113 @@ fn run_json_is_the_point_schema_and_conserves_requests() {
     assert_eq!(n("generated_total"), n("completed_total") + n("shed_total"));
     assert_eq!(n("stranded"), 0);
     assert_eq!(x["sim_prediction"]["mode"], "sim");
+}
+
+#[test]
+fn net_commands_answer_bad_input_in_one_line() {
+    let dir = std::env::temp_dir().join(format!("psp-cli-net-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad_key = dir.join("serve.toml");
+    std::fs::write(&bad_key, "policy = \"darc\"\nwokers = 2\n").unwrap();
+    let bad_key = bad_key.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["serve", "--datapath", "dpdk"], "--datapath"),
+        (vec!["serve", "--address", "nowhere"], "--address"),
+        (vec!["serve", "--policy", "ts"], "preemption"),
+        (vec!["serve", "--app", "redis"], "--app"),
+        (vec!["serve", "--config", bad_key], "wokers"),
+        (
+            vec!["serve", "--config", "/nonexistent/x.toml"],
+            "cannot read",
+        ),
+        (vec!["load", "--server", "::bad::"], "--server"),
+        (vec!["load", "--rps", "100", "--flows", "0"], "--flows"),
+        (vec!["load", "--rps", "100", "--timeout", "0s"], "--timeout"),
+        (
+            vec!["sweep", "--mode", "sim", "--server", "127.0.0.1:1"],
+            "--mode net",
+        ),
+        (vec!["netbench", "--rates", "1000,fast"], "--rates"),
+    ] {
+        assert_one_line_error(&args, needle);
+    }
+}
+
+/// `psp serve` prints where it listens, `psp load` measures it as a JSON point,
+/// and SIGINT drains the server, which prints its summary and exits 0.
+#[test]
+fn serve_then_load_then_sigint() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut server = Command::new(env!("CARGO_BIN_EXE_psp"))
+        .args([
+            "serve",
+            "--address",
+            "127.0.0.1:0",
+            "--workload",
+            "fixed",
+            "--workers",
+            "1",
+            "--policy",
+            "c-fcfs",
+            "--duration",
+            "60s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start psp serve");
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a listening line").unwrap();
+    let addr = first
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("udp://"))
+        .unwrap_or_else(|| panic!("no address in '{first}'"))
+        .to_string();
+    let out = psp(&[
+        "load",
+        "--server",
+        &addr,
+        "--workload",
+        "fixed",
+        "--workers",
+        "1",
+        "--rps",
+        "2000",
+        "--duration",
+        "500ms",
+        "--policy",
+        "c-fcfs",
+        "--timeout",
+        "500ms",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let point: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(point["mode"], "net");
+    assert_eq!(point["policy"], "c-fcfs");
+    assert_eq!(point["timeouts"], 0);
+    assert!(point["overall"]["count"].as_u64().unwrap() > 500, "{point}");
+    for key in ["timeouts", "errors", "dropped"] {
+        assert!(
+            point["types"][0].get(key).is_some(),
+            "types[].{key} missing"
+        );
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = server.wait().unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert_eq!(status.code(), Some(0), "{rest:?}");
+    let summary = rest.join("\n");
+    assert!(summary.contains("completed"), "{summary}");
+    assert!(summary.contains("server-side latency"), "{summary}");
 }

@@ -1,0 +1,772 @@
+//! `psp serve` (the runtime behind the UDP datapath), `psp load` (the open-loop
+//! client), `psp echo` (the baseline echo server), `psp netbench` (highest
+//! sustained rate of trivial requests: psp serve beside the echo server) and the
+//! net-mode point that `psp sweep --mode net` measures.
+
+use std::io::Write as _;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use psp_core::PolicySpec;
+use psp_metrics::PointResult;
+use psp_net::client::{LoadConfig, LoadReport, Progress, run_load};
+use psp_net::echo::EchoServer;
+use psp_net::{App, ClassifierKind, Server, ServerConfig, ServerReport};
+use psp_runtime::{IdleStrategy, RuntimeConfig, Spinner, StatsConfig};
+use psp_sim::{SimConfig, Workload};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::{Mode, OfferedLoad, PointArgs, report, units};
+
+fn spinner() -> Spinner {
+    static S: OnceLock<Spinner> = OnceLock::new();
+    *S.get_or_init(|| Spinner::calibrate(Duration::from_millis(50)))
+}
+
+fn parse_addr(s: &str, flag: &str) -> Result<SocketAddr> {
+    s.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .with_context(|| format!("{flag}: '{s}' is not an address (example: 127.0.0.1:7000)"))
+}
+
+fn duration_flag(s: &str, flag: &str) -> Result<Duration> {
+    Ok(Duration::from_nanos(
+        units::parse_duration_ns(s).with_context(|| flag.to_string())?,
+    ))
+}
+
+/// Raises `flag` on SIGINT and SIGTERM.
+fn stop_on_signals(flag: &Arc<AtomicBool>) -> Result<()> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone())
+            .context("cannot install a signal handler")?;
+    }
+    Ok(())
+}
+
+/// Client options shared by `psp load`, `psp sweep --mode net` and `psp netbench`.
+#[derive(Args, Clone, Debug)]
+pub struct ClientArgs {
+    /// Sockets (source ports) the client spreads its requests over.
+    #[arg(long, default_value_t = 16)]
+    pub flows: usize,
+    /// How long a request may wait for its response before it counts as a timeout.
+    #[arg(long, default_value = "1s")]
+    pub timeout: String,
+}
+
+impl ClientArgs {
+    fn timeout(&self) -> Result<Duration> {
+        if self.flows == 0 {
+            bail!("--flows must be at least 1");
+        }
+        let t = duration_flag(&self.timeout, "--timeout")?;
+        if t.is_zero() {
+            bail!("--timeout must be positive");
+        }
+        Ok(t)
+    }
+}
+
+// ---------------------------------------------------------------- psp serve
+
+/// `psp serve` arguments; each may also come from the `--config` TOML file
+/// (same names, with underscores), flags winning.
+#[derive(Args, Debug, Default)]
+pub struct ServeArgs {
+    /// TOML file with any of the options below (e.g. `policy = "darc"`,
+    /// `workers = 2`, `address = "0.0.0.0:7000"`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:7000].
+    #[arg(long)]
+    address: Option<String>,
+    /// Datapath: udp (kernel sockets, recvmmsg) [default: udp].
+    #[arg(long)]
+    datapath: Option<String>,
+    /// Scheduling policy with its parameters (e.g. darc, darc:delta=0.1, c-fcfs) [default: darc].
+    #[arg(long)]
+    policy: Option<String>,
+    /// Workload whose request types the server registers (type id = index) and
+    /// whose mean service times seed the policy [default: high-bimodal].
+    #[arg(long)]
+    workload: Option<String>,
+    /// Application workers [default: one per core left after the dispatcher].
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Cores to pin to, dispatcher first (e.g. 0-14) [default: automatic].
+    #[arg(long)]
+    cores: Option<String>,
+    /// How idle threads wait: spin, yield or park [default: park].
+    #[arg(long)]
+    idle: Option<String>,
+    /// Bound of each queue the policy keeps [default: 4096].
+    #[arg(long)]
+    queue_capacity: Option<usize>,
+    /// Application: spin (spins for the service time the request carries) or
+    /// echo (returns the body) [default: spin].
+    #[arg(long)]
+    app: Option<String>,
+    /// Classifier: header or random (misclassification experiment) [default: header].
+    #[arg(long)]
+    classifier: Option<String>,
+    /// Seed of the random classifier [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print live statistics every interval (e.g. 1s) on stderr.
+    #[arg(long)]
+    stats_interval: Option<String>,
+    /// Live statistics as JSON lines.
+    #[arg(long)]
+    stats_json: bool,
+    /// Longest wait for admitted requests once asked to stop [default: 10s].
+    #[arg(long)]
+    drain_timeout: Option<String>,
+    /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
+    #[arg(long)]
+    duration: Option<String>,
+    /// Print the final summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The `--config` file of `psp serve`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeFile {
+    address: Option<String>,
+    datapath: Option<String>,
+    policy: Option<String>,
+    workload: Option<String>,
+    workers: Option<usize>,
+    cores: Option<String>,
+    idle: Option<String>,
+    queue_capacity: Option<usize>,
+    app: Option<String>,
+    classifier: Option<String>,
+    seed: Option<u64>,
+    stats_interval: Option<String>,
+    stats_json: Option<bool>,
+    drain_timeout: Option<String>,
+    duration: Option<String>,
+}
+
+fn load_serve_file(path: &Path) -> Result<ServeFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read '{}'", path.display()))?;
+    toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "'{}' is not a valid serve config: {}",
+            path.display(),
+            e.message()
+        )
+    })
+}
+
+struct ServePlan {
+    cfg: ServerConfig,
+    workload: Workload,
+    duration: Option<Duration>,
+}
+
+fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
+    let f = match &a.config {
+        Some(p) => load_serve_file(p)?,
+        None => ServeFile::default(),
+    };
+    let pick = |flag: &Option<String>, file: &Option<String>, default: &str| {
+        flag.clone()
+            .or_else(|| file.clone())
+            .unwrap_or_else(|| default.to_string())
+    };
+    let datapath = pick(&a.datapath, &f.datapath, "udp");
+    if datapath != "udp" {
+        bail!("--datapath must be udp (the kernel UDP datapath), not '{datapath}'");
+    }
+    let addr = parse_addr(&pick(&a.address, &f.address, "127.0.0.1:7000"), "--address")?;
+    let policy: PolicySpec = pick(&a.policy, &f.policy, "darc").parse()?;
+    let workload = Workload::resolve(&pick(&a.workload, &f.workload, "high-bimodal"))?;
+    let workers = a.workers.or(f.workers).unwrap_or_else(|| {
+        PointArgs {
+            workers: None,
+            ..crate::default_point_args()
+        }
+        .with_default_workers(Mode::Net)
+        .workers()
+    });
+    if workers == 0 || workers > psp_core::workers::MAX_WORKERS {
+        bail!(
+            "--workers must be between 1 and {}",
+            psp_core::workers::MAX_WORKERS
+        );
+    }
+    let queue_capacity = a.queue_capacity.or(f.queue_capacity).unwrap_or(4096);
+    if queue_capacity == 0 {
+        bail!("--queue-capacity must be at least 1");
+    }
+    let cores = a
+        .cores
+        .clone()
+        .or(f.cores)
+        .map(|c| crate::run::parse_cores(&c))
+        .transpose()?;
+    let idle: IdleStrategy = pick(&a.idle, &f.idle, "park")
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!(e))?;
+    let app = match pick(&a.app, &f.app, "spin").as_str() {
+        "spin" => App::Spin(spinner()),
+        "echo" => App::Echo,
+        other => bail!("--app must be spin or echo, not '{other}'"),
+    };
+    let classifier = match pick(&a.classifier, &f.classifier, "header").as_str() {
+        "header" => ClassifierKind::Header,
+        "random" => ClassifierKind::Random(a.seed.or(f.seed).unwrap_or(1)),
+        other => bail!("--classifier must be header or random, not '{other}'"),
+    };
+    let stats = match a.stats_interval.clone().or(f.stats_interval) {
+        Some(s) => Some(StatsConfig {
+            interval: duration_flag(&s, "--stats-interval")?,
+            json: a.stats_json || f.stats_json.unwrap_or(false),
+        }),
+        None => None,
+    };
+    let drain_timeout = duration_flag(
+        &pick(&a.drain_timeout, &f.drain_timeout, "10s"),
+        "--drain-timeout",
+    )?;
+    let duration = a
+        .duration
+        .clone()
+        .or(f.duration)
+        .map(|d| duration_flag(&d, "--duration"))
+        .transpose()?;
+    Ok(ServePlan {
+        cfg: ServerConfig {
+            addr,
+            runtime: RuntimeConfig {
+                workers,
+                cores,
+                idle,
+                queue_capacity,
+                drain_timeout,
+                stats,
+            },
+            policy,
+            types: workload.type_infos(),
+            classifier,
+            app,
+        },
+        workload,
+        duration,
+    })
+}
+
+/// The server's own view of a run, for reports.
+fn server_summary(s: &ServerReport) -> serde_json::Value {
+    let d = &s.dispatcher;
+    let types: Vec<serde_json::Value> = d
+        .recorder
+        .type_stats()
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "completed": t.count,
+                "mean_service_us": t.mean_service_us,
+                "p50_latency_us": t.p50_latency_us,
+                "p99_latency_us": t.p99_latency_us,
+                "p999_latency_us": t.p999_latency_us,
+            })
+        })
+        .collect();
+    json!({
+        "received": s.net.received,
+        "accepted": d.generated,
+        "completed": d.completed,
+        "truncated_dropped": s.net.truncated,
+        "bad_request": s.net.bad_request,
+        "unknown_type": s.net.unknown_type,
+        "overloaded": s.net.overloaded,
+        "handler_errors": d.handler_errors,
+        "reply_send_errors": s.net.reply_send_errors,
+        "worker_send_errors": s.net.worker_send_errors,
+        "receive_errors": s.net.receive_errors,
+        "stranded": d.stranded,
+        "reservation_updates": d.policy_stats.reservation_updates,
+        "reservation": d.reservation,
+        "served_per_worker": s.served_per_worker,
+        "pinned": s.pinned,
+        "wall_s": s.wall.as_secs_f64(),
+        "server_side_latency": types,
+    })
+}
+
+/// Runs `psp serve`.
+pub fn serve(a: ServeArgs) -> Result<()> {
+    let plan = serve_plan(&a)?;
+    let cfg = plan.cfg.clone();
+    let server = Server::start(plan.cfg)?;
+    let stop = server.stop_flag();
+    stop_on_signals(&stop)?;
+    let line = format!(
+        "psp serve: listening on udp://{} | policy {} | {} workers | workload {} ({} types) | app {} | Ctrl-C drains and stops",
+        server.local_addr(),
+        cfg.policy,
+        cfg.runtime.workers,
+        plan.workload.name,
+        cfg.types.len(),
+        cfg.app.name(),
+    );
+    if a.json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+    }
+    let started = Instant::now();
+    while !stop.load(Ordering::Relaxed) && !server.is_finished() {
+        if plan.duration.is_some_and(|d| started.elapsed() >= d) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!("psp serve: stopping (draining admitted requests)");
+    let report = server.join()?;
+    let summary = server_summary(&report);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        let s = &summary;
+        println!(
+            "received {} | accepted {} | completed {} | OVERLOADED {} | BAD_REQUEST {} | UNKNOWN_TYPE {} | HANDLER_ERROR {} | truncated (dropped) {} | send errors {}",
+            s["received"],
+            s["accepted"],
+            s["completed"],
+            s["overloaded"],
+            s["bad_request"],
+            s["unknown_type"],
+            s["handler_errors"],
+            s["truncated_dropped"],
+            s["reply_send_errors"].as_u64().unwrap_or(0)
+                + s["worker_send_errors"].as_u64().unwrap_or(0),
+        );
+        println!("server-side latency (receive to handler completion):");
+        println!(
+            "{:<12} {:>10} {:>9} {:>10} {:>10} {:>11}",
+            "type", "completed", "svc(us)", "p50(us)", "p99(us)", "p99.9(us)"
+        );
+        for t in s["server_side_latency"].as_array().into_iter().flatten() {
+            println!(
+                "{:<12} {:>10} {:>9.2} {:>10.2} {:>10.2} {:>11.2}",
+                t["name"].as_str().unwrap_or(""),
+                t["completed"],
+                t["mean_service_us"].as_f64().unwrap_or(0.0),
+                t["p50_latency_us"].as_f64().unwrap_or(0.0),
+                t["p99_latency_us"].as_f64().unwrap_or(0.0),
+                t["p999_latency_us"].as_f64().unwrap_or(0.0),
+            );
+        }
+        if let Some(r) = s["reservation"].as_str() {
+            println!("reservation: {r}");
+        }
+    }
+    if report.dispatcher.stranded > 0 {
+        bail!(
+            "{} requests were still in flight when the drain timed out",
+            report.dispatcher.stranded
+        );
+    }
+    Ok(())
+}
+
+// ----------------------------------------------------------------- psp load
+
+/// `psp load` arguments.
+#[derive(Args)]
+pub struct LoadArgs {
+    /// The server's address.
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    server: String,
+    #[command(flatten)]
+    point: PointArgs,
+    #[command(flatten)]
+    offered: OfferedLoad,
+    /// The server's policy, recorded in the report (the client cannot see it).
+    #[arg(long, default_value = "unknown")]
+    policy: String,
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Write one CSV row per request (id, type, scheduled time, latency, status).
+    #[arg(long)]
+    samples: Option<PathBuf>,
+    /// Print the point as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn load_config(
+    server: SocketAddr,
+    workload: &Workload,
+    sim: &SimConfig,
+    client: &ClientArgs,
+    keep_samples: bool,
+) -> Result<LoadConfig> {
+    Ok(LoadConfig {
+        server,
+        workload: workload.clone(),
+        rate_rps: sim.rate_rps,
+        duration_ns: sim.duration_ns,
+        warmup_ns: (sim.duration_ns as f64 * sim.warmup_fraction) as u64,
+        seed: sim.seed,
+        flows: client.flows,
+        timeout: client.timeout()?,
+        keep_samples,
+    })
+}
+
+/// Runs the client with a progress bar on stderr (hidden when not a terminal).
+fn load_with_progress(cfg: &LoadConfig) -> Result<LoadReport> {
+    let expected = (cfg.rate_rps * cfg.duration_ns as f64 / 1e9).round() as u64;
+    let bar = ProgressBar::new(expected.max(1));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} sent {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let progress = Progress::default();
+    let done = AtomicBool::new(false);
+    let report = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                bar.set_position(progress.sent.load(Ordering::Relaxed));
+                bar.set_message(format!(
+                    "{} received",
+                    progress.received.load(Ordering::Relaxed)
+                ));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let r = run_load(cfg, &progress);
+        done.store(true, Ordering::Relaxed);
+        r
+    });
+    bar.finish_and_clear();
+    report.with_context(|| format!("cannot load {}", cfg.server))
+}
+
+fn write_samples(path: &Path, cfg: &LoadConfig, rep: &LoadReport) -> Result<()> {
+    let mut out = String::with_capacity(rep.samples.len() * 48 + 64);
+    out.push_str("id,type,scheduled_us,latency_us,service_us,status,measured\n");
+    let mut samples = rep.samples.clone();
+    samples.sort_by_key(|s| s.id);
+    for s in &samples {
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            out,
+            "{},{},{:.3},{:.3},{:.3},{},{}",
+            s.id,
+            cfg.workload.types[s.type_id as usize].name,
+            s.scheduled_ns as f64 / 1e3,
+            s.latency_ns as f64 / 1e3,
+            s.service_ns as f64 / 1e3,
+            s.status.map_or("TIMEOUT", |st| st.name()),
+            s.measured
+        );
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create '{}'", dir.display()))?;
+    }
+    std::fs::write(path, out).with_context(|| format!("cannot write '{}'", path.display()))
+}
+
+/// Runs `psp load`.
+pub fn load(a: LoadArgs) -> Result<()> {
+    let server = parse_addr(&a.server, "--server")?;
+    let workload = Workload::resolve(&a.point.workload)?;
+    let point = a.point.clone().with_default_workers(Mode::Net);
+    let rate = a.offered.rate(&workload, point.workers())?;
+    let sim = point.config(rate)?;
+    let cfg = load_config(server, &workload, &sim, &a.client, a.samples.is_some())?;
+    let rep = load_with_progress(&cfg)?;
+    if let Some(path) = &a.samples {
+        write_samples(path, &cfg, &rep)?;
+        eprintln!("wrote {}", path.display());
+    }
+    let point = rep.to_point(&cfg, &a.policy, point.workers());
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&point)?);
+    } else {
+        print!("{}", report::point_table(&point));
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------ sweep --mode net
+
+/// How `psp sweep --mode net` measures points.
+#[derive(Debug, Clone)]
+pub struct NetOptions {
+    /// Use this running server instead of starting one per point.
+    pub server: Option<SocketAddr>,
+    /// Client options.
+    pub client: ClientArgs,
+}
+
+/// One point over loopback: starts a server running `spec` on `cfg.workers`
+/// workers (unless `opts.server` names a running one), runs the client at
+/// `cfg`'s rate, stops the server and reports the client's measurements, with
+/// the server's counters in `extra.server`.
+pub fn measure(
+    workload: &Workload,
+    spec: &PolicySpec,
+    cfg: &SimConfig,
+    opts: &NetOptions,
+) -> Result<PointResult> {
+    let server = match opts.server {
+        Some(_) => None,
+        None => Some(Server::start(ServerConfig {
+            addr: "127.0.0.1:0".parse().expect("literal address"),
+            runtime: RuntimeConfig {
+                workers: cfg.workers,
+                queue_capacity: cfg.queue_capacity,
+                ..RuntimeConfig::default()
+            },
+            policy: *spec,
+            types: workload.type_infos(),
+            classifier: ClassifierKind::Header,
+            app: App::Spin(spinner()),
+        })?),
+    };
+    let addr = opts
+        .server
+        .or(server.as_ref().map(Server::local_addr))
+        .expect("a server");
+    let lc = load_config(addr, workload, cfg, &opts.client, false)?;
+    let rep = run_load(&lc, &Progress::default()).with_context(|| format!("cannot load {addr}"))?;
+    let mut point = rep.to_point(&lc, &spec.to_string(), cfg.workers);
+    if let Some(s) = server {
+        let s = s.stop()?;
+        point.extra.insert("server".into(), server_summary(&s));
+        if let Some(r) = &s.dispatcher.reservation {
+            point.extra.insert("reservation".into(), json!(r));
+        }
+    }
+    Ok(point)
+}
+
+// ----------------------------------------------------------------- psp echo
+
+/// `psp echo` arguments.
+#[derive(Args)]
+pub struct EchoArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7001")]
+    address: String,
+    /// Threads, each with its own SO_REUSEPORT socket.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
+    #[arg(long)]
+    duration: Option<String>,
+}
+
+/// Runs `psp echo`.
+pub fn echo(a: EchoArgs) -> Result<()> {
+    let addr = parse_addr(&a.address, "--address")?;
+    if a.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| duration_flag(d, "--duration"))
+        .transpose()?;
+    let server =
+        EchoServer::start(addr, a.threads).with_context(|| format!("cannot listen on {addr}"))?;
+    let stop = server.stop_flag();
+    stop_on_signals(&stop)?;
+    println!(
+        "psp echo: listening on udp://{} with {} threads (SO_REUSEPORT, blocking recv_from/send_to)",
+        server.local_addr(),
+        a.threads
+    );
+    let _ = std::io::stdout().flush();
+    let started = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("echoed {} datagrams", server.stop());
+    Ok(())
+}
+
+// ------------------------------------------------------------- psp netbench
+
+/// `psp netbench` arguments.
+#[derive(Args)]
+pub struct NetbenchArgs {
+    /// Offered rates to try, in requests per second (e.g. 50000,100000,200000).
+    #[arg(long, default_value = "25000,50000,100000,150000,200000,250000,300000")]
+    rates: String,
+    /// Length of each measurement.
+    #[arg(long, default_value = "2s")]
+    duration: String,
+    /// psp serve's workers (and the echo server's threads).
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// psp serve's policy.
+    #[arg(long, default_value = "c-fcfs")]
+    policy: String,
+    /// Largest tolerated fraction of lost requests for a rate to count as sustained.
+    #[arg(long, default_value_t = 0.001)]
+    max_loss: f64,
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `psp netbench`: at each rate, the same client measures psp serve (0 us
+/// requests, echo application) and then the plain echo server.
+pub fn netbench(a: NetbenchArgs) -> Result<()> {
+    let rates: Vec<f64> = a
+        .rates
+        .split(',')
+        .map(|r| {
+            r.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|r| r.is_finite() && *r > 0.0)
+                .with_context(|| format!("--rates: '{r}' is not a positive rate"))
+        })
+        .collect::<Result<_>>()?;
+    if a.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    let spec: PolicySpec = a.policy.parse()?;
+    let duration_ns = units::parse_duration_ns(&a.duration).context("--duration")?;
+    let workload = Workload::fixed("zero", &[("req", 0.0, 1.0)]);
+    let sim = SimConfig {
+        workers: a.workers,
+        rate_rps: 0.0,
+        duration_ns,
+        warmup_fraction: 0.1,
+        seed: 1,
+        queue_capacity: 4096,
+    };
+    let mut rows = Vec::new();
+    for &rate in &rates {
+        let sim = SimConfig {
+            rate_rps: rate,
+            ..sim.clone()
+        };
+        for kind in ["psp-serve", "echo"] {
+            let (addr, stop): (SocketAddr, Box<dyn FnOnce() -> Result<serde_json::Value>>) =
+                match kind {
+                    "psp-serve" => {
+                        let s = Server::start(ServerConfig {
+                            addr: "127.0.0.1:0".parse().expect("literal address"),
+                            runtime: RuntimeConfig {
+                                workers: a.workers,
+                                ..RuntimeConfig::default()
+                            },
+                            policy: spec,
+                            types: workload.type_infos(),
+                            classifier: ClassifierKind::Header,
+                            app: App::Echo,
+                        })?;
+                        (
+                            s.local_addr(),
+                            Box::new(move || Ok(server_summary(&s.stop()?))),
+                        )
+                    }
+                    _ => {
+                        let s = EchoServer::start(
+                            "127.0.0.1:0".parse().expect("literal address"),
+                            a.workers,
+                        )?;
+                        (
+                            s.local_addr(),
+                            Box::new(move || Ok(json!({"echoed": s.stop()}))),
+                        )
+                    }
+                };
+            let lc = load_config(addr, &workload, &sim, &a.client, false)?;
+            let rep = run_load(&lc, &Progress::default())?;
+            let server = stop()?;
+            let point = rep.to_point(&lc, kind, a.workers);
+            let p99 = point.types[0].p99_latency_us;
+            eprintln!(
+                "{kind:>9} at {:>8.0} rps: achieved {:>8.0} rps, loss {:.4}%, p99 {:.1} us, client lag p99 {:.1} us",
+                rate,
+                point.achieved_rps,
+                point.loss_fraction * 100.0,
+                p99,
+                rep.send_lag_ns[1] as f64 / 1e3
+            );
+            rows.push(json!({
+                "server": kind,
+                "offered_rps": rate,
+                "achieved_rps": point.achieved_rps,
+                "loss_fraction": point.loss_fraction,
+                "p50_latency_us": point.types[0].p50_latency_us,
+                "p99_latency_us": p99,
+                "client_send_lag_p99_us": rep.send_lag_ns[1] as f64 / 1e3,
+                "server_counters": server,
+            }));
+        }
+    }
+    let sustained = |kind: &str| {
+        let mut best = None;
+        for r in rows.iter().filter(|r| r["server"] == kind) {
+            if r["loss_fraction"].as_f64().unwrap_or(1.0) > a.max_loss {
+                break;
+            }
+            best = r["offered_rps"].as_f64();
+        }
+        best
+    };
+    let (ours, echo) = (sustained("psp-serve"), sustained("echo"));
+    let ratio = match (ours, echo) {
+        (Some(o), Some(e)) => Some(o / e),
+        _ => None,
+    };
+    let doc = json!({
+        "workers": a.workers,
+        "policy": spec.to_string(),
+        "duration_s": duration_ns as f64 / 1e9,
+        "max_loss": a.max_loss,
+        "flows": a.client.flows,
+        "sustained_rps": {"psp-serve": ours, "echo": echo},
+        "ratio_psp_over_echo": ratio,
+        "points": rows,
+    });
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        let f = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0} rps"));
+        println!(
+            "highest sustained rate (loss <= {}%), 0 us requests, {} worker(s)/thread(s): psp serve ({}) {} | echo server {} | ratio {}",
+            a.max_loss * 100.0,
+            a.workers,
+            spec,
+            f(ours),
+            f(echo),
+            ratio.map_or("n/a".to_string(), |r| format!("{r:.2}"))
+        );
+    }
+    Ok(())
+}
