@@ -133,6 +133,10 @@ pub struct ServeArgs {
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
     #[arg(long)]
     duration: Option<String>,
+    /// Leave the dispatcher at normal CPU priority (by default it asks for nice
+    /// -15; turn that off when a load generator shares the server's cores).
+    #[arg(long)]
+    no_raise_priority: bool,
     /// Print the final summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -157,6 +161,7 @@ struct ServeFile {
     stats_json: Option<bool>,
     drain_timeout: Option<String>,
     duration: Option<String>,
+    raise_priority: Option<bool>,
 }
 
 fn load_serve_file(path: &Path) -> Result<ServeFile> {
@@ -258,6 +263,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
                 queue_capacity,
                 drain_timeout,
                 stats,
+                raise_priority: !(a.no_raise_priority || f.raise_priority == Some(false)),
             },
             policy,
             types: workload.type_infos(),
@@ -539,6 +545,8 @@ pub fn measure(
             runtime: RuntimeConfig {
                 workers: cfg.workers,
                 queue_capacity: cfg.queue_capacity,
+                // The client shares these cores: a favoured dispatcher starves it.
+                raise_priority: false,
                 ..RuntimeConfig::default()
             },
             policy: *spec,
@@ -629,6 +637,9 @@ pub struct NetbenchArgs {
     /// psp serve's policy.
     #[arg(long, default_value = "c-fcfs")]
     policy: String,
+    /// psp serve's idle strategy: spin, yield, park or park:SPIN_US.
+    #[arg(long, default_value = "park")]
+    idle: String,
     /// Largest tolerated fraction of lost requests for a rate to count as sustained.
     #[arg(long, default_value_t = 0.001)]
     max_loss: f64,
@@ -657,6 +668,7 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
         bail!("--workers must be at least 1");
     }
     let spec: PolicySpec = a.policy.parse()?;
+    let idle: IdleStrategy = a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?;
     let duration_ns = units::parse_duration_ns(&a.duration).context("--duration")?;
     let workload = Workload::fixed("zero", &[("req", 0.0, 1.0)]);
     let sim = SimConfig {
@@ -681,6 +693,9 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
                             addr: "127.0.0.1:0".parse().expect("literal address"),
                             runtime: RuntimeConfig {
                                 workers: a.workers,
+                                idle,
+                                // As the echo server's threads: normal priority.
+                                raise_priority: false,
                                 ..RuntimeConfig::default()
                             },
                             policy: spec,
@@ -747,6 +762,7 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
     let doc = json!({
         "workers": a.workers,
         "policy": spec.to_string(),
+        "idle": a.idle,
         "duration_s": duration_ns as f64 / 1e9,
         "max_loss": a.max_loss,
         "flows": a.client.flows,

@@ -177,6 +177,7 @@ pub fn measure(
         queue_capacity: sim_cfg.queue_capacity,
         drain_timeout: opts.drain_timeout,
         stats: opts.stats,
+        raise_priority: true,
     };
     let spinner = Spinner::calibrate(Duration::from_millis(50));
     let arrivals = PoissonArrivals::new(workload, rate, sim_cfg.duration_ns, sim_cfg.seed);

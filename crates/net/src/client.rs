@@ -256,10 +256,14 @@ fn send_all(
             if now >= due {
                 break;
             }
-            // Sleep through long gaps (waking early), spin the last stretch.
+            // Sleep through long gaps (waking early), yield the core through
+            // shorter ones (a co-located server may need it), spin the last
+            // stretch.
             let left = due - now;
             if left > 150_000 {
                 std::thread::sleep(Duration::from_nanos(left - 100_000));
+            } else if left > 20_000 {
+                std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
             }

@@ -201,12 +201,21 @@ struct NetFrontEnd<D: Datapath> {
 /// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
 /// request or prints statistics.
 const MAX_WAIT: Duration = Duration::from_millis(5);
+/// Datagrams handled (parsed and admitted, or answered) between two looks at
+/// the workers.
+const FEED_EVERY: usize = 8;
+/// How long an idle dispatcher polls before it sleeps while workers are busy.
+const BUSY_SPIN_US: u32 = 20;
 
 impl<D: Datapath> NetFrontEnd<D> {
     fn run(mut self, mut core: DispatchCore, me: &Wakeup) -> (DispatcherReport, NetCounters) {
         let mut recorder = Recorder::new(core.type_names().iter().cloned());
         let mut net = NetCounters::default();
         let mut idler = Idler::new(self.idle);
+        let mut busy_idler = Idler::new(IdleStrategy::SpinPark {
+            spin_us: BUSY_SPIN_US,
+            park_us: MAX_WAIT.as_micros() as u32,
+        });
         let mut tokens = [0u32; ARRIVAL_BATCH];
         // Error replies of one pass: (token, status).
         let mut replies: [(u32, Status); ARRIVAL_BATCH] = [(0, Status::Ok); ARRIVAL_BATCH];
@@ -243,8 +252,13 @@ impl<D: Datapath> NetFrontEnd<D> {
                     core.put_token(t);
                 }
                 let mut n_replies = 0;
-                for &token in &tokens[..got] {
+                for (i, &token) in tokens[..got].iter().enumerate() {
                     worked = true;
+                    // A worker that finished meanwhile gets its next job now, not
+                    // after the whole batch (each worker holds one job at a time).
+                    if i % FEED_EVERY == FEED_EVERY - 1 {
+                        feed_workers(&mut core, &mut recorder, now);
+                    }
                     net.received += 1;
                     // SAFETY: owned by the dispatcher (received, not yet dispatched).
                     let pkt = unsafe { self.pool.get_mut(token) };
@@ -290,19 +304,18 @@ impl<D: Datapath> NetFrontEnd<D> {
                         n_replies += 1;
                     }
                 }
-                if n_replies > 0 {
-                    self.send_replies(&mut core, &replies[..n_replies], &mut net);
+                // Error replies cost a system call per datagram in the kernel:
+                // feed the workers between chunks, or a worker waiting for its next
+                // job meanwhile is capacity lost (and shedding would slow serving).
+                for chunk in replies[..n_replies].chunks(FEED_EVERY) {
+                    worked |= feed_workers(&mut core, &mut recorder, now);
+                    self.send_replies(&mut core, chunk, &mut net);
                 }
             }
 
-            // 2. Completions: the workers have answered already.
-            worked |= core.complete(now, |slot, d| {
-                let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
-                recorder.record(slot.true_type as usize, latency, d.service_ns);
-            });
-
-            // 3. The policy's decisions.
-            worked |= core.dispatch(now);
+            // 2.-3. Completions (the workers have answered already) and the
+            // policy's decisions.
+            worked |= feed_workers(&mut core, &mut recorder, now);
 
             // 4. Reservation log and live statistics.
             core.observe(now, worked);
@@ -323,18 +336,25 @@ impl<D: Datapath> NetFrontEnd<D> {
 
             if worked {
                 idler.reset();
+                busy_idler.reset();
             } else {
                 let has_work = || core.has_completions();
+                let datapath = &self.datapath;
                 let wait = |max: Duration| {
-                    me.park_with(has_work, || self.datapath.wait(me.event_fd(), max));
+                    datapath.wait(me.event_fd(), max);
                     me.clear_event();
                 };
                 match self.idle {
-                    // Park at once: a polling dispatcher on a core it shares with a
-                    // worker steals that worker's time (docs/architecture.md).
-                    IdleStrategy::SpinPark { .. } => wait(MAX_WAIT),
-                    IdleStrategy::Spin => std::hint::spin_loop(),
-                    IdleStrategy::SpinYield { .. } => idler.idle(me, MAX_WAIT, has_work),
+                    // Poll briefly while a worker is busy (its completion is likely
+                    // microseconds away: cheaper than a sleep and a wake-up), then
+                    // wait in the kernel for a datagram or a completion. Never poll
+                    // long: a polling dispatcher on a core it shares with a worker
+                    // steals that worker's time (docs/architecture.md).
+                    IdleStrategy::SpinPark { .. } if core.in_flight() > 0 => {
+                        busy_idler.idle_with(me, MAX_WAIT, has_work, wait);
+                    }
+                    IdleStrategy::SpinPark { .. } => me.park_with(has_work, || wait(MAX_WAIT)),
+                    _ => idler.idle_with(me, MAX_WAIT, has_work, wait),
                 }
             }
         }
@@ -385,6 +405,17 @@ static EMPTY_PEER: crate::datapath::PeerAddr = crate::datapath::PeerAddr {
     storage: unsafe { std::mem::zeroed() },
     len: 0,
 };
+
+/// Drains completions into the policy (recording server-side latency) and
+/// dispatches what the policy decides; returns whether anything happened.
+#[inline]
+fn feed_workers(core: &mut DispatchCore, recorder: &mut Recorder, now: u64) -> bool {
+    let done = core.complete(now, |slot, d| {
+        let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
+        recorder.record(slot.true_type as usize, latency, d.service_ns);
+    });
+    core.dispatch(now) | done
+}
 
 /// A running server.
 pub struct Server {

@@ -31,6 +31,7 @@ fn server(policy: &str, workers: usize, queue_capacity: usize) -> Server {
             workers,
             queue_capacity,
             drain_timeout: Duration::from_secs(5),
+            raise_priority: false,
             ..RuntimeConfig::default()
         },
         policy: policy.parse().unwrap(),

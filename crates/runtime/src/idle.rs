@@ -53,9 +53,16 @@ impl std::str::FromStr for IdleStrategy {
             "spin" => Ok(IdleStrategy::Spin),
             "yield" => Ok(IdleStrategy::SpinYield { spins: 100 }),
             "park" => Ok(IdleStrategy::default()),
-            _ => Err(format!(
-                "idle strategy must be spin, yield or park, not '{s}'"
-            )),
+            _ => match s.strip_prefix("park:").map(str::parse::<u32>) {
+                // park:SPIN_US: poll this long before parking (0: park at once).
+                Some(Ok(spin_us)) => Ok(IdleStrategy::SpinPark {
+                    spin_us,
+                    park_us: 1_000,
+                }),
+                _ => Err(format!(
+                    "idle strategy must be spin, yield, park or park:SPIN_US, not '{s}'"
+                )),
+            },
         }
     }
 }
@@ -197,6 +204,19 @@ impl Idler {
     /// caps a park (e.g. until the next scheduled arrival).
     #[inline]
     pub fn idle(&mut self, me: &Wakeup, max_park: Duration, has_work: impl Fn() -> bool) {
+        self.idle_with(me, max_park, has_work, std::thread::park_timeout);
+    }
+
+    /// As [`idle`](Self::idle), but a park runs `wait(max)` (e.g. a poll on the
+    /// wake-up's event fd and sockets) instead of parking the thread.
+    #[inline]
+    pub fn idle_with(
+        &mut self,
+        me: &Wakeup,
+        max_park: Duration,
+        has_work: impl Fn() -> bool,
+        wait: impl FnOnce(Duration),
+    ) {
         self.empty_passes = self.empty_passes.saturating_add(1);
         match self.strategy {
             IdleStrategy::Spin => std::hint::spin_loop(),
@@ -212,10 +232,8 @@ impl Idler {
                 if since.elapsed() < Duration::from_micros(spin_us.into()) {
                     std::hint::spin_loop();
                 } else {
-                    me.park(
-                        max_park.min(Duration::from_micros(park_us.into())),
-                        has_work,
-                    );
+                    let max = max_park.min(Duration::from_micros(park_us.into()));
+                    me.park_with(has_work, || wait(max));
                 }
             }
         }

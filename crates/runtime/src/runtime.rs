@@ -32,6 +32,10 @@ pub struct RuntimeConfig {
     pub drain_timeout: Duration,
     /// Periodic live statistics.
     pub stats: Option<StatsConfig>,
+    /// Raise the dispatcher's CPU priority (nice -15, best effort). Off when the
+    /// load generator shares the machine's cores with the server: a favoured
+    /// dispatcher would starve the client's threads.
+    pub raise_priority: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -43,6 +47,7 @@ impl Default for RuntimeConfig {
             queue_capacity: 4096,
             drain_timeout: Duration::from_secs(10),
             stats: None,
+            raise_priority: true,
         }
     }
 }
@@ -253,6 +258,7 @@ where
         let (d_start_tx, d_start_rx) = mpsc::channel::<(Arc<Wakeup>, Vec<Arc<Wakeup>>)>();
         let d_core = cores.as_ref().and_then(|c| c[0]);
         let stop_d = stop.clone();
+        let raise = cfg.raise_priority;
         let d_handle = std::thread::Builder::new()
             .name("psp-dispatcher".into())
             .spawn_scoped(scope, move || {
@@ -260,7 +266,9 @@ where
                     core_affinity::set_for_current(c);
                 }
                 set_timer_slack_1ns();
-                raise_priority();
+                if raise {
+                    raise_priority();
+                }
                 let Ok((me, workers)) = d_start_rx.recv() else {
                     return None;
                 };
