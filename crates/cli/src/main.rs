@@ -369,6 +369,13 @@ fn cmd_workloads() -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`psp workloads | head`), as command-line
+    // tools do, instead of panicking in println!.
+    // SAFETY: restoring the default disposition of SIGPIPE at start-up, before any
+    // thread exists, passes no memory.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

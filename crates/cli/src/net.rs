@@ -61,6 +61,11 @@ pub struct ClientArgs {
     /// How long a request may wait for its response before it counts as a timeout.
     #[arg(long, default_value = "1s")]
     pub timeout: String,
+    /// Leave the client's threads at normal priority (by default, at rates up to
+    /// 5000 requests/s, they ask for SCHED_FIFO so that busy server threads on the
+    /// same cores do not delay sends; `psp netbench` never raises it).
+    #[arg(long)]
+    pub no_raise_priority: bool,
 }
 
 impl ClientArgs {
@@ -435,6 +440,7 @@ fn load_config(
         flows: client.flows,
         timeout: client.timeout()?,
         keep_samples,
+        raise_priority: !client.no_raise_priority,
     })
 }
 
@@ -545,8 +551,9 @@ pub fn measure(
             runtime: RuntimeConfig {
                 workers: cfg.workers,
                 queue_capacity: cfg.queue_capacity,
-                // The client shares these cores: a favoured dispatcher starves it.
-                raise_priority: false,
+                // A favoured dispatcher would starve a normal-priority client on
+                // shared cores; a real-time client (the default) outranks it.
+                raise_priority: !opts.client.no_raise_priority,
                 ..RuntimeConfig::default()
             },
             policy: *spec,
@@ -719,7 +726,9 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
                         )
                     }
                 };
-            let lc = load_config(addr, &workload, &sim, &a.client, false)?;
+            let mut lc = load_config(addr, &workload, &sim, &a.client, false)?;
+            // A saturation benchmark: the client must not outrank either server.
+            lc.raise_priority = false;
             let rep = run_load(&lc, &Progress::default())?;
             let server = stop()?;
             let point = rep.to_point(&lc, kind, a.workers);

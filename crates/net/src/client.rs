@@ -49,6 +49,13 @@ pub struct LoadConfig {
     pub timeout: Duration,
     /// Keep one [`Sample`] per request.
     pub keep_samples: bool,
+    /// Run the client's threads in the real-time class (SCHED_FIFO; nice -10 if
+    /// refused), best effort and only up to [`MAX_RAISED_RPS`], where the sender
+    /// mostly sleeps: when the server shares the machine's cores, a sender woken
+    /// late by busy workers would add the delay to every latency it measures.
+    /// Leave it off when the client must not take CPU from the server
+    /// (saturation benchmarks).
+    pub raise_priority: bool,
 }
 
 /// What happened to one request.
@@ -115,6 +122,10 @@ struct Planned {
     type_id: u16,
 }
 
+/// Above this rate the client never raises its priority (see
+/// [`LoadConfig::raise_priority`]).
+pub const MAX_RAISED_RPS: f64 = 5_000.0;
+
 /// Request state kept by the receiver.
 const PENDING: u8 = 0;
 const LATE: u8 = 0xff;
@@ -157,16 +168,27 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
     let started = std::time::Instant::now();
     let plan = &plan;
 
+    let tune = || {
+        psp_runtime::runtime::set_timer_slack_1ns();
+        // Only a mostly sleeping sender may outrank the server: at higher rates
+        // it polls, and a real-time poller would starve a co-located server.
+        if cfg.raise_priority
+            && cfg.rate_rps <= MAX_RAISED_RPS
+            && !psp_runtime::runtime::set_thread_realtime()
+        {
+            psp_runtime::runtime::set_thread_nice(-10);
+        }
+    };
     let (send_out, mut rx_out) = std::thread::scope(|scope| {
         let sender = scope.spawn(|| {
-            psp_runtime::runtime::set_timer_slack_1ns();
+            tune();
             let out = send_all(plan, &flows, &clock, base, progress);
             sender_done_at.store(clock.now_ns(), Ordering::Release);
             sender_done.store(true, Ordering::Release);
             out
         });
         let receiver = scope.spawn(|| {
-            psp_runtime::runtime::set_timer_slack_1ns();
+            tune();
             receive_all(
                 cfg,
                 plan,

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use psp_core::{Classifier, PolicySpec, Request, TypeInfo};
 use psp_metrics::Recorder;
-use psp_runtime::dispatcher::ARRIVAL_BATCH;
 use psp_runtime::idle::{Idler, Wakeup};
 use psp_runtime::{
     Clock, DispatchCore, DispatcherReport, Handler, HandlerError, IdleStrategy, Job, JobIo,
@@ -201,9 +200,12 @@ struct NetFrontEnd<D: Datapath> {
 /// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
 /// request or prints statistics.
 const MAX_WAIT: Duration = Duration::from_millis(5);
-/// Datagrams handled (parsed and admitted, or answered) between two looks at
-/// the workers.
-const FEED_EVERY: usize = 8;
+/// Error replies sent between two looks at the workers (each costs the kernel's
+/// loopback or NIC path: microseconds).
+const REPLY_CHUNK: usize = 4;
+/// Datagrams received per pass at most: a worker waiting for its next job waits
+/// for the whole receive call.
+const RX_BATCH: usize = 32;
 /// How long an idle dispatcher polls before it sleeps while workers are busy.
 const BUSY_SPIN_US: u32 = 20;
 
@@ -216,9 +218,9 @@ impl<D: Datapath> NetFrontEnd<D> {
             spin_us: BUSY_SPIN_US,
             park_us: MAX_WAIT.as_micros() as u32,
         });
-        let mut tokens = [0u32; ARRIVAL_BATCH];
+        let mut tokens = [0u32; RX_BATCH];
         // Error replies of one pass: (token, status).
-        let mut replies: [(u32, Status); ARRIVAL_BATCH] = [(0, Status::Ok); ARRIVAL_BATCH];
+        let mut replies: [(u32, Status); RX_BATCH] = [(0, Status::Ok); RX_BATCH];
         let mut seq = 0u64;
         let mut drain_deadline: Option<u64> = None;
         let mut stranded = 0u64;
@@ -256,7 +258,7 @@ impl<D: Datapath> NetFrontEnd<D> {
                     worked = true;
                     // A worker that finished meanwhile gets its next job now, not
                     // after the whole batch (each worker holds one job at a time).
-                    if i % FEED_EVERY == FEED_EVERY - 1 {
+                    if i > 0 {
                         feed_workers(&mut core, &mut recorder, now);
                     }
                     net.received += 1;
@@ -307,7 +309,7 @@ impl<D: Datapath> NetFrontEnd<D> {
                 // Error replies cost a system call per datagram in the kernel:
                 // feed the workers between chunks, or a worker waiting for its next
                 // job meanwhile is capacity lost (and shedding would slow serving).
-                for chunk in replies[..n_replies].chunks(FEED_EVERY) {
+                for chunk in replies[..n_replies].chunks(REPLY_CHUNK) {
                     worked |= feed_workers(&mut core, &mut recorder, now);
                     self.send_replies(&mut core, chunk, &mut net);
                 }
@@ -375,8 +377,8 @@ impl<D: Datapath> NetFrontEnd<D> {
         replies: &[(u32, Status)],
         net: &mut NetCounters,
     ) {
-        let mut msgs: [(&crate::datapath::PeerAddr, &[u8]); ARRIVAL_BATCH] =
-            [(&EMPTY_PEER, &[]); ARRIVAL_BATCH];
+        let mut msgs: [(&crate::datapath::PeerAddr, &[u8]); REPLY_CHUNK] =
+            [(&EMPTY_PEER, &[]); REPLY_CHUNK];
         for (m, &(token, status)) in msgs.iter_mut().zip(replies) {
             // SAFETY: the dispatcher owns these tokens (received, never admitted or
             // refused by the policy); each token appears once, so the mutable

@@ -53,6 +53,7 @@ fn load(server: SocketAddr, rps: f64, ms: u64, timeout_ms: u64) -> LoadConfig {
         flows: 4,
         timeout: Duration::from_millis(timeout_ms),
         keep_samples: true,
+        raise_priority: false,
     }
 }
 

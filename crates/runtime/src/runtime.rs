@@ -95,17 +95,37 @@ pub fn set_timer_slack_1ns() {
     }
 }
 
-/// The core of the dispatcher (index 0) and of each worker; `None` entries float.
-/// Raises the calling thread's CFS priority (best effort: needs privileges). The
-/// dispatcher sleeps most of the time; when it wakes it must preempt a worker at
-/// once, or every arrival it admits late counts as latency.
-fn raise_priority() {
+/// Sets the calling thread's nice value (best effort: lowering it needs
+/// privileges; failure is harmless and ignored).
+pub fn set_thread_nice(nice: i32) {
     // SAFETY: setpriority takes plain integers; with PRIO_PROCESS and who = 0 it
-    // affects only the calling thread on Linux. Failure (no privilege) is harmless.
+    // affects only the calling thread on Linux.
     #[cfg(target_os = "linux")]
     unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, -15);
+        libc::setpriority(libc::PRIO_PROCESS, 0, nice);
     }
+}
+
+/// Moves the calling thread to the real-time class (SCHED_FIFO, lowest
+/// real-time priority), best effort: for threads that sleep almost always and
+/// must run the moment they wake. Returns whether the kernel agreed.
+pub fn set_thread_realtime() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 1 };
+        // SAFETY: sched_setscheduler reads a live sched_param; pid 0 is the
+        // calling thread.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
+}
+
+/// Raises the dispatcher's CFS priority. It sleeps most of the time; when it
+/// wakes it must preempt a worker at once, or every arrival it admits late counts
+/// as latency.
+fn raise_priority() {
+    set_thread_nice(-15);
 }
 
 fn plan_cores(

@@ -28,6 +28,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../workloads/high-bimodal.toml"),
     ),
     (
+        "high-bimodal-x100",
+        include_str!("../../../workloads/high-bimodal-x100.toml"),
+    ),
+    (
         "extreme-bimodal",
         include_str!("../../../workloads/extreme-bimodal.toml"),
     ),
