@@ -10,6 +10,17 @@ fn psp(args: &[&str]) -> Output {
         .expect("run psp")
 }
 
+/// The one JSON document a successful `psp ... --json` printed.
+fn json_of(out: &Output) -> serde_json::Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
+}
+
 fn assert_one_line_error(args: &[&str], needle: &str) {
     let out = psp(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -177,13 +188,7 @@ fn sweep_finds_sustainable_throughput_writes_json_and_plot() {
         out_json.to_str().unwrap(),
         "--json",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let v = json_of(&out);
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out_json).unwrap()).unwrap();
     assert_eq!(v, saved);
@@ -231,13 +236,7 @@ fn run_json_is_the_point_schema_and_conserves_requests() {
         "--compare-sim",
         "--json",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let v = json_of(&out);
     assert_eq!(v["mode"], "run");
     for key in [
         "offered_rps",
@@ -337,13 +336,7 @@ fn serve_then_load_then_sigint() {
         "500ms",
         "--json",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let point: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let point = json_of(&out);
     assert_eq!(point["mode"], "net");
     assert_eq!(point["policy"], "c-fcfs");
     assert_eq!(point["timeouts"], 0);
