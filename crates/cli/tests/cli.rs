@@ -359,3 +359,22 @@ fn serve_then_load_then_sigint() {
     assert!(summary.contains("completed"), "{summary}");
     assert!(summary.contains("server-side latency"), "{summary}");
 }
+
+/// The example configuration file parses and runs (flags override it), and the
+/// summary is one JSON document.
+#[test]
+fn the_example_serve_config_runs() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/serve.toml");
+    let v = json_of(&psp(&[
+        "serve",
+        "--config",
+        config,
+        "--address",
+        "127.0.0.1:0",
+        "--duration",
+        "200ms",
+        "--json",
+    ]));
+    assert_eq!(v["received"], 0);
+    assert_eq!(v["served_per_worker"].as_array().map(Vec::len), Some(2));
+}
