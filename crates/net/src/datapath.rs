@@ -123,3 +123,27 @@ pub trait Transmit: Send {
     /// The OS refused the first one.
     fn send_batch(&mut self, msgs: &[(&PeerAddr, &[u8])]) -> io::Result<usize>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_addresses_round_trip_through_the_kernel_layout() {
+        for a in [
+            "127.0.0.1:7000",
+            "10.1.2.3:1",
+            "[::1]:7000",
+            "[2001:db8::42]:65535",
+        ] {
+            let addr: SocketAddr = a.parse().unwrap();
+            assert_eq!(PeerAddr::from(addr).to_socket_addr(), Some(addr), "{a}");
+        }
+        // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+        let unknown = PeerAddr {
+            storage: unsafe { std::mem::zeroed() },
+            len: 0,
+        };
+        assert_eq!(unknown.to_socket_addr(), None);
+    }
+}

@@ -25,8 +25,17 @@ fn workload() -> Workload {
 }
 
 fn server(policy: &str, workers: usize, queue_capacity: usize) -> Server {
+    server_at("127.0.0.1:0", policy, workers, queue_capacity).expect("server starts")
+}
+
+fn server_at(
+    addr: &str,
+    policy: &str,
+    workers: usize,
+    queue_capacity: usize,
+) -> Result<Server, psp_net::ServerError> {
     Server::start(ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
+        addr: addr.parse().unwrap(),
         runtime: RuntimeConfig {
             workers,
             queue_capacity,
@@ -39,7 +48,6 @@ fn server(policy: &str, workers: usize, queue_capacity: usize) -> Server {
         classifier: ClassifierKind::Header,
         app: App::Spin(spinner()),
     })
-    .expect("server starts")
 }
 
 fn load(server: SocketAddr, rps: f64, ms: u64, timeout_ms: u64) -> LoadConfig {
@@ -283,4 +291,26 @@ fn an_overloaded_server_answers_overloaded() {
         rep.responses[Status::Ok as usize - 1] + s.net.overloaded,
         rep.scheduled
     );
+}
+
+#[test]
+fn ipv6_clients_are_answered_at_their_address() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = match server_at("[::1]:0", "darc", 1, 16) {
+        Ok(s) => s,
+        Err(e) => {
+            // A machine without IPv6 loopback has nothing to test here.
+            eprintln!("skipped: no IPv6 loopback ({e})");
+            return;
+        }
+    };
+    let sock = UdpSocket::bind("[::1]:0").unwrap();
+    sock.connect(srv.local_addr()).unwrap();
+    let reply = ask(&sock, &request(1, 77, 1_000)).expect("a reply over IPv6");
+    let (h, st) = protocol::parse_response(&reply).unwrap();
+    assert_eq!((st, h.id, h.type_id), (Status::Ok, 77, 1));
+    let cfg = load(srv.local_addr(), 1_000.0, 200, 500);
+    let rep = run_load(&cfg, &Progress::default()).unwrap();
+    assert_eq!(rep.responses[Status::Ok as usize - 1], rep.scheduled);
+    assert_eq!(srv.stop().unwrap().dispatcher.completed, rep.scheduled + 1);
 }

@@ -248,9 +248,9 @@ mod tests {
 
     /// Stress: a producer hands 5,000 items one at a time to a parking consumer and
     /// waits for each acknowledgement, so every hand-off crosses the park path;
-    /// none may wait out the 1 s park timeout (a lost wake-up).
-    #[test]
-    fn no_lost_wakeups() {
+    /// none may wait out the 1 s park timeout (a lost wake-up). With `event_fd`,
+    /// the consumer waits in `poll` on its eventfd, as the network dispatcher does.
+    fn stress_handoffs(event_fd: bool) {
         const N: u64 = 5_000;
         let slot = Arc::new(AtomicU64::new(0));
         let ack = Arc::new(AtomicU64::new(0));
@@ -258,19 +258,41 @@ mod tests {
         let consumer = {
             let (slot, ack) = (slot.clone(), ack.clone());
             std::thread::spawn(move || {
-                let me = Arc::new(Wakeup::for_current());
+                let me = Arc::new(if event_fd {
+                    Wakeup::with_event_fd(std::thread::current()).unwrap()
+                } else {
+                    Wakeup::for_current()
+                });
                 tx.send(me.clone()).unwrap();
                 let mut idler = Idler::new(IdleStrategy::SpinPark {
                     spin_us: 5,
                     park_us: 1_000_000,
                 });
+                let wait = |max: Duration| {
+                    match me.event_fd() {
+                        Some(fd) => {
+                            let mut p = libc::pollfd {
+                                fd: fd.as_raw_fd(),
+                                events: libc::POLLIN,
+                                revents: 0,
+                            };
+                            // SAFETY: one live pollfd for the duration of the call.
+                            unsafe { libc::poll(&mut p, 1, max.as_millis() as i32) };
+                        }
+                        None => std::thread::park_timeout(max),
+                    }
+                    me.clear_event();
+                };
                 let mut worst = Duration::ZERO;
                 for i in 1..=N {
                     let t0 = Instant::now();
                     while slot.load(Ordering::Acquire) < i {
-                        idler.idle(&me, Duration::from_secs(1), || {
-                            slot.load(Ordering::Acquire) >= i
-                        });
+                        idler.idle_with(
+                            &me,
+                            Duration::from_secs(1),
+                            || slot.load(Ordering::Acquire) >= i,
+                            wait,
+                        );
                     }
                     idler.reset();
                     worst = worst.max(t0.elapsed());
@@ -294,7 +316,17 @@ mod tests {
         let worst = consumer.join().unwrap();
         assert!(
             worst < Duration::from_millis(500),
-            "a wake-up was lost: waited {worst:?}"
+            "a wake-up was lost (event fd: {event_fd}): waited {worst:?}"
         );
+    }
+
+    #[test]
+    fn no_lost_wakeups() {
+        stress_handoffs(false);
+    }
+
+    #[test]
+    fn no_lost_wakeups_through_the_event_fd() {
+        stress_handoffs(true);
     }
 }
