@@ -140,10 +140,8 @@ mod tests {
             assert_eq!(PeerAddr::from(addr).to_socket_addr(), Some(addr), "{a}");
         }
         // SAFETY: sockaddr_storage is plain data; all-zero is valid.
-        let unknown = PeerAddr {
-            storage: unsafe { std::mem::zeroed() },
-            len: 0,
-        };
+        let storage = unsafe { std::mem::zeroed() };
+        let unknown = PeerAddr { storage, len: 0 };
         assert_eq!(unknown.to_socket_addr(), None);
     }
 }
