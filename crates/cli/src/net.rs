@@ -310,6 +310,7 @@ fn server_summary(s: &ServerReport) -> serde_json::Value {
         "reply_send_errors": s.net.reply_send_errors,
         "worker_send_errors": s.net.worker_send_errors,
         "receive_errors": s.net.receive_errors,
+        "dropped_by_os": s.net.dropped_by_os,
         "stranded": d.stranded,
         "reservation_updates": d.policy_stats.reservation_updates,
         "reservation": d.reservation,
@@ -357,7 +358,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     } else {
         let s = &summary;
         println!(
-            "received {} | accepted {} | completed {} | OVERLOADED {} | BAD_REQUEST {} | UNKNOWN_TYPE {} | HANDLER_ERROR {} | truncated (dropped) {} | send errors {}",
+            "received {} | accepted {} | completed {} | OVERLOADED {} | BAD_REQUEST {} | UNKNOWN_TYPE {} | HANDLER_ERROR {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
             s["received"],
             s["accepted"],
             s["completed"],
@@ -368,6 +369,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             s["truncated_dropped"],
             s["reply_send_errors"].as_u64().unwrap_or(0)
                 + s["worker_send_errors"].as_u64().unwrap_or(0),
+            s["dropped_by_os"],
         );
         println!("server-side latency (receive to handler completion):");
         println!(

@@ -107,6 +107,12 @@ pub trait Datapath: Send {
     /// Blocks until a datagram may be waiting, `also` is readable, or `timeout`
     /// passed (spurious returns are allowed).
     fn wait(&self, also: Option<BorrowedFd<'_>>, timeout: Duration);
+
+    /// Datagrams the OS dropped before the server could read them (receive
+    /// buffer full), if the datapath can tell.
+    fn dropped_by_os(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The transmit side: one handle per thread.

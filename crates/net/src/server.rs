@@ -127,9 +127,11 @@ pub struct NetCounters {
     pub reply_send_errors: u64,
     /// Responses the workers could not send.
     pub worker_send_errors: u64,
-    /// Datagrams of valid requests still in the socket when the server stopped
-    /// receiving are not counted: they were never read.
+    /// Receive calls that failed (other than "nothing to receive").
     pub receive_errors: u64,
+    /// Datagrams the OS dropped before the server read them (socket receive
+    /// buffer full), when the datapath can tell.
+    pub dropped_by_os: Option<u64>,
 }
 
 /// The outcome of a server's life.
@@ -360,6 +362,7 @@ impl<D: Datapath> NetFrontEnd<D> {
                 }
             }
         }
+        net.dropped_by_os = self.datapath.dropped_by_os();
         net.worker_send_errors = self
             .worker_send_errors
             .iter()

@@ -194,6 +194,32 @@ impl Datapath for UdpDatapath {
     fn wait(&self, also: Option<BorrowedFd<'_>>, timeout: Duration) {
         wait_readable(std::os::fd::AsFd::as_fd(&self.socket), also, timeout);
     }
+
+    fn dropped_by_os(&self) -> Option<u64> {
+        socket_drops(&self.socket)
+    }
+}
+
+/// The kernel's drop counter of `socket` (receive buffer overflows), read from
+/// `/proc/net/udp{,6}` by the socket's inode.
+pub fn socket_drops(socket: &UdpSocket) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(format!("/proc/self/fd/{}", socket.as_raw_fd()))
+        .ok()?
+        .ino();
+    for table in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref ptr drops
+            if fields.len() >= 13 && fields[9].parse::<u64>().ok() == Some(inode) {
+                return fields[12].parse().ok();
+            }
+        }
+    }
+    None
 }
 
 /// A transmit handle: a duplicate of the server's socket.

@@ -243,6 +243,7 @@ fn a_million_random_datagrams_leave_the_server_serving() {
     // Loopback drops nothing at this pace; if the kernel ever did, the server
     // could not have counted it.
     assert_eq!(n.received, N + 1, "{n:?} (sent in {sent_in:?})");
+    assert_eq!(n.dropped_by_os, Some(0), "the OS's drop counter is read");
 }
 
 #[test]
