@@ -517,6 +517,11 @@ pub fn load(a: LoadArgs) -> Result<()> {
         eprintln!("wrote {}", path.display());
     }
     let point = rep.to_point(&cfg, &a.policy, point.workers());
+    if rep.responses.iter().sum::<u64>() == 0 && rep.scheduled > 0 {
+        eprintln!(
+            "warning: no response at all from {server}: is a server running there? (every request counted as a timeout)"
+        );
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&point)?);
     } else {
