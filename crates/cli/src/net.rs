@@ -306,6 +306,7 @@ fn server_summary(s: &ServerReport) -> serde_json::Value {
         "bad_request": s.net.bad_request,
         "unknown_type": s.net.unknown_type,
         "overloaded": s.net.overloaded,
+        "shed_unanswered": s.net.shed_unanswered,
         "handler_errors": d.handler_errors,
         "reply_send_errors": s.net.reply_send_errors,
         "worker_send_errors": s.net.worker_send_errors,
@@ -358,11 +359,12 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     } else {
         let s = &summary;
         println!(
-            "received {} | accepted {} | completed {} | OVERLOADED {} | BAD_REQUEST {} | UNKNOWN_TYPE {} | HANDLER_ERROR {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
+            "received {} | accepted {} | completed {} | OVERLOADED {} (+ {} shed unanswered) | BAD_REQUEST {} | UNKNOWN_TYPE {} | HANDLER_ERROR {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
             s["received"],
             s["accepted"],
             s["completed"],
             s["overloaded"],
+            s["shed_unanswered"],
             s["bad_request"],
             s["unknown_type"],
             s["handler_errors"],

@@ -123,6 +123,10 @@ pub struct NetCounters {
     pub unknown_type: u64,
     /// Answered OVERLOADED.
     pub overloaded: u64,
+    /// Shed without a reply: OVERLOADED replies are budgeted to the number of
+    /// requests served plus a burst, so that refusing never costs more than
+    /// serving.
+    pub shed_unanswered: u64,
     /// Error replies the OS refused to send.
     pub reply_send_errors: u64,
     /// Responses the workers could not send.
@@ -202,6 +206,11 @@ struct NetFrontEnd<D: Datapath> {
 /// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
 /// request or prints statistics.
 const MAX_WAIT: Duration = Duration::from_millis(5);
+/// OVERLOADED replies allowed beyond the number of requests served: under heavy
+/// overload, each reply costs the dispatcher about what serving a trivial request
+/// costs, and answering every shed request cut goodput by half at 2.7x capacity
+/// (docs/results.md, section 7).
+const OVERLOAD_REPLY_BURST: u64 = 4096;
 /// Error replies sent between two looks at the workers (each costs the kernel's
 /// loopback or NIC path: microseconds).
 const REPLY_CHUNK: usize = 4;
@@ -224,6 +233,7 @@ impl<D: Datapath> NetFrontEnd<D> {
         // Error replies of one pass: (token, status).
         let mut replies: [(u32, Status); RX_BATCH] = [(0, Status::Ok); RX_BATCH];
         let mut seq = 0u64;
+        let mut completed = 0u64;
         let mut drain_deadline: Option<u64> = None;
         let mut stranded = 0u64;
         core.set_base(self.clock.now_ns());
@@ -261,7 +271,7 @@ impl<D: Datapath> NetFrontEnd<D> {
                     // A worker that finished meanwhile gets its next job now, not
                     // after the whole batch (each worker holds one job at a time).
                     if i > 0 {
-                        feed_workers(&mut core, &mut recorder, now);
+                        feed_workers(&mut core, &mut recorder, now, &mut completed);
                     }
                     net.received += 1;
                     // SAFETY: owned by the dispatcher (received, not yet dispatched).
@@ -302,6 +312,14 @@ impl<D: Datapath> NetFrontEnd<D> {
                         match s {
                             Status::BadRequest => net.bad_request += 1,
                             Status::UnknownType => net.unknown_type += 1,
+                            // Refusing must not cost more than serving: past the
+                            // budget, shed without a reply (counted; the client
+                            // sees a timeout).
+                            _ if net.overloaded >= completed + OVERLOAD_REPLY_BURST => {
+                                net.shed_unanswered += 1;
+                                core.put_token(token);
+                                continue;
+                            }
                             _ => net.overloaded += 1,
                         }
                         replies[n_replies] = (token, s);
@@ -312,14 +330,14 @@ impl<D: Datapath> NetFrontEnd<D> {
                 // feed the workers between chunks, or a worker waiting for its next
                 // job meanwhile is capacity lost (and shedding would slow serving).
                 for chunk in replies[..n_replies].chunks(REPLY_CHUNK) {
-                    worked |= feed_workers(&mut core, &mut recorder, now);
+                    worked |= feed_workers(&mut core, &mut recorder, now, &mut completed);
                     self.send_replies(&mut core, chunk, &mut net);
                 }
             }
 
             // 2.-3. Completions (the workers have answered already) and the
             // policy's decisions.
-            worked |= feed_workers(&mut core, &mut recorder, now);
+            worked |= feed_workers(&mut core, &mut recorder, now, &mut completed);
 
             // 4. Reservation log and live statistics.
             core.observe(now, worked);
@@ -414,10 +432,16 @@ static EMPTY_PEER: crate::datapath::PeerAddr = crate::datapath::PeerAddr {
 /// Drains completions into the policy (recording server-side latency) and
 /// dispatches what the policy decides; returns whether anything happened.
 #[inline]
-fn feed_workers(core: &mut DispatchCore, recorder: &mut Recorder, now: u64) -> bool {
+fn feed_workers(
+    core: &mut DispatchCore,
+    recorder: &mut Recorder,
+    now: u64,
+    completed: &mut u64,
+) -> bool {
     let done = core.complete(now, |slot, d| {
         let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
         recorder.record(slot.true_type as usize, latency, d.service_ns);
+        *completed += 1;
     });
     core.dispatch(now) | done
 }

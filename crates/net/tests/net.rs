@@ -235,7 +235,7 @@ fn a_million_random_datagrams_leave_the_server_serving() {
     let n = &s.net;
     let admitted = s.dispatcher.generated - s.dispatcher.shed;
     assert_eq!(
-        n.truncated + n.bad_request + n.unknown_type + n.overloaded + admitted,
+        n.truncated + n.bad_request + n.unknown_type + n.overloaded + n.shed_unanswered + admitted,
         n.received,
         "every datagram lands in one counter: {n:?}"
     );
@@ -272,26 +272,47 @@ fn a_dead_server_shows_up_as_timeouts_and_the_client_returns() {
 }
 
 #[test]
-fn an_overloaded_server_answers_overloaded() {
+fn an_overloaded_server_answers_overloaded_within_its_reply_budget() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // One worker, queues of 4, offered 3x its capacity.
-    let srv = server("c-fcfs", 1, 4);
+    // One worker, queues of 4: at 1.5x its capacity every shed request gets a
+    // reply; at 6x the replies stop at (served + burst) and the rest are shed
+    // unanswered, counted, and show up as timeouts at the client.
     let peak = workload().peak_rps(1);
-    let cfg = load(srv.local_addr(), 3.0 * peak, 300, 2_000);
-    let rep = run_load(&cfg, &Progress::default()).unwrap();
-    let s = srv.stop().unwrap();
-    let point = rep.to_point(&cfg, "c-fcfs", 1);
-    assert!(point.shed > 0, "{point:?}");
-    assert_eq!(point.timeouts, 0, "{point:?}");
-    assert_eq!(
-        rep.responses[Status::Overloaded as usize - 1],
-        s.net.overloaded,
-        "each shed request got one OVERLOADED reply"
-    );
-    assert_eq!(
-        rep.responses[Status::Ok as usize - 1] + s.net.overloaded,
-        rep.scheduled
-    );
+    for (factor, expect_unanswered) in [(1.5, false), (6.0, true)] {
+        let srv = server("c-fcfs", 1, 4);
+        let cfg = load(srv.local_addr(), factor * peak, 300, 500);
+        let rep = run_load(&cfg, &Progress::default()).unwrap();
+        let s = srv.stop().unwrap();
+        let point = rep.to_point(&cfg, "c-fcfs", 1);
+        let (ok, overloaded) = (
+            rep.responses[Status::Ok as usize - 1],
+            rep.responses[Status::Overloaded as usize - 1],
+        );
+        assert!(point.shed > 0, "{factor}x: {point:?}");
+        assert_eq!(
+            overloaded, s.net.overloaded,
+            "{factor}x: one reply per counted OVERLOADED"
+        );
+        assert_eq!(ok, s.dispatcher.completed, "{factor}x");
+        assert_eq!(
+            ok + overloaded + s.net.shed_unanswered,
+            rep.scheduled,
+            "{factor}x: {:?}",
+            s.net
+        );
+        assert_eq!(
+            s.net.shed_unanswered > 0,
+            expect_unanswered,
+            "{factor}x: {:?}",
+            s.net
+        );
+        assert!(
+            s.net.overloaded <= ok + 4096,
+            "{factor}x: replies within budget"
+        );
+        // Every unanswered request is a timeout (warm-up ones are not measured).
+        assert!(point.timeouts <= s.net.shed_unanswered, "{factor}x");
+    }
 }
 
 #[test]
