@@ -65,12 +65,17 @@ fn load(server: SocketAddr, rps: f64, ms: u64, timeout_ms: u64) -> LoadConfig {
     }
 }
 
-/// Sends `dgram` and returns the reply, if one comes within 200 ms.
+/// Sends `dgram` and returns the reply, if one comes within 2 s (generous: CI
+/// machines are slow and shared).
 fn ask(sock: &UdpSocket, dgram: &[u8]) -> Option<Vec<u8>> {
+    ask_within(sock, dgram, Duration::from_secs(2))
+}
+
+/// Sends `dgram` and returns the reply, if one comes within `wait`.
+fn ask_within(sock: &UdpSocket, dgram: &[u8], wait: Duration) -> Option<Vec<u8>> {
     sock.send(dgram).unwrap();
     let mut buf = [0u8; 4096];
-    sock.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    sock.set_read_timeout(Some(wait)).unwrap();
     sock.recv(&mut buf).ok().map(|n| buf[..n].to_vec())
 }
 
@@ -137,8 +142,9 @@ fn bad_input_gets_an_error_reply_or_a_counted_drop() {
     let good = request(0, 41, 1_000);
 
     // Truncated header: nothing to answer to, dropped and counted.
-    assert_eq!(ask(&sock, &good[..10]), None);
-    assert_eq!(ask(&sock, &[]), None);
+    let silence = Duration::from_millis(300);
+    assert_eq!(ask_within(&sock, &good[..10], silence), None);
+    assert_eq!(ask_within(&sock, &[], silence), None);
     let status_of = |reply: Option<Vec<u8>>| {
         let r = reply.expect("a reply");
         protocol::parse_response(&r).expect("a valid response")
@@ -240,10 +246,12 @@ fn a_million_random_datagrams_leave_the_server_serving() {
         "every datagram lands in one counter: {n:?}"
     );
     assert_eq!(s.dispatcher.completed, admitted);
-    // Loopback drops nothing at this pace; if the kernel ever did, the server
-    // could not have counted it.
-    assert_eq!(n.received, N + 1, "{n:?} (sent in {sent_in:?})");
-    assert_eq!(n.dropped_by_os, Some(0), "the OS's drop counter is read");
+    // The pacing keeps the socket buffer from overflowing on this machine; a
+    // slower one may overflow it, and then the OS's drop counter accounts for the
+    // difference: every datagram sent is either read or counted as dropped.
+    let dropped = n.dropped_by_os.expect("the OS's drop counter is readable");
+    assert_eq!(n.received + dropped, N + 1, "{n:?} (sent in {sent_in:?})");
+    assert!(dropped < N / 10, "pacing failed: {n:?}");
 }
 
 #[test]
