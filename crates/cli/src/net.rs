@@ -30,17 +30,12 @@ fn spinner() -> Spinner {
     *S.get_or_init(|| Spinner::calibrate(Duration::from_millis(50)))
 }
 
-fn parse_addr(s: &str, flag: &str) -> Result<SocketAddr> {
+/// A socket address flag's value (`flag` names it in the error).
+pub fn parse_addr(s: &str, flag: &str) -> Result<SocketAddr> {
     s.to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
         .with_context(|| format!("{flag}: '{s}' is not an address (example: 127.0.0.1:7000)"))
-}
-
-fn duration_flag(s: &str, flag: &str) -> Result<Duration> {
-    Ok(Duration::from_nanos(
-        units::parse_duration_ns(s).with_context(|| flag.to_string())?,
-    ))
 }
 
 /// Raises `flag` on SIGINT and SIGTERM.
@@ -73,7 +68,7 @@ impl ClientArgs {
         if self.flows == 0 {
             bail!("--flows must be at least 1");
         }
-        let t = duration_flag(&self.timeout, "--timeout")?;
+        let t = units::parse_duration_flag(&self.timeout, "--timeout")?;
         if t.is_zero() {
             bail!("--timeout must be positive");
         }
@@ -243,12 +238,12 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     };
     let stats = match a.stats_interval.clone().or(f.stats_interval) {
         Some(s) => Some(StatsConfig {
-            interval: duration_flag(&s, "--stats-interval")?,
+            interval: units::parse_duration_flag(&s, "--stats-interval")?,
             json: a.stats_json || f.stats_json.unwrap_or(false),
         }),
         None => None,
     };
-    let drain_timeout = duration_flag(
+    let drain_timeout = units::parse_duration_flag(
         &pick(&a.drain_timeout, &f.drain_timeout, "10s"),
         "--drain-timeout",
     )?;
@@ -256,7 +251,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         .duration
         .clone()
         .or(f.duration)
-        .map(|d| duration_flag(&d, "--duration"))
+        .map(|d| units::parse_duration_flag(&d, "--duration"))
         .transpose()?;
     Ok(ServePlan {
         cfg: ServerConfig {
@@ -613,7 +608,7 @@ pub fn echo(a: EchoArgs) -> Result<()> {
     let duration = a
         .duration
         .as_deref()
-        .map(|d| duration_flag(d, "--duration"))
+        .map(|d| units::parse_duration_flag(d, "--duration"))
         .transpose()?;
     let server =
         EchoServer::start(addr, a.threads).with_context(|| format!("cannot listen on {addr}"))?;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 use psp_core::{Classifier, HeaderClassifier, PolicySpec, RandomClassifier};
 use psp_metrics::{PointMeta, PointResult};
@@ -26,7 +26,7 @@ pub struct RunArgs {
     #[arg(long)]
     cores: Option<String>,
     /// How idle threads wait: spin (a core each), yield, or park (the default; fine
-    /// with fewer cores than threads).
+    /// with fewer cores than threads), or park:SPIN_US (poll this long first).
     #[arg(long, default_value = "park")]
     idle: String,
     /// Classifier: header (reads the type from the request) or random
@@ -102,9 +102,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let (workload, spec, sim_cfg) = a.target.resolve(crate::Mode::Run)?;
     let stats = match &a.stats_interval {
         Some(s) => Some(StatsConfig {
-            interval: Duration::from_nanos(
-                units::parse_duration_ns(s).context("--stats-interval")?,
-            ),
+            interval: units::parse_duration_flag(s, "--stats-interval")?,
             json: a.stats_json,
         }),
         None => None,
@@ -114,9 +112,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         idle: a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?,
         classifier: a.classifier.clone(),
         stats,
-        drain_timeout: Duration::from_nanos(
-            units::parse_duration_ns(&a.drain_timeout).context("--drain-timeout")?,
-        ),
+        drain_timeout: units::parse_duration_flag(&a.drain_timeout, "--drain-timeout")?,
     };
     let mut point = measure(&workload, &spec, &sim_cfg, &opts)?;
     let prediction = if a.compare_sim {

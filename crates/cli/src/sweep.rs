@@ -96,13 +96,7 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
     let server = a
         .server
         .as_deref()
-        .map(|s| {
-            use std::net::ToSocketAddrs;
-            s.to_socket_addrs()
-                .ok()
-                .and_then(|mut a| a.next())
-                .with_context(|| format!("--server: '{s}' is not an address"))
-        })
+        .map(|s| crate::net::parse_addr(s, "--server"))
         .transpose()?;
     if server.is_some() && a.mode != Mode::Net {
         bail!("--server is for --mode net");

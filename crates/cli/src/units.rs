@@ -1,6 +1,6 @@
 //! Parsing of the CLI's units: durations and load grids.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 /// `1s`, `500ms`, `250us`, `1000ns`, or a bare number of seconds; must be positive.
 pub fn parse_duration_ns(s: &str) -> Result<u64> {
@@ -49,6 +49,13 @@ fn num(s: &str) -> Result<f64> {
     s.trim()
         .parse()
         .map_err(|_| anyhow::anyhow!("cannot parse number '{s}'"))
+}
+
+/// A duration flag's value (`flag` names it in the error).
+pub fn parse_duration_flag(s: &str, flag: &str) -> Result<std::time::Duration> {
+    Ok(std::time::Duration::from_nanos(
+        parse_duration_ns(s).with_context(|| flag.to_string())?,
+    ))
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use serde_json::json;
 use crate::datapath::PeerAddr;
 use crate::pool::PACKET_BYTES;
 use crate::protocol::{self, Status};
-use crate::udp::{MAX_BATCH, bind_udp, recv_many};
+use crate::udp::{MAX_BATCH, bind_udp, poll_fds, recv_many};
 
 /// One `psp load` run.
 #[derive(Debug, Clone)]
@@ -348,20 +348,7 @@ fn receive_all(
         .collect();
     let mut answered = 0usize;
     loop {
-        let ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 2_000_000,
-        };
-        // SAFETY: `pollfds` and `ts` are live for the call; a null mask keeps the
-        // thread's signal mask; EINTR is just an early return.
-        unsafe {
-            libc::ppoll(
-                pollfds.as_mut_ptr(),
-                pollfds.len() as libc::nfds_t,
-                &ts,
-                std::ptr::null(),
-            );
-        }
+        poll_fds(&mut pollfds, Duration::from_millis(2));
         for (f, pfd) in flows.iter().zip(&pollfds) {
             if pfd.revents == 0 {
                 continue;

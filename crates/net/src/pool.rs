@@ -57,16 +57,6 @@ impl PacketPool {
         Self { packets }
     }
 
-    /// Number of buffers.
-    pub fn len(&self) -> usize {
-        self.packets.len()
-    }
-
-    /// Whether the pool has no buffer.
-    pub fn is_empty(&self) -> bool {
-        self.packets.is_empty()
-    }
-
     /// The packet of `token`.
     ///
     /// # Safety

@@ -126,30 +126,39 @@ pub unsafe fn recv_many(
     Ok(got)
 }
 
-/// Blocks until `fd` or `also` is readable or `timeout` passed.
-pub fn wait_readable(fd: BorrowedFd<'_>, also: Option<BorrowedFd<'_>>, timeout: Duration) {
-    let mut fds = [
-        libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: also.map_or(-1, |a| a.as_raw_fd()),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
+/// Blocks until one of `fds` has an event or `timeout` passed (EINTR counts as
+/// a spurious return); `revents` tell which. Negative descriptors are ignored.
+pub fn poll_fds(fds: &mut [libc::pollfd], timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
-    // SAFETY: `fds` and `ts` are live for the call; a negative fd is ignored by
-    // ppoll; a null signal mask keeps the thread's mask. EINTR is a spurious
-    // return, which callers allow.
+    // SAFETY: `fds` and `ts` are live for the call and `fds.len()` entries long;
+    // a null signal mask keeps the thread's mask.
     unsafe {
-        libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null());
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        );
     }
+}
+
+/// Blocks until `fd` or `also` is readable or `timeout` passed.
+pub fn wait_readable(fd: BorrowedFd<'_>, also: Option<BorrowedFd<'_>>, timeout: Duration) {
+    let readable = |fd: i32| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    poll_fds(
+        &mut [
+            readable(fd.as_raw_fd()),
+            readable(also.map_or(-1, |a| a.as_raw_fd())),
+        ],
+        timeout,
+    );
 }
 
 impl Datapath for UdpDatapath {

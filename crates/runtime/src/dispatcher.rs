@@ -179,11 +179,6 @@ impl DispatchCore {
         self.next_stats = self.stats.map(|s| base_ns + s.interval.as_nanos() as u64);
     }
 
-    /// The policy (read-only).
-    pub fn policy(&self) -> &dyn Policy {
-        &*self.policy
-    }
-
     /// The request types' names.
     pub fn type_names(&self) -> &[String] {
         &self.type_names
@@ -215,12 +210,6 @@ impl DispatchCore {
     #[inline]
     pub fn put_token(&mut self, token: u32) {
         self.free.push(token);
-    }
-
-    /// The state of the request in `token`'s slot.
-    #[inline]
-    pub fn slot(&self, token: u32) -> &Slot {
-        &self.slots[token as usize]
     }
 
     /// Counts one arrival (generated or received and valid), before it is admitted
