@@ -443,7 +443,7 @@ fn feed_workers(
         recorder.record(slot.true_type as usize, latency, d.service_ns);
         *completed += 1;
     });
-    core.dispatch(now) | done
+    !core.dispatch(now).is_empty() | done
 }
 
 /// A running server.

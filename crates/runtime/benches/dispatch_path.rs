@@ -1,20 +1,21 @@
-//! Microbenchmark of the dispatcher's whole per-request path on one thread, with
-//! the workers replaced by a loopback: encode a synthetic payload, classify it,
-//! hand it to the policy, drain the policy's decisions onto the workers' job
-//! rings, then (loopback) pop each job, push its completion on the worker's
-//! completion ring, pop it and report it to the policy. One iteration is one
-//! request; the policy is warmed up first so DARC has left its c-FCFS warm-up.
+//! Microbenchmark of the dispatcher's whole per-request path on one thread: the
+//! runtime's own `DispatchCore` (slab, policy, job rings, completion rings),
+//! with the workers replaced by a loopback. One iteration is one request: encode
+//! a synthetic payload, classify it, admit it, dispatch the policy's decisions,
+//! then (loopback) pop each job and push its completion, and drain the
+//! completions into the policy. The policy is warmed up first so DARC has left
+//! its c-FCFS warm-up.
 #![allow(missing_docs)]
 
 use std::hint::black_box;
+use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use psp_core::{
-    Action, Classifier, HeaderClassifier, Nanos, Policy, PolicyContext, PolicySpec, Request,
-    TypeInfo, WorkerId,
-};
+use psp_core::{Classifier, HeaderClassifier, Nanos, PolicyContext, PolicySpec, Request, TypeInfo};
+use psp_runtime::dispatcher::{CoreParts, DispatchCore, Slot};
 use psp_runtime::handler::synthetic;
-use psp_runtime::worker::{Done, JOB_PAYLOAD, Job};
+use psp_runtime::idle::Wakeup;
+use psp_runtime::worker::{Done, Job};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 const WORKERS: usize = 14;
@@ -30,22 +31,12 @@ const STEP_NS: Nanos = 300;
 /// Requests run before measuring (DARC needs 1000 samples to leave warm-up).
 const WARMUP_REQUESTS: u64 = 5_000;
 
-#[derive(Clone, Copy)]
-struct Slot {
-    req: Request,
-    len: u16,
-    payload: [u8; JOB_PAYLOAD],
-}
-
-/// The dispatcher's state with loopback workers.
+/// The dispatcher's core with loopback workers.
 struct Loopback {
-    policy: Box<dyn Policy>,
+    core: DispatchCore,
     classifier: HeaderClassifier,
-    slots: Vec<Slot>,
-    jobs_tx: Vec<Producer<Job>>,
     jobs_rx: Vec<Consumer<Job>>,
     done_tx: Vec<Producer<Done>>,
-    done_rx: Vec<Consumer<Done>>,
     next_id: u64,
     now: Nanos,
 }
@@ -70,17 +61,8 @@ fn context() -> PolicyContext {
 impl Loopback {
     fn new(spec: &str) -> Self {
         let spec: PolicySpec = spec.parse().expect("policy spec");
-        let policy = spec.build(&context()).expect("policy builds");
-        let blank = Slot {
-            req: Request {
-                id: 0,
-                token: 0,
-                type_id: 0,
-                arrival_ns: 0,
-            },
-            len: 0,
-            payload: [0; JOB_PAYLOAD],
-        };
+        let ctx = context();
+        let policy = spec.build(&ctx).expect("policy builds");
         let (mut jobs_tx, mut jobs_rx, mut done_tx, mut done_rx) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..WORKERS {
@@ -91,25 +73,38 @@ impl Loopback {
             done_tx.push(p);
             done_rx.push(c);
         }
+        // Never parked: notifying them is the flag check only, as for busy workers.
+        let workers = (0..WORKERS)
+            .map(|_| Arc::new(Wakeup::for_current()))
+            .collect();
+        let core = DispatchCore::new(
+            CoreParts {
+                policy,
+                jobs: jobs_tx,
+                done: done_rx,
+                workers,
+                type_names: ctx.types.iter().map(|t| t.name.clone()).collect(),
+                max_in_flight: QUEUE_CAPACITY,
+                stats: None,
+            },
+            0,
+        );
         Self {
-            policy,
+            core,
             classifier: HeaderClassifier {
                 offset: synthetic::TYPE_OFFSET,
                 types: 2,
             },
-            slots: vec![blank; QUEUE_CAPACITY],
-            jobs_tx,
             jobs_rx,
             done_tx,
-            done_rx,
             next_id: 0,
             now: 0,
         }
     }
 
-    /// One request through the whole path; returns the number of dispatches.
+    /// One request through the whole path; returns whether anything completed.
     #[inline]
-    fn request(&mut self) -> u32 {
+    fn request(&mut self) -> bool {
         self.now += STEP_NS;
         let now = self.now;
         let id = self.next_id;
@@ -123,65 +118,46 @@ impl Loopback {
         // Arrival: payload, classification, slot, policy.
         let p = synthetic::encode(black_box(true_type), black_box(service_ns));
         let type_id = self.classifier.classify(&p);
-        let token = (id % QUEUE_CAPACITY as u64) as u32;
-        let req = Request {
-            id,
-            token,
-            type_id,
-            arrival_ns: now,
+        self.core.note_arrival(true_type);
+        let token = self.core.take_token().expect("one request in flight");
+        let mut slot = Slot {
+            req: Request {
+                id,
+                token,
+                type_id,
+                arrival_ns: now,
+            },
+            true_type,
+            scheduled_ns: now,
+            len: p.len() as u16,
+            ..Slot::BLANK
         };
-        let slot = &mut self.slots[token as usize];
-        slot.req = req;
-        slot.len = p.len() as u16;
         slot.payload[..p.len()].copy_from_slice(&p);
-        if self.policy.on_arrival(req, now).is_err() {
-            unreachable!("one request in flight: the queue cannot be full");
-        }
+        assert!(
+            self.core.admit(token, slot, now),
+            "one request in flight: the queue cannot be full"
+        );
 
         // Decisions: jobs onto the chosen workers' rings.
-        let mut dispatched = 0u64;
-        let mut count = 0;
-        while let Some(action) = self.policy.next_action(now) {
-            if let Action::Dispatch { worker, req, .. } = action {
-                let slot = &self.slots[req.token as usize];
-                let job = Job {
-                    token: req.token,
-                    type_id: req.type_id,
-                    len: slot.len,
-                    payload: slot.payload,
-                };
-                if self.jobs_tx[worker as usize].push(job).is_err() {
-                    unreachable!("job ring of worker {worker} full");
-                }
-                dispatched |= 1 << worker;
-                count += 1;
-            }
-        }
+        let dispatched = self.core.dispatch(now);
 
-        // Loopback workers, then the completions back to the policy.
-        while dispatched != 0 {
-            let w = dispatched.trailing_zeros() as usize;
-            dispatched &= dispatched - 1;
-            while let Ok(job) = self.jobs_rx[w].pop() {
+        // Loopback workers (those that got a job), then the completions back to
+        // the policy.
+        for w in dispatched.iter() {
+            let (jobs, done) = (&mut self.jobs_rx[w as usize], &mut self.done_tx[w as usize]);
+            while let Ok(job) = jobs.pop() {
                 let service_ns = synthetic::service_ns(&job.payload[..job.len as usize])
                     .expect("synthetic payload");
-                let done = Done {
+                let d = Done {
                     token: job.token,
                     ok: true,
                     service_ns,
                     finished_ns: now,
                 };
-                if self.done_tx[w].push(done).is_err() {
-                    unreachable!("completion ring of worker {w} full");
-                }
-            }
-            while let Ok(done) = self.done_rx[w].pop() {
-                let req = self.slots[done.token as usize].req;
-                self.policy
-                    .on_completion(w as WorkerId, &req, done.service_ns, now);
+                assert!(done.push(d).is_ok(), "completion ring full");
             }
         }
-        count
+        self.core.complete(now, |_, _| {})
     }
 }
 
@@ -192,14 +168,18 @@ fn dispatch_path(c: &mut Criterion) {
         for _ in 0..WARMUP_REQUESTS {
             lb.request();
         }
-        assert_eq!(
-            lb.policy.queued(),
-            0,
+        assert!(
+            !lb.core.has_queued(),
             "{spec}: loopback left requests queued"
+        );
+        assert_eq!(
+            lb.core.in_flight(),
+            0,
+            "{spec}: loopback left requests in flight"
         );
         if spec.starts_with("darc") {
             assert!(
-                lb.policy.reservation().is_some(),
+                lb.core.policy().reservation().is_some(),
                 "DARC still in warm-up after {WARMUP_REQUESTS} requests"
             );
         }

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use psp_core::{Action, Classifier, Policy, Request, TypeId};
+use psp_core::{Action, Classifier, Policy, Request, TypeId, WorkerSet};
 use psp_metrics::Recorder;
 use psp_workload::ArrivalSource;
 use rtrb::{Consumer, Producer};
@@ -135,6 +135,11 @@ pub struct DispatchCore {
     slots: Vec<Slot>,
     free: Vec<u32>,
     in_flight: usize,
+    /// Jobs handed to each worker and not completed yet (at most one with the
+    /// runtime's policies).
+    outstanding: Vec<u32>,
+    /// Workers with `outstanding > 0`: the only completion rings worth a look.
+    busy: WorkerSet,
     /// Accepted arrivals (generated or received), per true type.
     generated_by_type: Vec<u64>,
     completed_by_type: Vec<u64>,
@@ -152,6 +157,7 @@ impl DispatchCore {
     /// A core whose statistics count from `base_ns`.
     pub fn new(parts: CoreParts, base_ns: u64) -> Self {
         let n = parts.type_names.len();
+        let n_workers = parts.jobs.len();
         Self {
             policy: parts.policy,
             jobs: parts.jobs,
@@ -161,6 +167,8 @@ impl DispatchCore {
             slots: vec![Slot::BLANK; parts.max_in_flight],
             free: (0..parts.max_in_flight as u32).rev().collect(),
             in_flight: 0,
+            outstanding: vec![0; n_workers],
+            busy: WorkerSet::EMPTY,
             generated_by_type: vec![0; n],
             completed_by_type: vec![0; n],
             shed_by_type: vec![0; n],
@@ -177,6 +185,11 @@ impl DispatchCore {
     pub fn set_base(&mut self, base_ns: u64) {
         self.base = base_ns;
         self.next_stats = self.stats.map(|s| base_ns + s.interval.as_nanos() as u64);
+    }
+
+    /// The policy (read-only: statistics, reservation, queue lengths).
+    pub fn policy(&self) -> &dyn Policy {
+        &*self.policy
     }
 
     /// The request types' names.
@@ -196,7 +209,7 @@ impl DispatchCore {
 
     /// Whether a completion waits in some worker's ring.
     pub fn has_completions(&self) -> bool {
-        self.done.iter().any(|r| !r.is_empty())
+        self.busy.iter().any(|w| !self.done[w as usize].is_empty())
     }
 
     /// Takes a free slot; `None` when every slot is in flight.
@@ -248,29 +261,34 @@ impl DispatchCore {
     #[inline]
     pub fn complete(&mut self, now: u64, mut on_done: impl FnMut(&Slot, &Done)) -> bool {
         let mut worked = false;
-        for (w, ring) in self.done.iter_mut().enumerate() {
+        // Only workers holding a job can complete one: with mostly idle workers
+        // this skips most rings (each look is a cache line another core writes).
+        for w in self.busy.iter() {
+            let ring = &mut self.done[w as usize];
             while let Ok(d) = ring.pop() {
                 worked = true;
+                self.outstanding[w as usize] -= 1;
+                if self.outstanding[w as usize] == 0 {
+                    self.busy.remove(w);
+                }
                 let slot = &self.slots[d.token as usize];
                 self.completed_by_type[slot.true_type as usize] += 1;
                 self.in_flight -= 1;
                 self.handler_errors += u64::from(!d.ok);
                 on_done(slot, &d);
                 self.free.push(d.token);
-                self.policy
-                    .on_completion(w as psp_core::WorkerId, &slot.req, d.service_ns, now);
+                self.policy.on_completion(w, &slot.req, d.service_ns, now);
             }
         }
         worked
     }
 
-    /// Drains the policy's decisions onto the workers' rings. Returns whether it
-    /// dispatched anything.
+    /// Drains the policy's decisions onto the workers' rings. Returns the workers
+    /// it handed a job to (empty: nothing dispatched).
     #[inline]
-    pub fn dispatch(&mut self, now: u64) -> bool {
-        let mut worked = false;
+    pub fn dispatch(&mut self, now: u64) -> WorkerSet {
+        let mut dispatched = WorkerSet::EMPTY;
         while let Some(action) = self.policy.next_action(now) {
-            worked = true;
             match action {
                 Action::Dispatch { worker, req, .. } => {
                     debug_assert!(
@@ -295,13 +313,16 @@ impl DispatchCore {
                         );
                     }
                     self.workers[worker as usize].notify();
+                    self.outstanding[worker as usize] += 1;
+                    self.busy.insert(worker);
+                    dispatched.insert(worker);
                 }
                 Action::Preempt { .. } => {
                     unreachable!("preemptive policies are rejected at start-up")
                 }
             }
         }
-        worked
+        dispatched
     }
 
     /// End-of-pass bookkeeping: logs reservation changes (only passes that did
@@ -502,7 +523,7 @@ impl DispatcherThread {
             });
 
             // 3. The policy's decisions.
-            worked |= core.dispatch(now);
+            worked |= !core.dispatch(now).is_empty();
 
             // 4. Reservation log and live statistics.
             core.observe(now, worked);
