@@ -59,7 +59,7 @@ fn context() -> PolicyContext {
 }
 
 impl Loopback {
-    fn new(spec: &str) -> Self {
+    fn new(spec: &str, workers_park: bool) -> Self {
         let spec: PolicySpec = spec.parse().expect("policy spec");
         let ctx = context();
         let policy = spec.build(&ctx).expect("policy builds");
@@ -86,6 +86,7 @@ impl Loopback {
                 type_names: ctx.types.iter().map(|t| t.name.clone()).collect(),
                 max_in_flight: QUEUE_CAPACITY,
                 stats: None,
+                workers_park,
             },
             0,
         );
@@ -163,8 +164,15 @@ impl Loopback {
 
 fn dispatch_path(c: &mut Criterion) {
     let mut group = c.benchmark_group("dispatch_path");
-    for (id, spec) in [("c-fcfs", "c-fcfs"), ("darc", "darc:samples=1000")] {
-        let mut lb = Loopback::new(spec);
+    // Parking workers (the default idle strategy) cost a wake-up fence per
+    // dispatch; spinning workers (`--idle spin`, the paper's set-up) do not.
+    for (id, spec, park) in [
+        ("c-fcfs", "c-fcfs", true),
+        ("darc", "darc:samples=1000", true),
+        ("c-fcfs-spinning-workers", "c-fcfs", false),
+        ("darc-spinning-workers", "darc:samples=1000", false),
+    ] {
+        let mut lb = Loopback::new(spec, park);
         for _ in 0..WARMUP_REQUESTS {
             lb.request();
         }

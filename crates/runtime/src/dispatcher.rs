@@ -123,6 +123,10 @@ pub struct CoreParts {
     pub max_in_flight: usize,
     /// Periodic statistics on stderr.
     pub stats: Option<StatsConfig>,
+    /// Whether workers may park when idle: then every dispatch pays the wake-up
+    /// protocol (a SeqCst fence and a flag check); workers that only spin or
+    /// yield never need it.
+    pub workers_park: bool,
 }
 
 /// The policy, rings, slab and counters every dispatcher front end shares.
@@ -131,6 +135,7 @@ pub struct DispatchCore {
     jobs: Vec<Producer<Job>>,
     done: Vec<Consumer<Done>>,
     workers: Vec<Arc<Wakeup>>,
+    workers_park: bool,
     type_names: Vec<String>,
     slots: Vec<Slot>,
     free: Vec<u32>,
@@ -163,6 +168,7 @@ impl DispatchCore {
             jobs: parts.jobs,
             done: parts.done,
             workers: parts.workers,
+            workers_park: parts.workers_park,
             type_names: parts.type_names,
             slots: vec![Slot::BLANK; parts.max_in_flight],
             free: (0..parts.max_in_flight as u32).rev().collect(),
@@ -312,7 +318,9 @@ impl DispatchCore {
                             "job ring of worker {worker} full: the policy dispatched to a busy worker"
                         );
                     }
-                    self.workers[worker as usize].notify();
+                    if self.workers_park {
+                        self.workers[worker as usize].notify();
+                    }
                     self.outstanding[worker as usize] += 1;
                     self.busy.insert(worker);
                     dispatched.insert(worker);

@@ -270,6 +270,7 @@ where
         type_names,
         max_in_flight,
         stats: cfg.stats,
+        workers_park: matches!(cfg.idle, IdleStrategy::SpinPark { .. }),
     };
 
     std::thread::scope(|scope| -> Result<RunReport<R>, RuntimeError> {
