@@ -264,7 +264,10 @@ fn net_commands_answer_bad_input_in_one_line() {
     let bad_key = dir.join("serve.toml");
     std::fs::write(&bad_key, "policy = \"darc\"\nwokers = 2\n").unwrap();
     let bad_key = bad_key.to_str().unwrap();
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
     for (args, needle) in [
+        (vec!["serve", "--address", &taken], "in use"),
         (vec!["serve", "--datapath", "dpdk"], "--datapath"),
         (vec!["serve", "--address", "nowhere"], "--address"),
         (vec!["serve", "--policy", "ts"], "preemption"),

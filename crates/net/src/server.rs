@@ -457,7 +457,7 @@ pub struct Server {
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     /// The socket could not be set up.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// Where.
         addr: SocketAddr,
