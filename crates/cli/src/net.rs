@@ -536,6 +536,10 @@ pub struct NetOptions {
     pub server: Option<SocketAddr>,
     /// Client options.
     pub client: ClientArgs,
+    /// The server's pinning (`None`: automatic).
+    pub cores: Option<Vec<usize>>,
+    /// The server's idle strategy.
+    pub idle: IdleStrategy,
 }
 
 /// One point over loopback: starts a server running `spec` on `cfg.workers`
@@ -555,6 +559,8 @@ pub fn measure(
             runtime: RuntimeConfig {
                 workers: cfg.workers,
                 queue_capacity: cfg.queue_capacity,
+                cores: opts.cores.clone(),
+                idle: opts.idle,
                 // A favoured dispatcher would starve a normal-priority client on
                 // shared cores; a real-time client (the default) outranks it.
                 raise_priority: !opts.client.no_raise_priority,

@@ -58,6 +58,14 @@ pub struct SweepArgs {
     /// Print the sweep as JSON on stdout (instead of the table).
     #[arg(long)]
     json: bool,
+    /// `--mode run|net`: cores to pin the runtime to, dispatcher first (e.g.
+    /// 0-14); default: automatic.
+    #[arg(long)]
+    cores: Option<String>,
+    /// `--mode run|net`: how idle runtime threads wait: spin, yield, park or
+    /// park:SPIN_US.
+    #[arg(long, default_value = "park")]
+    idle: String,
     /// `--mode net`: measure this running server (its policy is the one in
     /// --policies) instead of starting one on loopback per point.
     #[arg(long)]
@@ -83,7 +91,11 @@ impl Plan {
                 &self.workload,
                 spec,
                 &cfg,
-                &crate::run::RunOptions::default(),
+                &crate::run::RunOptions {
+                    cores: self.net.cores.clone(),
+                    idle: self.net.idle,
+                    ..crate::run::RunOptions::default()
+                },
             ),
             Mode::Net => crate::net::measure(&self.workload, spec, &cfg, &self.net),
         }
@@ -162,6 +174,12 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
         net: crate::net::NetOptions {
             server,
             client: a.client.clone(),
+            cores: a
+                .cores
+                .as_deref()
+                .map(crate::run::parse_cores)
+                .transpose()?,
+            idle: a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?,
         },
     };
 

@@ -285,6 +285,30 @@ fn net_commands_answer_bad_input_in_one_line() {
             "--mode net",
         ),
         (vec!["netbench", "--rates", "1000,fast"], "--rates"),
+        (
+            vec![
+                "sweep",
+                "--mode",
+                "net",
+                "--policies",
+                "darc",
+                "--idle",
+                "nap",
+            ],
+            "idle strategy",
+        ),
+        (
+            vec![
+                "sweep",
+                "--mode",
+                "run",
+                "--policies",
+                "darc",
+                "--cores",
+                "0-x",
+            ],
+            "--cores",
+        ),
     ] {
         assert_one_line_error(&args, needle);
     }
