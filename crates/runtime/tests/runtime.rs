@@ -231,20 +231,22 @@ fn live_profiling_reproduces_the_worked_examples_on_14_workers() {
         (ws(0, 1), ws(1, 14)),
         "{r}"
     );
-    // TPC-C: group A's workers come out exactly. Groups B (demand 6.46) and C
-    // (5.52) sit within 0.6% of the 0.5 rounding boundary, so a measured profile
-    // may move one worker between them.
+    // TPC-C (Payment 5.7, OrderStatus 6, NewOrder 20, Delivery 88, StockLevel
+    // 100 us): the unit tests and the simulator check the exact worked example.
+    // Live on 15 threads over 2 cores, timing noise of 10-40% can split types
+    // that are 5% or 13.6% apart (delta is 20%) and move a worker across a
+    // rounding boundary (B and C sit within 0.6% of one): both were seen on an
+    // unchanged commit when the host got busier. What the 3-4x gaps guarantee:
+    // the two short types come before NewOrder, which comes before the two long
+    // ones, the shortest group starts at worker 0, and the groups' reservations
+    // partition the 14 workers.
     let r = first_reservation("tpcc", 1000, 100.0);
-    // Exact where the profile has margin: Payment and OrderStatus (5% apart,
-    // delta 20%) share the first group, NewOrder is alone; Delivery and
-    // StockLevel (13.6% apart, so live noise may split them) come after it.
     let g = |t: usize| r.group_of[t] as usize;
-    assert!(g(0) == 0 && g(1) == 0, "{r}");
-    assert!(g(2) == 1 && r.group_types(1) == [2], "{r}");
-    assert!(g(3) > 1 && g(4) > 1, "{r}");
-    assert_eq!(r.groups[0].reserved, ws(0, 2), "{r}");
-    assert!((5..=7).contains(&r.groups[1].reserved.len()), "{r}");
-    assert_eq!(r.groups[1].reserved.first(), Some(2), "{r}");
+    assert!(g(0).max(g(1)) < g(2) && g(2) < g(3).min(g(4)), "{r}");
+    assert_eq!(r.group_types(g(2)), [2], "NewOrder alone: {r}");
+    assert_eq!(r.groups[0].reserved.first(), Some(0), "{r}");
+    let reserved: usize = r.groups.iter().map(|gr| gr.reserved.len()).sum();
+    assert_eq!(reserved, 14, "{r}");
 }
 
 #[test]
