@@ -238,15 +238,18 @@ fn live_profiling_reproduces_the_worked_examples_on_14_workers() {
     // rounding boundary (B and C sit within 0.6% of one): both were seen on an
     // unchanged commit when the host got busier. What the 3-4x gaps guarantee:
     // the two short types come before NewOrder, which comes before the two long
-    // ones, the shortest group starts at worker 0, and the groups' reservations
-    // partition the 14 workers.
+    // ones, and the shortest group starts at worker 0.
     let r = first_reservation("tpcc", 1000, 100.0);
     let g = |t: usize| r.group_of[t] as usize;
     assert!(g(0).max(g(1)) < g(2) && g(2) < g(3).min(g(4)), "{r}");
     assert_eq!(r.group_types(g(2)), [2], "NewOrder alone: {r}");
     assert_eq!(r.groups[0].reserved.first(), Some(0), "{r}");
-    let reserved: usize = r.groups.iter().map(|gr| gr.reserved.len()).sum();
-    assert_eq!(reserved, 14, "{r}");
+    // Reservations never overlap (rounding may leave a worker only stealable).
+    for (i, a) in r.groups.iter().enumerate() {
+        for b in &r.groups[i + 1..] {
+            assert!(a.reserved.and(b.reserved).is_empty(), "{r}");
+        }
+    }
 }
 
 #[test]
