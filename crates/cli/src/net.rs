@@ -231,11 +231,11 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         "echo" => App::Echo,
         other => bail!("--app must be spin or echo, not '{other}'"),
     };
-    let classifier = match pick(&a.classifier, &f.classifier, "header").as_str() {
-        "header" => ClassifierKind::Header,
-        "random" => ClassifierKind::Random(a.seed.or(f.seed).unwrap_or(1)),
-        other => bail!("--classifier must be header or random, not '{other}'"),
-    };
+    let classifier = ClassifierKind::parse(
+        &pick(&a.classifier, &f.classifier, "header"),
+        a.seed.or(f.seed).unwrap_or(1),
+    )
+    .map_err(anyhow::Error::msg)?;
     let stats = match a.stats_interval.clone().or(f.stats_interval) {
         Some(s) => Some(StatsConfig {
             interval: units::parse_duration_flag(&s, "--stats-interval")?,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use psp_core::{Classifier, HeaderClassifier, PolicySpec, RandomClassifier};
+use psp_core::{ClassifierKind, PolicySpec};
 use psp_metrics::{PointMeta, PointResult};
 use psp_runtime::handler::synthetic;
 use psp_runtime::{IdleStrategy, RuntimeConfig, SpinHandler, Spinner, StatsConfig};
@@ -156,15 +156,9 @@ pub fn measure(
     sim_cfg: &psp_sim::SimConfig,
     opts: &RunOptions,
 ) -> Result<PointResult> {
-    let n_types = workload.types.len() as u16;
-    let classifier: Box<dyn Classifier> = match opts.classifier.as_str() {
-        "header" => Box::new(HeaderClassifier {
-            offset: synthetic::TYPE_OFFSET,
-            types: n_types,
-        }),
-        "random" => Box::new(RandomClassifier::new(n_types, sim_cfg.seed ^ 0x5eed)),
-        other => bail!("--classifier must be header or random, not '{other}'"),
-    };
+    let classifier = ClassifierKind::parse(&opts.classifier, sim_cfg.seed ^ 0x5eed)
+        .map_err(anyhow::Error::msg)?
+        .build(synthetic::TYPE_OFFSET, workload.types.len() as u16);
     let rate = sim_cfg.rate_rps;
     let cfg = RuntimeConfig {
         workers: sim_cfg.workers,

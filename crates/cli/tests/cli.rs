@@ -58,49 +58,53 @@ fn bad_input_is_one_line_and_exit_code_2() {
     std::fs::write(&not_a_sweep, "{\"a\": 1}").unwrap();
     let not_a_sweep = not_a_sweep.to_str().unwrap();
 
-    assert_one_line_error(&["sim", "--workload", "nope"], "unknown workload 'nope'");
-    assert_one_line_error(
-        &["sim", "--workload", "/no/such/file.toml"],
-        "/no/such/file.toml",
-    );
-    assert_one_line_error(&["sim", "--workload", malformed], "malformed workload");
-    assert_one_line_error(&["sim", "--policy", "fifo"], "unknown policy 'fifo'");
-    assert_one_line_error(&["sim", "--policy", "darc:delta=x"], "delta");
-    assert_one_line_error(&["sim", "--load", "0"], "--load");
-    assert_one_line_error(&["sim", "--load", "-0.5"], "--load");
-    assert_one_line_error(&["sim", "--rps", "0"], "--rps");
-    assert_one_line_error(&["sim", "--duration", "0s"], "duration");
-    assert_one_line_error(&["sim", "--duration", "-1s"], "duration");
-    assert_one_line_error(&["sim", "--duration", "soon"], "duration");
-    assert_one_line_error(&["sim", "--workers", "0"], "workers");
-    assert_one_line_error(&["sim", "--workers", "1000"], "workers");
-    assert_one_line_error(
-        &["sim", "--policy", "darc-static:16", "--workers", "16"],
-        "leaves none",
-    );
-    assert_one_line_error(
-        &["sweep", "--policies", "c-fcfs,bogus", "--loads", "0.5"],
-        "unknown policy 'bogus'",
-    );
-    assert_one_line_error(&["sweep", "--loads", "0:1:0.5"], "loads");
-    assert_one_line_error(&["sweep", "--loads", "-1,0.5"], "loads");
-    assert_one_line_error(&["sweep", "--mode", "net"], "preemption");
-    assert_one_line_error(
-        &["sweep", "--mode", "run", "--policies", "ts"],
-        "preemption",
-    );
-    assert_one_line_error(&["run", "--policy", "ts-block:1"], "preemption");
-    assert_one_line_error(&["run", "--idle", "sleepy"], "idle strategy");
-    assert_one_line_error(&["run", "--cores", "a-b"], "--cores");
-    assert_one_line_error(
-        &["run", "--classifier", "psychic", "--duration", "10ms"],
-        "classifier",
-    );
-    assert_one_line_error(&["run", "--workload", "nope"], "unknown workload");
-    assert_one_line_error(&["run", "--load", "0"], "--load");
-    assert_one_line_error(&["sweep", "--slo-slowdown", "0.5"], "slo");
-    assert_one_line_error(&["plot", not_a_sweep], "not a sweep result");
-    assert_one_line_error(&["plot", "/no/such.json"], "cannot read");
+    for (args, needle) in [
+        (vec!["sim", "--workload", "nope"], "unknown workload 'nope'"),
+        (
+            vec!["sim", "--workload", "/no/such/file.toml"],
+            "/no/such/file.toml",
+        ),
+        (vec!["sim", "--workload", malformed], "malformed workload"),
+        (vec!["sim", "--policy", "fifo"], "unknown policy 'fifo'"),
+        (vec!["sim", "--policy", "darc:delta=x"], "delta"),
+        (vec!["sim", "--load", "0"], "--load"),
+        (vec!["sim", "--load", "-0.5"], "--load"),
+        (vec!["sim", "--rps", "0"], "--rps"),
+        (vec!["sim", "--duration", "0s"], "duration"),
+        (vec!["sim", "--duration", "-1s"], "duration"),
+        (vec!["sim", "--duration", "soon"], "duration"),
+        (vec!["sim", "--workers", "0"], "workers"),
+        (vec!["sim", "--workers", "1000"], "workers"),
+        (
+            vec!["sim", "--policy", "darc-static:16", "--workers", "16"],
+            "leaves none",
+        ),
+        (
+            vec!["sweep", "--policies", "c-fcfs,bogus", "--loads", "0.5"],
+            "unknown policy 'bogus'",
+        ),
+        (vec!["sweep", "--loads", "0:1:0.5"], "loads"),
+        (vec!["sweep", "--loads", "-1,0.5"], "loads"),
+        (vec!["sweep", "--mode", "net"], "preemption"),
+        (
+            vec!["sweep", "--mode", "run", "--policies", "ts"],
+            "preemption",
+        ),
+        (vec!["run", "--policy", "ts-block:1"], "preemption"),
+        (vec!["run", "--idle", "sleepy"], "idle strategy"),
+        (vec!["run", "--cores", "a-b"], "--cores"),
+        (
+            vec!["run", "--classifier", "psychic", "--duration", "10ms"],
+            "classifier",
+        ),
+        (vec!["run", "--workload", "nope"], "unknown workload"),
+        (vec!["run", "--load", "0"], "--load"),
+        (vec!["sweep", "--slo-slowdown", "0.5"], "slo"),
+        (vec!["plot", not_a_sweep], "not a sweep result"),
+        (vec!["plot", "/no/such.json"], "cannot read"),
+    ] {
+        assert_one_line_error(&args, needle);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -98,3 +98,49 @@ mod tests {
         );
     }
 }
+
+/// Which classifier an executor builds, chosen by name on a command line or in a
+/// configuration file: the executor supplies where the type field sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassifierKind {
+    /// [`HeaderClassifier`].
+    Header,
+    /// [`RandomClassifier`] from a seed (misclassification experiment).
+    Random(u64),
+}
+
+impl ClassifierKind {
+    /// `header` or `random` (seeded with `seed`).
+    ///
+    /// # Errors
+    /// Any other name.
+    pub fn parse(name: &str, seed: u64) -> Result<Self, String> {
+        match name {
+            "header" => Ok(ClassifierKind::Header),
+            "random" => Ok(ClassifierKind::Random(seed)),
+            other => Err(format!(
+                "--classifier must be header or random, not '{other}'"
+            )),
+        }
+    }
+
+    /// The name [`parse`](Self::parse) takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClassifierKind::Header => "header",
+            ClassifierKind::Random(_) => "random",
+        }
+    }
+
+    /// The classifier for `types` request types whose type field (u16 LE) sits
+    /// at `offset`.
+    ///
+    /// # Panics
+    /// A random classifier with no type.
+    pub fn build(self, offset: usize, types: u16) -> Box<dyn Classifier> {
+        match self {
+            ClassifierKind::Header => Box::new(HeaderClassifier { offset, types }),
+            ClassifierKind::Random(seed) => Box::new(RandomClassifier::new(types, seed)),
+        }
+    }
+}

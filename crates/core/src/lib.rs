@@ -17,7 +17,7 @@ pub mod request;
 pub mod reservation;
 pub mod workers;
 
-pub use classifier::{Classifier, HeaderClassifier, RandomClassifier};
+pub use classifier::{Classifier, ClassifierKind, HeaderClassifier, RandomClassifier};
 pub use policy::{Action, Policy, PolicyContext, PolicyError, PolicySpec, TypeInfo};
 pub use profile::ProfileWindow;
 pub use queue::TypedQueue;

@@ -14,7 +14,7 @@
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use psp_metrics::{PointMeta, PointResult, Recorder};
@@ -163,7 +163,7 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
     let clock = Clock::new();
     // Start a little in the future so the first sends are not already late.
     let base = clock.now_ns() + 2_000_000;
-    let sender_done = AtomicBool::new(false);
+    // When the sender finished (u64::MAX: still sending).
     let sender_done_at = AtomicU64::new(u64::MAX);
     let started = std::time::Instant::now();
     let plan = &plan;
@@ -184,7 +184,6 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
             tune();
             let out = send_all(plan, &flows, &clock, base, progress);
             sender_done_at.store(clock.now_ns(), Ordering::Release);
-            sender_done.store(true, Ordering::Release);
             out
         });
         let receiver = scope.spawn(|| {
@@ -195,7 +194,6 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
                 &rx_flows,
                 &clock,
                 base,
-                &sender_done,
                 &sender_done_at,
                 progress,
             )
@@ -322,7 +320,6 @@ fn receive_all(
     flows: &[UdpSocket],
     clock: &Clock,
     base: u64,
-    sender_done: &AtomicBool,
     sender_done_at: &AtomicU64,
     progress: &Progress,
 ) -> RecvOut {
@@ -380,11 +377,11 @@ fn receive_all(
                 progress.received.fetch_add(got as u64, Ordering::Relaxed);
             }
         }
-        if sender_done.load(Ordering::Acquire) {
-            let done_at = sender_done_at.load(Ordering::Acquire);
-            if answered == plan.len() || clock.now_ns() > done_at.saturating_add(timeout_ns) {
-                break;
-            }
+        let done_at = sender_done_at.load(Ordering::Acquire);
+        if done_at != u64::MAX
+            && (answered == plan.len() || clock.now_ns() > done_at.saturating_add(timeout_ns))
+        {
+            break;
         }
     }
     out

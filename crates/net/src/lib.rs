@@ -19,6 +19,5 @@ pub mod protocol;
 pub mod server;
 pub mod udp;
 
-pub use server::{
-    App, ClassifierKind, NetCounters, Server, ServerConfig, ServerError, ServerReport,
-};
+pub use psp_core::ClassifierKind;
+pub use server::{App, NetCounters, Server, ServerConfig, ServerError, ServerReport};

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use psp_core::{Classifier, PolicySpec, Request, TypeInfo};
+use psp_core::{Classifier, ClassifierKind, PolicySpec, Request, TypeInfo};
 use psp_metrics::Recorder;
 use psp_runtime::idle::{Idler, Wakeup};
 use psp_runtime::{
@@ -82,15 +82,6 @@ impl Handler for AppHandler {
             }
         }
     }
-}
-
-/// How to read request types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClassifierKind {
-    /// The header's type field.
-    Header,
-    /// Uniformly random (misclassification experiment), from a seed.
-    Random(u64),
 }
 
 /// Everything `psp serve` configures.
@@ -562,17 +553,11 @@ fn serve<D: Datapath + 'static>(
         &cfg.runtime,
         cfg.types.len(),
     )));
-    let classifier: Box<dyn Classifier> = match cfg.classifier {
-        ClassifierKind::Header => Box::new(psp_core::HeaderClassifier {
-            offset: protocol::TYPE_OFFSET,
-            types: n_types,
-        }),
-        ClassifierKind::Random(seed) => Box::new(psp_core::RandomClassifier::new(n_types, seed)),
-    };
+    let classifier = cfg.classifier.build(protocol::TYPE_OFFSET, n_types);
     let mut txs = Vec::with_capacity(cfg.runtime.workers);
     let mut counters = Vec::with_capacity(cfg.runtime.workers);
     for _ in 0..cfg.runtime.workers {
-        txs.push(Some(datapath.transmitter().map_err(thread_err)?));
+        txs.push(datapath.transmitter().map_err(thread_err)?);
         counters.push(Arc::new(AtomicU64::new(0)));
     }
     let front = NetFrontEnd {
@@ -587,16 +572,15 @@ fn serve<D: Datapath + 'static>(
         drain_timeout: cfg.runtime.drain_timeout,
         worker_send_errors: counters.clone(),
     };
-    let txs = std::sync::Mutex::new(txs);
+    // Workers are made in order 0..n: each takes the next transmitter.
+    let mut txs = txs.into_iter();
     let app = cfg.app;
     psp_runtime::start(
         &cfg.runtime,
         &cfg.policy,
         cfg.types,
         |i| {
-            let tx = txs.lock().expect("start-up only")[i]
-                .take()
-                .expect("one transmitter per worker");
+            let tx = txs.next().expect("one transmitter per worker");
             (
                 app.handler(),
                 NetIo {

@@ -77,19 +77,16 @@ impl Loopback {
         let workers = (0..WORKERS)
             .map(|_| Arc::new(Wakeup::for_current()))
             .collect();
-        let core = DispatchCore::new(
-            CoreParts {
-                policy,
-                jobs: jobs_tx,
-                done: done_rx,
-                workers,
-                type_names: ctx.types.iter().map(|t| t.name.clone()).collect(),
-                max_in_flight: QUEUE_CAPACITY,
-                stats: None,
-                workers_park,
-            },
-            0,
-        );
+        let core = DispatchCore::new(CoreParts {
+            policy,
+            jobs: jobs_tx,
+            done: done_rx,
+            workers,
+            type_names: ctx.types.iter().map(|t| t.name.clone()).collect(),
+            max_in_flight: QUEUE_CAPACITY,
+            stats: None,
+            workers_park,
+        });
         Self {
             core,
             classifier: HeaderClassifier {

@@ -159,8 +159,9 @@ pub struct DispatchCore {
 }
 
 impl DispatchCore {
-    /// A core whose statistics count from `base_ns`.
-    pub fn new(parts: CoreParts, base_ns: u64) -> Self {
+    /// A core; its front end sets the statistics' time zero with
+    /// [`set_base`](Self::set_base) before the first request.
+    pub fn new(parts: CoreParts) -> Self {
         let n = parts.type_names.len();
         let n_workers = parts.jobs.len();
         Self {
@@ -181,9 +182,9 @@ impl DispatchCore {
             handler_errors: 0,
             last_updates: 0,
             reservation_log: Vec::with_capacity(64),
-            next_stats: parts.stats.map(|s| base_ns + s.interval.as_nanos() as u64),
+            next_stats: None,
             stats: parts.stats,
-            base: base_ns,
+            base: 0,
         }
     }
 

@@ -226,7 +226,7 @@ pub fn start<H, IO, R>(
     cfg: &RuntimeConfig,
     spec: &PolicySpec,
     types: Vec<TypeInfo>,
-    make_worker: impl Fn(usize) -> (H, IO),
+    mut make_worker: impl FnMut(usize) -> (H, IO),
     event_fd: bool,
     front: impl FnOnce(DispatchCore, &Wakeup) -> R + Send,
 ) -> Result<RunReport<R>, RuntimeError>
@@ -293,7 +293,7 @@ where
                 let Ok((me, workers)) = d_start_rx.recv() else {
                     return None;
                 };
-                let core = DispatchCore::new(CoreParts { workers, ..parts }, clock.now_ns());
+                let core = DispatchCore::new(CoreParts { workers, ..parts });
                 let report = front(core, &me);
                 // Every job completed (or the drain gave up): let workers go.
                 stop_d.store(true, Ordering::Release);
