@@ -30,6 +30,21 @@ fn spinner() -> Spinner {
     *S.get_or_init(|| Spinner::calibrate(Duration::from_millis(50)))
 }
 
+/// The spin application serving `workload`'s types: requests may ask for at
+/// most `max_service` (default: 100 times the largest type's mean, at least
+/// 1 ms), so that one datagram cannot hold a worker for as long as it likes.
+fn spin_app(workload: &Workload, max_service: Option<Duration>) -> App {
+    let default_ns = workload
+        .types
+        .iter()
+        .map(|t| t.service.mean_us() * 1e3 * 100.0)
+        .fold(1e6, f64::max);
+    App::Spin {
+        spinner: spinner(),
+        max_service_ns: max_service.map_or(default_ns as u64, |d| d.as_nanos() as u64),
+    }
+}
+
 /// A socket address flag's value (`flag` names it in the error).
 pub fn parse_addr(s: &str, flag: &str) -> Result<SocketAddr> {
     s.to_socket_addrs()
@@ -227,7 +242,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         .parse()
         .map_err(|e: String| anyhow::anyhow!(e))?;
     let app = match pick(&a.app, &f.app, "spin").as_str() {
-        "spin" => App::Spin(spinner()),
+        "spin" => spin_app(&workload, None),
         "echo" => App::Echo,
         other => bail!("--app must be spin or echo, not '{other}'"),
     };
@@ -278,6 +293,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
 /// The server's own view of a run, for reports.
 fn server_summary(s: &ServerReport) -> serde_json::Value {
     let d = &s.dispatcher;
+    let c = &d.counts;
     let types: Vec<serde_json::Value> = d
         .recorder
         .type_stats()
@@ -295,19 +311,21 @@ fn server_summary(s: &ServerReport) -> serde_json::Value {
         .collect();
     json!({
         "received": s.net.received,
-        "accepted": d.generated,
-        "completed": d.completed,
+        "requests": c.arrived,
+        "admitted": c.admitted,
+        "completed": c.completed,
         "truncated_dropped": s.net.truncated,
         "bad_request": s.net.bad_request,
         "unknown_type": s.net.unknown_type,
         "overloaded": s.net.overloaded,
         "shed_unanswered": s.net.shed_unanswered,
-        "handler_errors": d.handler_errors,
+        "handler_errors": c.handler_errors,
         "reply_send_errors": s.net.reply_send_errors,
         "worker_send_errors": s.net.worker_send_errors,
         "receive_errors": s.net.receive_errors,
         "dropped_by_os": s.net.dropped_by_os,
-        "stranded": d.stranded,
+        "stranded": c.stranded,
+        "abandoned_workers": s.abandoned_workers,
         "reservation_updates": d.policy_stats.reservation_updates,
         "reservation": d.reservation,
         "served_per_worker": s.served_per_worker,
@@ -354,15 +372,17 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     } else {
         let s = &summary;
         println!(
-            "received {} | accepted {} | completed {} | OVERLOADED {} (+ {} shed unanswered) | BAD_REQUEST {} | UNKNOWN_TYPE {} | HANDLER_ERROR {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
+            "received {} | requests {} | admitted {} | completed {} (of which HANDLER_ERROR {}) | stranded {} | OVERLOADED {} (+ {} shed unanswered) | BAD_REQUEST {} | UNKNOWN_TYPE {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
             s["received"],
-            s["accepted"],
+            s["requests"],
+            s["admitted"],
             s["completed"],
+            s["handler_errors"],
+            s["stranded"],
             s["overloaded"],
             s["shed_unanswered"],
             s["bad_request"],
             s["unknown_type"],
-            s["handler_errors"],
             s["truncated_dropped"],
             s["reply_send_errors"].as_u64().unwrap_or(0)
                 + s["worker_send_errors"].as_u64().unwrap_or(0),
@@ -388,10 +408,10 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             println!("reservation: {r}");
         }
     }
-    if report.dispatcher.stranded > 0 {
+    if report.dispatcher.counts.stranded > 0 {
         bail!(
-            "{} requests were still in flight when the drain timed out",
-            report.dispatcher.stranded
+            "{} requests were still in flight when the drain timed out (never answered)",
+            report.dispatcher.counts.stranded
         );
     }
     Ok(())
@@ -569,7 +589,7 @@ pub fn measure(
             policy: *spec,
             types: workload.type_infos(),
             classifier: ClassifierKind::Header,
-            app: App::Spin(spinner()),
+            app: spin_app(workload, None),
         })?),
     };
     let addr = opts

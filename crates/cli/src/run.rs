@@ -183,11 +183,13 @@ pub fn measure(
     )?;
     let d = &report.dispatcher;
     let mut extra = serde_json::Map::new();
-    extra.insert("generated_total".into(), json!(d.generated));
-    extra.insert("completed_total".into(), json!(d.completed));
-    extra.insert("shed_total".into(), json!(d.shed));
-    extra.insert("handler_errors".into(), json!(d.handler_errors));
-    extra.insert("stranded".into(), json!(d.stranded));
+    let c = &d.counts;
+    extra.insert("generated_total".into(), json!(c.arrived));
+    extra.insert("admitted_total".into(), json!(c.admitted));
+    extra.insert("completed_total".into(), json!(c.completed));
+    extra.insert("shed_total".into(), json!(c.shed));
+    extra.insert("handler_errors".into(), json!(c.handler_errors));
+    extra.insert("stranded".into(), json!(c.stranded));
     extra.insert(
         "reservation_updates".into(),
         json!(d.policy_stats.reservation_updates),
@@ -223,7 +225,7 @@ pub fn measure(
     Ok(PointResult::from_recorder(
         meta,
         &d.recorder,
-        d.measured_generated,
+        d.measured_arrived,
         extra,
     ))
 }

@@ -135,6 +135,17 @@ impl Recorder {
         self.types.iter().map(|t| t.count).sum()
     }
 
+    /// The smallest slowdown recorded, all types (`None` before the first
+    /// completion). Below 1, some request's latency was shorter than its own
+    /// service time: its two ends were stamped on different clocks.
+    pub fn min_slowdown(&self) -> Option<f64> {
+        self.types
+            .iter()
+            .filter(|t| t.count > 0)
+            .map(|t| t.slowdown_milli.min() as f64 / SLOWDOWN_SCALE)
+            .min_by(f64::total_cmp)
+    }
+
     /// Measured drops, all types.
     pub fn dropped(&self) -> u64 {
         self.types.iter().map(|t| t.dropped).sum()

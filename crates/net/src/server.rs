@@ -17,10 +17,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use psp_core::{Classifier, ClassifierKind, PolicySpec, Request, TypeInfo};
-use psp_metrics::Recorder;
 use psp_runtime::idle::{Idler, Wakeup};
 use psp_runtime::{
-    Clock, DispatchCore, DispatcherReport, Handler, HandlerError, IdleStrategy, Job, JobIo,
+    DispatchCore, DispatcherReport, FrontEnd, Handler, HandlerError, IdleStrategy, Job, JobIo,
     RunReport, RuntimeConfig, RuntimeError, Slot, SpinHandler, Spinner,
 };
 
@@ -33,8 +32,15 @@ use crate::udp::UdpDatapath;
 #[derive(Debug, Clone, Copy)]
 pub enum App {
     /// Spins for the service time the request carries (the synthetic payload of
-    /// `psp_runtime::handler::synthetic`), responds with it.
-    Spin(Spinner),
+    /// `psp_runtime::handler::synthetic`), responds with it; a request asking
+    /// for more than `max_service_ns` is answered HANDLER_ERROR at once (a
+    /// client must not hold a worker for as long as it likes).
+    Spin {
+        /// The calibrated spin.
+        spinner: Spinner,
+        /// Longest service time a request may ask for.
+        max_service_ns: u64,
+    },
     /// Responds with the request body (a do-nothing service).
     Echo,
 }
@@ -43,7 +49,10 @@ impl App {
     /// The handler of one worker.
     pub fn handler(&self) -> AppHandler {
         match *self {
-            App::Spin(s) => AppHandler::Spin(SpinHandler::new(s)),
+            App::Spin {
+                spinner,
+                max_service_ns,
+            } => AppHandler::Spin(SpinHandler::with_cap(spinner, max_service_ns)),
             App::Echo => AppHandler::Echo,
         }
     }
@@ -51,7 +60,7 @@ impl App {
     /// The name used on the command line.
     pub fn name(&self) -> &'static str {
         match self {
-            App::Spin(_) => "spin",
+            App::Spin { .. } => "spin",
             App::Echo => "echo",
         }
     }
@@ -137,8 +146,11 @@ pub struct ServerReport {
     pub dispatcher: DispatcherReport,
     /// The network front end's counters.
     pub net: NetCounters,
-    /// Jobs served per worker.
+    /// Jobs answered per worker.
     pub served_per_worker: Vec<u64>,
+    /// Workers still inside their handler after the drain deadline: left
+    /// running, answering nothing more.
+    pub abandoned_workers: Vec<usize>,
     /// Whether threads were pinned.
     pub pinned: bool,
     /// How long the server ran.
@@ -187,11 +199,13 @@ struct NetFrontEnd<D: Datapath> {
     pool: Arc<PacketPool>,
     classifier: Box<dyn Classifier>,
     n_types: u16,
-    clock: Clock,
     idle: IdleStrategy,
+    idler: Idler,
+    busy_idler: Idler,
     stop: Arc<AtomicBool>,
-    drain_timeout: Duration,
     worker_send_errors: Vec<Arc<AtomicU64>>,
+    net: NetCounters,
+    seq: u64,
 }
 
 /// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
@@ -211,184 +225,154 @@ const RX_BATCH: usize = 32;
 /// How long an idle dispatcher polls before it sleeps while workers are busy.
 const BUSY_SPIN_US: u32 = 20;
 
-impl<D: Datapath> NetFrontEnd<D> {
-    fn run(mut self, mut core: DispatchCore, me: &Wakeup) -> (DispatcherReport, NetCounters) {
-        let mut recorder = Recorder::new(core.type_names().iter().cloned());
-        let mut net = NetCounters::default();
-        let mut idler = Idler::new(self.idle);
-        let mut busy_idler = Idler::new(IdleStrategy::SpinPark {
-            spin_us: BUSY_SPIN_US,
-            park_us: MAX_WAIT.as_micros() as u32,
-        });
+impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
+    type Report = (DispatcherReport, NetCounters);
+
+    fn begin(&mut self, core: &mut DispatchCore, now: u64) {
+        core.set_base(now);
+    }
+
+    fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
         let mut tokens = [0u32; RX_BATCH];
         // Error replies of one pass: (token, status).
         let mut replies: [(u32, Status); RX_BATCH] = [(0, Status::Ok); RX_BATCH];
-        let mut seq = 0u64;
-        let mut completed = 0u64;
-        let mut drain_deadline: Option<u64> = None;
-        let mut stranded = 0u64;
-        core.set_base(self.clock.now_ns());
-
-        loop {
-            let now = self.clock.now_ns();
-            let mut worked = false;
-
-            // 1. Receive and admit (until asked to stop).
-            if drain_deadline.is_none() {
-                let mut k = 0;
-                while k < tokens.len() {
-                    match core.take_token() {
-                        Some(t) => {
-                            tokens[k] = t;
-                            k += 1;
-                        }
-                        None => break,
-                    }
+        let mut worked = false;
+        let mut k = 0;
+        while k < tokens.len() {
+            match core.take_token() {
+                Some(t) => {
+                    tokens[k] = t;
+                    k += 1;
                 }
-                // SAFETY: the dispatcher owns free tokens until it dispatches them.
-                let got = match unsafe { self.datapath.recv_batch(&self.pool, &tokens[..k]) } {
-                    Ok(n) => n,
-                    Err(_) => {
-                        net.receive_errors += 1;
-                        0
-                    }
-                };
-                for &t in tokens[got..k].iter().rev() {
-                    core.put_token(t);
-                }
-                let mut n_replies = 0;
-                for (i, &token) in tokens[..got].iter().enumerate() {
-                    worked = true;
-                    // A worker that finished meanwhile gets its next job now, not
-                    // after the whole batch (each worker holds one job at a time).
-                    if i > 0 {
-                        feed_workers(&mut core, &mut recorder, now, &mut completed);
-                    }
-                    net.received += 1;
-                    // SAFETY: owned by the dispatcher (received, not yet dispatched).
-                    let pkt = unsafe { self.pool.get_mut(token) };
-                    let bytes = pkt.bytes();
-                    let status = match protocol::parse_request(bytes) {
-                        Err(ParseError::Truncated(_)) => {
-                            net.truncated += 1;
-                            core.put_token(token);
-                            continue;
-                        }
-                        Err(_) => Some(Status::BadRequest),
-                        Ok(h) if h.type_id >= self.n_types => Some(Status::UnknownType),
-                        Ok(h) => {
-                            let classified = self.classifier.classify(bytes);
-                            seq += 1;
-                            core.note_arrival(h.type_id);
-                            let slot = Slot {
-                                req: Request {
-                                    id: seq,
-                                    token,
-                                    type_id: classified,
-                                    arrival_ns: now,
-                                },
-                                true_type: h.type_id,
-                                scheduled_ns: now,
-                                len: h.body_len,
-                                ..Slot::BLANK
-                            };
-                            if core.admit(token, slot, now) {
-                                None
-                            } else {
-                                Some(Status::Overloaded)
-                            }
-                        }
-                    };
-                    if let Some(s) = status {
-                        match s {
-                            Status::BadRequest => net.bad_request += 1,
-                            Status::UnknownType => net.unknown_type += 1,
-                            // Refusing must not cost more than serving: past the
-                            // budget, shed without a reply (counted; the client
-                            // sees a timeout).
-                            _ if net.overloaded >= completed + OVERLOAD_REPLY_BURST => {
-                                net.shed_unanswered += 1;
-                                core.put_token(token);
-                                continue;
-                            }
-                            _ => net.overloaded += 1,
-                        }
-                        replies[n_replies] = (token, s);
-                        n_replies += 1;
-                    }
-                }
-                // Error replies cost a system call per datagram in the kernel:
-                // feed the workers between chunks, or a worker waiting for its next
-                // job meanwhile is capacity lost (and shedding would slow serving).
-                for chunk in replies[..n_replies].chunks(REPLY_CHUNK) {
-                    worked |= feed_workers(&mut core, &mut recorder, now, &mut completed);
-                    self.send_replies(&mut core, chunk, &mut net);
-                }
-            }
-
-            // 2.-3. Completions (the workers have answered already) and the
-            // policy's decisions.
-            worked |= feed_workers(&mut core, &mut recorder, now, &mut completed);
-
-            // 4. Reservation log and live statistics.
-            core.observe(now, worked);
-
-            // 5. Stop: drain what was admitted, then leave.
-            if drain_deadline.is_none() && self.stop.load(Ordering::Relaxed) {
-                drain_deadline = Some(now + self.drain_timeout.as_nanos() as u64);
-            }
-            if let Some(deadline) = drain_deadline {
-                if core.in_flight() == 0 {
-                    break;
-                }
-                if now >= deadline {
-                    stranded = core.in_flight() as u64;
-                    break;
-                }
-            }
-
-            if worked {
-                idler.reset();
-                busy_idler.reset();
-            } else {
-                let has_work = || core.has_completions();
-                let datapath = &self.datapath;
-                let wait = |max: Duration| {
-                    datapath.wait(me.event_fd(), max);
-                    me.clear_event();
-                };
-                match self.idle {
-                    // Poll briefly while a worker is busy (its completion is likely
-                    // microseconds away: cheaper than a sleep and a wake-up), then
-                    // wait in the kernel for a datagram or a completion. Never poll
-                    // long: a polling dispatcher on a core it shares with a worker
-                    // steals that worker's time (docs/architecture.md).
-                    IdleStrategy::SpinPark { .. } if core.in_flight() > 0 => {
-                        busy_idler.idle_with(me, MAX_WAIT, has_work, wait);
-                    }
-                    IdleStrategy::SpinPark { .. } => me.park_with(has_work, || wait(MAX_WAIT)),
-                    _ => idler.idle_with(me, MAX_WAIT, has_work, wait),
-                }
+                None => break,
             }
         }
-        net.dropped_by_os = self.datapath.dropped_by_os();
-        net.worker_send_errors = self
+        // SAFETY: the dispatcher owns free tokens until it dispatches them.
+        let got = match unsafe { self.datapath.recv_batch(&self.pool, &tokens[..k]) } {
+            Ok(n) => n,
+            Err(_) => {
+                self.net.receive_errors += 1;
+                0
+            }
+        };
+        for &t in tokens[got..k].iter().rev() {
+            core.put_token(t);
+        }
+        let mut n_replies = 0;
+        for (i, &token) in tokens[..got].iter().enumerate() {
+            worked = true;
+            // A worker that finished meanwhile gets its next job now, not after
+            // the whole batch (each worker holds one job at a time).
+            if i > 0 {
+                core.feed_workers(now);
+            }
+            self.net.received += 1;
+            // SAFETY: owned by the dispatcher (received, not yet dispatched).
+            let pkt = unsafe { self.pool.get_mut(token) };
+            let bytes = pkt.bytes();
+            let status = match protocol::parse_request(bytes) {
+                Err(ParseError::Truncated(_)) => {
+                    self.net.truncated += 1;
+                    core.put_token(token);
+                    continue;
+                }
+                Err(_) => Some(Status::BadRequest),
+                Ok(h) if h.type_id >= self.n_types => Some(Status::UnknownType),
+                Ok(h) => {
+                    self.seq += 1;
+                    let slot = Slot {
+                        req: Request {
+                            id: self.seq,
+                            token,
+                            type_id: self.classifier.classify(bytes),
+                            arrival_ns: now,
+                        },
+                        true_type: h.type_id,
+                        scheduled_ns: now,
+                        measured: true,
+                        len: h.body_len,
+                        ..Slot::BLANK
+                    };
+                    if core.admit(token, slot, now) {
+                        None
+                    } else {
+                        Some(Status::Overloaded)
+                    }
+                }
+            };
+            if let Some(s) = status {
+                match s {
+                    Status::BadRequest => self.net.bad_request += 1,
+                    Status::UnknownType => self.net.unknown_type += 1,
+                    // Refusing must not cost more than serving: past the budget,
+                    // shed without a reply (counted; the client sees a timeout).
+                    _ if self.net.overloaded >= core.counts().completed + OVERLOAD_REPLY_BURST => {
+                        self.net.shed_unanswered += 1;
+                        core.put_token(token);
+                        continue;
+                    }
+                    _ => self.net.overloaded += 1,
+                }
+                replies[n_replies] = (token, s);
+                n_replies += 1;
+            }
+        }
+        // Error replies cost a system call per datagram in the kernel: feed the
+        // workers between chunks, or a worker waiting for its next job meanwhile
+        // is capacity lost (and shedding would slow serving).
+        for chunk in replies[..n_replies].chunks(REPLY_CHUNK) {
+            worked |= core.feed_workers(now);
+            self.send_replies(core, chunk);
+        }
+        worked
+    }
+
+    fn input_ended(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn idle(&mut self, core: &DispatchCore, me: &Wakeup, _now: u64, worked: bool) {
+        if worked {
+            self.idler.reset();
+            self.busy_idler.reset();
+            return;
+        }
+        let has_work = || core.has_completions();
+        let datapath = &self.datapath;
+        let wait = |max: Duration| {
+            datapath.wait(me.event_fd(), max);
+            me.clear_event();
+        };
+        match self.idle {
+            // Poll briefly while a worker is busy (its completion is likely
+            // microseconds away: cheaper than a sleep and a wake-up), then wait in
+            // the kernel for a datagram or a completion. Never poll long: a
+            // polling dispatcher on a core it shares with a worker steals that
+            // worker's time (docs/architecture.md).
+            IdleStrategy::SpinPark { .. } if core.in_flight() > 0 => {
+                self.busy_idler.idle_with(me, MAX_WAIT, has_work, wait);
+            }
+            IdleStrategy::SpinPark { .. } => me.park_with(has_work, || wait(MAX_WAIT)),
+            _ => self.idler.idle_with(me, MAX_WAIT, has_work, wait),
+        }
+    }
+
+    fn finish(mut self, core: DispatcherReport) -> (DispatcherReport, NetCounters) {
+        self.net.dropped_by_os = self.datapath.dropped_by_os();
+        self.net.worker_send_errors = self
             .worker_send_errors
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .sum();
-        (core.finish(recorder, 0, stranded), net)
+        (core, self.net)
     }
+}
 
+impl<D: Datapath> NetFrontEnd<D> {
     /// Answers the datagrams in `replies` with header-only responses (rewritten in
     /// place) in one batched send, then frees their slots.
     #[cold]
-    fn send_replies(
-        &mut self,
-        core: &mut DispatchCore,
-        replies: &[(u32, Status)],
-        net: &mut NetCounters,
-    ) {
+    fn send_replies(&mut self, core: &mut DispatchCore, replies: &[(u32, Status)]) {
         let mut msgs: [(&crate::datapath::PeerAddr, &[u8]); REPLY_CHUNK] =
             [(&EMPTY_PEER, &[]); REPLY_CHUNK];
         for (m, &(token, status)) in msgs.iter_mut().zip(replies) {
@@ -407,7 +391,7 @@ impl<D: Datapath> NetFrontEnd<D> {
             .reply_tx
             .send_batch(&msgs[..replies.len()])
             .unwrap_or(0);
-        net.reply_send_errors += (replies.len() - sent) as u64;
+        self.net.reply_send_errors += (replies.len() - sent) as u64;
         for &(token, _) in replies {
             core.put_token(token);
         }
@@ -419,23 +403,6 @@ static EMPTY_PEER: crate::datapath::PeerAddr = crate::datapath::PeerAddr {
     storage: unsafe { std::mem::zeroed() },
     len: 0,
 };
-
-/// Drains completions into the policy (recording server-side latency) and
-/// dispatches what the policy decides; returns whether anything happened.
-#[inline]
-fn feed_workers(
-    core: &mut DispatchCore,
-    recorder: &mut Recorder,
-    now: u64,
-    completed: &mut u64,
-) -> bool {
-    let done = core.complete(now, |slot, d| {
-        let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
-        recorder.record(slot.true_type as usize, latency, d.service_ns);
-        *completed += 1;
-    });
-    !core.dispatch(now).is_empty() | done
-}
 
 /// A running server.
 pub struct Server {
@@ -536,6 +503,7 @@ impl Server {
             dispatcher,
             net,
             served_per_worker: r.served_per_worker,
+            abandoned_workers: r.abandoned_workers,
             pinned: r.pinned,
             wall: r.wall,
         })
@@ -566,11 +534,16 @@ fn serve<D: Datapath + 'static>(
         pool: pool.clone(),
         classifier,
         n_types,
-        clock: Clock::new(),
         idle: cfg.runtime.idle,
+        idler: Idler::new(cfg.runtime.idle),
+        busy_idler: Idler::new(IdleStrategy::SpinPark {
+            spin_us: BUSY_SPIN_US,
+            park_us: MAX_WAIT.as_micros() as u32,
+        }),
         stop,
-        drain_timeout: cfg.runtime.drain_timeout,
         worker_send_errors: counters.clone(),
+        net: NetCounters::default(),
+        seq: 0,
     };
     // Workers are made in order 0..n: each takes the next transmitter.
     let mut txs = txs.into_iter();
@@ -591,6 +564,6 @@ fn serve<D: Datapath + 'static>(
             )
         },
         true,
-        move |core, me| front.run(core, me),
+        front,
     )
 }

@@ -46,8 +46,32 @@ fn server_at(
         policy: policy.parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
-        app: App::Spin(spinner()),
+        app: App::Spin {
+            spinner: spinner(),
+            max_service_ns: MAX_SERVICE_NS,
+        },
     })
+}
+
+/// The spin application's cap in these tests.
+const MAX_SERVICE_NS: u64 = 5_000_000_000;
+
+/// Every datagram the server read ends in exactly one counter, and every valid
+/// request in exactly one outcome.
+fn assert_accounted(s: &psp_net::ServerReport) {
+    let (n, c) = (&s.net, &s.dispatcher.counts);
+    assert_eq!(
+        n.truncated + n.bad_request + n.unknown_type + c.arrived,
+        n.received,
+        "datagrams: {n:?} {c:?}"
+    );
+    assert_eq!(
+        n.overloaded + n.shed_unanswered,
+        c.shed,
+        "refused: {n:?} {c:?}"
+    );
+    assert_eq!(c.arrived, c.shed + c.admitted, "requests: {c:?}");
+    assert_eq!(c.admitted, c.completed + c.stranded, "admitted: {c:?}");
 }
 
 fn load(server: SocketAddr, rps: f64, ms: u64, timeout_ms: u64) -> LoadConfig {
@@ -85,6 +109,12 @@ fn client_socket(server: SocketAddr) -> UdpSocket {
     s
 }
 
+/// The header and status of a reply that must have come.
+fn status_of(reply: Option<Vec<u8>>) -> (protocol::Header, Status) {
+    let r = reply.expect("a reply");
+    protocol::parse_response(&r).expect("a valid response")
+}
+
 fn request(type_id: u16, id: u64, service_ns: u64) -> Vec<u8> {
     let mut out = Vec::new();
     protocol::encode_request(
@@ -117,9 +147,14 @@ fn every_request_is_answered_and_counted_on_both_sides() {
             "{policy}"
         );
         assert_eq!(
-            s.dispatcher.completed, rep.scheduled,
+            s.dispatcher.counts.completed, rep.scheduled,
             "{policy}: server side"
         );
+        assert_accounted(&s);
+        // One clock: the server's latency (receive to the handler's return) is
+        // never shorter than the service time.
+        let min = s.dispatcher.recorder.min_slowdown().expect("completions");
+        assert!(min >= 1.0, "{policy}: a server-side slowdown of {min}");
         assert_eq!(s.net.received, rep.scheduled, "{policy}");
         assert_eq!(point.overall.count, point.measured_generated, "{policy}");
         assert_eq!(rep.samples.len() as u64, rep.scheduled);
@@ -130,7 +165,7 @@ fn every_request_is_answered_and_counted_on_both_sides() {
                 "{policy}: {t:?}"
             );
         }
-        assert_eq!(s.dispatcher.stranded, 0);
+        assert_eq!(s.dispatcher.counts.stranded, 0);
     }
 }
 
@@ -145,10 +180,6 @@ fn bad_input_gets_an_error_reply_or_a_counted_drop() {
     let silence = Duration::from_millis(300);
     assert_eq!(ask_within(&sock, &good[..10], silence), None);
     assert_eq!(ask_within(&sock, &[], silence), None);
-    let status_of = |reply: Option<Vec<u8>>| {
-        let r = reply.expect("a reply");
-        protocol::parse_response(&r).expect("a valid response")
-    };
     // Wrong version.
     let mut v9 = good.clone();
     v9[0] = 9;
@@ -181,9 +212,10 @@ fn bad_input_gets_an_error_reply_or_a_counted_drop() {
     assert_eq!(s.net.truncated, 2);
     assert_eq!(s.net.bad_request, 4);
     assert_eq!(s.net.unknown_type, 1);
-    assert_eq!(s.dispatcher.handler_errors, 1);
-    assert_eq!(s.dispatcher.completed, 2);
+    assert_eq!(s.dispatcher.counts.handler_errors, 1);
+    assert_eq!(s.dispatcher.counts.completed, 2);
     assert_eq!(s.net.received, 2 + 4 + 1 + 2);
+    assert_accounted(&s);
 }
 
 /// xorshift: reproducible random bytes without a dependency.
@@ -239,13 +271,8 @@ fn a_million_random_datagrams_leave_the_server_serving() {
     assert_eq!((st, h.id), (Status::Ok, 99));
     let s = srv.stop().unwrap();
     let n = &s.net;
-    let admitted = s.dispatcher.generated - s.dispatcher.shed;
-    assert_eq!(
-        n.truncated + n.bad_request + n.unknown_type + n.overloaded + n.shed_unanswered + admitted,
-        n.received,
-        "every datagram lands in one counter: {n:?}"
-    );
-    assert_eq!(s.dispatcher.completed, admitted);
+    assert_accounted(&s);
+    assert_eq!(s.dispatcher.counts.stranded, 0);
     // The pacing keeps the socket buffer from overflowing on this machine; a
     // slower one may overflow it, and then the OS's drop counter accounts for the
     // difference: every datagram sent is either read or counted as dropped.
@@ -303,7 +330,8 @@ fn an_overloaded_server_answers_overloaded_within_its_reply_budget() {
             overloaded, s.net.overloaded,
             "{factor}x: one reply per counted OVERLOADED"
         );
-        assert_eq!(ok, s.dispatcher.completed, "{factor}x");
+        assert_eq!(ok, s.dispatcher.counts.completed, "{factor}x");
+        assert_accounted(&s);
         // Every request sent was served, refused, shed unanswered, or dropped by
         // the OS before the server read it.
         assert_eq!(
@@ -346,5 +374,104 @@ fn ipv6_clients_are_answered_at_their_address() {
     let cfg = load(srv.local_addr(), 1_000.0, 200, 500);
     let rep = run_load(&cfg, &Progress::default()).unwrap();
     assert_eq!(rep.responses[Status::Ok as usize - 1], rep.scheduled);
-    assert_eq!(srv.stop().unwrap().dispatcher.completed, rep.scheduled + 1);
+    assert_eq!(
+        srv.stop().unwrap().dispatcher.counts.completed,
+        rep.scheduled + 1
+    );
+}
+
+#[test]
+fn a_request_asking_for_more_work_than_the_cap_is_refused_at_once() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = server("c-fcfs", 1, 64);
+    let sock = client_socket(srv.local_addr());
+    // 2^62 ns: about 146 years of one worker's time.
+    let t0 = Instant::now();
+    let reply = ask(&sock, &request(0, 5, 1 << 62)).expect("an answer, not a wedged worker");
+    let (h, st) = protocol::parse_response(&reply).unwrap();
+    assert_eq!((st, h.id), (Status::HandlerError, 5));
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    // Just above the cap: refused too; a request within it is served.
+    let over = request(0, 6, MAX_SERVICE_NS + 1);
+    assert_eq!(status_of(ask(&sock, &over)).1, Status::HandlerError);
+    let (h, st) = status_of(ask(&sock, &request(0, 7, 1_000)));
+    assert_eq!((st, h.id), (Status::Ok, 7));
+    let s = srv.stop().unwrap();
+    assert_eq!(s.dispatcher.counts.handler_errors, 2);
+    assert_accounted(&s);
+}
+
+#[test]
+fn shutdown_is_bounded_by_the_drain_timeout_and_stranded_requests_stay_unanswered() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // A 2 s request (within the cap) and a 200 ms drain: stop returns soon after
+    // the deadline, the request is stranded, and the worker that finishes it
+    // later does not answer it.
+    let srv = Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        runtime: RuntimeConfig {
+            workers: 1,
+            queue_capacity: 16,
+            drain_timeout: Duration::from_millis(200),
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: "c-fcfs".parse().unwrap(),
+        types: workload().type_infos(),
+        classifier: ClassifierKind::Header,
+        app: App::Spin {
+            spinner: spinner(),
+            max_service_ns: MAX_SERVICE_NS,
+        },
+    })
+    .unwrap();
+    let sock = client_socket(srv.local_addr());
+    assert!(
+        ask_within(
+            &sock,
+            &request(1, 9, 2_000_000_000),
+            Duration::from_millis(300)
+        )
+        .is_none()
+    );
+    let t0 = Instant::now();
+    let s = srv.stop().unwrap();
+    let took = t0.elapsed();
+    assert!(took < Duration::from_millis(1_500), "stop took {took:?}");
+    assert_eq!(s.dispatcher.counts.stranded, 1);
+    assert_eq!(s.dispatcher.counts.completed, 0);
+    assert_eq!(s.abandoned_workers, vec![0]);
+    assert_accounted(&s);
+    // The worker finishes its spin about 2 s after the request: no answer.
+    sock.set_read_timeout(Some(Duration::from_millis(2_500)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    assert!(
+        sock.recv(&mut buf).is_err(),
+        "a request counted as stranded was answered"
+    );
+}
+
+#[test]
+fn a_drain_timeout_too_large_to_add_does_not_overflow() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        runtime: RuntimeConfig {
+            workers: 1,
+            queue_capacity: 16,
+            drain_timeout: Duration::MAX,
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: "c-fcfs".parse().unwrap(),
+        types: workload().type_infos(),
+        classifier: ClassifierKind::Header,
+        app: App::Echo,
+    })
+    .unwrap();
+    let sock = client_socket(srv.local_addr());
+    assert_eq!(status_of(ask(&sock, &request(0, 1, 0))).1, Status::Ok);
+    let s = srv.stop().unwrap();
+    assert_eq!(s.dispatcher.counts.completed, 1);
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use psp_core::{Classifier, HeaderClassifier, Nanos, PolicyContext, PolicySpec, Request, TypeInfo};
+use psp_runtime::RunControl;
 use psp_runtime::dispatcher::{CoreParts, DispatchCore, Slot};
 use psp_runtime::handler::synthetic;
 use psp_runtime::idle::Wakeup;
@@ -82,6 +83,7 @@ impl Loopback {
             jobs: jobs_tx,
             done: done_rx,
             workers,
+            control: Arc::new(RunControl::new(WORKERS)),
             type_names: ctx.types.iter().map(|t| t.name.clone()).collect(),
             max_in_flight: QUEUE_CAPACITY,
             stats: None,
@@ -116,7 +118,6 @@ impl Loopback {
         // Arrival: payload, classification, slot, policy.
         let p = synthetic::encode(black_box(true_type), black_box(service_ns));
         let type_id = self.classifier.classify(&p);
-        self.core.note_arrival(true_type);
         let token = self.core.take_token().expect("one request in flight");
         let mut slot = Slot {
             req: Request {
@@ -127,6 +128,8 @@ impl Loopback {
             },
             true_type,
             scheduled_ns: now,
+            // Recorded, as every request of a real run after its warm-up.
+            measured: true,
             len: p.len() as u16,
             ..Slot::BLANK
         };
@@ -155,7 +158,7 @@ impl Loopback {
                 assert!(done.push(d).is_ok(), "completion ring full");
             }
         }
-        self.core.complete(now, |_, _| {})
+        self.core.complete(now)
     }
 }
 

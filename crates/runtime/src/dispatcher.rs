@@ -1,34 +1,40 @@
-//! The dispatcher: classifies requests, drives the shared policy core (the same
-//! objects the simulator drives), hands jobs to workers over their rings and
-//! takes completions back.
+//! The dispatcher: drives the shared policy core (the same objects the simulator
+//! drives), hands jobs to workers over their rings and takes completions back.
 //!
-//! [`DispatchCore`] is the part every front end shares: the policy, the rings,
-//! the request slab, per-type counters, the reservation log and the live
-//! statistics. Front ends own the loop around it and decide where requests come
-//! from: [`DispatcherThread`] runs the in-process open-loop generator; the network
-//! server (crate `psp-net`) receives from a datapath. One pass of either loop
-//! reads the clock once, then admits what is due (bounded batch), drains every
-//! completion ring, drains the policy's decisions, and idles if nothing happened.
-//! Nothing on this path allocates or locks; request state lives in a slab sized
-//! at start-up. Only the dispatcher thread touches the core.
+//! There is one dispatch loop, [`dispatch_loop`], and front ends plug into it
+//! through the [`FrontEnd`] trait: the in-process generator
+//! ([`crate::generator::Generator`]) and the network server (crate `psp-net`)
+//! differ only in where requests come from and how an idle dispatcher waits.
+//! [`DispatchCore`] is what the loop and every front end share: the policy, the
+//! rings, the request slab, the recorder, the per-type counters, the bounded
+//! reservation log and the live statistics.
+//!
+//! One pass reads the clock once, lets the front end admit what is due or
+//! received (a bounded batch), drains every completion ring, drains the policy's
+//! decisions, logs reservation changes, checks for a failed thread and for the
+//! end (input over and everything answered, or the drain deadline), and lets the
+//! front end idle if nothing happened. Nothing on this path allocates or locks;
+//! request state lives in a slab sized at start-up. Only the dispatcher thread
+//! touches the core.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use psp_core::{Action, Classifier, Policy, Request, TypeId, WorkerSet};
+use psp_core::{Action, Policy, Request, TypeId, WorkerSet};
 use psp_metrics::Recorder;
-use psp_workload::ArrivalSource;
 use rtrb::{Consumer, Producer};
 
 use crate::clock::Clock;
-use crate::handler::synthetic;
-use crate::idle::{IdleStrategy, Idler, Wakeup};
+use crate::control::RunControl;
+use crate::idle::Wakeup;
 use crate::worker::{Done, JOB_PAYLOAD, Job};
 
-/// Arrivals admitted per pass at most, so completions are never starved.
+/// Requests admitted per pass at most, so completions are never starved.
 pub const ARRIVAL_BATCH: usize = 64;
-/// Wake this long before a scheduled arrival (the wake-up latency of a park).
-const PARK_MARGIN_NS: u64 = 15_000;
+/// Reservation changes kept in the log (the most recent): a long-running server
+/// must not grow with uptime. The log's total count is kept apart.
+pub const RESERVATION_LOG_CAPACITY: usize = 1024;
 
 /// A request's state while it is queued or running.
 #[derive(Debug, Clone, Copy)]
@@ -38,9 +44,11 @@ pub struct Slot {
     /// The type the request really is (differs from `req.type_id` under a
     /// misclassifying classifier); counters and latency are kept under it.
     pub true_type: TypeId,
-    /// When the request was due (generator) or received (network): latency
-    /// starts here.
+    /// When the request was due (generator) or received (network), on the run's
+    /// one clock: latency starts here.
     pub scheduled_ns: u64,
+    /// Whether its outcome is measured (false during the warm-up).
+    pub measured: bool,
     /// Payload length.
     pub len: u16,
     /// The payload, inline (front ends that keep payloads elsewhere leave it
@@ -59,6 +67,7 @@ impl Slot {
         },
         true_type: 0,
         scheduled_ns: 0,
+        measured: false,
         len: 0,
         payload: [0; JOB_PAYLOAD],
     };
@@ -82,26 +91,43 @@ pub struct ReservationEvent {
     pub reservation: psp_core::Reservation,
 }
 
+/// What became of the valid requests the dispatcher saw. Every one ends in
+/// exactly one outcome: `arrived = shed + completed + stranded` once the run is
+/// over (`admitted = completed + stranded`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// Valid requests offered to the dispatcher (generated, or received and
+    /// parsed as a request of a registered type), warm-up included.
+    pub arrived: u64,
+    /// Refused before running: no free slot or a full queue (the network front
+    /// end answers them OVERLOADED or, past its reply budget, sheds them
+    /// unanswered).
+    pub shed: u64,
+    /// Taken by the policy (queued, then run).
+    pub admitted: u64,
+    /// Run and answered: the handler returned, with success or an error.
+    pub completed: u64,
+    /// Of `completed`, those whose handler failed (answered HANDLER_ERROR).
+    pub handler_errors: u64,
+    /// Admitted but neither run nor answered by the drain deadline; never
+    /// answered afterwards.
+    pub stranded: u64,
+}
+
 /// Counters and records of a finished run.
 #[derive(Debug, Clone)]
 pub struct DispatcherReport {
     /// Measured (after warm-up) latency and slowdown, and measured sheds.
     pub recorder: Recorder,
-    /// Requests generated (or received and accepted), warm-up included.
-    pub generated: u64,
-    /// Requests completed, warm-up included.
-    pub completed: u64,
-    /// Requests shed at a full queue (OVERLOADED), warm-up included.
-    pub shed: u64,
-    /// Requests generated after warm-up.
-    pub measured_generated: u64,
-    /// Completions whose handler failed.
-    pub handler_errors: u64,
-    /// Requests still queued or running when the drain timed out.
-    pub stranded: u64,
-    /// Reservation changes, in order.
+    /// Outcomes of every request, warm-up included.
+    pub counts: RequestCounts,
+    /// Requests that arrived after the warm-up (the measured ones).
+    pub measured_arrived: u64,
+    /// The most recent reservation changes, in order (at most
+    /// [`RESERVATION_LOG_CAPACITY`]).
     pub reservation_log: Vec<ReservationEvent>,
-    /// The policy's counters.
+    /// The policy's counters (`reservation_updates` counts every change,
+    /// including those the bounded log no longer holds).
     pub policy_stats: psp_core::policy::PolicyStats,
     /// The final reservation, if any.
     pub reservation: Option<String>,
@@ -117,6 +143,8 @@ pub struct CoreParts {
     pub done: Vec<Consumer<Done>>,
     /// The workers' wake-up handles.
     pub workers: Vec<Arc<Wakeup>>,
+    /// The run's shared flags and the workers' response gates.
+    pub control: Arc<RunControl>,
     /// Names of the types (the recorder's rows).
     pub type_names: Vec<String>,
     /// Slab size: requests that can be queued or running at once.
@@ -129,12 +157,21 @@ pub struct CoreParts {
     pub workers_park: bool,
 }
 
-/// The policy, rings, slab and counters every dispatcher front end shares.
+/// Per-type counters of the live statistics.
+#[derive(Debug, Clone, Copy, Default)]
+struct TypeCounts {
+    arrived: u64,
+    completed: u64,
+    shed: u64,
+}
+
+/// The policy, rings, slab, recorder and counters every front end shares.
 pub struct DispatchCore {
     policy: Box<dyn Policy>,
     jobs: Vec<Producer<Job>>,
     done: Vec<Consumer<Done>>,
     workers: Vec<Arc<Wakeup>>,
+    control: Arc<RunControl>,
     workers_park: bool,
     type_names: Vec<String>,
     slots: Vec<Slot>,
@@ -145,13 +182,12 @@ pub struct DispatchCore {
     outstanding: Vec<u32>,
     /// Workers with `outstanding > 0`: the only completion rings worth a look.
     busy: WorkerSet,
-    /// Accepted arrivals (generated or received), per true type.
-    generated_by_type: Vec<u64>,
-    completed_by_type: Vec<u64>,
-    shed_by_type: Vec<u64>,
-    handler_errors: u64,
+    recorder: Recorder,
+    counts: RequestCounts,
+    measured_arrived: u64,
+    by_type: Vec<TypeCounts>,
     last_updates: u64,
-    reservation_log: Vec<ReservationEvent>,
+    reservation_log: VecDeque<ReservationEvent>,
     stats: Option<StatsConfig>,
     next_stats: Option<u64>,
     /// Time zero of the statistics and the reservation log.
@@ -169,19 +205,20 @@ impl DispatchCore {
             jobs: parts.jobs,
             done: parts.done,
             workers: parts.workers,
+            control: parts.control,
             workers_park: parts.workers_park,
+            recorder: Recorder::new(parts.type_names.iter().cloned()),
             type_names: parts.type_names,
             slots: vec![Slot::BLANK; parts.max_in_flight],
             free: (0..parts.max_in_flight as u32).rev().collect(),
             in_flight: 0,
             outstanding: vec![0; n_workers],
             busy: WorkerSet::EMPTY,
-            generated_by_type: vec![0; n],
-            completed_by_type: vec![0; n],
-            shed_by_type: vec![0; n],
-            handler_errors: 0,
+            counts: RequestCounts::default(),
+            measured_arrived: 0,
+            by_type: vec![TypeCounts::default(); n],
             last_updates: 0,
-            reservation_log: Vec::with_capacity(64),
+            reservation_log: VecDeque::with_capacity(RESERVATION_LOG_CAPACITY),
             next_stats: None,
             stats: parts.stats,
             base: 0,
@@ -191,7 +228,9 @@ impl DispatchCore {
     /// Rebases the statistics clock (before the first request).
     pub fn set_base(&mut self, base_ns: u64) {
         self.base = base_ns;
-        self.next_stats = self.stats.map(|s| base_ns + s.interval.as_nanos() as u64);
+        self.next_stats = self
+            .stats
+            .map(|s| base_ns.saturating_add(s.interval.as_nanos() as u64));
     }
 
     /// The policy (read-only: statistics, reservation, queue lengths).
@@ -207,6 +246,11 @@ impl DispatchCore {
     /// Requests queued or running.
     pub fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// The outcome counters so far.
+    pub fn counts(&self) -> &RequestCounts {
+        &self.counts
     }
 
     /// Whether requests wait in the policy's queues for a worker.
@@ -226,47 +270,60 @@ impl DispatchCore {
     }
 
     /// Returns a slot taken with [`take_token`](Self::take_token) and not admitted
-    /// (or not accepted by the policy).
+    /// (or refused by [`admit`](Self::admit)).
     #[inline]
     pub fn put_token(&mut self, token: u32) {
         self.free.push(token);
     }
 
-    /// Counts one arrival (generated or received and valid), before it is admitted
-    /// or shed.
     #[inline]
-    pub fn note_arrival(&mut self, true_type: TypeId) {
-        self.generated_by_type[true_type as usize] += 1;
+    fn note_arrival(&mut self, true_type: TypeId, measured: bool) {
+        self.counts.arrived += 1;
+        self.measured_arrived += u64::from(measured);
+        self.by_type[true_type as usize].arrived += 1;
     }
 
-    /// Counts one request shed before the policy saw it (no free slot) or refused
-    /// by the policy (full queue): the front end answers it OVERLOADED.
     #[inline]
-    pub fn note_shed(&mut self, true_type: TypeId) {
-        self.shed_by_type[true_type as usize] += 1;
+    fn note_shed(&mut self, true_type: TypeId, measured: bool) {
+        self.counts.shed += 1;
+        self.by_type[true_type as usize].shed += 1;
+        if measured {
+            self.recorder.record_drop(true_type as usize);
+        }
     }
 
-    /// Hands the request in `slot` (held in `token`, taken by the caller) to the
-    /// policy. `false`: the policy's queue is full; the caller still holds the
-    /// token, answers the request OVERLOADED and puts the token back.
+    /// Counts a request that arrived when every slot was in flight: it is shed
+    /// (the front end answers it OVERLOADED, or cannot).
+    #[inline]
+    pub fn shed_without_slot(&mut self, true_type: TypeId, measured: bool) {
+        self.note_arrival(true_type, measured);
+        self.note_shed(true_type, measured);
+    }
+
+    /// Counts the arrival of the request in `slot` (held in `token`, taken by the
+    /// caller) and hands it to the policy. `false`: the policy's queue is full,
+    /// the request is counted shed; the caller still holds the token, answers
+    /// the request OVERLOADED (or sheds it unanswered) and puts the token back.
     #[inline]
     pub fn admit(&mut self, token: u32, mut slot: Slot, now: u64) -> bool {
+        self.note_arrival(slot.true_type, slot.measured);
         slot.req.token = token;
         self.slots[token as usize] = slot;
         if self.policy.on_arrival(slot.req, now).is_ok() {
             self.in_flight += 1;
+            self.counts.admitted += 1;
             true
         } else {
-            self.note_shed(slot.true_type);
+            self.note_shed(slot.true_type, slot.measured);
             false
         }
     }
 
-    /// Drains every completion ring into the policy; `on_done` sees each
-    /// completion with its request's slot (before the slot is freed). Returns
-    /// whether there was any.
+    /// Drains every completion ring into the policy and the recorder (latency
+    /// from the slot's scheduled time to the handler's return, both on the run's
+    /// one clock). Returns whether there was any.
     #[inline]
-    pub fn complete(&mut self, now: u64, mut on_done: impl FnMut(&Slot, &Done)) -> bool {
+    pub fn complete(&mut self, now: u64) -> bool {
         let mut worked = false;
         // Only workers holding a job can complete one: with mostly idle workers
         // this skips most rings (each look is a cache line another core writes).
@@ -279,10 +336,15 @@ impl DispatchCore {
                     self.busy.remove(w);
                 }
                 let slot = &self.slots[d.token as usize];
-                self.completed_by_type[slot.true_type as usize] += 1;
+                let t = slot.true_type as usize;
+                self.by_type[t].completed += 1;
+                self.counts.completed += 1;
+                self.counts.handler_errors += u64::from(!d.ok);
                 self.in_flight -= 1;
-                self.handler_errors += u64::from(!d.ok);
-                on_done(slot, &d);
+                if slot.measured {
+                    let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
+                    self.recorder.record(t, latency, d.service_ns);
+                }
                 self.free.push(d.token);
                 self.policy.on_completion(w, &slot.req, d.service_ns, now);
             }
@@ -292,6 +354,10 @@ impl DispatchCore {
 
     /// Drains the policy's decisions onto the workers' rings. Returns the workers
     /// it handed a job to (empty: nothing dispatched).
+    ///
+    /// # Panics
+    /// When the policy dispatches to a worker that holds a job already (a
+    /// policy bug; the run then ends with an error).
     #[inline]
     pub fn dispatch(&mut self, now: u64) -> WorkerSet {
         let mut dispatched = WorkerSet::EMPTY;
@@ -315,7 +381,7 @@ impl DispatchCore {
                     // Policies dispatch only to workers they consider free, so the
                     // worker's ring always has room.
                     if self.jobs[worker as usize].push(job).is_err() {
-                        unreachable!(
+                        panic!(
                             "job ring of worker {worker} full: the policy dispatched to a busy worker"
                         );
                     }
@@ -327,11 +393,35 @@ impl DispatchCore {
                     dispatched.insert(worker);
                 }
                 Action::Preempt { .. } => {
-                    unreachable!("preemptive policies are rejected at start-up")
+                    panic!("preemptive policies are rejected at start-up")
                 }
             }
         }
         dispatched
+    }
+
+    /// Completions, then the policy's decisions: what a front end calls between
+    /// two requests of a batch so a worker that finished meanwhile gets its next
+    /// job at once. Returns whether anything happened.
+    #[inline]
+    pub fn feed_workers(&mut self, now: u64) -> bool {
+        let done = self.complete(now);
+        !self.dispatch(now).is_empty() | done
+    }
+
+    /// The drain deadline passed: closes the response gate of every worker
+    /// holding a job, takes the completions that made it, and counts everything
+    /// still queued or running as stranded (never answered). Returns that count.
+    #[cold]
+    pub fn abandon_in_flight(&mut self, now: u64) -> u64 {
+        for w in self.busy.iter() {
+            self.control.close(w as usize);
+        }
+        self.complete(now);
+        let stranded = self.in_flight as u64;
+        self.counts.stranded += stranded;
+        self.in_flight = 0;
+        stranded
     }
 
     /// End-of-pass bookkeeping: logs reservation changes (only passes that did
@@ -347,7 +437,7 @@ impl DispatchCore {
         if let (Some(cfg), Some(at)) = (self.stats, self.next_stats)
             && now >= at
         {
-            self.next_stats = Some(at + cfg.interval.as_nanos() as u64);
+            self.next_stats = Some(at.saturating_add(cfg.interval.as_nanos() as u64));
             self.print_stats(now, cfg);
         }
     }
@@ -366,7 +456,10 @@ impl DispatchCore {
             Some(_) => eprintln!("[{at_s:7.3}s] reservation update #{updates}: {r}"),
             None => {}
         }
-        self.reservation_log.push(ReservationEvent {
+        if self.reservation_log.len() == RESERVATION_LOG_CAPACITY {
+            self.reservation_log.pop_front();
+        }
+        self.reservation_log.push_back(ReservationEvent {
             at_s,
             reservation: r.clone(),
         });
@@ -380,206 +473,139 @@ impl DispatchCore {
             .reservation()
             .map(|r| r.to_string())
             .unwrap_or_else(|| "none (c-FCFS warm-up or not DARC)".into());
-        let (generated, completed, shed) = (
-            self.generated_by_type.iter().sum::<u64>(),
-            self.completed_by_type.iter().sum::<u64>(),
-            self.shed_by_type.iter().sum::<u64>(),
-        );
+        let c = &self.counts;
         let (queued, in_flight, updates) =
             (self.policy.queued(), self.in_flight, self.last_updates);
         let mut per_type = String::new();
         for (i, name) in self.type_names.iter().enumerate() {
             let q = self.policy.queued_by_type(i as TypeId);
-            let (g, c, x) = (
-                self.generated_by_type[i],
-                self.completed_by_type[i],
-                self.shed_by_type[i],
-            );
+            let TypeCounts {
+                arrived,
+                completed,
+                shed,
+            } = self.by_type[i];
             if cfg.json {
                 let q = q.map_or("null".to_string(), |q| q.to_string());
                 let sep = if i > 0 { "," } else { "" };
                 per_type.push_str(&format!(
-                    "{sep}{{\"name\":\"{name}\",\"generated\":{g},\"completed\":{c},\"shed\":{x},\"queued\":{q}}}"
+                    "{sep}{{\"name\":\"{name}\",\"arrived\":{arrived},\"completed\":{completed},\"shed\":{shed},\"queued\":{q}}}"
                 ));
             } else {
                 let q = q.map_or(String::new(), |q| format!(" queued {q}"));
-                per_type.push_str(&format!(" | {name} {g}/{c}/{x}{q}"));
+                per_type.push_str(&format!(" | {name} {arrived}/{completed}/{shed}{q}"));
             }
         }
         if cfg.json {
             eprintln!(
-                "{{\"t_s\":{t:.3},\"generated\":{generated},\"completed\":{completed},\"shed\":{shed},\"queued\":{queued},\"in_flight\":{in_flight},\"reservation_updates\":{updates},\"types\":[{per_type}],\"reservation\":\"{res}\"}}"
+                "{{\"t_s\":{t:.3},\"arrived\":{},\"completed\":{},\"shed\":{},\"queued\":{queued},\"in_flight\":{in_flight},\"reservation_updates\":{updates},\"types\":[{per_type}],\"reservation\":\"{res}\"}}",
+                c.arrived, c.completed, c.shed
             );
         } else {
             eprintln!(
-                "[{t:7.3}s] generated/completed/shed {generated}/{completed}/{shed} queued {queued} in flight {in_flight} updates {updates}{per_type} || {res}"
+                "[{t:7.3}s] arrived/completed/shed {}/{}/{} queued {queued} in flight {in_flight} updates {updates}{per_type} || {res}",
+                c.arrived, c.completed, c.shed
             );
         }
     }
 
-    /// The final counters. `recorder` holds what the front end measured.
-    pub fn finish(
-        self,
-        recorder: Recorder,
-        measured_generated: u64,
-        stranded: u64,
-    ) -> DispatcherReport {
-        let shed = self.shed_by_type.iter().sum::<u64>();
+    /// The final counters and records.
+    pub fn finish(self) -> DispatcherReport {
         DispatcherReport {
-            recorder,
-            generated: self.generated_by_type.iter().sum(),
-            completed: self.completed_by_type.iter().sum(),
-            shed,
-            measured_generated,
-            handler_errors: self.handler_errors,
-            stranded,
-            reservation_log: self.reservation_log,
+            recorder: self.recorder,
+            counts: self.counts,
+            measured_arrived: self.measured_arrived,
+            reservation_log: self.reservation_log.into(),
             policy_stats: self.policy.stats(),
             reservation: self.policy.reservation().map(|r| r.to_string()),
         }
     }
 }
 
-/// The in-process open-loop front end: generator and classifier.
-pub struct DispatcherThread {
-    /// Payload to type.
-    pub classifier: Box<dyn Classifier>,
-    /// The open-loop schedule (times relative to the start).
-    pub arrivals: Box<dyn ArrivalSource + Send>,
-    /// The shared clock.
-    pub clock: Clock,
-    /// Requests scheduled before this (relative) time are not measured.
-    pub warmup_ns: u64,
-    /// How long to wait for in-flight requests after the last arrival.
-    pub drain_timeout: Duration,
-    /// How to wait when a pass found nothing.
-    pub idle: IdleStrategy,
+/// Where requests come from and how an idle dispatcher waits for them: the part
+/// of the dispatcher that differs between the in-process generator and a
+/// network datapath. The loop around it is [`dispatch_loop`].
+pub trait FrontEnd {
+    /// What the run reports (the core's report plus the front end's own).
+    type Report: Send;
+
+    /// Before the first pass: sets the core's time zero (`now` is on the run's
+    /// one clock).
+    fn begin(&mut self, core: &mut DispatchCore, now: u64);
+
+    /// Admits what is due or received (a bounded batch; it may call
+    /// [`DispatchCore::feed_workers`] between requests). Called on every pass
+    /// until [`input_ended`](Self::input_ended). Returns whether it did anything.
+    fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool;
+
+    /// Whether no more requests will come (schedule over, or asked to stop): the
+    /// loop then drains what was admitted, for at most the drain timeout.
+    fn input_ended(&self) -> bool;
+
+    /// After every pass: `worked` says whether the pass did anything; if not,
+    /// wait (at most about a millisecond, or until the front end's next event)
+    /// for input or a completion, according to the idle strategy.
+    fn idle(&mut self, core: &DispatchCore, me: &Wakeup, now: u64, worked: bool);
+
+    /// The run's report from the core's.
+    fn finish(self, core: DispatcherReport) -> Self::Report;
 }
 
-impl DispatcherThread {
-    /// The dispatcher loop, until every generated request is completed or shed
-    /// (or the drain timed out). `me` is this thread's wake-up handle.
-    pub fn run(mut self, mut core: DispatchCore, me: &Wakeup) -> DispatcherReport {
-        let mut recorder = Recorder::new(core.type_names().iter().cloned());
-        let mut idler = Idler::new(self.idle);
-        let mut generated = 0u64;
-        let mut measured_generated = 0u64;
-        // Start a little in the future so the first arrivals are not already late.
-        let base = self.clock.now_ns() + 1_000_000;
-        core.set_base(base);
-        let mut next = self.arrivals.next_arrival();
-        let mut drain_deadline: Option<u64> = None;
-        let mut stranded = 0u64;
+/// How [`dispatch_loop`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopEnd {
+    /// Input over, everything admitted answered or stranded at the deadline.
+    Drained,
+    /// A worker panicked: the run is void.
+    WorkerFailed,
+}
 
-        loop {
-            let now = self.clock.now_ns();
-            let mut worked = false;
+/// The dispatch loop every front end runs in: until the input ends and every
+/// admitted request is answered, or the drain deadline passes (the rest is then
+/// stranded and never answered), or a worker fails.
+pub fn dispatch_loop<F: FrontEnd>(
+    mut front: F,
+    mut core: DispatchCore,
+    me: &Wakeup,
+    clock: Clock,
+    drain_timeout: Duration,
+) -> (F::Report, LoopEnd) {
+    let control = core.control.clone();
+    front.begin(&mut core, clock.now_ns());
+    let mut drain_deadline: Option<u64> = None;
+    let end = loop {
+        let now = clock.now_ns();
+        let mut worked = false;
 
-            // 1. Arrivals that are due.
-            let mut admitted = 0;
-            while let Some(a) = next {
-                let due = base + a.at_ns;
-                if due > now || admitted == ARRIVAL_BATCH {
-                    break;
-                }
-                admitted += 1;
-                worked = true;
-                generated += 1;
-                core.note_arrival(a.type_id);
-                let measured = a.at_ns >= self.warmup_ns;
-                measured_generated += u64::from(measured);
-                let payload = synthetic::encode(a.type_id, a.service_ns);
-                let classified = self.classifier.classify(&payload);
-                let accepted = match core.take_token() {
-                    Some(token) => {
-                        let mut slot = Slot {
-                            req: Request {
-                                id: generated,
-                                token,
-                                type_id: classified,
-                                arrival_ns: now,
-                            },
-                            true_type: a.type_id,
-                            scheduled_ns: due,
-                            len: payload.len() as u16,
-                            ..Slot::BLANK
-                        };
-                        slot.payload[..payload.len()].copy_from_slice(&payload);
-                        let ok = core.admit(token, slot, now);
-                        if !ok {
-                            core.put_token(token);
-                        }
-                        ok
-                    }
-                    None => {
-                        core.note_shed(a.type_id);
-                        false
-                    }
-                };
-                // A shed request is an explicit OVERLOADED outcome, counted per type.
-                if !accepted && measured {
-                    recorder.record_drop(a.type_id as usize);
-                }
-                next = self.arrivals.next_arrival();
+        // 1. Input: what is due or received.
+        if drain_deadline.is_none() {
+            worked |= front.poll(&mut core, now);
+        }
+
+        // 2.-3. Completions and the policy's decisions.
+        worked |= core.feed_workers(now);
+
+        // 4. Reservation log and live statistics.
+        core.observe(now, worked);
+
+        // 5. The end: a failed worker, or input over and everything answered
+        // (or the drain deadline passed).
+        if control.failed() {
+            core.abandon_in_flight(now);
+            break LoopEnd::WorkerFailed;
+        }
+        if drain_deadline.is_none() && front.input_ended() {
+            drain_deadline = Some(now.saturating_add(drain_timeout.as_nanos() as u64));
+        }
+        if let Some(deadline) = drain_deadline {
+            if core.in_flight() == 0 {
+                break LoopEnd::Drained;
             }
-
-            // 2. Completions.
-            worked |= core.complete(now, |slot, d| {
-                if slot.scheduled_ns - base >= self.warmup_ns {
-                    let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
-                    recorder.record(slot.true_type as usize, latency, d.service_ns);
-                }
-            });
-
-            // 3. The policy's decisions.
-            worked |= !core.dispatch(now).is_empty();
-
-            // 4. Reservation log and live statistics.
-            core.observe(now, worked);
-
-            // 5. The end: every request done, or the drain timed out.
-            if next.is_none() {
-                if core.in_flight() == 0 {
-                    break;
-                }
-                let deadline =
-                    *drain_deadline.get_or_insert(now + self.drain_timeout.as_nanos() as u64);
-                if now >= deadline {
-                    stranded = core.in_flight() as u64;
-                    break;
-                }
-            }
-
-            if worked {
-                idler.reset();
-            } else {
-                let has_work = || core.has_completions();
-                let until_next = next.map_or(Duration::from_millis(1), |a| {
-                    Duration::from_nanos(
-                        (base + a.at_ns)
-                            .saturating_sub(now)
-                            .saturating_sub(PARK_MARGIN_NS),
-                    )
-                });
-                match self.idle {
-                    // Nothing to do until the next arrival or, if requests wait for
-                    // a worker, a completion: sleep, never spin. A spinning (or
-                    // yield-spinning) dispatcher on a core it shares with a worker
-                    // delays that worker's next request by milliseconds.
-                    IdleStrategy::SpinPark { .. } => {
-                        if until_next.is_zero() {
-                            std::hint::spin_loop();
-                        } else if core.has_queued() || next.is_none() {
-                            me.park(until_next, has_work);
-                        } else {
-                            // Workers stamp their own completions: those can wait.
-                            me.sleep(until_next);
-                        }
-                    }
-                    _ => idler.idle(me, until_next, has_work),
-                }
+            if now >= deadline {
+                core.abandon_in_flight(now);
+                break LoopEnd::Drained;
             }
         }
-        core.finish(recorder, measured_generated, stranded)
-    }
+        front.idle(&core, me, now, worked);
+    };
+    (front.finish(core.finish()), end)
 }

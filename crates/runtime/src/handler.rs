@@ -48,17 +48,25 @@ pub mod synthetic {
     }
 }
 
-/// Busy-spins for the service time in the payload; responds with the 8-byte
-/// service time it spun.
+/// Busy-spins for the service time in the payload (at most its cap); responds
+/// with the 8-byte service time it spun.
 #[derive(Debug, Clone, Copy)]
 pub struct SpinHandler {
     spinner: Spinner,
+    max_ns: u64,
 }
 
 impl SpinHandler {
-    /// A handler spinning with `spinner` (calibrate once, copy to every worker).
+    /// A handler spinning with `spinner` (calibrate once, copy to every worker)
+    /// for whatever the payload asks: for trusted, generated payloads.
     pub fn new(spinner: Spinner) -> Self {
-        Self { spinner }
+        Self::with_cap(spinner, u64::MAX)
+    }
+
+    /// A handler that refuses (with an error, at once) payloads asking for more
+    /// than `max_ns`: for payloads from the network.
+    pub fn with_cap(spinner: Spinner, max_ns: u64) -> Self {
+        Self { spinner, max_ns }
     }
 }
 
@@ -72,6 +80,9 @@ impl Handler for SpinHandler {
     ) -> Result<(), HandlerError> {
         let ns = synthetic::service_ns(payload)
             .ok_or(HandlerError("synthetic payload shorter than 16 bytes"))?;
+        if ns > self.max_ns {
+            return Err(HandlerError("service time above the server's cap"));
+        }
         self.spinner.spin_ns(ns);
         response.extend_from_slice(&ns.to_le_bytes());
         Ok(())

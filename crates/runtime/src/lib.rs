@@ -2,7 +2,11 @@
 //! connected by single-producer/single-consumer rings (one per direction per
 //! worker), driven by the same [`psp_core::Policy`] objects as the simulator.
 //!
-//! - [`dispatcher`]: generator, classifier, policy, job hand-off, completions.
+//! - [`dispatcher`]: the one dispatch loop, the [`FrontEnd`] trait front ends
+//!   plug into, and the [`DispatchCore`] they share (policy, slab, recorder,
+//!   counters, job hand-off, completions).
+//! - [`generator`]: the in-process open-loop front end (`psp run`).
+//! - [`control`]: stop and failure flags, the workers' response gates.
 //! - [`worker`]: the worker loop around an application [`Handler`].
 //! - [`handler`]: the application interface and the synthetic spin handler.
 //! - [`idle`]: spin / spin-then-yield / spin-then-park, with lost-wake-up-free
@@ -14,14 +18,21 @@
 //! EDF, DARC-static, DARC); preemptive ones stay in the simulator for now.
 
 pub mod clock;
+pub mod control;
 pub mod dispatcher;
+pub mod generator;
 pub mod handler;
 pub mod idle;
 pub mod runtime;
 pub mod worker;
 
 pub use clock::{Clock, Spinner};
-pub use dispatcher::{DispatchCore, DispatcherReport, ReservationEvent, Slot, StatsConfig};
+pub use control::RunControl;
+pub use dispatcher::{
+    DispatchCore, DispatcherReport, FrontEnd, LoopEnd, RequestCounts, ReservationEvent, Slot,
+    StatsConfig, dispatch_loop,
+};
+pub use generator::Generator;
 pub use handler::{Handler, HandlerError, SpinHandler};
 pub use idle::IdleStrategy;
 pub use runtime::{RunReport, RuntimeConfig, RuntimeError, max_in_flight, run, start};

@@ -2,7 +2,6 @@
 //! of wake-up handles, and joining.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +9,11 @@ use psp_core::{Classifier, PolicyContext, PolicySpec, TypeInfo};
 use psp_workload::ArrivalSource;
 
 use crate::clock::Clock;
-use crate::dispatcher::{CoreParts, DispatchCore, DispatcherReport, DispatcherThread, StatsConfig};
+use crate::control::RunControl;
+use crate::dispatcher::{
+    CoreParts, DispatchCore, DispatcherReport, FrontEnd, LoopEnd, StatsConfig, dispatch_loop,
+};
+use crate::generator::Generator;
 use crate::handler::Handler;
 use crate::idle::{IdleStrategy, Wakeup};
 use crate::worker::{Done, InlineIo, Job, JobIo, WorkerThread};
@@ -28,7 +31,8 @@ pub struct RuntimeConfig {
     pub idle: IdleStrategy,
     /// Bound of each queue the policy keeps.
     pub queue_capacity: usize,
-    /// How long to wait for in-flight requests after the last arrival.
+    /// How long to wait for admitted requests once the input ends (last
+    /// arrival, or a stop request); what is left is stranded, never answered.
     pub drain_timeout: Duration,
     /// Periodic live statistics.
     pub stats: Option<StatsConfig>,
@@ -76,8 +80,11 @@ pub enum RuntimeError {
 pub struct RunReport<R = DispatcherReport> {
     /// What the dispatcher's front end counted and recorded.
     pub dispatcher: R,
-    /// Jobs served per worker.
+    /// Jobs answered per worker.
     pub served_per_worker: Vec<u64>,
+    /// Workers still inside their handler after the drain deadline and a short
+    /// grace: left running (they answer nothing more), not joined.
+    pub abandoned_workers: Vec<usize>,
     /// Whether threads were pinned.
     pub pinned: bool,
     /// Wall time of the run.
@@ -175,6 +182,11 @@ fn plan_cores(
     }
 }
 
+/// How long workers get to exit once released, beyond which a worker still
+/// inside its handler is abandoned (left running, reported) instead of joined:
+/// shutdown stays bounded whatever a handler does.
+const WORKER_EXIT_GRACE: Duration = Duration::from_millis(500);
+
 /// Runs an open-loop schedule through the policy `spec` on `cfg.workers` workers,
 /// each with a handler from `make_handler`.
 ///
@@ -195,45 +207,51 @@ where
     H: Handler + 'static,
     F: Fn(usize) -> H,
 {
-    let front = DispatcherThread {
-        classifier,
-        arrivals,
-        clock: Clock::new(),
-        warmup_ns,
-        drain_timeout: cfg.drain_timeout,
-        idle: cfg.idle,
-    };
+    let front = Generator::new(classifier, arrivals, warmup_ns, cfg.idle);
     start(
         cfg,
         spec,
         types,
         |i| (make_handler(i), InlineIo),
         false,
-        move |core, me| front.run(core, me),
+        front,
     )
 }
 
+/// The text of a panic's payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
 /// Starts the workers (each with the handler and I/O from `make_worker`) and runs
-/// the front end `front` on the dispatcher thread around a [`DispatchCore`] that
-/// drives `spec`; returns when the front end does, after releasing and joining
-/// the workers. With `event_fd`, workers signal the dispatcher through an eventfd
-/// (for front ends that wait in `poll`) instead of unparking it.
+/// the one dispatch loop with `front` on the dispatcher thread, around a
+/// [`DispatchCore`] that drives `spec`. Every thread stamps time with one
+/// [`Clock`]. Returns when the loop does, after releasing the workers and
+/// joining them (a worker still inside its handler after a short grace is
+/// abandoned and reported, so shutdown is bounded). With `event_fd`, workers
+/// signal the dispatcher through an eventfd (for front ends that wait in
+/// `poll`) instead of unparking it.
 ///
 /// # Errors
 /// A policy that cannot be built or needs preemption, a bad core list, a thread
-/// that could not start or panicked.
-pub fn start<H, IO, R>(
+/// that could not start, a thread that panicked (the run then ends at once:
+/// workers are released and joined, nothing hangs).
+pub fn start<H, IO, F>(
     cfg: &RuntimeConfig,
     spec: &PolicySpec,
     types: Vec<TypeInfo>,
     mut make_worker: impl FnMut(usize) -> (H, IO),
     event_fd: bool,
-    front: impl FnOnce(DispatchCore, &Wakeup) -> R + Send,
-) -> Result<RunReport<R>, RuntimeError>
+    front: F,
+) -> Result<RunReport<F::Report>, RuntimeError>
 where
     H: Handler + 'static,
     IO: JobIo + 'static,
-    R: Send,
+    F: FrontEnd + Send,
 {
     if spec.needs_preemption() {
         return Err(RuntimeError::Preemptive(spec.to_string()));
@@ -246,8 +264,9 @@ where
     };
     let policy = spec.build(&ctx)?;
     let cores = plan_cores(cfg)?;
+    // The run's one clock: arrivals, receive times and completions all read it.
     let clock = Clock::new();
-    let stop = Arc::new(AtomicBool::new(false));
+    let control = Arc::new(RunControl::new(cfg.workers));
     // At most one job is outstanding per worker (policies dispatch only to free
     // workers); a little slack costs nothing.
     let (mut job_tx, mut job_rx, mut done_tx, mut done_rx) =
@@ -267,19 +286,77 @@ where
         jobs: job_tx,
         done: done_rx,
         workers: Vec::new(),
+        control: control.clone(),
         type_names,
         max_in_flight,
         stats: cfg.stats,
         workers_park: matches!(cfg.idle, IdleStrategy::SpinPark { .. }),
     };
+    let spawn_err = |e: std::io::Error| RuntimeError::Thread(e.to_string());
 
-    std::thread::scope(|scope| -> Result<RunReport<R>, RuntimeError> {
-        let spawn_err = |e: std::io::Error| RuntimeError::Thread(e.to_string());
-        // The dispatcher waits for its own and the workers' wake-up handles.
-        let (d_start_tx, d_start_rx) = mpsc::channel::<(Arc<Wakeup>, Vec<Arc<Wakeup>>)>();
+    // Workers are not scoped threads: one stuck in its handler past the drain
+    // deadline must not hold the caller (it is abandoned, see below).
+    let d_wake_cell: Arc<std::sync::OnceLock<Arc<Wakeup>>> = Arc::default();
+    let mut w_handles = Vec::with_capacity(cfg.workers);
+    let mut w_starts = Vec::with_capacity(cfg.workers);
+    let release = |control: &RunControl, wakes: &[Arc<Wakeup>]| {
+        control.stop();
+        for w in wakes {
+            w.notify();
+        }
+    };
+    for (i, (jobs, done)) in job_rx.into_iter().zip(done_tx).enumerate() {
+        let (tx, rx) = mpsc::channel::<(Arc<Wakeup>, Arc<Wakeup>)>();
+        let (handler, io) = make_worker(i);
+        let core = cores.as_ref().and_then(|c| c[i + 1]);
+        let (control, idle) = (control.clone(), cfg.idle);
+        let spawned = std::thread::Builder::new()
+            .name(format!("psp-worker-{i}"))
+            .spawn(move || {
+                if let Some(c) = core {
+                    core_affinity::set_for_current(c);
+                }
+                set_timer_slack_1ns();
+                let Ok((me, dispatcher)) = rx.recv() else {
+                    return;
+                };
+                WorkerThread {
+                    jobs,
+                    done,
+                    handler,
+                    io,
+                    clock,
+                    idle,
+                    dispatcher,
+                    control,
+                    index: i,
+                }
+                .run(&me)
+            });
+        match spawned {
+            Ok(h) => {
+                w_starts.push((tx, Arc::new(Wakeup::new(h.thread().clone()))));
+                w_handles.push(h);
+            }
+            Err(e) => {
+                // Workers already started wait for their hand-off: dropping
+                // their senders lets them return.
+                drop(w_starts);
+                for h in w_handles {
+                    let _ = h.join();
+                }
+                return Err(spawn_err(e));
+            }
+        }
+    }
+    let worker_wakes: Vec<Arc<Wakeup>> = w_starts.iter().map(|(_, w)| w.clone()).collect();
+
+    let dispatched = std::thread::scope(|scope| -> Result<_, RuntimeError> {
+        let (d_start_tx, d_start_rx) = mpsc::channel::<Vec<Arc<Wakeup>>>();
         let d_core = cores.as_ref().and_then(|c| c[0]);
-        let stop_d = stop.clone();
         let raise = cfg.raise_priority;
+        let drain_timeout = cfg.drain_timeout;
+        let cell = d_wake_cell.clone();
         let d_handle = std::thread::Builder::new()
             .name("psp-dispatcher".into())
             .spawn_scoped(scope, move || {
@@ -290,14 +367,12 @@ where
                 if raise {
                     raise_priority();
                 }
-                let Ok((me, workers)) = d_start_rx.recv() else {
+                let Ok(workers) = d_start_rx.recv() else {
                     return None;
                 };
+                let me = cell.get().expect("set before the hand-off").clone();
                 let core = DispatchCore::new(CoreParts { workers, ..parts });
-                let report = front(core, &me);
-                // Every job completed (or the drain gave up): let workers go.
-                stop_d.store(true, Ordering::Release);
-                Some(report)
+                Some(dispatch_loop(front, core, &me, clock, drain_timeout))
             })
             .map_err(spawn_err)?;
         let d_thread = d_handle.thread().clone();
@@ -306,66 +381,58 @@ where
         } else {
             Wakeup::new(d_thread)
         });
+        let _ = d_wake_cell.set(d_wake.clone());
+        for (tx, w) in &w_starts {
+            let _ = tx.send((w.clone(), d_wake.clone()));
+        }
+        let _ = d_start_tx.send(worker_wakes.clone());
+        Ok(d_handle.join())
+    });
+    // Whatever happened to the dispatcher (returned, panicked, never started),
+    // release the workers before anything else.
+    release(&control, &worker_wakes);
+    drop(w_starts);
 
-        let mut w_handles = Vec::with_capacity(cfg.workers);
-        let mut w_starts = Vec::with_capacity(cfg.workers);
-        for (i, (jobs, done)) in job_rx.into_iter().zip(done_tx).enumerate() {
-            let (tx, rx) = mpsc::channel::<Arc<Wakeup>>();
-            let (handler, io) = make_worker(i);
-            let w = WorkerThread {
-                jobs,
-                done,
-                handler,
-                io,
-                clock,
-                idle: cfg.idle,
-                dispatcher: d_wake.clone(),
-                stop: stop.clone(),
-            };
-            let core = cores.as_ref().and_then(|c| c[i + 1]);
-            let h = std::thread::Builder::new()
-                .name(format!("psp-worker-{i}"))
-                .spawn_scoped(scope, move || {
-                    if let Some(c) = core {
-                        core_affinity::set_for_current(c);
-                    }
-                    set_timer_slack_1ns();
-                    let Ok(me) = rx.recv() else { return 0 };
-                    w.run(&me)
-                })
-                .map_err(spawn_err)?;
-            w_starts.push((tx, Arc::new(Wakeup::new(h.thread().clone()))));
-            w_handles.push(h);
+    // Join the workers that exit within the grace; abandon the others.
+    let grace_end = Instant::now() + WORKER_EXIT_GRACE;
+    let mut abandoned = Vec::new();
+    let mut worker_panic = None;
+    for (i, h) in w_handles.into_iter().enumerate() {
+        while !h.is_finished() && Instant::now() < grace_end {
+            std::thread::sleep(Duration::from_millis(1));
         }
-        let worker_wakes: Vec<Arc<Wakeup>> = w_starts.iter().map(|(_, w)| w.clone()).collect();
-        for (tx, w) in w_starts {
-            let _ = tx.send(w);
+        if !h.is_finished() {
+            abandoned.push(i);
+            continue;
         }
-        let _ = d_start_tx.send((d_wake, worker_wakes.clone()));
+        if let Err(p) = h.join() {
+            worker_panic.get_or_insert_with(|| format!("worker {i} panicked: {}", panic_text(&*p)));
+        }
+    }
+    let served = (0..cfg.workers).map(|w| control.served(w)).collect();
 
-        let report = d_handle
-            .join()
-            .map_err(|_| RuntimeError::Thread("dispatcher panicked".into()))?;
-        // Whatever happened to the dispatcher, release the workers.
-        stop.store(true, Ordering::Release);
-        for w in &worker_wakes {
-            w.notify();
+    let (report, end) = match dispatched? {
+        Err(p) => {
+            return Err(RuntimeError::Thread(format!(
+                "the dispatcher panicked: {}",
+                panic_text(&*p)
+            )));
         }
-        let mut served = Vec::with_capacity(cfg.workers);
-        for h in w_handles {
-            served.push(
-                h.join()
-                    .map_err(|_| RuntimeError::Thread("a worker panicked".into()))?,
-            );
-        }
-        let dispatcher =
-            report.ok_or_else(|| RuntimeError::Thread("dispatcher never started".into()))?;
-        Ok(RunReport {
-            dispatcher,
-            served_per_worker: served,
-            pinned: cores.is_some(),
-            wall: started.elapsed(),
-        })
+        Ok(None) => return Err(RuntimeError::Thread("dispatcher never started".into())),
+        Ok(Some(r)) => r,
+    };
+    if let Some(msg) = worker_panic {
+        return Err(RuntimeError::Thread(msg));
+    }
+    if end == LoopEnd::WorkerFailed {
+        return Err(RuntimeError::Thread("a worker failed".into()));
+    }
+    Ok(RunReport {
+        dispatcher: report,
+        served_per_worker: served,
+        abandoned_workers: abandoned,
+        pinned: cores.is_some(),
+        wall: started.elapsed(),
     })
 }
 

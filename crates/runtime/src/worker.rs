@@ -1,16 +1,21 @@
 //! An application worker: pops a job from its ring, runs the handler, measures
 //! the service time and pushes the completion back. One thread per worker, pinned
 //! when the machine has the cores. Only this thread touches the handler, the job
-//! consumer and the completion producer.
+//! consumer, the completion producer and its line of the [`RunControl`].
+//!
+//! A job is answered only through the worker's response gate: once the
+//! dispatcher has abandoned it at the drain deadline, the worker drops the
+//! answer and exits. A panic (in the handler or here) raises the run's failure
+//! flag and wakes the dispatcher, which ends the run with an error.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use psp_core::TypeId;
 use rtrb::{Consumer, Producer};
 
 use crate::clock::Clock;
+use crate::control::RunControl;
 use crate::handler::{Handler, HandlerError};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
 
@@ -40,7 +45,7 @@ pub struct Done {
     pub ok: bool,
     /// Handler time.
     pub service_ns: u64,
-    /// When the handler returned (the shared clock).
+    /// When the handler returned (the run's one clock).
     pub finished_ns: u64,
 }
 
@@ -78,23 +83,46 @@ pub struct WorkerThread<H: Handler, IO: JobIo = InlineIo> {
     pub handler: H,
     /// Request bytes and response delivery.
     pub io: IO,
-    /// The shared clock.
+    /// The run's one clock (the dispatcher stamps arrivals with it too).
     pub clock: Clock,
     /// How to wait for jobs.
     pub idle: IdleStrategy,
     /// Wakes the dispatcher after a completion.
     pub dispatcher: Arc<Wakeup>,
-    /// Set by the dispatcher once every job has completed.
-    pub stop: Arc<AtomicBool>,
+    /// Stop and failure flags, this worker's response gate and served counter.
+    pub control: Arc<RunControl>,
+    /// This worker's index.
+    pub index: usize,
+}
+
+/// Raises the run's failure flag and wakes the dispatcher if the worker unwinds.
+struct FailOnPanic<'a> {
+    control: &'a RunControl,
+    dispatcher: &'a Wakeup,
+}
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.control.fail();
+            self.dispatcher.notify();
+        }
+    }
 }
 
 impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
     /// The worker loop; `me` is this thread's wake-up handle (already shared with
-    /// the dispatcher). Returns the number of jobs served.
-    pub fn run(mut self, me: &Wakeup) -> u64 {
+    /// the dispatcher). Returns when the run stops, or when the dispatcher
+    /// abandoned the job this worker was serving.
+    pub fn run(mut self, me: &Wakeup) {
+        let control = self.control.clone();
+        let dispatcher = self.dispatcher.clone();
+        let _guard = FailOnPanic {
+            control: &control,
+            dispatcher: &dispatcher,
+        };
         let mut idler = Idler::new(self.idle);
         let mut response = Vec::with_capacity(4096);
-        let mut served = 0u64;
         loop {
             match self.jobs.pop() {
                 Ok(job) => {
@@ -106,6 +134,11 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                             .handle(job.type_id, self.io.request(&job), &mut response);
                     let t1 = self.clock.now_ns();
                     let ok = outcome.is_ok();
+                    if !control.begin_answer(self.index) {
+                        // Abandoned at the drain deadline: counted stranded, so
+                        // it must stay unanswered.
+                        return;
+                    }
                     // The response leaves before the completion is reported: the
                     // dispatcher may reuse the job's buffer once it sees it.
                     self.io.respond(&job, outcome, &response);
@@ -121,17 +154,16 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                         done = d;
                         std::hint::spin_loop();
                     }
-                    self.dispatcher.notify();
-                    served += 1;
+                    control.answered(self.index);
+                    dispatcher.notify();
                 }
                 Err(_) => {
-                    if self.stop.load(Ordering::Acquire) && self.jobs.is_empty() {
-                        return served;
+                    if control.stopping() && self.jobs.is_empty() {
+                        return;
                     }
                     let jobs = &self.jobs;
-                    let stop = &self.stop;
                     idler.idle(me, Duration::from_millis(1), || {
-                        !jobs.is_empty() || stop.load(Ordering::Acquire)
+                        !jobs.is_empty() || control.stopping()
                     });
                 }
             }

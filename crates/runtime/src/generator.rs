@@ -1,0 +1,143 @@
+//! The in-process open-loop front end of `psp run`: it generates the arrival
+//! schedule on the dispatcher's thread, classifies each synthetic request and
+//! admits it when it is due. It plugs into the one dispatch loop
+//! ([`crate::dispatcher::dispatch_loop`]) as a [`FrontEnd`].
+
+use std::time::Duration;
+
+use psp_core::{Classifier, Request};
+use psp_workload::{Arrival, ArrivalSource};
+
+use crate::dispatcher::{ARRIVAL_BATCH, DispatchCore, DispatcherReport, FrontEnd, Slot};
+use crate::handler::synthetic;
+use crate::idle::{IdleStrategy, Idler, Wakeup};
+
+/// Wake this long before a scheduled arrival (the wake-up latency of a park).
+const PARK_MARGIN_NS: u64 = 15_000;
+/// Start this long after the loop begins, so the first arrivals are not late.
+const START_DELAY_NS: u64 = 1_000_000;
+
+/// The open-loop generator and classifier.
+pub struct Generator {
+    classifier: Box<dyn Classifier>,
+    arrivals: Box<dyn ArrivalSource + Send>,
+    warmup_ns: u64,
+    idle: IdleStrategy,
+    idler: Idler,
+    next: Option<Arrival>,
+    /// Time zero of the schedule, on the run's clock.
+    base: u64,
+    seq: u64,
+}
+
+impl Generator {
+    /// A generator of `arrivals` (times relative to the start; those before
+    /// `warmup_ns` are not measured), classifying with `classifier`, idling with
+    /// `idle`.
+    pub fn new(
+        classifier: Box<dyn Classifier>,
+        arrivals: Box<dyn ArrivalSource + Send>,
+        warmup_ns: u64,
+        idle: IdleStrategy,
+    ) -> Self {
+        Self {
+            classifier,
+            arrivals,
+            warmup_ns,
+            idle,
+            idler: Idler::new(idle),
+            next: None,
+            base: 0,
+            seq: 0,
+        }
+    }
+}
+
+impl FrontEnd for Generator {
+    type Report = DispatcherReport;
+
+    fn begin(&mut self, core: &mut DispatchCore, now: u64) {
+        self.base = now + START_DELAY_NS;
+        core.set_base(self.base);
+        self.next = self.arrivals.next_arrival();
+    }
+
+    fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
+        let mut admitted = 0;
+        while let Some(a) = self.next {
+            let due = self.base.saturating_add(a.at_ns);
+            if due > now || admitted == ARRIVAL_BATCH {
+                break;
+            }
+            admitted += 1;
+            self.seq += 1;
+            let measured = a.at_ns >= self.warmup_ns;
+            let payload = synthetic::encode(a.type_id, a.service_ns);
+            match core.take_token() {
+                Some(token) => {
+                    let mut slot = Slot {
+                        req: Request {
+                            id: self.seq,
+                            token,
+                            type_id: self.classifier.classify(&payload),
+                            arrival_ns: now,
+                        },
+                        true_type: a.type_id,
+                        scheduled_ns: due,
+                        measured,
+                        len: payload.len() as u16,
+                        ..Slot::BLANK
+                    };
+                    slot.payload[..payload.len()].copy_from_slice(&payload);
+                    if !core.admit(token, slot, now) {
+                        core.put_token(token);
+                    }
+                }
+                None => core.shed_without_slot(a.type_id, measured),
+            }
+            self.next = self.arrivals.next_arrival();
+        }
+        admitted > 0
+    }
+
+    fn input_ended(&self) -> bool {
+        self.next.is_none()
+    }
+
+    fn idle(&mut self, core: &DispatchCore, me: &Wakeup, now: u64, worked: bool) {
+        if worked {
+            self.idler.reset();
+            return;
+        }
+        let has_work = || core.has_completions();
+        let until_next = self.next.map_or(Duration::from_millis(1), |a| {
+            Duration::from_nanos(
+                self.base
+                    .saturating_add(a.at_ns)
+                    .saturating_sub(now)
+                    .saturating_sub(PARK_MARGIN_NS),
+            )
+        });
+        match self.idle {
+            // Nothing to do until the next arrival or, if requests wait for a
+            // worker, a completion: sleep, never spin. A spinning (or
+            // yield-spinning) dispatcher on a core it shares with a worker delays
+            // that worker's next request by milliseconds.
+            IdleStrategy::SpinPark { .. } => {
+                if until_next.is_zero() {
+                    std::hint::spin_loop();
+                } else if core.has_queued() || self.next.is_none() {
+                    me.park(until_next, has_work);
+                } else {
+                    // Workers stamp their own completions: those can wait.
+                    me.sleep(until_next);
+                }
+            }
+            _ => self.idler.idle(me, until_next, has_work),
+        }
+    }
+
+    fn finish(self, core: DispatcherReport) -> DispatcherReport {
+        core
+    }
+}
