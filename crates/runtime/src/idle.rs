@@ -7,13 +7,144 @@
 //! re-checks for work, then parks with a timeout; the waker publishes work, then
 //! checks the flag. Both sides fence (SeqCst), so a wake-up is never lost; the
 //! timeout bounds the damage of any mistake anyway.
+//!
+//! A [`Wakeup`] is read by its owner thread (the sleeper) and by the threads that
+//! publish work for it (the wakers); an [`Idler`] belongs to one thread. Built
+//! with `--cfg loom`, the protocol's atomics, fences, park/unpark and eventfd come
+//! from loom's model checker instead, so `tests/loom_idle.rs` checks this very
+//! code (docs/verification.md).
 
+#[cfg(not(loom))]
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering, fence};
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
+
+use sync::{AtomicBool, Ordering, Thread, fence};
+
+/// The primitives the wake-up protocol is built on: std's, or loom's models of
+/// them under `--cfg loom`.
+mod sync {
+    use std::time::Duration;
+
+    #[cfg(loom)]
+    pub(super) use loom::{
+        hint::spin_loop,
+        sync::atomic::{AtomicBool, AtomicU64, Ordering, fence},
+        thread::{Thread, current, park, yield_now},
+    };
+    #[cfg(not(loom))]
+    pub(super) use std::{
+        hint::spin_loop,
+        sync::atomic::{AtomicBool, Ordering, fence},
+        thread::{Thread, current, yield_now},
+    };
+
+    /// Parks the calling thread for at most `max` (or less: a stray unpark ends
+    /// it early).
+    #[cfg(not(loom))]
+    #[inline]
+    pub(super) fn park_timeout(max: Duration) {
+        std::thread::park_timeout(max);
+    }
+
+    /// Loom has no time: a timed park is a park, and the models add a thread
+    /// that unparks the sleeper once, at any point, standing for the timeout
+    /// (to the sleeper, a spurious return).
+    #[cfg(loom)]
+    pub(super) fn park_timeout(_max: Duration) {
+        park();
+    }
+}
+
+/// The eventfd a thread that waits in `poll` is signalled through: a counter
+/// producers add to, which the owner polls beside its sockets.
+#[cfg(not(loom))]
+#[derive(Debug)]
+struct Event(OwnedFd);
+
+#[cfg(not(loom))]
+impl Event {
+    /// A non-blocking eventfd (`_owner`: only loom's stand-in needs it).
+    fn new(_owner: &Thread) -> std::io::Result<Self> {
+        // SAFETY: eventfd takes plain integers and returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by eventfd, is valid and owned by no one else.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Makes the descriptor readable (wakes the owner's poll).
+    fn signal(&self) {
+        let one = 1u64;
+        // SAFETY: writes 8 bytes from a live u64 to an eventfd this handle owns; a
+        // failure (counter saturated) still leaves it readable.
+        unsafe {
+            libc::write(self.0.as_raw_fd(), (&raw const one).cast(), 8);
+        }
+    }
+
+    /// Consumes a pending signal.
+    fn clear(&self) {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into a live u64 from a descriptor this handle owns;
+        // a non-blocking eventfd with no signal fails with EAGAIN, which is the
+        // expected "nothing pending".
+        unsafe {
+            libc::read(self.0.as_raw_fd(), (&raw mut v).cast(), 8);
+        }
+    }
+}
+
+/// Loom's stand-in for the eventfd: the kernel's counter is an atomic, and the
+/// owner's poll on it parks until the counter is non-zero (a signal's unpark
+/// ends the park) or until something else ends the poll ([`Wakeup::end_poll`]).
+/// This assumes what the kernel guarantees (the counter's lock and the poll's
+/// wait queue): a signal written after the poll checked the counter still wakes
+/// it, and the writer's memory is visible to whoever reads the signal. The
+/// loop makes a left-over unpark token, which an eventfd has no equivalent of,
+/// end no poll.
+#[cfg(loom)]
+#[derive(Debug)]
+struct Event {
+    count: sync::AtomicU64,
+    ended: AtomicBool,
+    owner: Thread,
+}
+
+#[cfg(loom)]
+impl Event {
+    fn new(owner: &Thread) -> std::io::Result<Self> {
+        Ok(Self {
+            count: sync::AtomicU64::new(0),
+            ended: AtomicBool::new(false),
+            owner: owner.clone(),
+        })
+    }
+
+    fn signal(&self) {
+        self.count.fetch_add(1, Ordering::Release);
+        self.owner.unpark();
+    }
+
+    fn clear(&self) {
+        self.count.swap(0, Ordering::Acquire);
+    }
+
+    fn wait(&self) {
+        while self.count.load(Ordering::Acquire) == 0 && !self.ended.swap(false, Ordering::Acquire)
+        {
+            sync::park();
+        }
+    }
+
+    fn end_wait(&self) {
+        self.ended.store(true, Ordering::Release);
+        self.owner.unpark();
+    }
+}
 
 /// How a thread waits for work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +207,7 @@ impl std::str::FromStr for IdleStrategy {
 pub struct Wakeup {
     parked: CachePadded<AtomicBool>,
     thread: Thread,
-    event: Option<OwnedFd>,
+    event: Option<Event>,
 }
 
 impl Wakeup {
@@ -94,42 +225,60 @@ impl Wakeup {
     /// # Errors
     /// When the kernel refuses an eventfd.
     pub fn with_event_fd(thread: Thread) -> std::io::Result<Self> {
-        // SAFETY: eventfd takes plain integers and returns a new descriptor or -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by eventfd, is valid and owned by no one else.
-        let event = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Self {
-            event: Some(event),
+            event: Some(Event::new(&thread)?),
             ..Self::new(thread)
         })
     }
 
     /// The eventfd producers signal, if this handle has one.
+    #[cfg(not(loom))]
     pub fn event_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.event.as_ref().map(|e| e.as_fd())
+        self.event.as_ref().map(|e| e.0.as_fd())
+    }
+
+    /// Under loom, in place of the owner's poll on [`event_fd`](Self::event_fd):
+    /// returns once the eventfd is signalled, or once [`end_poll`](Self::end_poll)
+    /// stood for the poll's other ways out.
+    ///
+    /// # Panics
+    /// If this handle has no eventfd.
+    #[cfg(loom)]
+    pub fn wait_event(&self) {
+        self.event
+            .as_ref()
+            .expect("a handle with an eventfd")
+            .wait();
+    }
+
+    /// Under loom, what else ends the owner's poll (a datagram on its socket, its
+    /// timeout): the poll now in progress, or the next one, returns.
+    ///
+    /// # Panics
+    /// If this handle has no eventfd.
+    #[cfg(loom)]
+    pub fn end_poll(&self) {
+        self.event
+            .as_ref()
+            .expect("a handle with an eventfd")
+            .end_wait();
     }
 
     /// Consumes a pending eventfd signal (after the owner's poll returned).
     pub fn clear_event(&self) {
         if let Some(e) = &self.event {
-            let mut v = 0u64;
-            // SAFETY: reads 8 bytes into a live u64 from a descriptor this handle
-            // owns; a non-blocking eventfd with no signal fails with EAGAIN, which is
-            // the expected "nothing pending".
-            unsafe {
-                libc::read(e.as_raw_fd(), (&raw mut v).cast(), 8);
-            }
+            e.clear();
         }
     }
 
     /// Parks the calling thread (which must own this handle) by running `wait`
     /// (e.g. a poll on the event fd and sockets), unless `has_work` says work
-    /// arrived after the flag went up.
+    /// arrived after the flag went up. `wait` may return early (a timeout, a
+    /// stray wake-up): callers re-check for work and park again.
     pub fn park_with(&self, has_work: impl Fn() -> bool, wait: impl FnOnce()) {
         self.parked.store(true, Ordering::Relaxed);
+        // Pairs with the fence in `notify`: either this thread's `has_work` sees
+        // the work, or the waker sees the flag up (store buffering is ruled out).
         fence(Ordering::SeqCst);
         if !has_work() {
             wait();
@@ -139,23 +288,17 @@ impl Wakeup {
 
     /// The wake-up handle of the calling thread.
     pub fn for_current() -> Self {
-        Self::new(std::thread::current())
+        Self::new(sync::current())
     }
 
     /// Called by a producer after publishing work for this thread.
     #[inline]
     pub fn notify(&self) {
+        // Pairs with the fence in `park_with`.
         fence(Ordering::SeqCst);
         if self.parked.load(Ordering::Relaxed) {
             match &self.event {
-                Some(e) => {
-                    let one = 1u64;
-                    // SAFETY: writes 8 bytes from a live u64 to an eventfd this handle
-                    // owns; a failure (counter saturated) still leaves it readable.
-                    unsafe {
-                        libc::write(e.as_raw_fd(), (&raw const one).cast(), 8);
-                    }
-                }
+                Some(e) => e.signal(),
                 None => self.thread.unpark(),
             }
         }
@@ -165,13 +308,13 @@ impl Wakeup {
     /// without raising the flag: producers do not wake it (a stray unpark still
     /// may, harmlessly).
     pub fn sleep(&self, max: Duration) {
-        std::thread::park_timeout(max);
+        sync::park_timeout(max);
     }
 
     /// Parks the calling thread (which must own this handle) for at most `max`,
     /// unless `has_work` says work arrived after the flag went up.
     pub fn park(&self, max: Duration, has_work: impl Fn() -> bool) {
-        self.park_with(has_work, || std::thread::park_timeout(max));
+        self.park_with(has_work, || sync::park_timeout(max));
     }
 }
 
@@ -204,7 +347,7 @@ impl Idler {
     /// caps a park (e.g. until the next scheduled arrival).
     #[inline]
     pub fn idle(&mut self, me: &Wakeup, max_park: Duration, has_work: impl Fn() -> bool) {
-        self.idle_with(me, max_park, has_work, std::thread::park_timeout);
+        self.idle_with(me, max_park, has_work, sync::park_timeout);
     }
 
     /// As [`idle`](Self::idle), but a park runs `wait(max)` (e.g. a poll on the
@@ -219,18 +362,18 @@ impl Idler {
     ) {
         self.empty_passes = self.empty_passes.saturating_add(1);
         match self.strategy {
-            IdleStrategy::Spin => std::hint::spin_loop(),
+            IdleStrategy::Spin => sync::spin_loop(),
             IdleStrategy::SpinYield { spins } => {
                 if self.empty_passes < spins {
-                    std::hint::spin_loop();
+                    sync::spin_loop();
                 } else {
-                    std::thread::yield_now();
+                    sync::yield_now();
                 }
             }
             IdleStrategy::SpinPark { spin_us, park_us } => {
                 let since = *self.idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() < Duration::from_micros(spin_us.into()) {
-                    std::hint::spin_loop();
+                    sync::spin_loop();
                 } else {
                     let max = max_park.min(Duration::from_micros(park_us.into()));
                     me.park_with(has_work, || wait(max));
@@ -240,11 +383,12 @@ impl Idler {
     }
 }
 
-#[cfg(test)]
+// The stress tests run on real threads; under loom, tests/loom_idle.rs checks.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Stress: a producer hands 5,000 items one at a time to a parking consumer and
     /// waits for each acknowledgement, so every hand-off crosses the park path;

@@ -18,22 +18,34 @@
 //! EDF, DARC-static, DARC); preemptive ones stay in the simulator for now.
 
 pub mod clock;
+// Under `--cfg loom` only the wake-up protocol is built (over loom's primitives,
+// for tests/loom_idle.rs): the thread roles spawn std threads.
+#[cfg(not(loom))]
 pub mod control;
+#[cfg(not(loom))]
 pub mod dispatcher;
+#[cfg(not(loom))]
 pub mod generator;
 pub mod handler;
 pub mod idle;
+#[cfg(not(loom))]
 pub mod runtime;
+#[cfg(not(loom))]
 pub mod worker;
 
 pub use clock::{Clock, Spinner};
+#[cfg(not(loom))]
 pub use control::RunControl;
+#[cfg(not(loom))]
 pub use dispatcher::{
     DispatchCore, DispatcherReport, FrontEnd, LoopEnd, RequestCounts, ReservationEvent, Slot,
     StatsConfig, dispatch_loop,
 };
+#[cfg(not(loom))]
 pub use generator::Generator;
 pub use handler::{Handler, HandlerError, SpinHandler};
 pub use idle::IdleStrategy;
+#[cfg(not(loom))]
 pub use runtime::{RunReport, RuntimeConfig, RuntimeError, max_in_flight, run, start};
+#[cfg(not(loom))]
 pub use worker::{InlineIo, Job, JobIo};
