@@ -23,7 +23,7 @@ use psp_sim::{SimConfig, Workload};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::{Mode, OfferedLoad, PointArgs, report, units};
+use crate::{Mode, OfferedLoad, PointArgs, limits, report};
 
 fn spinner() -> Spinner {
     static S: OnceLock<Spinner> = OnceLock::new();
@@ -64,15 +64,13 @@ pub struct ClientArgs {
 }
 
 impl ClientArgs {
-    fn timeout(&self) -> Result<Duration> {
-        if self.flows == 0 {
-            bail!("--flows must be at least 1");
-        }
-        let t = units::parse_duration_flag(&self.timeout, "--timeout")?;
-        if t.is_zero() {
-            bail!("--timeout must be positive");
-        }
-        Ok(t)
+    /// Checks the flags; returns the timeout.
+    ///
+    /// # Errors
+    /// A flag out of range ([`limits::FLOWS`], [`limits::TIMEOUT`]).
+    pub fn check(&self) -> Result<Duration> {
+        limits::FLOWS.check(self.flows)?;
+        limits::TIMEOUT.parse(&self.timeout)
     }
 }
 
@@ -164,8 +162,11 @@ struct ServeFile {
     raise_priority: Option<bool>,
 }
 
+/// Largest `--config` file.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 fn load_serve_file(path: &Path) -> Result<ServeFile> {
-    let text = std::fs::read_to_string(path)
+    let text = psp_workload::read_text_file(path, MAX_CONFIG_BYTES)
         .with_context(|| format!("cannot read '{}'", path.display()))?;
     toml::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
@@ -176,12 +177,23 @@ fn load_serve_file(path: &Path) -> Result<ServeFile> {
     })
 }
 
+/// `r`; its error says it comes from the `--config` file when the value did
+/// (a value from the file is checked as its flag).
+fn from_file<T>(config: &Option<PathBuf>, in_file: bool, r: Result<T>) -> Result<T> {
+    match config {
+        Some(p) if in_file => r.with_context(|| format!("'{}'", p.display())),
+        _ => r,
+    }
+}
+
 struct ServePlan {
     cfg: ServerConfig,
     workload: Workload,
     duration: Option<Duration>,
 }
 
+/// Everything `psp serve` needs, from its flags and `--config` file (flags
+/// winning), every value checked: nothing starts before this returns.
 fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let f = match &a.config {
         Some(p) => load_serve_file(p)?,
@@ -207,25 +219,42 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         .with_default_workers(Mode::Net)
         .workers()
     });
-    if workers == 0 || workers > psp_core::workers::MAX_WORKERS {
-        bail!(
-            "--workers must be between 1 and {}",
-            psp_core::workers::MAX_WORKERS
-        );
-    }
+    let workers = from_file(
+        &a.config,
+        a.workers.is_none() && f.workers.is_some(),
+        limits::WORKERS.check(workers),
+    )?;
     let queue_capacity = a.queue_capacity.or(f.queue_capacity).unwrap_or(4096);
-    if queue_capacity == 0 {
-        bail!("--queue-capacity must be at least 1");
+    let queue_capacity = from_file(
+        &a.config,
+        a.queue_capacity.is_none() && f.queue_capacity.is_some(),
+        limits::QUEUE_CAPACITY.check(queue_capacity),
+    )?;
+    limits::slots(workload.types.len(), workers, queue_capacity)?;
+    // The policy on this machine's workers and this workload's types, as the
+    // server will build it (cheap; catches what does not fit before listening).
+    policy.build(&psp_core::PolicyContext {
+        workers,
+        types: workload.type_infos(),
+        queue_capacity,
+    })?;
+    if policy.needs_preemption() {
+        bail!("policy '{policy}' needs preemption, which the runtime does not implement yet");
     }
-    let cores = a
-        .cores
-        .clone()
-        .or(f.cores)
-        .map(|c| crate::run::parse_cores(&c))
-        .transpose()?;
-    let idle: IdleStrategy = pick(&a.idle, &f.idle, "park")
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!(e))?;
+    let cores = from_file(
+        &a.config,
+        a.cores.is_none() && f.cores.is_some(),
+        a.cores
+            .clone()
+            .or(f.cores.clone())
+            .map(|c| crate::run::parse_cores(&c))
+            .transpose(),
+    )?;
+    let idle = from_file(
+        &a.config,
+        a.idle.is_none() && f.idle.is_some(),
+        limits::idle(&pick(&a.idle, &f.idle, "park")),
+    )?;
     let app = match pick(&a.app, &f.app, "spin").as_str() {
         "spin" => App::Spin(spinner()),
         "echo" => App::Echo,
@@ -236,23 +265,31 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         a.seed.or(f.seed).unwrap_or(1),
     )
     .map_err(anyhow::Error::msg)?;
-    let stats = match a.stats_interval.clone().or(f.stats_interval) {
+    let stats = match a.stats_interval.clone().or(f.stats_interval.clone()) {
         Some(s) => Some(StatsConfig {
-            interval: units::parse_duration_flag(&s, "--stats-interval")?,
+            interval: from_file(
+                &a.config,
+                a.stats_interval.is_none() && f.stats_interval.is_some(),
+                limits::STATS_INTERVAL.parse(&s),
+            )?,
             json: a.stats_json || f.stats_json.unwrap_or(false),
         }),
         None => None,
     };
-    let drain_timeout = units::parse_duration_flag(
-        &pick(&a.drain_timeout, &f.drain_timeout, "10s"),
-        "--drain-timeout",
+    let drain_timeout = from_file(
+        &a.config,
+        a.drain_timeout.is_none() && f.drain_timeout.is_some(),
+        limits::DRAIN_TIMEOUT.parse(&pick(&a.drain_timeout, &f.drain_timeout, "10s")),
     )?;
-    let duration = a
-        .duration
-        .clone()
-        .or(f.duration)
-        .map(|d| units::parse_duration_flag(&d, "--duration"))
-        .transpose()?;
+    let duration = from_file(
+        &a.config,
+        a.duration.is_none() && f.duration.is_some(),
+        a.duration
+            .clone()
+            .or(f.duration.clone())
+            .map(|d| limits::SERVE_DURATION.parse(&d))
+            .transpose(),
+    )?;
     Ok(ServePlan {
         cfg: ServerConfig {
             addr,
@@ -437,7 +474,7 @@ fn load_config(
         warmup_ns: (sim.duration_ns as f64 * sim.warmup_fraction) as u64,
         seed: sim.seed,
         flows: client.flows,
-        timeout: client.timeout()?,
+        timeout: client.check()?,
         keep_samples,
         raise_priority: !client.no_raise_priority,
     })
@@ -505,8 +542,9 @@ pub fn load(a: LoadArgs) -> Result<()> {
     let server = parse_addr(&a.server, "--server")?;
     let workload = Workload::resolve(&a.point.workload)?;
     let point = a.point.clone().with_default_workers(Mode::Net);
-    let rate = a.offered.rate(&workload, point.workers())?;
-    let sim = point.config(rate)?;
+    let workers = limits::WORKERS.check(point.workers())?;
+    let rate = a.offered.rate(&workload, workers)?;
+    let sim = point.config(&workload, rate)?;
     let cfg = load_config(server, &workload, &sim, &a.client, a.samples.is_some())?;
     let rep = load_with_progress(&cfg)?;
     if let Some(path) = &a.samples {
@@ -608,13 +646,11 @@ pub struct EchoArgs {
 /// Runs `psp echo`.
 pub fn echo(a: EchoArgs) -> Result<()> {
     let addr = parse_addr(&a.address, "--address")?;
-    if a.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
+    limits::ECHO_THREADS.check(a.threads)?;
     let duration = a
         .duration
         .as_deref()
-        .map(|d| units::parse_duration_flag(d, "--duration"))
+        .map(|d| limits::SERVE_DURATION.parse(d))
         .transpose()?;
     let server =
         EchoServer::start(addr, a.threads).with_context(|| format!("cannot listen on {addr}"))?;
@@ -670,23 +706,24 @@ pub struct NetbenchArgs {
 /// Runs `psp netbench`: at each rate, the same client measures psp serve (0 us
 /// requests, echo application) and then the plain echo server.
 pub fn netbench(a: NetbenchArgs) -> Result<()> {
+    limits::RATE_POINTS.check(a.rates.split(',').count())?;
     let rates: Vec<f64> = a
         .rates
         .split(',')
-        .map(|r| {
-            r.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|r| r.is_finite() && *r > 0.0)
-                .with_context(|| format!("--rates: '{r}' is not a positive rate"))
+        .map(|r| match r.trim().parse::<f64>() {
+            Ok(v) => limits::RATE.check(v),
+            Err(_) => bail!("--rates: '{r}' is not a rate in requests per second"),
         })
         .collect::<Result<_>>()?;
-    if a.workers == 0 {
-        bail!("--workers must be at least 1");
-    }
+    limits::WORKERS.check(a.workers)?;
     let spec: PolicySpec = a.policy.parse()?;
-    let idle: IdleStrategy = a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-    let duration_ns = units::parse_duration_ns(&a.duration).context("--duration")?;
+    let idle = limits::idle(&a.idle)?;
+    let duration_ns = limits::DURATION.parse_ns(&a.duration)?;
+    limits::MAX_LOSS.check(a.max_loss)?;
+    a.client.check()?;
+    for &rate in &rates {
+        limits::requests(rate, duration_ns)?;
+    }
     let workload = Workload::fixed("zero", &[("req", 0.0, 1.0)]);
     let sim = SimConfig {
         workers: a.workers,
@@ -696,6 +733,11 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
         seed: 1,
         queue_capacity: 4096,
     };
+    spec.build(&psp_core::PolicyContext {
+        workers: a.workers,
+        types: workload.type_infos(),
+        queue_capacity: sim.queue_capacity,
+    })?;
     let mut rows = Vec::new();
     for &rate in &rates {
         let sim = SimConfig {

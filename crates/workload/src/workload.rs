@@ -216,7 +216,9 @@ impl ServiceDist {
                     Ok(())
                 } else {
                     Err(format!(
-                        "service.min_us ({min_us}) must not exceed service.max_us ({max_us})"
+                        "service.min_us ({}) must not exceed service.max_us ({})",
+                        short_float(min_us),
+                        short_float(max_us)
                     ))
                 }
             }
@@ -254,7 +256,20 @@ fn in_range(field: &str, v: f64, lo: f64, hi: f64, unit: &str) -> Result<(), Str
     if (lo..=hi).contains(&v) {
         Ok(())
     } else {
-        Err(format!("{field} must be in [{lo}, {hi}]{unit}, not {v}"))
+        Err(format!(
+            "{field} must be in [{lo}, {hi}]{unit}, not {}",
+            short_float(v)
+        ))
+    }
+}
+
+/// `v` as written by hand: plain between 1e-3 and 1e7, else in exponent form
+/// (`1e-300`, not 300 digits).
+fn short_float(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-3..1e7).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
     }
 }
 
