@@ -483,6 +483,132 @@ mod tests {
         assert_eq!(DURATION.to_string(), "[1us, 3600s]");
     }
 
+    mod properties {
+        use super::*;
+        use crate::{Mode, OfferedLoad, PointArgs, PolicyPoint};
+        use proptest::prelude::*;
+
+        /// Mostly 10^x for x in `exp` (across a range's bounds), sometimes a
+        /// special or arbitrary value.
+        fn real(exp: std::ops::Range<f64>) -> impl Strategy<Value = f64> {
+            prop_oneof![
+                6 => exp.prop_map(|x| 10f64.powf(x)),
+                1 => prop_oneof![
+                    Just(0.0),
+                    Just(-1.0),
+                    Just(1e-300),
+                    Just(1e308),
+                    Just(f64::INFINITY),
+                    Just(f64::NAN),
+                    any::<f64>(),
+                ],
+            ]
+        }
+
+        fn toml_float(v: f64) -> String {
+            match v {
+                v if v.is_nan() => "nan".into(),
+                v if v.is_infinite() => if v > 0.0 { "inf" } else { "-inf" }.into(),
+                v => format!("{v:?}"),
+            }
+        }
+
+        /// A workload of `n` types with arbitrary fixed or exponential means and
+        /// ratios 1/n.
+        fn workload() -> impl Strategy<Value = String> {
+            (
+                prop_oneof![6 => 1usize..4, 1 => 60usize..70],
+                prop::collection::vec((real(-3.2..6.2), any::<bool>()), 1..4),
+            )
+                .prop_map(|(n, services)| {
+                    let mut t = String::from("name = \"w\"\n");
+                    for i in 0..n {
+                        let (us, fixed) = services[i % services.len()];
+                        let svc = if fixed {
+                            format!("dist = \"fixed\", us = {}", toml_float(us))
+                        } else {
+                            format!("dist = \"exponential\", mean_us = {}", toml_float(us))
+                        };
+                        t.push_str(&format!(
+                            "[[types]]\nname = \"t{i}\"\nratio = {}\nservice = {{ {svc} }}\n",
+                            toml_float(1.0 / n as f64)
+                        ));
+                    }
+                    t
+                })
+        }
+
+        fn duration() -> impl Strategy<Value = String> {
+            prop_oneof![
+                real(-7.0..4.0).prop_map(|v| format!("{v}s")),
+                real(-1.0..13.0).prop_map(|v| format!("{v}ns")),
+                Just("99999999999999s".to_string()),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1024))]
+
+            /// Whatever the flags and the workload, a point is either rejected
+            /// or within every bound: the work it does (requests, time slices)
+            /// and the memory it preallocates (request slots) are bounded.
+            #[test]
+            fn an_accepted_point_is_within_every_bound(
+                text in workload(),
+                workers in prop_oneof![6 => 1usize..=128, 1 => 0usize..200, 1 => any::<usize>()],
+                queue_capacity in prop_oneof![
+                    4 => 0usize..5000,
+                    1 => 0usize..2_000_000,
+                    1 => any::<usize>(),
+                ],
+                duration in duration(),
+                warmup in prop_oneof![3 => 0.0f64..1.0, 1 => real(-3.0..1.0)],
+                (load, rps) in prop_oneof![
+                    (prop::option::of(real(-3.0..1.5)), Just(None)),
+                    (Just(None), prop::option::of(real(-1.0..10.0))),
+                ],
+                policy in prop::sample::select(&[
+                    "darc", "c-fcfs", "d-fcfs", "fp", "edf", "ts", "ts:quantum=0.1",
+                    "ts-block:1", "darc-static:1",
+                ][..]),
+            ) {
+                let Ok(w) = Workload::parse(&text, "w") else { return Ok(()) };
+                let point = PolicyPoint {
+                    point: PointArgs {
+                        workload: "w".into(),
+                        workers: Some(workers),
+                        duration,
+                        seed: 1,
+                        warmup,
+                        queue_capacity,
+                    },
+                    policy: policy.into(),
+                    offered: OfferedLoad { load, rps },
+                };
+                let Ok((w, spec, cfg)) = point.resolve_with(w, Mode::Sim) else {
+                    return Ok(());
+                };
+                let requests = cfg.rate_rps * cfg.duration_ns as f64 / 1e9;
+                prop_assert!(cfg.rate_rps > 0.0 && cfg.rate_rps <= RPS.hi);
+                prop_assert!(requests <= MAX_REQUESTS);
+                prop_assert!((1..=psp_core::MAX_WORKERS).contains(&cfg.workers));
+                prop_assert!(w.types.len() <= psp_workload::MAX_TYPES);
+                prop_assert!(
+                    (w.types.len() + 1 + cfg.workers) as u64 * cfg.queue_capacity as u64
+                        + cfg.workers as u64
+                        <= MAX_SLOTS
+                );
+                prop_assert!(cfg.duration_ns >= DURATION.min_ns && cfg.duration_ns <= DURATION.max_ns);
+                prop_assert!((0.0..1.0).contains(&cfg.warmup_fraction));
+                let mean = w.mean_service_ns();
+                prop_assert!((1.0..=1e9).contains(&mean), "mean {}", mean);
+                if let PolicySpec::Ts(c) = spec {
+                    prop_assert!(requests * mean / c.quantum_ns as f64 <= MAX_TIME_SLICES);
+                }
+            }
+        }
+    }
+
     /// README's table of ranges says what these constants say.
     #[test]
     fn the_readme_lists_every_range() {

@@ -80,19 +80,19 @@ pub struct PointArgs {
     /// Application workers (default: 16 in the simulator, the paper's setup; on
     /// the real runtime, one per core left after the dispatcher, or one per core
     /// on machines with fewer than 3).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub workers: Option<usize>,
     /// Length of the arrival period (e.g. 1s, 200ms).
     #[arg(long, default_value = "1s", allow_hyphen_values = true)]
     pub duration: String,
     /// Random seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
     pub seed: u64,
     /// Fraction of the arrival period discarded as warm-up.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0.1)]
     pub warmup: f64,
     /// Bound of each queue the policy keeps (typed, per-worker or central).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 4096)]
     pub queue_capacity: usize,
 }
 
@@ -105,10 +105,11 @@ impl PointArgs {
             // smaller machines, one worker per core (pinned) while the mostly
             // sleeping dispatcher floats (docs/architecture.md).
             Mode::Run | Mode::Net => {
-                match std::thread::available_parallelism().map_or(1, |n| n.get()) {
+                let n = match std::thread::available_parallelism().map_or(1, |n| n.get()) {
                     n if n >= 3 => n - 1,
                     n => n,
-                }
+                };
+                n.min(psp_core::MAX_WORKERS)
             }
         });
         self
@@ -167,10 +168,10 @@ struct PlotArgs {
 #[derive(Args)]
 struct BenchArgs {
     /// Simulated arrival period per repetition.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1s")]
     duration: String,
     /// Repetitions per policy (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 5)]
     reps: usize,
     /// Policies to time.
     #[arg(long, default_value = "c-fcfs,darc")]
@@ -213,7 +214,15 @@ impl PolicyPoint {
     /// The workload, the policy and a validated config, with `mode`'s default
     /// number of workers.
     pub fn resolve(&self, mode: Mode) -> Result<(Workload, PolicySpec, SimConfig)> {
-        let workload = Workload::resolve(&self.point.workload)?;
+        self.resolve_with(Workload::resolve(&self.point.workload)?, mode)
+    }
+
+    /// As [`PolicyPoint::resolve`], with the workload given.
+    fn resolve_with(
+        &self,
+        workload: Workload,
+        mode: Mode,
+    ) -> Result<(Workload, PolicySpec, SimConfig)> {
         let spec = parse_policy(&self.policy)?;
         let args = self.point.clone().with_default_workers(mode);
         let workers = limits::WORKERS.check(args.workers())?;
@@ -232,10 +241,10 @@ impl PolicyPoint {
 #[derive(Args, Clone, Debug)]
 pub struct OfferedLoad {
     /// Offered load as a fraction of the workload's peak on these workers.
-    #[arg(long, conflicts_with = "rps", allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "rps")]
     load: Option<f64>,
     /// Offered load in requests per second.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     rps: Option<f64>,
 }
 

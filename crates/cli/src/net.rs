@@ -51,10 +51,10 @@ fn stop_on_signals(flag: &Arc<AtomicBool>) -> Result<()> {
 #[derive(Args, Clone, Debug)]
 pub struct ClientArgs {
     /// Sockets (source ports) the client spreads its requests over.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 16)]
     pub flows: usize,
     /// How long a request may wait for its response before it counts as a timeout.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1s")]
     pub timeout: String,
     /// Leave the client's threads at normal priority (by default, at rates up to
     /// 5000 requests/s, they ask for SCHED_FIFO so that busy server threads on the
@@ -98,7 +98,7 @@ pub struct ServeArgs {
     #[arg(long)]
     workload: Option<String>,
     /// Application workers [default: one per core left after the dispatcher].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     workers: Option<usize>,
     /// Cores to pin to, dispatcher first (e.g. 0-14) [default: automatic].
     #[arg(long)]
@@ -107,7 +107,7 @@ pub struct ServeArgs {
     #[arg(long)]
     idle: Option<String>,
     /// Bound of each queue the policy keeps [default: 4096].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     queue_capacity: Option<usize>,
     /// Application: spin (spins for the service time the request carries) or
     /// echo (returns the body) [default: spin].
@@ -117,19 +117,19 @@ pub struct ServeArgs {
     #[arg(long)]
     classifier: Option<String>,
     /// Seed of the random classifier [default: 1].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     seed: Option<u64>,
     /// Print live statistics every interval (e.g. 1s) on stderr.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     stats_interval: Option<String>,
     /// Live statistics as JSON lines.
     #[arg(long)]
     stats_json: bool,
     /// Longest wait for admitted requests once asked to stop [default: 10s].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     drain_timeout: Option<String>,
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     duration: Option<String>,
     /// Leave the dispatcher at normal CPU priority (by default it asks for nice
     /// -15; turn that off when a load generator shares the server's cores).
@@ -636,10 +636,10 @@ pub struct EchoArgs {
     #[arg(long, default_value = "127.0.0.1:7001")]
     address: String,
     /// Threads, each with its own SO_REUSEPORT socket.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2)]
     threads: usize,
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     duration: Option<String>,
 }
 
@@ -679,13 +679,17 @@ pub fn echo(a: EchoArgs) -> Result<()> {
 #[derive(Args)]
 pub struct NetbenchArgs {
     /// Offered rates to try, in requests per second (e.g. 50000,100000,200000).
-    #[arg(long, default_value = "25000,50000,100000,150000,200000,250000,300000")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        default_value = "25000,50000,100000,150000,200000,250000,300000"
+    )]
     rates: String,
     /// Length of each measurement.
-    #[arg(long, default_value = "2s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "2s")]
     duration: String,
     /// psp serve's workers (and the echo server's threads).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
     workers: usize,
     /// psp serve's policy.
     #[arg(long, default_value = "c-fcfs")]
@@ -694,7 +698,7 @@ pub struct NetbenchArgs {
     #[arg(long, default_value = "park")]
     idle: String,
     /// Largest tolerated fraction of lost requests for a rate to count as sustained.
-    #[arg(long, default_value_t = 0.001)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0.001)]
     max_loss: f64,
     #[command(flatten)]
     client: ClientArgs,

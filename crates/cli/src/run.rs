@@ -34,13 +34,13 @@ pub struct RunArgs {
     #[arg(long, default_value = "header")]
     classifier: String,
     /// Print live statistics every interval (e.g. 1s) on stderr.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     stats_interval: Option<String>,
     /// Live statistics as JSON lines.
     #[arg(long)]
     stats_json: bool,
     /// Longest wait for in-flight requests after the last arrival.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "10s")]
     drain_timeout: String,
     /// Also simulate the same point and print the prediction beside the measurement.
     #[arg(long)]

@@ -32,16 +32,16 @@ pub struct SweepArgs {
     #[arg(long, default_value = "0.05:1.0:0.05", allow_hyphen_values = true)]
     loads: String,
     /// SLO: bound on every type's p99.9 slowdown (default 10 unless --slo-overall is given).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     slo_slowdown: Option<f64>,
     /// SLO: bound on the p99.9 slowdown over all requests.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     slo_overall: Option<f64>,
     /// SLO: largest tolerated fraction of lost requests.
-    #[arg(long, default_value_t = 0.001)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0.001)]
     max_loss: f64,
     /// Bisection steps between each policy's last passing and first failing load.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2)]
     refine: usize,
     /// Where to write the sweep's JSON.
     #[arg(long, default_value = "results/sweep.json")]
@@ -53,7 +53,7 @@ pub struct SweepArgs {
     #[arg(long)]
     no_plot: bool,
     /// Worker threads for the sweep (default: all cores).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     threads: Option<usize>,
     /// Print the sweep as JSON on stdout (instead of the table).
     #[arg(long)]
