@@ -12,8 +12,9 @@
 //! parameters by `psp-core` (`PolicySpec`'s parser), each in one place as well.
 //!
 //! A new flag is one constant, e.g. `pub const MAX_SERVICE: Span =
-//! Span::new("--max-service", US, 1_000 * MS);`, and one call,
-//! `limits::MAX_SERVICE.parse(&s)?`.
+//! Span::new("--max-service", US, S);`, and one call: `MAX_SERVICE.parse(&s)?`,
+//! or in `psp serve` (flag, else `--config` value) `src.pick(&a.max_service,
+//! &f.max_service, |s| limits::MAX_SERVICE.parse(&s))?`.
 
 use std::fmt;
 use std::time::Duration;

@@ -177,12 +177,27 @@ fn load_serve_file(path: &Path) -> Result<ServeFile> {
     })
 }
 
-/// `r`; its error says it comes from the `--config` file when the value did
-/// (a value from the file is checked as its flag).
-fn from_file<T>(config: &Option<PathBuf>, in_file: bool, r: Result<T>) -> Result<T> {
-    match config {
-        Some(p) if in_file => r.with_context(|| format!("'{}'", p.display())),
-        _ => r,
+/// Where a `psp serve` value comes from: its flag, else the `--config` file.
+struct Sources<'a> {
+    config: Option<&'a Path>,
+}
+
+impl Sources<'_> {
+    /// The flag's value, else the file's, through `check` (a value from the
+    /// file is checked as its flag, and the error names the file).
+    fn pick<V: Clone, T>(
+        &self,
+        flag: &Option<V>,
+        file: &Option<V>,
+        check: impl FnOnce(V) -> Result<T>,
+    ) -> Result<Option<T>> {
+        match (flag, file, self.config) {
+            (Some(v), _, _) => check(v.clone()).map(Some),
+            (None, Some(v), Some(path)) => check(v.clone())
+                .map(Some)
+                .with_context(|| format!("'{}'", path.display())),
+            _ => Ok(None),
+        }
     }
 }
 
@@ -199,40 +214,40 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         Some(p) => load_serve_file(p)?,
         None => ServeFile::default(),
     };
-    let pick = |flag: &Option<String>, file: &Option<String>, default: &str| {
-        flag.clone()
-            .or_else(|| file.clone())
-            .unwrap_or_else(|| default.to_string())
+    let src = Sources {
+        config: a.config.as_deref(),
     };
-    let datapath = pick(&a.datapath, &f.datapath, "udp");
-    if datapath != "udp" {
-        bail!("--datapath must be udp (the kernel UDP datapath), not '{datapath}'");
-    }
-    let addr = parse_addr(&pick(&a.address, &f.address, "127.0.0.1:7000"), "--address")?;
-    let policy: PolicySpec = pick(&a.policy, &f.policy, "darc").parse()?;
-    let workload = Workload::resolve(&pick(&a.workload, &f.workload, "high-bimodal"))?;
-    let workers = a.workers.or(f.workers).unwrap_or_else(|| {
-        PointArgs {
-            workers: None,
-            ..crate::default_point_args()
-        }
-        .with_default_workers(Mode::Net)
-        .workers()
-    });
-    let workers = from_file(
-        &a.config,
-        a.workers.is_none() && f.workers.is_some(),
-        limits::WORKERS.check(workers),
-    )?;
-    let queue_capacity = a.queue_capacity.or(f.queue_capacity).unwrap_or(4096);
-    let queue_capacity = from_file(
-        &a.config,
-        a.queue_capacity.is_none() && f.queue_capacity.is_some(),
-        limits::QUEUE_CAPACITY.check(queue_capacity),
-    )?;
+    src.pick(&a.datapath, &f.datapath, |d: String| match d.as_str() {
+        "udp" => Ok(()),
+        _ => bail!("--datapath must be udp (the kernel UDP datapath), not '{d}'"),
+    })?;
+    let addr = src
+        .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
+        .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
+    let policy = src
+        .pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?
+        .map_or_else(|| "darc".parse::<PolicySpec>(), Ok)?;
+    let workload = src
+        .pick(&a.workload, &f.workload, |s| Ok(Workload::resolve(&s)?))?
+        .map_or_else(|| Workload::resolve("high-bimodal"), Ok)?;
+    let workers = src
+        .pick(&a.workers, &f.workers, |w| limits::WORKERS.check(w))?
+        .unwrap_or_else(|| {
+            PointArgs {
+                workers: None,
+                ..crate::default_point_args()
+            }
+            .with_default_workers(Mode::Net)
+            .workers()
+        });
+    let queue_capacity = src
+        .pick(&a.queue_capacity, &f.queue_capacity, |q| {
+            limits::QUEUE_CAPACITY.check(q)
+        })?
+        .unwrap_or(4096);
     limits::slots(workload.types.len(), workers, queue_capacity)?;
-    // The policy on this machine's workers and this workload's types, as the
-    // server will build it (cheap; catches what does not fit before listening).
+    // The policy on these workers and this workload's types, as the server
+    // will build it (cheap; catches what does not fit before listening).
     policy.build(&psp_core::PolicyContext {
         workers,
         types: workload.type_infos(),
@@ -241,55 +256,40 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     if policy.needs_preemption() {
         bail!("policy '{policy}' needs preemption, which the runtime does not implement yet");
     }
-    let cores = from_file(
-        &a.config,
-        a.cores.is_none() && f.cores.is_some(),
-        a.cores
-            .clone()
-            .or(f.cores.clone())
-            .map(|c| crate::run::parse_cores(&c))
-            .transpose(),
-    )?;
-    let idle = from_file(
-        &a.config,
-        a.idle.is_none() && f.idle.is_some(),
-        limits::idle(&pick(&a.idle, &f.idle, "park")),
-    )?;
-    let app = match pick(&a.app, &f.app, "spin").as_str() {
-        "spin" => App::Spin(spinner()),
-        "echo" => App::Echo,
-        other => bail!("--app must be spin or echo, not '{other}'"),
-    };
-    let classifier = ClassifierKind::parse(
-        &pick(&a.classifier, &f.classifier, "header"),
-        a.seed.or(f.seed).unwrap_or(1),
-    )
-    .map_err(anyhow::Error::msg)?;
-    let stats = match a.stats_interval.clone().or(f.stats_interval.clone()) {
-        Some(s) => Some(StatsConfig {
-            interval: from_file(
-                &a.config,
-                a.stats_interval.is_none() && f.stats_interval.is_some(),
-                limits::STATS_INTERVAL.parse(&s),
-            )?,
+    let cores = src.pick(&a.cores, &f.cores, |c| crate::run::parse_cores(&c))?;
+    let idle = src
+        .pick(&a.idle, &f.idle, |s| limits::idle(&s))?
+        .unwrap_or_default();
+    let seed = src.pick(&a.seed, &f.seed, Ok)?.unwrap_or(1);
+    let classifier = src
+        .pick(&a.classifier, &f.classifier, |c| {
+            ClassifierKind::parse(&c, seed).map_err(anyhow::Error::msg)
+        })?
+        .unwrap_or(ClassifierKind::Header);
+    let stats = src
+        .pick(&a.stats_interval, &f.stats_interval, |s| {
+            limits::STATS_INTERVAL.parse(&s)
+        })?
+        .map(|interval| StatsConfig {
+            interval,
             json: a.stats_json || f.stats_json.unwrap_or(false),
-        }),
-        None => None,
-    };
-    let drain_timeout = from_file(
-        &a.config,
-        a.drain_timeout.is_none() && f.drain_timeout.is_some(),
-        limits::DRAIN_TIMEOUT.parse(&pick(&a.drain_timeout, &f.drain_timeout, "10s")),
-    )?;
-    let duration = from_file(
-        &a.config,
-        a.duration.is_none() && f.duration.is_some(),
-        a.duration
-            .clone()
-            .or(f.duration.clone())
-            .map(|d| limits::SERVE_DURATION.parse(&d))
-            .transpose(),
-    )?;
+        });
+    let drain_timeout = src
+        .pick(&a.drain_timeout, &f.drain_timeout, |s| {
+            limits::DRAIN_TIMEOUT.parse(&s)
+        })?
+        .unwrap_or(Duration::from_secs(10));
+    let duration = src.pick(&a.duration, &f.duration, |s| {
+        limits::SERVE_DURATION.parse(&s)
+    })?;
+    // Last: the spin application calibrates its spinner (50 ms).
+    let app = src
+        .pick(&a.app, &f.app, |s: String| match s.as_str() {
+            "spin" => Ok(App::Spin(spinner())),
+            "echo" => Ok(App::Echo),
+            other => bail!("--app must be spin or echo, not '{other}'"),
+        })?
+        .unwrap_or_else(|| App::Spin(spinner()));
     Ok(ServePlan {
         cfg: ServerConfig {
             addr,

@@ -351,6 +351,10 @@ fn absurd_values_are_one_line_errors_with_exit_code_2() {
             "--workers",
         ),
         (
+            vec!["serve", "--address", any, "--config", &zero_workers],
+            "zero-workers.toml",
+        ),
+        (
             vec!["serve", "--address", any, "--config", &long_stats],
             "--stats-interval",
         ),
