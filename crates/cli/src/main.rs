@@ -8,6 +8,7 @@
 //! Every error is one line on stderr with exit code 2; `--json` prints one JSON
 //! document on stdout and nothing else.
 
+mod limits;
 mod net;
 mod report;
 mod run;
@@ -17,7 +18,7 @@ mod units;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use psp_core::PolicySpec;
 use psp_sim::{SimConfig, Workload, simulate_point};
@@ -79,19 +80,19 @@ pub struct PointArgs {
     /// Application workers (default: 16 in the simulator, the paper's setup; on
     /// the real runtime, one per core left after the dispatcher, or one per core
     /// on machines with fewer than 3).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub workers: Option<usize>,
     /// Length of the arrival period (e.g. 1s, 200ms).
     #[arg(long, default_value = "1s", allow_hyphen_values = true)]
     pub duration: String,
     /// Random seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
     pub seed: u64,
     /// Fraction of the arrival period discarded as warm-up.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0.1)]
     pub warmup: f64,
     /// Bound of each queue the policy keeps (typed, per-worker or central).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 4096)]
     pub queue_capacity: usize,
 }
 
@@ -104,10 +105,11 @@ impl PointArgs {
             // smaller machines, one worker per core (pinned) while the mostly
             // sleeping dispatcher floats (docs/architecture.md).
             Mode::Run | Mode::Net => {
-                match std::thread::available_parallelism().map_or(1, |n| n.get()) {
+                let n = match std::thread::available_parallelism().map_or(1, |n| n.get()) {
                     n if n >= 3 => n - 1,
                     n => n,
-                }
+                };
+                n.min(psp_core::MAX_WORKERS)
             }
         });
         self
@@ -118,25 +120,26 @@ impl PointArgs {
         self.workers.unwrap_or(16)
     }
 
-    /// A validated simulator config at `rate_rps`.
-    pub fn config(&self, rate_rps: f64) -> Result<SimConfig> {
-        let workers = self.workers();
-        if workers == 0 {
-            bail!("--workers must be at least 1");
-        }
-        if self.queue_capacity == 0 {
-            bail!("--queue-capacity must be at least 1");
-        }
-        if !(0.0..1.0).contains(&self.warmup) {
-            bail!("--warmup must be in [0, 1), not {}", self.warmup);
-        }
+    /// A validated simulator config for `workload` at `rate_rps` (a rate
+    /// [`limits::offered_rate`] accepted): every flag in range, and the requests
+    /// and request slots the point needs within bounds.
+    ///
+    /// # Errors
+    /// A flag out of range, or a point too large ([`limits`]).
+    pub fn config(&self, workload: &Workload, rate_rps: f64) -> Result<SimConfig> {
+        let workers = limits::WORKERS.check(self.workers())?;
+        let queue_capacity = limits::QUEUE_CAPACITY.check(self.queue_capacity)?;
+        limits::slots(workload.types.len(), workers, queue_capacity)?;
+        let warmup_fraction = limits::WARMUP.check(self.warmup)?;
+        let duration_ns = limits::DURATION.parse_ns(&self.duration)?;
+        limits::requests(rate_rps, duration_ns)?;
         Ok(SimConfig {
             workers,
             rate_rps,
-            duration_ns: units::parse_duration_ns(&self.duration).context("--duration")?,
-            warmup_fraction: self.warmup,
+            duration_ns,
+            warmup_fraction,
             seed: self.seed,
-            queue_capacity: self.queue_capacity,
+            queue_capacity,
         })
     }
 }
@@ -165,10 +168,10 @@ struct PlotArgs {
 #[derive(Args)]
 struct BenchArgs {
     /// Simulated arrival period per repetition.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1s")]
     duration: String,
     /// Repetitions per policy (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 5)]
     reps: usize,
     /// Policies to time.
     #[arg(long, default_value = "c-fcfs,darc")]
@@ -211,11 +214,26 @@ impl PolicyPoint {
     /// The workload, the policy and a validated config, with `mode`'s default
     /// number of workers.
     pub fn resolve(&self, mode: Mode) -> Result<(Workload, PolicySpec, SimConfig)> {
-        let workload = Workload::resolve(&self.point.workload)?;
+        self.resolve_with(Workload::resolve(&self.point.workload)?, mode)
+    }
+
+    /// As [`PolicyPoint::resolve`], with the workload given.
+    fn resolve_with(
+        &self,
+        workload: Workload,
+        mode: Mode,
+    ) -> Result<(Workload, PolicySpec, SimConfig)> {
         let spec = parse_policy(&self.policy)?;
         let args = self.point.clone().with_default_workers(mode);
-        let rate = self.offered.rate(&workload, args.workers())?;
-        Ok((workload, spec, args.config(rate)?))
+        let workers = limits::WORKERS.check(args.workers())?;
+        let rate = self.offered.rate(&workload, workers)?;
+        let cfg = args.config(&workload, rate)?;
+        limits::time_slices(
+            &spec,
+            &workload,
+            limits::requests(cfg.rate_rps, cfg.duration_ns)?,
+        )?;
+        Ok((workload, spec, cfg))
     }
 }
 
@@ -223,25 +241,20 @@ impl PolicyPoint {
 #[derive(Args, Clone, Debug)]
 pub struct OfferedLoad {
     /// Offered load as a fraction of the workload's peak on these workers.
-    #[arg(long, conflicts_with = "rps", allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "rps")]
     load: Option<f64>,
     /// Offered load in requests per second.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     rps: Option<f64>,
 }
 
 impl OfferedLoad {
-    /// The offered rate (80% of peak when neither flag is given).
+    /// The offered rate (80% of peak when neither flag is given), in range.
+    ///
+    /// # Errors
+    /// See [`limits::offered_rate`].
     pub fn rate(&self, workload: &Workload, workers: usize) -> Result<f64> {
-        match (self.load, self.rps) {
-            (Some(l), _) if !(l.is_finite() && l > 0.0) => {
-                bail!("--load must be a positive fraction of peak, not {l}")
-            }
-            (_, Some(r)) if !(r.is_finite() && r > 0.0) => bail!("--rps must be positive, not {r}"),
-            (Some(l), _) => Ok(l * workload.peak_rps(workers)),
-            (None, Some(r)) => Ok(r),
-            (None, None) => Ok(0.8 * workload.peak_rps(workers)),
-        }
+        limits::offered_rate(self.load, self.rps, workload, workers)
     }
 }
 
@@ -256,8 +269,11 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
     Ok(())
 }
 
+/// Largest sweep result `psp plot` reads.
+const MAX_SWEEP_BYTES: u64 = 256 << 20;
+
 fn cmd_plot(a: PlotArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&a.input)
+    let text = psp_workload::read_text_file(&a.input, MAX_SWEEP_BYTES)
         .with_context(|| format!("cannot read '{}'", a.input.display()))?;
     let sweep: psp_metrics::SweepResult = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("'{}' is not a sweep result: {e}", a.input.display()))?;
@@ -270,9 +286,7 @@ fn cmd_plot(a: PlotArgs) -> Result<()> {
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<()> {
-    if a.reps == 0 {
-        bail!("--reps must be at least 1");
-    }
+    limits::REPS.check(a.reps)?;
     let workload = Workload::resolve("extreme-bimodal")?;
     let workers = 16;
     let point = PointArgs {
@@ -281,12 +295,22 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         duration: a.duration.clone(),
         ..default_point_args()
     };
+    let rate = 0.9 * workload.peak_rps(workers);
+    let config = point.config(&workload, rate)?;
+    let policies = psp_core::policy::split_policy_list(&a.policies);
+    limits::POLICIES.check(policies.len())?;
+    let specs = policies
+        .iter()
+        .map(|p| parse_policy(p))
+        .collect::<Result<Vec<_>>>()?;
+    for spec in &specs {
+        limits::time_slices(spec, &workload, limits::requests(rate, config.duration_ns)?)?;
+    }
     let mut rows = Vec::new();
-    for p in &psp_core::policy::split_policy_list(&a.policies) {
-        let spec = parse_policy(p)?;
+    for spec in specs {
         let mut rates: Vec<f64> = Vec::with_capacity(a.reps);
         for rep in 0..a.reps {
-            let mut cfg = point.config(0.9 * workload.peak_rps(workers))?;
+            let mut cfg = config.clone();
             cfg.seed = rep as u64 + 1;
             let r = simulate_point(&workload, &spec, &cfg)?;
             rates.push(r.extra["sim_requests_per_s"].as_f64().unwrap_or(0.0));
@@ -368,6 +392,35 @@ fn cmd_workloads() -> Result<()> {
     Ok(())
 }
 
+/// Answers what the argument parser refused: help and version as clap writes
+/// them (exit 0); `psp` or `psp sweep`-like calls without a subcommand, clap's
+/// help on stderr (exit 2); any other error, one line on stderr (exit 2).
+fn parse_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if !e.use_stderr() || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+        return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+    }
+    eprintln!("{}", one_line(&e.render().to_string()));
+    ExitCode::from(2)
+}
+
+/// clap's multi-line error as one line: the message and its tips, without
+/// the usage block.
+fn one_line(rendered: &str) -> String {
+    let mut out = String::new();
+    for line in rendered.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if line.starts_with("Usage:") {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(if out.ends_with(':') { " " } else { "; " });
+        }
+        out.push_str(line);
+    }
+    out
+}
+
 fn main() -> ExitCode {
     // Die quietly on a closed pipe (`psp workloads | head`), as command-line
     // tools do, instead of panicking in println!.
@@ -378,11 +431,7 @@ fn main() -> ExitCode {
     }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        Err(e) => return parse_error(&e),
     };
     let result = match cli.command {
         Command::Sim(a) => cmd_sim(a),

@@ -23,7 +23,7 @@ use psp_sim::{SimConfig, Workload};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::{Mode, OfferedLoad, PointArgs, report, units};
+use crate::{Mode, OfferedLoad, PointArgs, limits, report};
 
 fn spinner() -> Spinner {
     static S: OnceLock<Spinner> = OnceLock::new();
@@ -66,10 +66,10 @@ fn stop_on_signals(flag: &Arc<AtomicBool>) -> Result<()> {
 #[derive(Args, Clone, Debug)]
 pub struct ClientArgs {
     /// Sockets (source ports) the client spreads its requests over.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 16)]
     pub flows: usize,
     /// How long a request may wait for its response before it counts as a timeout.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1s")]
     pub timeout: String,
     /// Leave the client's threads at normal priority (by default, at rates up to
     /// 5000 requests/s, they ask for SCHED_FIFO so that busy server threads on the
@@ -79,15 +79,13 @@ pub struct ClientArgs {
 }
 
 impl ClientArgs {
-    fn timeout(&self) -> Result<Duration> {
-        if self.flows == 0 {
-            bail!("--flows must be at least 1");
-        }
-        let t = units::parse_duration_flag(&self.timeout, "--timeout")?;
-        if t.is_zero() {
-            bail!("--timeout must be positive");
-        }
-        Ok(t)
+    /// Checks the flags; returns the timeout.
+    ///
+    /// # Errors
+    /// A flag out of range ([`limits::FLOWS`], [`limits::TIMEOUT`]).
+    pub fn check(&self) -> Result<Duration> {
+        limits::FLOWS.check(self.flows)?;
+        limits::TIMEOUT.parse(&self.timeout)
     }
 }
 
@@ -115,7 +113,7 @@ pub struct ServeArgs {
     #[arg(long)]
     workload: Option<String>,
     /// Application workers [default: one per core left after the dispatcher].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     workers: Option<usize>,
     /// Cores to pin to, dispatcher first (e.g. 0-14) [default: automatic].
     #[arg(long)]
@@ -124,7 +122,7 @@ pub struct ServeArgs {
     #[arg(long)]
     idle: Option<String>,
     /// Bound of each queue the policy keeps [default: 4096].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     queue_capacity: Option<usize>,
     /// Application: spin (spins for the service time the request carries) or
     /// echo (returns the body) [default: spin].
@@ -134,19 +132,25 @@ pub struct ServeArgs {
     #[arg(long)]
     classifier: Option<String>,
     /// Seed of the random classifier [default: 1].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     seed: Option<u64>,
     /// Print live statistics every interval (e.g. 1s) on stderr.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     stats_interval: Option<String>,
     /// Live statistics as JSON lines.
     #[arg(long)]
     stats_json: bool,
-    /// Longest wait for admitted requests once asked to stop [default: 10s].
-    #[arg(long)]
+    /// Longest wait for admitted requests once asked to stop [default: 10s];
+    /// what is left then is counted stranded and never answered.
+    #[arg(long, allow_hyphen_values = true)]
     drain_timeout: Option<String>,
+    /// Longest service time a request may ask the spin application for; longer
+    /// ones are answered HANDLER_ERROR at once [default: 100 x the largest
+    /// registered type's mean, at least 1ms].
+    #[arg(long, allow_hyphen_values = true)]
+    max_service: Option<String>,
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     duration: Option<String>,
     /// Leave the dispatcher at normal CPU priority (by default it asks for nice
     /// -15; turn that off when a load generator shares the server's cores).
@@ -175,12 +179,16 @@ struct ServeFile {
     stats_interval: Option<String>,
     stats_json: Option<bool>,
     drain_timeout: Option<String>,
+    max_service: Option<String>,
     duration: Option<String>,
     raise_priority: Option<bool>,
 }
 
+/// Largest `--config` file.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 fn load_serve_file(path: &Path) -> Result<ServeFile> {
-    let text = std::fs::read_to_string(path)
+    let text = psp_workload::read_text_file(path, MAX_CONFIG_BYTES)
         .with_context(|| format!("cannot read '{}'", path.display()))?;
     toml::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
@@ -191,83 +199,122 @@ fn load_serve_file(path: &Path) -> Result<ServeFile> {
     })
 }
 
+/// Where a `psp serve` value comes from: its flag, else the `--config` file.
+struct Sources<'a> {
+    config: Option<&'a Path>,
+}
+
+impl Sources<'_> {
+    /// The flag's value, else the file's, through `check` (a value from the
+    /// file is checked as its flag, and the error names the file).
+    fn pick<V: Clone, T>(
+        &self,
+        flag: &Option<V>,
+        file: &Option<V>,
+        check: impl FnOnce(V) -> Result<T>,
+    ) -> Result<Option<T>> {
+        match (flag, file, self.config) {
+            (Some(v), _, _) => check(v.clone()).map(Some),
+            (None, Some(v), Some(path)) => check(v.clone())
+                .map(Some)
+                .with_context(|| format!("'{}'", path.display())),
+            _ => Ok(None),
+        }
+    }
+}
+
 struct ServePlan {
     cfg: ServerConfig,
     workload: Workload,
     duration: Option<Duration>,
 }
 
+/// Everything `psp serve` needs, from its flags and `--config` file (flags
+/// winning), every value checked: nothing starts before this returns.
 fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let f = match &a.config {
         Some(p) => load_serve_file(p)?,
         None => ServeFile::default(),
     };
-    let pick = |flag: &Option<String>, file: &Option<String>, default: &str| {
-        flag.clone()
-            .or_else(|| file.clone())
-            .unwrap_or_else(|| default.to_string())
+    let src = Sources {
+        config: a.config.as_deref(),
     };
-    let datapath = pick(&a.datapath, &f.datapath, "udp");
-    if datapath != "udp" {
-        bail!("--datapath must be udp (the kernel UDP datapath), not '{datapath}'");
+    src.pick(&a.datapath, &f.datapath, |d: String| match d.as_str() {
+        "udp" => Ok(()),
+        _ => bail!("--datapath must be udp (the kernel UDP datapath), not '{d}'"),
+    })?;
+    let addr = src
+        .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
+        .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
+    let policy = src
+        .pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?
+        .map_or_else(|| "darc".parse::<PolicySpec>(), Ok)?;
+    let workload = src
+        .pick(&a.workload, &f.workload, |s| Ok(Workload::resolve(&s)?))?
+        .map_or_else(|| Workload::resolve("high-bimodal"), Ok)?;
+    let workers = src
+        .pick(&a.workers, &f.workers, |w| limits::WORKERS.check(w))?
+        .unwrap_or_else(|| {
+            PointArgs {
+                workers: None,
+                ..crate::default_point_args()
+            }
+            .with_default_workers(Mode::Net)
+            .workers()
+        });
+    let queue_capacity = src
+        .pick(&a.queue_capacity, &f.queue_capacity, |q| {
+            limits::QUEUE_CAPACITY.check(q)
+        })?
+        .unwrap_or(4096);
+    limits::slots(workload.types.len(), workers, queue_capacity)?;
+    // The policy on these workers and this workload's types, as the server
+    // will build it (cheap; catches what does not fit before listening).
+    policy.build(&psp_core::PolicyContext {
+        workers,
+        types: workload.type_infos(),
+        queue_capacity,
+    })?;
+    if policy.needs_preemption() {
+        bail!("policy '{policy}' needs preemption, which the runtime does not implement yet");
     }
-    let addr = parse_addr(&pick(&a.address, &f.address, "127.0.0.1:7000"), "--address")?;
-    let policy: PolicySpec = pick(&a.policy, &f.policy, "darc").parse()?;
-    let workload = Workload::resolve(&pick(&a.workload, &f.workload, "high-bimodal"))?;
-    let workers = a.workers.or(f.workers).unwrap_or_else(|| {
-        PointArgs {
-            workers: None,
-            ..crate::default_point_args()
-        }
-        .with_default_workers(Mode::Net)
-        .workers()
-    });
-    if workers == 0 || workers > psp_core::workers::MAX_WORKERS {
-        bail!(
-            "--workers must be between 1 and {}",
-            psp_core::workers::MAX_WORKERS
-        );
-    }
-    let queue_capacity = a.queue_capacity.or(f.queue_capacity).unwrap_or(4096);
-    if queue_capacity == 0 {
-        bail!("--queue-capacity must be at least 1");
-    }
-    let cores = a
-        .cores
-        .clone()
-        .or(f.cores)
-        .map(|c| crate::run::parse_cores(&c))
-        .transpose()?;
-    let idle: IdleStrategy = pick(&a.idle, &f.idle, "park")
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!(e))?;
-    let app = match pick(&a.app, &f.app, "spin").as_str() {
-        "spin" => spin_app(&workload, None),
-        "echo" => App::Echo,
-        other => bail!("--app must be spin or echo, not '{other}'"),
-    };
-    let classifier = ClassifierKind::parse(
-        &pick(&a.classifier, &f.classifier, "header"),
-        a.seed.or(f.seed).unwrap_or(1),
-    )
-    .map_err(anyhow::Error::msg)?;
-    let stats = match a.stats_interval.clone().or(f.stats_interval) {
-        Some(s) => Some(StatsConfig {
-            interval: units::parse_duration_flag(&s, "--stats-interval")?,
+    let cores = src.pick(&a.cores, &f.cores, |c| crate::run::parse_cores(&c))?;
+    let idle = src
+        .pick(&a.idle, &f.idle, |s| limits::idle(&s))?
+        .unwrap_or_default();
+    let seed = src.pick(&a.seed, &f.seed, Ok)?.unwrap_or(1);
+    let classifier = src
+        .pick(&a.classifier, &f.classifier, |c| {
+            ClassifierKind::parse(&c, seed).map_err(anyhow::Error::msg)
+        })?
+        .unwrap_or(ClassifierKind::Header);
+    let stats = src
+        .pick(&a.stats_interval, &f.stats_interval, |s| {
+            limits::STATS_INTERVAL.parse(&s)
+        })?
+        .map(|interval| StatsConfig {
+            interval,
             json: a.stats_json || f.stats_json.unwrap_or(false),
-        }),
-        None => None,
-    };
-    let drain_timeout = units::parse_duration_flag(
-        &pick(&a.drain_timeout, &f.drain_timeout, "10s"),
-        "--drain-timeout",
-    )?;
-    let duration = a
-        .duration
-        .clone()
-        .or(f.duration)
-        .map(|d| units::parse_duration_flag(&d, "--duration"))
-        .transpose()?;
+        });
+    let drain_timeout = src
+        .pick(&a.drain_timeout, &f.drain_timeout, |s| {
+            limits::DRAIN_TIMEOUT.parse(&s)
+        })?
+        .unwrap_or(Duration::from_secs(10));
+    let duration = src.pick(&a.duration, &f.duration, |s| {
+        limits::SERVE_DURATION.parse(&s)
+    })?;
+    let max_service = src.pick(&a.max_service, &f.max_service, |s| {
+        limits::MAX_SERVICE.parse(&s)
+    })?;
+    // Last: the spin application calibrates its spinner (50 ms).
+    let app = src
+        .pick(&a.app, &f.app, |s: String| match s.as_str() {
+            "spin" => Ok(spin_app(&workload, max_service)),
+            "echo" => Ok(App::Echo),
+            other => bail!("--app must be spin or echo, not '{other}'"),
+        })?
+        .unwrap_or_else(|| spin_app(&workload, max_service));
     Ok(ServePlan {
         cfg: ServerConfig {
             addr,
@@ -457,7 +504,7 @@ fn load_config(
         warmup_ns: (sim.duration_ns as f64 * sim.warmup_fraction) as u64,
         seed: sim.seed,
         flows: client.flows,
-        timeout: client.timeout()?,
+        timeout: client.check()?,
         keep_samples,
         raise_priority: !client.no_raise_priority,
     })
@@ -525,8 +572,9 @@ pub fn load(a: LoadArgs) -> Result<()> {
     let server = parse_addr(&a.server, "--server")?;
     let workload = Workload::resolve(&a.point.workload)?;
     let point = a.point.clone().with_default_workers(Mode::Net);
-    let rate = a.offered.rate(&workload, point.workers())?;
-    let sim = point.config(rate)?;
+    let workers = limits::WORKERS.check(point.workers())?;
+    let rate = a.offered.rate(&workload, workers)?;
+    let sim = point.config(&workload, rate)?;
     let cfg = load_config(server, &workload, &sim, &a.client, a.samples.is_some())?;
     let rep = load_with_progress(&cfg)?;
     if let Some(path) = &a.samples {
@@ -618,23 +666,21 @@ pub struct EchoArgs {
     #[arg(long, default_value = "127.0.0.1:7001")]
     address: String,
     /// Threads, each with its own SO_REUSEPORT socket.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2)]
     threads: usize,
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     duration: Option<String>,
 }
 
 /// Runs `psp echo`.
 pub fn echo(a: EchoArgs) -> Result<()> {
     let addr = parse_addr(&a.address, "--address")?;
-    if a.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
+    limits::ECHO_THREADS.check(a.threads)?;
     let duration = a
         .duration
         .as_deref()
-        .map(|d| units::parse_duration_flag(d, "--duration"))
+        .map(|d| limits::SERVE_DURATION.parse(d))
         .transpose()?;
     let server =
         EchoServer::start(addr, a.threads).with_context(|| format!("cannot listen on {addr}"))?;
@@ -663,13 +709,17 @@ pub fn echo(a: EchoArgs) -> Result<()> {
 #[derive(Args)]
 pub struct NetbenchArgs {
     /// Offered rates to try, in requests per second (e.g. 50000,100000,200000).
-    #[arg(long, default_value = "25000,50000,100000,150000,200000,250000,300000")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        default_value = "25000,50000,100000,150000,200000,250000,300000"
+    )]
     rates: String,
     /// Length of each measurement.
-    #[arg(long, default_value = "2s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "2s")]
     duration: String,
     /// psp serve's workers (and the echo server's threads).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
     workers: usize,
     /// psp serve's policy.
     #[arg(long, default_value = "c-fcfs")]
@@ -678,7 +728,7 @@ pub struct NetbenchArgs {
     #[arg(long, default_value = "park")]
     idle: String,
     /// Largest tolerated fraction of lost requests for a rate to count as sustained.
-    #[arg(long, default_value_t = 0.001)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0.001)]
     max_loss: f64,
     #[command(flatten)]
     client: ClientArgs,
@@ -690,23 +740,24 @@ pub struct NetbenchArgs {
 /// Runs `psp netbench`: at each rate, the same client measures psp serve (0 us
 /// requests, echo application) and then the plain echo server.
 pub fn netbench(a: NetbenchArgs) -> Result<()> {
+    limits::RATE_POINTS.check(a.rates.split(',').count())?;
     let rates: Vec<f64> = a
         .rates
         .split(',')
-        .map(|r| {
-            r.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|r| r.is_finite() && *r > 0.0)
-                .with_context(|| format!("--rates: '{r}' is not a positive rate"))
+        .map(|r| match r.trim().parse::<f64>() {
+            Ok(v) => limits::RATE.check(v),
+            Err(_) => bail!("--rates: '{r}' is not a rate in requests per second"),
         })
         .collect::<Result<_>>()?;
-    if a.workers == 0 {
-        bail!("--workers must be at least 1");
-    }
+    limits::WORKERS.check(a.workers)?;
     let spec: PolicySpec = a.policy.parse()?;
-    let idle: IdleStrategy = a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-    let duration_ns = units::parse_duration_ns(&a.duration).context("--duration")?;
+    let idle = limits::idle(&a.idle)?;
+    let duration_ns = limits::DURATION.parse_ns(&a.duration)?;
+    limits::MAX_LOSS.check(a.max_loss)?;
+    a.client.check()?;
+    for &rate in &rates {
+        limits::requests(rate, duration_ns)?;
+    }
     let workload = Workload::fixed("zero", &[("req", 0.0, 1.0)]);
     let sim = SimConfig {
         workers: a.workers,
@@ -716,6 +767,11 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
         seed: 1,
         queue_capacity: 4096,
     };
+    spec.build(&psp_core::PolicyContext {
+        workers: a.workers,
+        types: workload.type_infos(),
+        queue_capacity: sim.queue_capacity,
+    })?;
     let mut rows = Vec::new();
     for &rate in &rates {
         let sim = SimConfig {

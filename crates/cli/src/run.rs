@@ -13,7 +13,7 @@ use psp_runtime::{IdleStrategy, RuntimeConfig, SpinHandler, Spinner, StatsConfig
 use psp_sim::{PoissonArrivals, Workload, simulate_point};
 use serde_json::json;
 
-use crate::{PolicyPoint, report, units};
+use crate::{PolicyPoint, limits, report};
 
 /// `psp run` arguments.
 #[derive(Args)]
@@ -34,13 +34,13 @@ pub struct RunArgs {
     #[arg(long, default_value = "header")]
     classifier: String,
     /// Print live statistics every interval (e.g. 1s) on stderr.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     stats_interval: Option<String>,
     /// Live statistics as JSON lines.
     #[arg(long)]
     stats_json: bool,
     /// Longest wait for in-flight requests after the last arrival.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "10s")]
     drain_timeout: String,
     /// Also simulate the same point and print the prediction beside the measurement.
     #[arg(long)]
@@ -50,21 +50,30 @@ pub struct RunArgs {
     json: bool,
 }
 
-/// Parses a core list such as `0-14` or `0,2,4`.
+/// Parses a core list such as `0-14` or `0,2,4`: ids in [`limits::CORE_ID`],
+/// each at most once.
+///
+/// # Errors
+/// A part that does not parse, an id out of range or a repeated one.
 pub fn parse_cores(s: &str) -> Result<Vec<usize>> {
-    let mut out = Vec::new();
+    let mut out: Vec<usize> = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let bad = || anyhow::anyhow!("--cores: cannot parse '{part}' (examples: 0-14, 0,2,4)");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if b < a {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
+        let id = |v: &str| -> Result<usize> {
+            limits::CORE_ID.check(v.trim().parse().map_err(|_| bad())?)
+        };
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (id(a)?, id(b)?),
+            None => (id(part)?, id(part)?),
+        };
+        if b < a {
+            return Err(bad());
+        }
+        for c in a..=b {
+            if out.contains(&c) {
+                bail!("--cores lists core {c} twice");
             }
-            None => out.push(part.parse().map_err(|_| bad())?),
+            out.push(c);
         }
     }
     Ok(out)
@@ -102,17 +111,17 @@ pub fn run(a: RunArgs) -> Result<()> {
     let (workload, spec, sim_cfg) = a.target.resolve(crate::Mode::Run)?;
     let stats = match &a.stats_interval {
         Some(s) => Some(StatsConfig {
-            interval: units::parse_duration_flag(s, "--stats-interval")?,
+            interval: limits::STATS_INTERVAL.parse(s)?,
             json: a.stats_json,
         }),
         None => None,
     };
     let opts = RunOptions {
         cores: a.cores.as_deref().map(parse_cores).transpose()?,
-        idle: a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+        idle: limits::idle(&a.idle)?,
         classifier: a.classifier.clone(),
         stats,
-        drain_timeout: units::parse_duration_flag(&a.drain_timeout, "--drain-timeout")?,
+        drain_timeout: limits::DRAIN_TIMEOUT.parse(&a.drain_timeout)?,
     };
     let mut point = measure(&workload, &spec, &sim_cfg, &opts)?;
     let prediction = if a.compare_sim {

@@ -12,7 +12,7 @@ use psp_metrics::{PointResult, PolicySweep, Slo, SweepResult};
 use psp_sim::{Workload, simulate_point};
 use rayon::prelude::*;
 
-use crate::{Mode, PointArgs, report, units};
+use crate::{Mode, PointArgs, limits, report, units};
 
 /// `psp sweep` arguments.
 #[derive(Args)]
@@ -32,16 +32,16 @@ pub struct SweepArgs {
     #[arg(long, default_value = "0.05:1.0:0.05", allow_hyphen_values = true)]
     loads: String,
     /// SLO: bound on every type's p99.9 slowdown (default 10 unless --slo-overall is given).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     slo_slowdown: Option<f64>,
     /// SLO: bound on the p99.9 slowdown over all requests.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true)]
     slo_overall: Option<f64>,
     /// SLO: largest tolerated fraction of lost requests.
-    #[arg(long, default_value_t = 0.001)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0.001)]
     max_loss: f64,
     /// Bisection steps between each policy's last passing and first failing load.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2)]
     refine: usize,
     /// Where to write the sweep's JSON.
     #[arg(long, default_value = "results/sweep.json")]
@@ -53,7 +53,7 @@ pub struct SweepArgs {
     #[arg(long)]
     no_plot: bool,
     /// Worker threads for the sweep (default: all cores).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     threads: Option<usize>,
     /// Print the sweep as JSON on stdout (instead of the table).
     #[arg(long)]
@@ -84,7 +84,10 @@ struct Plan {
 
 impl Plan {
     fn point(&self, args: &PointArgs, spec: &PolicySpec, load: f64) -> Result<PointResult> {
-        let cfg = args.config(load * self.workload.peak_rps(args.workers()))?;
+        let cfg = args.config(
+            &self.workload,
+            load * self.workload.peak_rps(args.workers()),
+        )?;
         match self.mode {
             Mode::Sim => Ok(simulate_point(&self.workload, spec, &cfg)?),
             Mode::Run => crate::run::measure(
@@ -114,41 +117,46 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
         bail!("--server is for --mode net");
     }
     let workload = Workload::resolve(&a.point.workload)?;
-    let specs = psp_core::policy::split_policy_list(&a.policies)
+    let policies = psp_core::policy::split_policy_list(&a.policies);
+    limits::POLICIES.check(policies.len())?;
+    let specs = policies
         .iter()
         .map(|p| p.parse::<PolicySpec>().map_err(anyhow::Error::from))
         .collect::<Result<Vec<_>>>()?;
-    if specs.is_empty() {
-        bail!("--policies is empty");
-    }
-    let loads = units::parse_loads(&a.loads).context("--loads")?;
+    let loads = units::parse_loads(&a.loads)?;
     let per_type = match (a.slo_slowdown, a.slo_overall) {
         (None, None) => Some(10.0),
         (s, _) => s,
     };
-    for (flag, v) in [
-        ("--slo-slowdown", per_type),
-        ("--slo-overall", a.slo_overall),
-    ] {
-        if let Some(v) = v
-            && !(v.is_finite() && v >= 1.0)
-        {
-            bail!("{flag} must be a slowdown of at least 1, not {v}");
-        }
-    }
-    if !(0.0..=1.0).contains(&a.max_loss) {
-        bail!("--max-loss must be in [0, 1], not {}", a.max_loss);
-    }
-    // Validate the point parameters and every policy on this workload once, early.
-    a.point
-        .config(workload.peak_rps(a.point.workers().max(1)))?;
+    per_type
+        .map(|v| limits::SLO_SLOWDOWN.check(v))
+        .transpose()?;
+    a.slo_overall
+        .map(|v| limits::SLO_OVERALL.check(v))
+        .transpose()?;
+    limits::MAX_LOSS.check(a.max_loss)?;
+    limits::REFINE.check(a.refine)?;
+    a.threads
+        .map(|t| limits::SWEEP_THREADS.check(t))
+        .transpose()?;
+    // Validate the point parameters at the highest load (bisection stays below
+    // it) and every policy on this workload once, early.
+    let workers = limits::WORKERS.check(a.point.workers())?;
+    let max_load = loads.iter().copied().fold(0.0, f64::max);
+    let top = limits::load_rate("--loads", max_load, &workload, workers)?;
+    let cfg = a.point.config(&workload, top)?;
+    let requests = limits::requests(top, cfg.duration_ns)?;
     let ctx = psp_core::PolicyContext {
-        workers: a.point.workers(),
+        workers,
         types: workload.type_infos(),
-        queue_capacity: a.point.queue_capacity,
+        queue_capacity: cfg.queue_capacity,
     };
     for s in &specs {
         s.build(&ctx)?;
+        limits::time_slices(s, &workload, requests)?;
+    }
+    if a.mode == Mode::Net {
+        a.client.check()?;
     }
     if server.is_some() && specs.len() != 1 {
         bail!("with --server, --policies names the one policy that server runs");
@@ -179,7 +187,7 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
                 .as_deref()
                 .map(crate::run::parse_cores)
                 .transpose()?,
-            idle: a.idle.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+            idle: limits::idle(&a.idle)?,
         },
     };
 
@@ -189,7 +197,7 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
             // A runtime point needs the whole machine: one at a time.
             b = b.num_threads(1);
         } else if let Some(t) = a.threads {
-            b = b.num_threads(t.max(1));
+            b = b.num_threads(t);
         }
         b.build().context("thread pool")?
     };

@@ -10,4 +10,7 @@ pub mod arrivals;
 pub mod workload;
 
 pub use arrivals::{Arrival, ArrivalSource, PhasedArrivals, PoissonArrivals, TraceArrivals};
-pub use workload::{ServiceDist, Workload, WorkloadError};
+pub use workload::{
+    MAX_FILE_BYTES, MAX_NAME_CHARS, MAX_SERVICE_US, MAX_SIGMA, MAX_TYPES, MIN_SERVICE_US,
+    ServiceDist, Workload, WorkloadError, read_text_file,
+};

@@ -12,6 +12,13 @@
 //!
 //! Distributions: `fixed {us}`, `exponential {mean_us}`, `lognormal {mean_us,
 //! sigma}`, `bimodal {short_us, long_us, p_long}`, `uniform {min_us, max_us}`.
+//!
+//! Every field has a range, checked when the file is read ([`Workload::parse`]),
+//! so that nothing downstream allocates or loops in proportion to an absurd
+//! value: service-time parameters in [[`MIN_SERVICE_US`], [`MAX_SERVICE_US`]] µs,
+//! `sigma` in [0, [`MAX_SIGMA`]], `p_long` in [0, 1], ratios in (0, 1] summing to
+//! 1, at most [`MAX_TYPES`] types, names of 1 to [`MAX_NAME_CHARS`] printable
+//! characters, files of at most [`MAX_FILE_BYTES`].
 
 use std::path::Path;
 
@@ -20,6 +27,28 @@ use rand::RngExt;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Exp1, StandardNormal};
 use serde::Deserialize;
+
+/// Most request types a workload may have. Every type costs a latency and a
+/// slowdown histogram per point (about 0.5 MB) and a queue per policy; the
+/// paper's workloads have at most 5.
+pub const MAX_TYPES: usize = 64;
+/// Shortest service-time parameter, in µs (1 ns, the clock's resolution).
+pub const MIN_SERVICE_US: f64 = 0.001;
+/// Longest service-time parameter, in µs (1 s; the scheduler is for µs-scale
+/// requests).
+pub const MAX_SERVICE_US: f64 = 1e6;
+/// Largest lognormal `sigma` (heavy enough for any measured service-time
+/// distribution; a draw of a 1 s mean then reaches the sampler's 13-day clamp
+/// only with a normal deviate above 6, probability 1e-9).
+pub const MAX_SIGMA: f64 = 3.0;
+/// Longest workload or type name, in characters.
+pub const MAX_NAME_CHARS: usize = 64;
+/// Largest workload file, in bytes.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Longest service time a sampler draws, in ns (2^50 ns, 13 days): a guard
+/// against overflowing time sums, far beyond any likely draw of a valid
+/// distribution.
+const MAX_DRAW_NS: f64 = (1u64 << 50) as f64;
 
 /// The workloads shipped with the project (name, TOML text).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -155,44 +184,42 @@ impl ServiceDist {
     }
 
     fn validate(&self) -> Result<(), String> {
-        let pos = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(format!("{name} must be a positive number, not {v}"))
-            }
+        let us = |name: &str, v: f64| {
+            in_range(
+                &format!("service.{name}"),
+                v,
+                MIN_SERVICE_US,
+                MAX_SERVICE_US,
+                " µs",
+            )
         };
         match *self {
-            ServiceDist::Fixed { us } => pos("us", us),
-            ServiceDist::Exponential { mean_us } => pos("mean_us", mean_us),
+            ServiceDist::Fixed { us: v } => us("us", v),
+            ServiceDist::Exponential { mean_us } => us("mean_us", mean_us),
             ServiceDist::Lognormal { mean_us, sigma } => {
-                pos("mean_us", mean_us)?;
-                if sigma.is_finite() && sigma >= 0.0 {
-                    Ok(())
-                } else {
-                    Err("sigma must be >= 0".into())
-                }
+                us("mean_us", mean_us)?;
+                in_range("service.sigma", sigma, 0.0, MAX_SIGMA, "")
             }
             ServiceDist::Bimodal {
                 short_us,
                 long_us,
                 p_long,
             } => {
-                pos("short_us", short_us)?;
-                pos("long_us", long_us)?;
-                if (0.0..=1.0).contains(&p_long) {
-                    Ok(())
-                } else {
-                    Err("p_long must be in [0, 1]".into())
-                }
+                us("short_us", short_us)?;
+                us("long_us", long_us)?;
+                in_range("service.p_long", p_long, 0.0, 1.0, "")
             }
             ServiceDist::Uniform { min_us, max_us } => {
-                pos("min_us", min_us)?;
-                pos("max_us", max_us)?;
+                us("min_us", min_us)?;
+                us("max_us", max_us)?;
                 if min_us <= max_us {
                     Ok(())
                 } else {
-                    Err("min_us must not exceed max_us".into())
+                    Err(format!(
+                        "service.min_us ({}) must not exceed service.max_us ({})",
+                        short_float(min_us),
+                        short_float(max_us)
+                    ))
                 }
             }
         }
@@ -222,6 +249,74 @@ impl ServiceDist {
             ServiceDist::Uniform { min_us, max_us } => Sampler::Uniform(min_us * 1e3, max_us * 1e3),
         })
     }
+}
+
+/// `v` in `[lo, hi]` (NaN is not), or an error naming `field` and the range.
+fn in_range(field: &str, v: f64, lo: f64, hi: f64, unit: &str) -> Result<(), String> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} must be in [{lo}, {hi}]{unit}, not {}",
+            short_float(v)
+        ))
+    }
+}
+
+/// `v` as written by hand: plain between 1e-3 and 1e7, else in exponent form
+/// (`1e-300`, not 300 digits).
+fn short_float(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-3..1e7).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// A name of 1 to [`MAX_NAME_CHARS`] characters, none of them a control
+/// character (names appear in one-line errors, tables and CSV).
+fn check_name(field: &str, name: &str) -> Result<(), String> {
+    let n = name.chars().count();
+    if name.trim().is_empty() || n > MAX_NAME_CHARS {
+        return Err(format!(
+            "{field} must have 1 to {MAX_NAME_CHARS} characters, not {n}"
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!("{field} must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// The text of a small regular file (`limit` bytes at most); a directory,
+/// device, empty or oversized file is an error saying which.
+///
+/// # Errors
+/// The path does not exist or cannot be read, is not a regular file, is empty
+/// or is larger than `limit`.
+pub fn read_text_file(path: &Path, limit: u64) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    let meta = std::fs::metadata(path)?;
+    if meta.is_dir() {
+        return Err(Error::new(ErrorKind::IsADirectory, "is a directory"));
+    }
+    if !meta.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "is not a regular file"));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(Error::new(
+            ErrorKind::FileTooLarge,
+            format!("is larger than {limit} bytes"),
+        ));
+    }
+    if text.trim().is_empty() {
+        return Err(Error::new(ErrorKind::InvalidData, "is empty"));
+    }
+    Ok(text)
 }
 
 fn us_to_ns(us: f64) -> u64 {
@@ -268,7 +363,7 @@ impl ServiceSampler {
             }
             Sampler::Uniform(lo, hi) => lo + (hi - lo) * rng.random::<f64>(),
         };
-        (ns.round() as u64).max(1)
+        (ns.min(MAX_DRAW_NS).round() as u64).max(1)
     }
 }
 
@@ -304,21 +399,28 @@ impl Workload {
     /// Unknown name, unreadable file, malformed or invalid TOML.
     pub fn resolve(name_or_path: &str) -> Result<Self, WorkloadError> {
         let path = Path::new(name_or_path);
+        let io = |err| WorkloadError::Io {
+            path: name_or_path.to_string(),
+            err,
+        };
         if path.is_file() {
-            let text = std::fs::read_to_string(path).map_err(|err| WorkloadError::Io {
-                path: name_or_path.to_string(),
-                err,
-            })?;
+            let text = read_text_file(path, MAX_FILE_BYTES).map_err(io)?;
             return Self::parse(&text, name_or_path);
         }
         if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
             return Self::parse(text, name_or_path);
         }
+        if path.exists() {
+            // A directory, a device, a pipe: say what it is.
+            return Err(io(read_text_file(path, MAX_FILE_BYTES)
+                .err()
+                .unwrap_or_else(|| std::io::Error::other("is not a regular file"))));
+        }
         if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
-            return Err(WorkloadError::Io {
-                path: name_or_path.to_string(),
-                err: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
-            });
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such file",
+            )));
         }
         Err(WorkloadError::Unknown(name_or_path.to_string()))
     }
@@ -344,28 +446,30 @@ impl Workload {
     }
 
     fn validate(&mut self) -> Result<(), String> {
+        check_name("name", &self.name)?;
         if self.types.is_empty() {
             return Err("needs at least one [[types]] entry".into());
         }
-        if self.types.len() >= usize::from(psp_core::UNKNOWN_TYPE) {
-            return Err("too many types".into());
+        if self.types.len() > MAX_TYPES {
+            return Err(format!(
+                "has {} types; at most {MAX_TYPES}",
+                self.types.len()
+            ));
         }
         for (i, t) in self.types.iter().enumerate() {
-            if t.name.trim().is_empty() {
-                return Err(format!("type #{} has an empty name", i + 1));
-            }
+            check_name(&format!("type #{} name", i + 1), &t.name)?;
             if self.types[..i].iter().any(|o| o.name == t.name) {
                 return Err(format!("type name '{}' appears twice", t.name));
             }
-            if !(t.ratio.is_finite() && t.ratio > 0.0) {
+            let field = |f: &str| format!("type '{}': {f}", t.name);
+            if !(t.ratio > 0.0 && t.ratio <= 1.0) {
                 return Err(format!(
-                    "type '{}': ratio must be positive, not {}",
-                    t.name, t.ratio
+                    "{} must be in (0, 1], not {}",
+                    field("ratio"),
+                    t.ratio
                 ));
             }
-            t.service
-                .validate()
-                .map_err(|m| format!("type '{}': {m}", t.name))?;
+            t.service.validate().map_err(|m| field(&m))?;
         }
         let sum: f64 = self.types.iter().map(|t| t.ratio).sum();
         if (sum - 1.0).abs() > 1e-3 {
@@ -455,6 +559,132 @@ mod tests {
             Workload::resolve("/nonexistent/w.toml"),
             Err(WorkloadError::Io { .. })
         ));
+    }
+
+    fn one_type(service: &str) -> String {
+        format!("name = \"x\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = {{ {service} }}\n")
+    }
+
+    #[test]
+    fn every_field_is_range_checked_and_the_error_names_it() {
+        for (service, field) in [
+            ("dist = \"fixed\", us = 1e-300", "service.us"),
+            ("dist = \"fixed\", us = 1e308", "service.us"),
+            ("dist = \"fixed\", us = inf", "service.us"),
+            ("dist = \"fixed\", us = nan", "service.us"),
+            ("dist = \"fixed\", us = 0.0", "service.us"),
+            ("dist = \"exponential\", mean_us = 2e6", "service.mean_us"),
+            (
+                "dist = \"lognormal\", mean_us = 1.0, sigma = 50.0",
+                "service.sigma",
+            ),
+            (
+                "dist = \"lognormal\", mean_us = 1.0, sigma = -1.0",
+                "service.sigma",
+            ),
+            (
+                "dist = \"bimodal\", short_us = 1.0, long_us = 1e9, p_long = 0.1",
+                "service.long_us",
+            ),
+            (
+                "dist = \"bimodal\", short_us = 1.0, long_us = 2.0, p_long = nan",
+                "service.p_long",
+            ),
+            (
+                "dist = \"uniform\", min_us = 0.0001, max_us = 2.0",
+                "service.min_us",
+            ),
+            (
+                "dist = \"uniform\", min_us = 3.0, max_us = 2.0",
+                "service.min_us",
+            ),
+        ] {
+            let e = Workload::parse(&one_type(service), "t")
+                .expect_err(service)
+                .to_string();
+            assert!(
+                e.contains(field) && e.contains("type 'a'"),
+                "{service}: {e}"
+            );
+        }
+        let w = Workload::parse(&one_type("dist = \"fixed\", us = 0.001"), "t").unwrap();
+        assert_eq!(
+            w.types[0]
+                .service
+                .sampler()
+                .sample(&mut SmallRng::seed_from_u64(1)),
+            1
+        );
+        assert!(Workload::parse(&one_type("dist = \"fixed\", us = 1e6"), "t").is_ok());
+        for (text, needle) in [
+            (
+                one_type("dist = \"fixed\", us = 1.0").replace("ratio = 1", "ratio = nan"),
+                "ratio",
+            ),
+            (
+                one_type("dist = \"fixed\", us = 1.0").replace("ratio = 1", "ratio = 2"),
+                "ratio",
+            ),
+            (
+                one_type("dist = \"fixed\", us = 1.0").replace("name = \"x\"", "name = \"\""),
+                "name",
+            ),
+            (
+                one_type("dist = \"fixed\", us = 1.0").replace("name = \"a\"", "name = \"a\\nb\""),
+                "control",
+            ),
+            (
+                one_type("dist = \"fixed\", us = 1.0")
+                    .replace("name = \"a\"", &format!("name = \"{}\"", "n".repeat(65))),
+                "1 to 64 characters",
+            ),
+        ] {
+            let e = Workload::parse(&text, "t").expect_err(&text).to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn at_most_max_types() {
+        let types = |n: usize| {
+            let mut t = String::from("name = \"many\"\n");
+            for i in 0..n {
+                t.push_str(&format!(
+                    "[[types]]\nname = \"t{i}\"\nratio = {}\nservice = {{ dist = \"fixed\", us = 1.0 }}\n",
+                    1.0 / n as f64
+                ));
+            }
+            t
+        };
+        assert_eq!(
+            Workload::parse(&types(MAX_TYPES), "t").unwrap().types.len(),
+            MAX_TYPES
+        );
+        let e = Workload::parse(&types(MAX_TYPES + 1), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 64"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_a_device_or_an_empty_file_says_what_it_is() {
+        let dir = std::env::temp_dir().join(format!("psp-workload-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.toml");
+        std::fs::write(&empty, "  \n").unwrap();
+        let big = dir.join("big.toml");
+        std::fs::write(&big, vec![b'#'; MAX_FILE_BYTES as usize + 1]).unwrap();
+        for (path, needle) in [
+            (dir.to_str().unwrap(), "is a directory"),
+            ("/dev/null", "is not a regular file"),
+            (empty.to_str().unwrap(), "is empty"),
+            (big.to_str().unwrap(), "is larger than"),
+            ("/no/such/file.toml", "no such file"),
+        ] {
+            let e = Workload::resolve(path).unwrap_err().to_string();
+            assert!(e.contains(needle) && e.contains(path), "{path}: {e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -19,8 +19,8 @@ pub mod ts;
 pub mod ts_block;
 
 pub use spec::{
-    DarcConfig, POLICY_NAMES, PolicySpec, Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues,
-    split_policy_list,
+    DarcConfig, PARAM_RANGES, POLICY_NAMES, ParamRange, PolicySpec, Requeue, TsBlockConfig,
+    TsConfig, TsPreempt, TsQueues, split_policy_list,
 };
 
 use crate::request::{Nanos, Request};

@@ -1,6 +1,11 @@
 //! Policy names and parameters as users write them, e.g. `darc`,
 //! `darc:delta=0.2,round=ceil`, `darc-static:2`, `ts:sq,quantum=5,cost=1`,
 //! `ts-block:4`. Parsing validates once; [`PolicySpec::build`] makes the policy.
+//!
+//! Every numeric parameter has a range, checked here in one way (the `real`,
+//! `count` and `micros` helpers with a [`ParamRange`]): NaN, infinities and
+//! out-of-range values are errors that name the parameter and its range, never
+//! silently capped. The ranges are listed in [`PARAM_RANGES`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -163,20 +168,134 @@ pub enum PolicySpec {
     TsBlock(TsBlockConfig),
 }
 
-fn us_to_ns(policy: &str, key: &str, v: &str) -> Result<u64, PolicyError> {
-    let us: f64 = num(policy, key, v)?;
-    if !(us.is_finite() && us >= 0.0) {
-        return Err(bad(
-            policy,
-            format!("{key} must be a non-negative number of microseconds"),
-        ));
-    }
-    Ok((us * 1e3).round() as u64)
+/// The valid values of a numeric policy parameter: `[lo, hi]`, or `(lo, hi]`
+/// when `lo_open`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ParamRange {
+    /// The parameter as written (`delta`, `quantum`, `N`, ...).
+    pub key: &'static str,
+    /// Lower bound.
+    pub lo: f64,
+    /// Whether `lo` itself is excluded.
+    pub lo_open: bool,
+    /// Upper bound (included).
+    pub hi: f64,
+    /// Unit, for the message (`" us"` or empty).
+    pub unit: &'static str,
 }
 
-fn num<T: FromStr>(policy: &str, key: &str, v: &str) -> Result<T, PolicyError> {
-    v.parse()
-        .map_err(|_| bad(policy, format!("{key}: cannot parse '{v}'")))
+impl ParamRange {
+    const fn closed(key: &'static str, lo: f64, hi: f64) -> Self {
+        Self {
+            key,
+            lo,
+            lo_open: false,
+            hi,
+            unit: "",
+        }
+    }
+
+    const fn positive(key: &'static str, hi: f64) -> Self {
+        Self {
+            key,
+            lo: 0.0,
+            lo_open: true,
+            hi,
+            unit: "",
+        }
+    }
+
+    const fn us(self) -> Self {
+        Self {
+            unit: " us",
+            ..self
+        }
+    }
+
+    /// Whether `v` is in the range (NaN never is).
+    pub fn contains(&self, v: f64) -> bool {
+        (if self.lo_open {
+            v > self.lo
+        } else {
+            v >= self.lo
+        }) && v <= self.hi
+    }
+}
+
+impl fmt::Display for ParamRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let open = if self.lo_open { '(' } else { '[' };
+        write!(f, "{open}{}, {}]{}", self.lo, self.hi, self.unit)
+    }
+}
+
+/// Largest service-time-like parameter (quantum, preemption cost), in µs: 1 s.
+const MAX_US: f64 = 1e6;
+/// Largest multiple of a mean service time (EDF's k, TS's target, ts-block's long,
+/// DARC's delay).
+const MAX_FACTOR: f64 = 1e6;
+
+const EDF_K: ParamRange = ParamRange::positive("k", MAX_FACTOR);
+const RESERVED: ParamRange = ParamRange::closed("N", 0.0, (MAX_WORKERS - 1) as f64);
+const DELTA: ParamRange = ParamRange::closed("delta", 0.0, 1000.0);
+const SPILLWAY: ParamRange = ParamRange::closed("spillway", 1.0, MAX_WORKERS as f64);
+const SAMPLES: ParamRange = ParamRange::closed("samples", 1.0, 1e9);
+const DELAY: ParamRange = ParamRange::closed("delay", 0.0, MAX_FACTOR);
+const DEVIATION: ParamRange = ParamRange::closed("deviation", 0.0, 1000.0);
+/// A quantum below 0.1 µs would make the simulator step through time slices of
+/// a few instructions.
+const QUANTUM: ParamRange = ParamRange::closed("quantum", 0.1, MAX_US).us();
+const TS_COST: ParamRange = ParamRange::closed("cost", 0.0, MAX_US).us();
+const TARGET: ParamRange = ParamRange::positive("target", MAX_FACTOR);
+const BLOCK_COST: ParamRange = ParamRange::closed("COST", 0.0, MAX_US).us();
+const LONG: ParamRange = ParamRange::closed("long", 1.0, MAX_FACTOR);
+
+/// Every numeric policy parameter with its range, by policy (for documentation
+/// and tests).
+pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
+    ("edf", EDF_K),
+    ("darc-static", RESERVED),
+    ("darc-static", DELTA),
+    ("darc", DELTA),
+    ("darc", SPILLWAY),
+    ("darc", SAMPLES),
+    ("darc", DELAY),
+    ("darc", DEVIATION),
+    ("ts", QUANTUM),
+    ("ts", TS_COST),
+    ("ts", TARGET),
+    ("ts-block", BLOCK_COST),
+    ("ts-block", LONG),
+];
+
+/// A real parameter in `range`.
+fn real(policy: &str, range: &ParamRange, v: &str) -> Result<f64, PolicyError> {
+    match v.parse::<f64>() {
+        Ok(x) if range.contains(x) => Ok(x),
+        _ => Err(out_of_range(policy, range, v, "")),
+    }
+}
+
+/// An integer parameter in `range`.
+fn count<T: TryFrom<u64>>(policy: &str, range: &ParamRange, v: &str) -> Result<T, PolicyError> {
+    match v.parse::<u64>() {
+        Ok(x) if range.contains(x as f64) => {
+            T::try_from(x).map_err(|_| out_of_range(policy, range, v, "an integer "))
+        }
+        _ => Err(out_of_range(policy, range, v, "an integer ")),
+    }
+}
+
+/// A duration parameter in µs (`range` in µs), as whole nanoseconds.
+fn micros(policy: &str, range: &ParamRange, v: &str) -> Result<u64, PolicyError> {
+    Ok((real(policy, range, v)? * 1e3).round() as u64)
+}
+
+fn out_of_range(policy: &str, range: &ParamRange, v: &str, what: &str) -> PolicyError {
+    bad(
+        policy,
+        format!("{} must be {what}in {range}, not '{v}'", range.key),
+    )
 }
 
 fn bad(policy: &str, msg: String) -> PolicyError {
@@ -234,14 +353,14 @@ impl FromStr for PolicySpec {
             "fp" | "sjf" => no_args(PolicySpec::Fp),
             "edf" => {
                 let mut k: f64 = 10.0;
+                if !positional.is_empty() {
+                    return Err(bad(s, "expects edf or edf:k=FACTOR".into()));
+                }
                 for &(key, v) in &keyed {
                     match key {
-                        "k" => k = num(s, key, v)?,
+                        "k" => k = real(s, &EDF_K, v)?,
                         _ => return Err(unknown_key(key)),
                     }
-                }
-                if !positional.is_empty() || k.is_nan() || k <= 0.0 {
-                    return Err(bad(s, "expects edf or edf:k=FACTOR with FACTOR > 0".into()));
                 }
                 Ok(PolicySpec::Edf { k })
             }
@@ -252,11 +371,11 @@ impl FromStr for PolicySpec {
                         "expects darc-static:N (workers reserved for short requests)".into(),
                     ));
                 };
-                let reserved = num(s, "N", n)?;
+                let reserved = count(s, &RESERVED, n)?;
                 let mut delta = 0.2;
                 for &(key, v) in &keyed {
                     match key {
-                        "delta" => delta = num(s, key, v)?,
+                        "delta" => delta = real(s, &DELTA, v)?,
                         _ => return Err(unknown_key(key)),
                     }
                 }
@@ -269,8 +388,8 @@ impl FromStr for PolicySpec {
                 }
                 for &(key, v) in &keyed {
                     match key {
-                        "delta" => c.reservation.delta = num(s, key, v)?,
-                        "spillway" => c.reservation.spillway = num(s, key, v)?,
+                        "delta" => c.reservation.delta = real(s, &DELTA, v)?,
+                        "spillway" => c.reservation.spillway = count(s, &SPILLWAY, v)?,
                         "round" => {
                             c.reservation.rounding = match v {
                                 "paper" => Rounding::Paper,
@@ -284,23 +403,11 @@ impl FromStr for PolicySpec {
                                 }
                             }
                         }
-                        "samples" => c.min_samples = num(s, key, v)?,
-                        "delay" => c.delay_factor = num(s, key, v)?,
-                        "deviation" => c.deviation = num(s, key, v)?,
+                        "samples" => c.min_samples = count(s, &SAMPLES, v)?,
+                        "delay" => c.delay_factor = real(s, &DELAY, v)?,
+                        "deviation" => c.deviation = real(s, &DEVIATION, v)?,
                         _ => return Err(unknown_key(key)),
                     }
-                }
-                if [c.reservation.delta, c.delay_factor, c.deviation]
-                    .iter()
-                    .any(|v| v.is_nan() || *v < 0.0)
-                {
-                    return Err(bad(
-                        s,
-                        "delta, delay and deviation must be non-negative".into(),
-                    ));
-                }
-                if c.reservation.spillway == 0 {
-                    return Err(bad(s, "needs at least one spillway worker".into()));
                 }
                 Ok(PolicySpec::Darc(c))
             }
@@ -315,8 +422,8 @@ impl FromStr for PolicySpec {
                 }
                 for &(key, v) in &keyed {
                     match key {
-                        "quantum" => c.quantum_ns = us_to_ns(s, key, v)?,
-                        "cost" => c.cost_ns = us_to_ns(s, key, v)?,
+                        "quantum" => c.quantum_ns = micros(s, &QUANTUM, v)?,
+                        "cost" => c.cost_ns = micros(s, &TS_COST, v)?,
                         "requeue" => c.requeue = requeue(s, v)?,
                         "preempt" => {
                             c.preempt = match v {
@@ -330,19 +437,16 @@ impl FromStr for PolicySpec {
                                 }
                             }
                         }
-                        "target" => c.target_factor = num(s, key, v)?,
+                        "target" => c.target_factor = real(s, &TARGET, v)?,
                         _ => return Err(unknown_key(key)),
                     }
-                }
-                if c.quantum_ns == 0 || c.target_factor.is_nan() || c.target_factor <= 0.0 {
-                    return Err(bad(s, "quantum and target must be positive".into()));
                 }
                 Ok(PolicySpec::Ts(c))
             }
             "ts-block" => {
                 let mut c = TsBlockConfig::default();
                 match positional[..] {
-                    [cost] => c.cost_ns = us_to_ns(s, "COST", cost)?,
+                    [cost] => c.cost_ns = micros(s, &BLOCK_COST, cost)?,
                     _ => {
                         return Err(bad(
                             s,
@@ -365,12 +469,9 @@ impl FromStr for PolicySpec {
                                 }
                             }
                         }
-                        "long" => c.long_factor = num(s, key, v)?,
+                        "long" => c.long_factor = real(s, &LONG, v)?,
                         _ => return Err(unknown_key(key)),
                     }
-                }
-                if c.long_factor.is_nan() || c.long_factor < 1.0 {
-                    return Err(bad(s, "long must be at least 1".into()));
                 }
                 Ok(PolicySpec::TsBlock(c))
             }
@@ -623,8 +724,119 @@ mod tests {
             "ts-block:-1",
             "c-fcfs:1",
             "edf:k=0",
+            "edf:2",
         ] {
             assert!(s.parse::<PolicySpec>().is_err(), "{s} should not parse");
+        }
+    }
+
+    /// The policy string setting `range.key` of `policy` to `v`.
+    fn with_param(policy: &str, range: &ParamRange, v: &str) -> String {
+        match (policy, range.key) {
+            ("darc-static", "N") => format!("darc-static:{v}"),
+            ("darc-static", key) => format!("darc-static:1,{key}={v}"),
+            ("ts-block", "COST") => format!("ts-block:{v}"),
+            ("ts-block", key) => format!("ts-block:1,{key}={v}"),
+            (p, key) => format!("{p}:{key}={v}"),
+        }
+    }
+
+    #[test]
+    fn every_numeric_parameter_rejects_nan_infinities_and_out_of_range_values() {
+        for (policy, range) in PARAM_RANGES {
+            let below = if range.lo_open {
+                range.lo
+            } else {
+                range.lo - 1.0
+            };
+            for v in [
+                "nan".to_string(),
+                "NaN".into(),
+                "inf".into(),
+                "-inf".into(),
+                "1e300".into(),
+                "-1e300".into(),
+                format!("{below}"),
+                format!("{}", range.hi * 1.5 + 1.0),
+                "x".into(),
+                String::new(),
+            ] {
+                if v.is_empty() && range.key.chars().all(|c| c.is_ascii_uppercase()) {
+                    continue; // an empty positional parameter is a missing one
+                }
+                let s = with_param(policy, range, &v);
+                match s.parse::<PolicySpec>() {
+                    Err(PolicyError::BadParameter { msg, .. }) => {
+                        assert!(
+                            msg.contains(range.key) && msg.contains(&range.to_string()),
+                            "{s}: '{msg}' names neither the parameter nor its range"
+                        );
+                    }
+                    other => panic!("{s}: expected a range error, got {other:?}"),
+                }
+            }
+            for v in [
+                range.hi,
+                if range.lo_open {
+                    range.hi / 2.0
+                } else {
+                    range.lo
+                },
+            ] {
+                let s = with_param(policy, range, &format!("{v}"));
+                let spec: PolicySpec = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+                assert_eq!(spec.to_string().parse::<PolicySpec>(), Ok(spec), "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_issue_cases_are_errors_not_caps() {
+        for s in [
+            "darc-static:1,delta=nan",
+            "ts:quantum=1e300",
+            "darc:delta=nan",
+        ] {
+            let e = s.parse::<PolicySpec>().expect_err(s).to_string();
+            assert!(e.contains("must be in"), "{s}: {e}");
+        }
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<f64>().prop_map(|v| format!("{v}")),
+                (-1e7f64..1e7).prop_map(|v| format!("{v}")),
+                any::<u64>().prop_map(|v| v.to_string()),
+                (0u64..200).prop_map(|v| v.to_string()),
+                "[a-z0-9.:-]{0,6}",
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Any value for any parameter is either rejected naming the
+            /// parameter, or accepted within its range and round-trips.
+            #[test]
+            fn parameters_are_in_range_or_rejected(i in 0..PARAM_RANGES.len(), v in value()) {
+                let (policy, range) = PARAM_RANGES[i];
+                let s = with_param(policy, &range, &v);
+                match s.parse::<PolicySpec>() {
+                    Ok(spec) => {
+                        let x: f64 = v.parse().expect("accepted values are numbers");
+                        prop_assert!(range.contains(x), "{} accepted out of {}", s, range);
+                        prop_assert_eq!(spec.to_string().parse::<PolicySpec>(), Ok(spec));
+                    }
+                    Err(PolicyError::BadParameter { msg, .. }) => {
+                        prop_assert!(msg.contains(range.key), "{}: {}", s, msg);
+                    }
+                    Err(e) => prop_assert!(false, "{}: {}", s, e),
+                }
+            }
         }
     }
 }

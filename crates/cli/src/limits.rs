@@ -1,0 +1,655 @@
+//! Every number the command line takes, with its valid range, in one place.
+//!
+//! Each flag's range is a constant here ([`Count`], [`Real`] or [`Span`]), and
+//! each kind of value is checked by one method, with one message:
+//! `--flag must be in RANGE, not VALUE`. Bounds that involve several values (the
+//! requests a point schedules, the request slots its queues preallocate, the
+//! time slices a preemptive policy simulates) are checked here too. Every
+//! command runs these checks before it starts any work, so nothing allocates,
+//! spins or sleeps in proportion to an unchecked user number.
+//!
+//! Workload files are checked by `psp-workload` (`Workload::parse`) and policy
+//! parameters by `psp-core` (`PolicySpec`'s parser), each in one place as well.
+//!
+//! A new flag is one constant (e.g. [`MAX_SERVICE`]) and one call:
+//! `MAX_SERVICE.parse(&s)?`, or in `psp serve` (flag, else `--config` value)
+//! `src.pick(&a.max_service, &f.max_service, |s| limits::MAX_SERVICE.parse(&s))?`.
+
+use std::fmt;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use psp_core::PolicySpec;
+use psp_workload::Workload;
+
+use crate::units;
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000_000_000;
+const HOUR: u64 = 3_600 * S;
+const DAY: u64 = 24 * HOUR;
+
+/// An integer flag's range, `[min, max]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count {
+    /// The flag, as users write it.
+    pub flag: &'static str,
+    /// Smallest valid value.
+    pub min: u64,
+    /// Largest valid value.
+    pub max: u64,
+}
+
+impl Count {
+    /// The range of `flag`.
+    pub const fn new(flag: &'static str, min: u64, max: u64) -> Self {
+        Self { flag, min, max }
+    }
+
+    /// `v`, when in range.
+    ///
+    /// # Errors
+    /// `v` is out of range: the message names the flag and the range.
+    pub fn check(&self, v: usize) -> Result<usize> {
+        if (self.min..=self.max).contains(&(v as u64)) {
+            Ok(v)
+        } else {
+            bail!("{} must be in {self}, not {v}", self.flag)
+        }
+    }
+}
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}, {}]", self.min, self.max)
+    }
+}
+
+/// A real flag's range: `lo` and `hi`, each included or not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Real {
+    /// The flag, as users write it.
+    pub flag: &'static str,
+    /// Lower bound.
+    pub lo: f64,
+    /// Whether `lo` is valid.
+    pub lo_included: bool,
+    /// Upper bound.
+    pub hi: f64,
+    /// Whether `hi` is valid.
+    pub hi_included: bool,
+}
+
+impl Real {
+    /// `[lo, hi]`.
+    pub const fn closed(flag: &'static str, lo: f64, hi: f64) -> Self {
+        Self {
+            flag,
+            lo,
+            lo_included: true,
+            hi,
+            hi_included: true,
+        }
+    }
+
+    /// `(0, hi]`.
+    pub const fn positive(flag: &'static str, hi: f64) -> Self {
+        Self {
+            lo_included: false,
+            ..Self::closed(flag, 0.0, hi)
+        }
+    }
+
+    /// Whether `v` is in range (NaN never is).
+    pub fn contains(&self, v: f64) -> bool {
+        let above = if self.lo_included {
+            v >= self.lo
+        } else {
+            v > self.lo
+        };
+        let below = if self.hi_included {
+            v <= self.hi
+        } else {
+            v < self.hi
+        };
+        above && below
+    }
+
+    /// `v`, when in range.
+    ///
+    /// # Errors
+    /// `v` is out of range, NaN or infinite: the message names the flag and
+    /// the range.
+    pub fn check(&self, v: f64) -> Result<f64> {
+        if self.contains(v) {
+            Ok(v)
+        } else {
+            bail!("{} must be in {self}, not {}", self.flag, short_float(v))
+        }
+    }
+}
+
+impl fmt::Display for Real {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let open = if self.lo_included { '[' } else { '(' };
+        let close = if self.hi_included { ']' } else { ')' };
+        write!(
+            f,
+            "{open}{}, {}{close}",
+            short_float(self.lo),
+            short_float(self.hi)
+        )
+    }
+}
+
+/// `v` as written by hand: plain between 1e-3 and 1e7, else in exponent form
+/// (`1e9`, `1e-300`).
+fn short_float(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-3..1e7).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// A duration flag's range, `[min_ns, max_ns]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// The flag, as users write it.
+    pub flag: &'static str,
+    /// Shortest valid duration, in ns.
+    pub min_ns: u64,
+    /// Longest valid duration, in ns.
+    pub max_ns: u64,
+}
+
+impl Span {
+    /// The range of `flag`.
+    pub const fn new(flag: &'static str, min_ns: u64, max_ns: u64) -> Self {
+        Self {
+            flag,
+            min_ns,
+            max_ns,
+        }
+    }
+
+    /// `s` (e.g. `1s`, `500ms`) in nanoseconds, when it parses and is in range.
+    ///
+    /// # Errors
+    /// `s` does not parse or is out of range: the message names the flag and
+    /// the range.
+    pub fn parse_ns(&self, s: &str) -> Result<u64> {
+        let ns =
+            units::parse_duration_f64_ns(s).map_err(|e| anyhow::anyhow!("{}: {e}", self.flag))?;
+        if (self.min_ns as f64..=self.max_ns as f64).contains(&ns) {
+            Ok(ns.round() as u64)
+        } else {
+            bail!("{} must be in {self}, not '{}'", self.flag, s.trim())
+        }
+    }
+
+    /// `s` as a [`Duration`], when it parses and is in range.
+    ///
+    /// # Errors
+    /// As [`Span::parse_ns`].
+    pub fn parse(&self, s: &str) -> Result<Duration> {
+        self.parse_ns(s).map(Duration::from_nanos)
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}, {}]", human_ns(self.min_ns), human_ns(self.max_ns))
+    }
+}
+
+/// `ns` in the largest unit that writes it whole, as the duration flags read it.
+fn human_ns(ns: u64) -> String {
+    match ns {
+        0 => "0s".into(),
+        n if n % S == 0 => format!("{}s", n / S),
+        n if n % MS == 0 => format!("{}ms", n / MS),
+        n if n % US == 0 => format!("{}us", n / US),
+        n => format!("{n}ns"),
+    }
+}
+
+// ------------------------------------------------------------- the ranges
+
+/// `--workers`: application workers (the policies' worker sets are 128 bits).
+pub const WORKERS: Count = Count::new("--workers", 1, psp_core::MAX_WORKERS as u64);
+/// `--queue-capacity`: bound of each queue a policy keeps (see also
+/// [`MAX_SLOTS`]).
+pub const QUEUE_CAPACITY: Count = Count::new("--queue-capacity", 1, 1 << 20);
+/// `--flows`: client sockets (two descriptors each).
+pub const FLOWS: Count = Count::new("--flows", 1, 256);
+/// `psp echo --threads`: echo server threads.
+pub const ECHO_THREADS: Count = Count::new("--threads", 1, 256);
+/// `psp sweep --threads`: simulator threads.
+pub const SWEEP_THREADS: Count = Count::new("--threads", 1, 1024);
+/// `psp bench --reps`.
+pub const REPS: Count = Count::new("--reps", 1, 100);
+/// `psp sweep --refine`: bisection steps per policy.
+pub const REFINE: Count = Count::new("--refine", 0, 20);
+/// `psp sweep --loads`: points per policy in the grid.
+pub const LOAD_POINTS: Count = Count::new("--loads (number of loads)", 1, 1000);
+/// `psp sweep --policies`, `psp bench --policies`: policies compared.
+pub const POLICIES: Count = Count::new("--policies (number of policies)", 1, 32);
+/// `psp netbench --rates`: rates tried.
+pub const RATE_POINTS: Count = Count::new("--rates (number of rates)", 1, 64);
+/// `--cores`: core ids (below Linux's CPU_SETSIZE).
+pub const CORE_ID: Count = Count::new("--cores (core id)", 0, 1023);
+/// `--idle park:SPIN_US`: polling before parking, in µs.
+pub const IDLE_SPIN_US: Count = Count::new("--idle park:SPIN_US", 0, 1_000_000);
+
+/// `--load`: offered load as a fraction of the workload's peak.
+pub const LOAD: Real = Real::positive("--load", 10.0);
+/// `psp sweep --loads`: each load, as `--load`.
+pub const SWEEP_LOAD: Real = Real {
+    flag: "--loads",
+    ..LOAD
+};
+/// `--rps`: offered requests per second (one per ns: the clock's resolution).
+pub const RPS: Real = Real::positive("--rps", 1e9);
+/// `psp netbench --rates`: each rate, as `--rps`.
+pub const RATE: Real = Real::positive("--rates", 1e9);
+/// `--warmup`: fraction of the arrival period discarded.
+pub const WARMUP: Real = Real {
+    hi_included: false,
+    ..Real::closed("--warmup", 0.0, 1.0)
+};
+/// `--max-loss`: tolerated fraction of lost requests.
+pub const MAX_LOSS: Real = Real::closed("--max-loss", 0.0, 1.0);
+/// `--slo-slowdown`: bound on every type's p99.9 slowdown.
+pub const SLO_SLOWDOWN: Real = Real::closed("--slo-slowdown", 1.0, 1e6);
+/// `--slo-overall`: bound on the p99.9 slowdown over all requests.
+pub const SLO_OVERALL: Real = Real::closed("--slo-overall", 1.0, 1e6);
+
+/// `--duration` of a point (`sim`, `run`, `load`, `sweep`, `bench`, `netbench`):
+/// the arrival period.
+pub const DURATION: Span = Span::new("--duration", US, HOUR);
+/// `--duration` of `psp serve` and `psp echo`: stop by itself after this long.
+pub const SERVE_DURATION: Span = Span::new("--duration", MS, 7 * DAY);
+/// `--stats-interval`: live statistics period.
+pub const STATS_INTERVAL: Span = Span::new("--stats-interval", MS, HOUR);
+/// `--drain-timeout`: longest wait for admitted requests.
+pub const DRAIN_TIMEOUT: Span = Span::new("--drain-timeout", MS, HOUR);
+/// `--timeout`: how long the client waits for a response.
+pub const TIMEOUT: Span = Span::new("--timeout", 10 * US, 60 * S);
+/// `psp serve --max-service`: the spin application's cap on the service time a
+/// request may ask for.
+pub const MAX_SERVICE: Span = Span::new("--max-service", US, HOUR);
+
+/// Most requests one point may schedule: the simulator and the client do work
+/// (and the client keeps a record) per request; 1e8 is 10-20 s of simulation.
+pub const MAX_REQUESTS: f64 = 1e8;
+/// Most request slots a point's queues may preallocate:
+/// `(types + 1 + workers) * queue capacity + workers` (the runtime's slab, about
+/// 100 bytes a slot, and the policy's queues).
+pub const MAX_SLOTS: u64 = 1 << 22;
+/// Most quantum expiries a preemptive policy may make the simulator step
+/// through in one point (expected requests x mean service / quantum).
+pub const MAX_TIME_SLICES: f64 = 1e9;
+
+/// Every integer range (README's table is checked against these).
+#[cfg(test)]
+const COUNTS: &[Count] = &[
+    WORKERS,
+    QUEUE_CAPACITY,
+    FLOWS,
+    ECHO_THREADS,
+    SWEEP_THREADS,
+    REPS,
+    REFINE,
+    LOAD_POINTS,
+    POLICIES,
+    RATE_POINTS,
+    CORE_ID,
+    IDLE_SPIN_US,
+];
+/// Every real range.
+#[cfg(test)]
+const REALS: &[Real] = &[
+    LOAD,
+    SWEEP_LOAD,
+    RPS,
+    RATE,
+    WARMUP,
+    MAX_LOSS,
+    SLO_SLOWDOWN,
+    SLO_OVERALL,
+];
+/// Every duration range.
+#[cfg(test)]
+const SPANS: &[Span] = &[
+    DURATION,
+    SERVE_DURATION,
+    STATS_INTERVAL,
+    DRAIN_TIMEOUT,
+    TIMEOUT,
+    MAX_SERVICE,
+];
+
+// ---------------------------------------------------- bounds across values
+
+/// The offered rate: `--load` (a fraction of `workload`'s peak on `workers`),
+/// `--rps`, or 80% of peak when neither is given; at most [`RPS`]'s bound.
+///
+/// # Errors
+/// A value out of range, or a load whose rate is above [`RPS`]'s bound.
+pub fn offered_rate(
+    load: Option<f64>,
+    rps: Option<f64>,
+    workload: &Workload,
+    workers: usize,
+) -> Result<f64> {
+    match (load, rps) {
+        (_, Some(r)) => RPS.check(r),
+        (Some(l), None) => load_rate("--load", LOAD.check(l)?, workload, workers),
+        (None, None) => load_rate("the default --load", 0.8, workload, workers),
+    }
+}
+
+/// The rate of `load` (a fraction of `workload`'s peak on `workers`, given as
+/// `flag`): at most [`RPS`]'s bound.
+///
+/// # Errors
+/// A rate above [`RPS`]'s bound.
+pub fn load_rate(flag: &str, load: f64, workload: &Workload, workers: usize) -> Result<f64> {
+    let rate = load * workload.peak_rps(workers);
+    if !RPS.contains(rate) {
+        bail!(
+            "{flag} {load} is {rate:.3e} requests/s on {workers} workers of '{}'; the offered rate must be in {RPS}",
+            workload.name
+        );
+    }
+    Ok(rate)
+}
+
+/// Requests a point at `rate_rps` schedules in `duration_ns`: at most
+/// [`MAX_REQUESTS`].
+///
+/// # Errors
+/// More than [`MAX_REQUESTS`].
+pub fn requests(rate_rps: f64, duration_ns: u64) -> Result<f64> {
+    let n = rate_rps * duration_ns as f64 / 1e9;
+    if n > MAX_REQUESTS {
+        bail!(
+            "--duration {} at {rate_rps:.3e} requests/s schedules {n:.3e} requests; at most {MAX_REQUESTS:e} per point (shorten --duration or lower the load)",
+            human_ns(duration_ns)
+        );
+    }
+    Ok(n)
+}
+
+/// Request slots a point preallocates: at most [`MAX_SLOTS`].
+///
+/// # Errors
+/// More than [`MAX_SLOTS`].
+pub fn slots(types: usize, workers: usize, queue_capacity: usize) -> Result<u64> {
+    let n = (types as u64)
+        .saturating_add(1)
+        .saturating_add(workers as u64)
+        .saturating_mul(queue_capacity as u64)
+        .saturating_add(workers as u64);
+    if n > MAX_SLOTS {
+        bail!(
+            "--queue-capacity {queue_capacity} with {workers} workers and {types} request types needs {n} request slots; at most {MAX_SLOTS} (lower --queue-capacity)"
+        );
+    }
+    Ok(n)
+}
+
+/// Quantum expiries the simulator steps through for `spec` when `requests`
+/// requests of `workload` run: at most [`MAX_TIME_SLICES`].
+///
+/// # Errors
+/// More than [`MAX_TIME_SLICES`].
+pub fn time_slices(spec: &PolicySpec, workload: &Workload, requests: f64) -> Result<f64> {
+    let PolicySpec::Ts(c) = spec else {
+        return Ok(0.0);
+    };
+    let n = requests * workload.mean_service_ns() / c.quantum_ns.max(1) as f64;
+    if n > MAX_TIME_SLICES {
+        bail!(
+            "policy '{spec}': a {}us quantum cuts {requests:.3e} requests of '{}' into {n:.3e} time slices; at most {MAX_TIME_SLICES:e} per point (raise quantum, shorten --duration or lower the load)",
+            c.quantum_ns as f64 / 1e3,
+            workload.name
+        );
+    }
+    Ok(n)
+}
+
+/// `--idle`: spin, yield, park or park:SPIN_US with SPIN_US in [`IDLE_SPIN_US`].
+///
+/// # Errors
+/// Not an idle strategy, or a spin out of range.
+pub fn idle(s: &str) -> Result<psp_runtime::IdleStrategy> {
+    let idle: psp_runtime::IdleStrategy = s.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    if let psp_runtime::IdleStrategy::SpinPark { spin_us, .. } = idle {
+        IDLE_SPIN_US.check(spin_us as usize)?;
+    }
+    Ok(idle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_well_formed_and_their_bounds_behave() {
+        for c in COUNTS {
+            assert!(c.min <= c.max, "{}", c.flag);
+            assert!(c.check(c.min as usize).is_ok() && c.check(c.max as usize).is_ok());
+            let e = c.check(c.max as usize + 1).unwrap_err().to_string();
+            assert!(e.contains(c.flag) && e.contains(&c.to_string()), "{e}");
+            if c.min > 0 {
+                assert!(c.check(c.min as usize - 1).is_err(), "{}", c.flag);
+            }
+        }
+        for r in REALS {
+            assert!(r.lo < r.hi, "{}", r.flag);
+            for bad in [
+                f64::NAN,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                r.hi * 2.0 + 1.0,
+                r.lo - 1.0,
+            ] {
+                let e = r.check(bad).unwrap_err().to_string();
+                assert!(e.contains(r.flag) && e.contains(&r.to_string()), "{e}");
+            }
+            assert_eq!(r.check(r.lo).is_ok(), r.lo_included, "{}", r.flag);
+            assert_eq!(r.check(r.hi).is_ok(), r.hi_included, "{}", r.flag);
+            assert!(r.check((r.lo + r.hi) / 2.0).is_ok(), "{}", r.flag);
+        }
+        for s in SPANS {
+            assert!(0 < s.min_ns && s.min_ns < s.max_ns, "{}", s.flag);
+            assert_eq!(s.parse_ns(&human_ns(s.min_ns)).unwrap(), s.min_ns);
+            assert_eq!(s.parse_ns(&human_ns(s.max_ns)).unwrap(), s.max_ns);
+            for bad in [
+                format!("{}ns", s.min_ns - 1),
+                format!("{}ns", s.max_ns + 1),
+                "99999999999999s".into(),
+                "1e300s".into(),
+                "1e-300s".into(),
+                "nan".into(),
+                "inf".into(),
+                "-1s".into(),
+                "0".into(),
+                "soon".into(),
+            ] {
+                let e = s.parse_ns(&bad).unwrap_err().to_string();
+                assert!(e.contains(s.flag), "{bad}: {e}");
+            }
+        }
+        assert_eq!(DURATION.to_string(), "[1us, 3600s]");
+    }
+
+    mod properties {
+        use super::*;
+        use crate::{Mode, OfferedLoad, PointArgs, PolicyPoint};
+        use proptest::prelude::*;
+
+        /// Mostly 10^x for x in `exp` (across a range's bounds), sometimes a
+        /// special or arbitrary value.
+        fn real(exp: std::ops::Range<f64>) -> impl Strategy<Value = f64> {
+            prop_oneof![
+                6 => exp.prop_map(|x| 10f64.powf(x)),
+                1 => prop_oneof![
+                    Just(0.0),
+                    Just(-1.0),
+                    Just(1e-300),
+                    Just(1e308),
+                    Just(f64::INFINITY),
+                    Just(f64::NAN),
+                    any::<f64>(),
+                ],
+            ]
+        }
+
+        fn toml_float(v: f64) -> String {
+            match v {
+                v if v.is_nan() => "nan".into(),
+                v if v.is_infinite() => if v > 0.0 { "inf" } else { "-inf" }.into(),
+                v => format!("{v:?}"),
+            }
+        }
+
+        /// A workload of `n` types with arbitrary fixed or exponential means and
+        /// ratios 1/n.
+        fn workload() -> impl Strategy<Value = String> {
+            (
+                prop_oneof![6 => 1usize..4, 1 => 60usize..70],
+                prop::collection::vec((real(-3.2..6.2), any::<bool>()), 1..4),
+            )
+                .prop_map(|(n, services)| {
+                    let mut t = String::from("name = \"w\"\n");
+                    for i in 0..n {
+                        let (us, fixed) = services[i % services.len()];
+                        let svc = if fixed {
+                            format!("dist = \"fixed\", us = {}", toml_float(us))
+                        } else {
+                            format!("dist = \"exponential\", mean_us = {}", toml_float(us))
+                        };
+                        t.push_str(&format!(
+                            "[[types]]\nname = \"t{i}\"\nratio = {}\nservice = {{ {svc} }}\n",
+                            toml_float(1.0 / n as f64)
+                        ));
+                    }
+                    t
+                })
+        }
+
+        fn duration() -> impl Strategy<Value = String> {
+            prop_oneof![
+                real(-7.0..4.0).prop_map(|v| format!("{v}s")),
+                real(-1.0..13.0).prop_map(|v| format!("{v}ns")),
+                Just("99999999999999s".to_string()),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1024))]
+
+            /// Whatever the flags and the workload, a point is either rejected
+            /// or within every bound: the work it does (requests, time slices)
+            /// and the memory it preallocates (request slots) are bounded.
+            #[test]
+            fn an_accepted_point_is_within_every_bound(
+                text in workload(),
+                workers in prop_oneof![6 => 1usize..=128, 1 => 0usize..200, 1 => any::<usize>()],
+                queue_capacity in prop_oneof![
+                    4 => 0usize..5000,
+                    1 => 0usize..2_000_000,
+                    1 => any::<usize>(),
+                ],
+                duration in duration(),
+                warmup in prop_oneof![3 => 0.0f64..1.0, 1 => real(-3.0..1.0)],
+                (load, rps) in prop_oneof![
+                    (prop::option::of(real(-3.0..1.5)), Just(None)),
+                    (Just(None), prop::option::of(real(-1.0..10.0))),
+                ],
+                policy in prop::sample::select(&[
+                    "darc", "c-fcfs", "d-fcfs", "fp", "edf", "ts", "ts:quantum=0.1",
+                    "ts-block:1", "darc-static:1",
+                ][..]),
+            ) {
+                let Ok(w) = Workload::parse(&text, "w") else { return Ok(()) };
+                let point = PolicyPoint {
+                    point: PointArgs {
+                        workload: "w".into(),
+                        workers: Some(workers),
+                        duration,
+                        seed: 1,
+                        warmup,
+                        queue_capacity,
+                    },
+                    policy: policy.into(),
+                    offered: OfferedLoad { load, rps },
+                };
+                let Ok((w, spec, cfg)) = point.resolve_with(w, Mode::Sim) else {
+                    return Ok(());
+                };
+                let requests = cfg.rate_rps * cfg.duration_ns as f64 / 1e9;
+                prop_assert!(cfg.rate_rps > 0.0 && cfg.rate_rps <= RPS.hi);
+                prop_assert!(requests <= MAX_REQUESTS);
+                prop_assert!((1..=psp_core::MAX_WORKERS).contains(&cfg.workers));
+                prop_assert!(w.types.len() <= psp_workload::MAX_TYPES);
+                prop_assert!(
+                    (w.types.len() + 1 + cfg.workers) as u64 * cfg.queue_capacity as u64
+                        + cfg.workers as u64
+                        <= MAX_SLOTS
+                );
+                prop_assert!(cfg.duration_ns >= DURATION.min_ns && cfg.duration_ns <= DURATION.max_ns);
+                prop_assert!((0.0..1.0).contains(&cfg.warmup_fraction));
+                let mean = w.mean_service_ns();
+                prop_assert!((1.0..=1e9).contains(&mean), "mean {}", mean);
+                if let PolicySpec::Ts(c) = spec {
+                    prop_assert!(requests * mean / c.quantum_ns as f64 <= MAX_TIME_SLICES);
+                }
+            }
+        }
+    }
+
+    /// README's table of ranges says what these constants say.
+    #[test]
+    fn the_readme_lists_every_range() {
+        let readme = include_str!("../../../README.md");
+        let rows = COUNTS
+            .iter()
+            .map(|c| (c.flag, c.to_string()))
+            .chain(REALS.iter().map(|r| (r.flag, r.to_string())))
+            .chain(SPANS.iter().map(|s| (s.flag, s.to_string())));
+        for (flag, range) in rows {
+            let row = format!("| `{flag}` | {range} |");
+            assert!(readme.contains(&row), "README.md lacks the row '{row}'");
+        }
+    }
+
+    #[test]
+    fn cross_value_bounds() {
+        let w = Workload::resolve("extreme-bimodal").unwrap();
+        assert!(offered_rate(Some(1e9), None, &w, 16).is_err());
+        assert!(offered_rate(None, Some(1e12), &w, 16).is_err());
+        assert!(offered_rate(Some(10.0), None, &w, 128).is_ok()); // 4.3e8/s
+        assert!(offered_rate(Some(0.5), None, &w, 16).is_ok());
+        let tiny = Workload::fixed("tiny", &[("a", 0.001, 1.0)]);
+        let e = offered_rate(None, None, &tiny, 128)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the default --load"), "{e}");
+        assert!(requests(1e9, S).is_err());
+        assert!(requests(5e6, S).is_ok());
+        assert!(slots(2, 16, 99_999_999_999).is_err());
+        assert!(slots(2, 16, 4096).is_ok());
+        assert!(slots(usize::MAX, usize::MAX, usize::MAX).is_err());
+        let ts: PolicySpec = "ts:quantum=0.1".parse().unwrap();
+        assert!(time_slices(&ts, &w, 5e7).is_err());
+        assert!(time_slices(&"ts".parse().unwrap(), &w, 5e6).is_ok());
+        assert_eq!(time_slices(&"darc".parse().unwrap(), &w, 1e8).unwrap(), 0.0);
+        assert!(idle("park:99999999").is_err());
+        assert!(idle("park:10").is_ok());
+    }
+}
