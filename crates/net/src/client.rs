@@ -104,8 +104,8 @@ pub struct LoadReport {
     pub responses: [u64; 5],
     /// Responses after the timeout (counted as timeouts).
     pub late: u64,
-    /// Datagrams that were no valid response, or answered an unknown or already
-    /// answered id.
+    /// Datagrams that were no valid response (or longer than the receive
+    /// buffer), or answered an unknown or already answered id.
     pub unexpected: u64,
     /// How far the sender fell behind its schedule: median, p99 and max.
     pub send_lag_ns: [u64; 3],
@@ -364,6 +364,11 @@ fn receive_all(
                 }
                 let now = clock.now_ns();
                 for i in 0..got {
+                    // A reply longer than the buffer (truncated) is no reply.
+                    if lens[i] > PACKET_BYTES {
+                        out.unexpected += 1;
+                        continue;
+                    }
                     answered += usize::from(handle_response(
                         cfg,
                         plan,
