@@ -10,11 +10,21 @@
 //! fell. A request with no response within the timeout is a timeout; the client
 //! stops at the latest one timeout after its last send, so a dead or stuck server
 //! never hangs it.
+//!
+//! A reply counts only if it answers, from the server's address, a request this
+//! client sent on the very flow it arrives on, echoes the request's type, and is
+//! the first answer to it. Anything else (another sender, a truncated or
+//! malformed datagram, an id outside the schedule or not sent yet, a reply on
+//! the wrong flow or of the wrong type, a second answer) is refused and counted
+//! in [`RejectedReplies`], never as a success: a request whose only replies were
+//! refused ends as a timeout. Every scheduled request ends in exactly one outcome
+//! (a status, or a timeout); every datagram received lands in exactly one
+//! counter (an answer, a late answer, or one kind of refusal).
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use psp_metrics::{PointMeta, PointResult, Recorder};
@@ -104,15 +114,58 @@ pub struct LoadReport {
     pub responses: [u64; 5],
     /// Responses after the timeout (counted as timeouts).
     pub late: u64,
-    /// Datagrams that were no valid response, or answered an unknown or already
-    /// answered id.
-    pub unexpected: u64,
+    /// Datagrams refused as answers (none of them counts as one).
+    pub rejected: RejectedReplies,
     /// How far the sender fell behind its schedule: median, p99 and max.
     pub send_lag_ns: [u64; 3],
     /// One entry per request, when asked for.
     pub samples: Vec<Sample>,
     /// Wall time of the run.
     pub wall: Duration,
+}
+
+/// Datagrams the client refused as answers, by the first check each failed (in
+/// this order): each counts once, in one field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RejectedReplies {
+    /// Not from the server's address and port.
+    pub wrong_peer: u64,
+    /// Longer than the client's receive buffer (truncated): not read as a reply.
+    pub oversize: u64,
+    /// Not a valid version-1 response.
+    pub malformed: u64,
+    /// An id outside this client's schedule.
+    pub unknown_id: u64,
+    /// An id of the schedule this client had not sent (not yet, or its send
+    /// failed).
+    pub future_id: u64,
+    /// Arrived on a flow other than the one its request was sent on.
+    pub wrong_flow: u64,
+    /// Does not echo its request's type.
+    pub wrong_type: u64,
+    /// A request already answered (or already timed out and answered late).
+    pub duplicate: u64,
+}
+
+impl RejectedReplies {
+    /// All refused datagrams.
+    pub fn total(&self) -> u64 {
+        self.fields().iter().map(|(_, n)| n).sum()
+    }
+
+    /// Each counter with its name in the point document.
+    pub fn fields(&self) -> [(&'static str, u64); 8] {
+        [
+            ("wrong_peer", self.wrong_peer),
+            ("oversize", self.oversize),
+            ("malformed", self.malformed),
+            ("unknown_id", self.unknown_id),
+            ("future_id", self.future_id),
+            ("wrong_flow", self.wrong_flow),
+            ("wrong_type", self.wrong_type),
+            ("duplicate", self.duplicate),
+        ]
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -129,6 +182,31 @@ pub const MAX_RAISED_RPS: f64 = 5_000.0;
 /// Request state kept by the receiver.
 const PENDING: u8 = 0;
 const LATE: u8 = 0xff;
+
+/// Request state kept by the sender, read by the receiver.
+const NOT_SENT: u8 = 0;
+/// Set before the send (a reply can be received before the send returns).
+const SENT: u8 = 1;
+/// The OS refused the send: no reply can answer it.
+const SEND_FAILED: u8 = 2;
+
+/// The flow (socket) request `id` is sent on: round robin.
+#[inline]
+fn flow_of(id: usize, flows: usize) -> usize {
+    id % flows
+}
+
+/// Where replies must come from: the server's address, with an unspecified IP
+/// (which Linux reaches as the local host) replaced by the loopback one, the
+/// source replies from the local host carry.
+fn reply_source(server: SocketAddr) -> SocketAddr {
+    let ip = match server.ip() {
+        std::net::IpAddr::V4(a) if a.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(a) if a.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    SocketAddr::new(ip, server.port())
+}
 
 /// Runs the load: returns when every request is answered or timed out.
 ///
@@ -150,12 +228,15 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
     } else {
         "[::]:0".parse().expect("literal address")
     };
+    // Flows are not connected: a connected socket would drop datagrams from
+    // other senders in the kernel, unseen; the receiver checks and counts them.
+    // (The price: a route lookup per send, about 0.3-0.5 us on loopback.)
+    let server = reply_source(cfg.server);
     let mut flows = Vec::with_capacity(cfg.flows.max(1));
     for _ in 0..cfg.flows.max(1) {
-        let s = bind_udp(local, false)?;
-        s.connect(cfg.server)?;
-        flows.push(s);
+        flows.push(bind_udp(local, false)?);
     }
+    let sent: Vec<AtomicU8> = plan.iter().map(|_| AtomicU8::new(NOT_SENT)).collect();
     let rx_flows: Vec<UdpSocket> = flows
         .iter()
         .map(|s| s.try_clone())
@@ -166,7 +247,7 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
     // When the sender finished (u64::MAX: still sending).
     let sender_done_at = AtomicU64::new(u64::MAX);
     let started = std::time::Instant::now();
-    let plan = &plan;
+    let (plan, sent) = (&plan, &sent[..]);
 
     let tune = || {
         psp_runtime::runtime::set_timer_slack_1ns();
@@ -182,21 +263,22 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
     let (send_out, mut rx_out) = std::thread::scope(|scope| {
         let sender = scope.spawn(|| {
             tune();
-            let out = send_all(plan, &flows, &clock, base, progress);
+            let out = send_all(plan, sent, &flows, server, &clock, base, progress);
             sender_done_at.store(clock.now_ns(), Ordering::Release);
             out
         });
         let receiver = scope.spawn(|| {
             tune();
-            receive_all(
+            let rx = Receiver {
                 cfg,
                 plan,
-                &rx_flows,
-                &clock,
+                sent,
+                server,
+                flows: rx_flows.len(),
                 base,
-                &sender_done_at,
-                progress,
-            )
+                timeout_ns: cfg.timeout.as_nanos() as u64,
+            };
+            rx.run(&rx_flows, &clock, &sender_done_at, progress)
         });
         (
             sender.join().expect("sender thread"),
@@ -243,7 +325,7 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
         send_errors: send_out.errors,
         responses: rx_out.responses,
         late: rx_out.late,
-        unexpected: rx_out.unexpected,
+        rejected: rx_out.rejected,
         send_lag_ns: [at(0.5), at(0.99), lags.last().copied().unwrap_or(0)],
         samples: rx_out.samples,
         wall: started.elapsed(),
@@ -256,9 +338,13 @@ struct SendOut {
     lags: Vec<u64>,
 }
 
+/// Sends every request on schedule, to `server` on its flow, marking each in
+/// `sent` before its send (a reply may arrive before the send returns).
 fn send_all(
     plan: &[Planned],
+    sent: &[AtomicU8],
     flows: &[UdpSocket],
+    server: SocketAddr,
     clock: &Clock,
     base: u64,
     progress: &Progress,
@@ -294,9 +380,13 @@ fn send_all(
             id as u64,
             &synthetic::encode(p.type_id, p.service_ns),
         );
-        match flows[id % flows.len()].send(&buf) {
+        sent[id].store(SENT, Ordering::Release);
+        match flows[flow_of(id, flows.len())].send_to(&buf, server) {
             Ok(_) => out.sent += 1,
-            Err(_) => out.errors += 1,
+            Err(_) => {
+                sent[id].store(SEND_FAILED, Ordering::Release);
+                out.errors += 1;
+            }
         }
         out.lags.push(clock.now_ns().saturating_sub(due));
         progress.sent.store(id as u64 + 1, Ordering::Relaxed);
@@ -309,133 +399,181 @@ struct RecvOut {
     states: Vec<u8>,
     responses: [u64; 5],
     late: u64,
-    unexpected: u64,
+    rejected: RejectedReplies,
     samples: Vec<Sample>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn receive_all(
-    cfg: &LoadConfig,
-    plan: &[Planned],
-    flows: &[UdpSocket],
-    clock: &Clock,
-    base: u64,
-    sender_done_at: &AtomicU64,
-    progress: &Progress,
-) -> RecvOut {
-    let names: Vec<String> = cfg.workload.types.iter().map(|t| t.name.clone()).collect();
-    let mut out = RecvOut {
-        recorder: Recorder::new(names),
-        states: vec![PENDING; plan.len()],
-        responses: [0; 5],
-        late: 0,
-        unexpected: 0,
-        samples: Vec::with_capacity(if cfg.keep_samples { plan.len() } else { 0 }),
-    };
-    let timeout_ns = cfg.timeout.as_nanos() as u64;
-    let mut bufs = vec![[0u8; PACKET_BYTES]; MAX_BATCH];
-    let mut lens = [0usize; MAX_BATCH];
-    let mut pollfds: Vec<libc::pollfd> = flows
-        .iter()
-        .map(|s| libc::pollfd {
-            fd: s.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let mut answered = 0usize;
-    loop {
-        poll_fds(&mut pollfds, Duration::from_millis(2));
-        for (f, pfd) in flows.iter().zip(&pollfds) {
-            if pfd.revents == 0 {
-                continue;
-            }
-            loop {
-                let mut slots =
-                    [(std::ptr::null_mut::<u8>(), std::ptr::null_mut::<PeerAddr>()); MAX_BATCH];
-                for (s, b) in slots.iter_mut().zip(bufs.iter_mut()) {
-                    s.0 = b.as_mut_ptr();
-                }
-                // SAFETY: each pointer addresses one of this thread's PACKET_BYTES
-                // buffers; addresses are discarded (null), the socket is connected.
-                let got = unsafe { recv_many(f.as_fd(), &slots, &mut lens) }.unwrap_or(0);
-                if got == 0 {
-                    break;
-                }
-                let now = clock.now_ns();
-                for i in 0..got {
-                    answered += usize::from(handle_response(
-                        cfg,
-                        plan,
-                        &bufs[i][..lens[i]],
-                        now,
-                        base,
-                        timeout_ns,
-                        &mut out,
-                    ));
-                }
-                progress.received.fetch_add(got as u64, Ordering::Relaxed);
-            }
-        }
-        let done_at = sender_done_at.load(Ordering::Acquire);
-        if done_at != u64::MAX
-            && (answered == plan.len() || clock.now_ns() > done_at.saturating_add(timeout_ns))
-        {
-            break;
-        }
-    }
-    out
-}
-
-/// Accounts for one datagram; returns whether it answered a pending request.
-fn handle_response(
-    cfg: &LoadConfig,
-    plan: &[Planned],
-    dgram: &[u8],
-    now: u64,
+/// The receiver thread's view of the run.
+struct Receiver<'a> {
+    cfg: &'a LoadConfig,
+    plan: &'a [Planned],
+    /// The sender's marks, by request id.
+    sent: &'a [AtomicU8],
+    /// Where replies must come from.
+    server: SocketAddr,
+    /// Number of flows.
+    flows: usize,
     base: u64,
     timeout_ns: u64,
-    out: &mut RecvOut,
-) -> bool {
-    let Ok((h, status)) = protocol::parse_response(dgram) else {
-        out.unexpected += 1;
-        return false;
-    };
-    let id = h.id as usize;
-    if id >= plan.len() || out.states[id] != PENDING {
-        out.unexpected += 1;
-        return false;
-    }
-    let p = plan[id];
-    let latency = now.saturating_sub(base + p.at_ns);
-    if latency > timeout_ns {
-        out.states[id] = LATE;
-        out.late += 1;
-        return true;
-    }
-    out.states[id] = status as u8;
-    out.responses[status as usize - 1] += 1;
-    let measured = p.at_ns >= cfg.warmup_ns;
-    if measured {
-        let t = p.type_id as usize;
-        match status {
-            Status::Ok => out.recorder.record(t, latency, p.service_ns),
-            Status::Overloaded => out.recorder.record_drop(t),
-            _ => out.recorder.record_error(t),
+}
+
+impl Receiver<'_> {
+    /// Receives and accounts for replies on `flows` until every request is
+    /// answered, or one timeout after the sender finished.
+    fn run(
+        &self,
+        flows: &[UdpSocket],
+        clock: &Clock,
+        sender_done_at: &AtomicU64,
+        progress: &Progress,
+    ) -> RecvOut {
+        let (cfg, plan) = (self.cfg, self.plan);
+        let names: Vec<String> = cfg.workload.types.iter().map(|t| t.name.clone()).collect();
+        let mut out = RecvOut {
+            recorder: Recorder::new(names),
+            states: vec![PENDING; plan.len()],
+            responses: [0; 5],
+            late: 0,
+            rejected: RejectedReplies::default(),
+            samples: Vec::with_capacity(if cfg.keep_samples { plan.len() } else { 0 }),
+        };
+        let mut bufs = vec![[0u8; PACKET_BYTES]; MAX_BATCH];
+        let mut peers = [PeerAddr::from(self.server); MAX_BATCH];
+        let mut lens = [0usize; MAX_BATCH];
+        let mut pollfds: Vec<libc::pollfd> = flows
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let mut answered = 0usize;
+        loop {
+            poll_fds(&mut pollfds, Duration::from_millis(2));
+            for (flow, (f, pfd)) in flows.iter().zip(&pollfds).enumerate() {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                loop {
+                    let mut slots =
+                        [(std::ptr::null_mut::<u8>(), std::ptr::null_mut::<PeerAddr>()); MAX_BATCH];
+                    for ((s, b), p) in slots.iter_mut().zip(bufs.iter_mut()).zip(&mut peers) {
+                        *s = (b.as_mut_ptr(), &raw mut *p);
+                    }
+                    // SAFETY: each slot addresses one of this thread's PACKET_BYTES
+                    // buffers and one of its PeerAddr slots, untouched during the
+                    // call.
+                    let got = unsafe { recv_many(f.as_fd(), &slots, &mut lens) }.unwrap_or(0);
+                    if got == 0 {
+                        break;
+                    }
+                    let now = clock.now_ns();
+                    for i in 0..got {
+                        let stored = lens[i].min(PACKET_BYTES);
+                        answered += usize::from(self.handle_response(
+                            flow,
+                            &peers[i],
+                            lens[i],
+                            &bufs[i][..stored],
+                            now,
+                            &mut out,
+                        ));
+                    }
+                    progress.received.fetch_add(got as u64, Ordering::Relaxed);
+                }
+            }
+            let done_at = sender_done_at.load(Ordering::Acquire);
+            if done_at != u64::MAX
+                && (answered == plan.len()
+                    || clock.now_ns() > done_at.saturating_add(self.timeout_ns))
+            {
+                break;
+            }
         }
+        out
     }
-    if cfg.keep_samples {
-        out.samples.push(Sample {
-            id: id as u64,
-            type_id: p.type_id,
-            scheduled_ns: p.at_ns,
-            latency_ns: latency,
-            service_ns: p.service_ns,
-            status: Some(status),
-            measured,
-        });
+
+    /// Accounts for one datagram of `len` bytes (`dgram`: what the buffer kept)
+    /// from `from` on flow `flow`; returns whether it answered a pending request
+    /// (in time or late). A refused datagram lands in one counter of
+    /// `out.rejected`.
+    fn handle_response(
+        &self,
+        flow: usize,
+        from: &PeerAddr,
+        len: usize,
+        dgram: &[u8],
+        now: u64,
+        out: &mut RecvOut,
+    ) -> bool {
+        let rejected = &mut out.rejected;
+        let from_server = from
+            .to_socket_addr()
+            .is_some_and(|a| a.ip() == self.server.ip() && a.port() == self.server.port());
+        if !from_server {
+            rejected.wrong_peer += 1;
+            return false;
+        }
+        if len > PACKET_BYTES {
+            rejected.oversize += 1;
+            return false;
+        }
+        let Ok((h, status)) = protocol::parse_response(dgram) else {
+            rejected.malformed += 1;
+            return false;
+        };
+        let Some(&p) = usize::try_from(h.id).ok().and_then(|id| self.plan.get(id)) else {
+            rejected.unknown_id += 1;
+            return false;
+        };
+        let id = h.id as usize;
+        if self.sent[id].load(Ordering::Acquire) != SENT {
+            rejected.future_id += 1;
+            return false;
+        }
+        if flow_of(id, self.flows) != flow {
+            rejected.wrong_flow += 1;
+            return false;
+        }
+        if h.type_id != p.type_id {
+            rejected.wrong_type += 1;
+            return false;
+        }
+        if out.states[id] != PENDING {
+            rejected.duplicate += 1;
+            return false;
+        }
+        let latency = now.saturating_sub(self.base + p.at_ns);
+        if latency > self.timeout_ns {
+            out.states[id] = LATE;
+            out.late += 1;
+            return true;
+        }
+        out.states[id] = status as u8;
+        out.responses[status as usize - 1] += 1;
+        let measured = p.at_ns >= self.cfg.warmup_ns;
+        if measured {
+            let t = p.type_id as usize;
+            match status {
+                Status::Ok => out.recorder.record(t, latency, p.service_ns),
+                Status::Overloaded => out.recorder.record_drop(t),
+                _ => out.recorder.record_error(t),
+            }
+        }
+        if self.cfg.keep_samples {
+            out.samples.push(Sample {
+                id: id as u64,
+                type_id: p.type_id,
+                scheduled_ns: p.at_ns,
+                latency_ns: latency,
+                service_ns: p.service_ns,
+                status: Some(status),
+                measured,
+            });
+        }
+        true
     }
-    true
 }
 
 impl LoadReport {
@@ -458,7 +596,18 @@ impl LoadReport {
             ),
         );
         extra.insert("late_responses".into(), json!(self.late));
-        extra.insert("unexpected_datagrams".into(), json!(self.unexpected));
+        // Every refused datagram, then by reason.
+        extra.insert("unexpected_datagrams".into(), json!(self.rejected.total()));
+        extra.insert(
+            "rejected_replies".into(),
+            json!(
+                self.rejected
+                    .fields()
+                    .iter()
+                    .map(|&(name, n)| (name.to_string(), json!(n)))
+                    .collect::<serde_json::Map<_, _>>()
+            ),
+        );
         extra.insert(
             "send_lag_us".into(),
             json!({"p50": self.send_lag_ns[0] as f64 / 1e3, "p99": self.send_lag_ns[1] as f64 / 1e3, "max": self.send_lag_ns[2] as f64 / 1e3}),

@@ -89,7 +89,9 @@ pub trait Datapath: Send {
 
     /// Receives, without blocking, up to `tokens.len()` datagrams into the pool
     /// buffers of `tokens`, in order; returns how many arrived (0 when none
-    /// was waiting). Each filled packet has its `peer` and `len` set.
+    /// was waiting). Each filled packet has its `peer` and `len` set; `len` is
+    /// the datagram's full length, more than [`crate::pool::PACKET_BYTES`] when
+    /// it did not fit the buffer (see [`crate::pool::Packet::truncated`]).
     ///
     /// # Safety
     /// The calling thread owns every token in `tokens` (see [`crate::pool`]).

@@ -11,27 +11,40 @@
 use std::cell::UnsafeCell;
 
 use crate::datapath::PeerAddr;
+use crate::protocol::MAX_REQUEST_LEN;
 
-/// Largest datagram a buffer holds; longer ones are truncated by the kernel and
-/// then fail the protocol's length check (BAD_REQUEST).
-pub const PACKET_BYTES: usize = 2048;
+/// Bytes a buffer holds: one more than the longest valid request, so that a
+/// datagram too long for the protocol can never look valid. One that fits the
+/// buffer is longer than [`MAX_REQUEST_LEN`] as received; one that does not is
+/// cut by the kernel to the buffer's size, still longer. Either way
+/// `protocol::parse_request(packet.bytes())` refuses it (BAD_REQUEST, with the
+/// request's id: the header is there), and [`Packet::truncated`] tells which.
+pub const PACKET_BYTES: usize = MAX_REQUEST_LEN + 1;
 
 /// One received datagram and where it came from.
 #[repr(C, align(64))]
 pub struct Packet {
     /// The sender.
     pub peer: PeerAddr,
-    /// Bytes received (at most [`PACKET_BYTES`]).
+    /// The datagram's length as sent; more than [`PACKET_BYTES`] when it did not
+    /// fit (then only the first [`PACKET_BYTES`] bytes are in `data`).
     pub len: usize,
-    /// The datagram.
+    /// The datagram (its first [`PACKET_BYTES`] bytes).
     pub data: [u8; PACKET_BYTES],
 }
 
 impl Packet {
-    /// The received bytes.
+    /// The received bytes: the whole datagram, or its first [`PACKET_BYTES`]
+    /// bytes when it was truncated.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
         &self.data[..self.len.min(PACKET_BYTES)]
+    }
+
+    /// Whether the datagram was longer than the buffer (and cut by the kernel).
+    #[inline]
+    pub fn truncated(&self) -> bool {
+        self.len > PACKET_BYTES
     }
 }
 
@@ -73,5 +86,42 @@ impl PacketPool {
     #[inline]
     pub fn as_ptr(&self, token: u32) -> *mut Packet {
         self.packets[token as usize].get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{self, MAX_REQUEST_BODY, ParseError};
+
+    #[test]
+    fn a_datagram_longer_than_the_protocol_allows_never_parses() {
+        let pool = PacketPool::new(1);
+        // SAFETY: the pool is local to this test: this thread owns every token.
+        let p = unsafe { pool.get_mut(0) };
+        let mut dgram = Vec::new();
+        protocol::encode_request(&mut dgram, 0, 77, &[1; MAX_REQUEST_BODY]);
+        // What the datapath leaves in the packet for a datagram of `len` bytes
+        // whose header claims the largest valid body.
+        for len in [
+            MAX_REQUEST_LEN,
+            MAX_REQUEST_LEN + 1,
+            PACKET_BYTES + 1,
+            4096,
+            65_507,
+        ] {
+            dgram.resize(len, 2);
+            let stored = len.min(PACKET_BYTES);
+            p.data[..stored].copy_from_slice(&dgram[..stored]);
+            p.len = len;
+            assert_eq!(p.truncated(), len > PACKET_BYTES, "{len}");
+            assert_eq!(p.bytes().len(), stored);
+            let parsed = protocol::parse_request(p.bytes());
+            if len == MAX_REQUEST_LEN {
+                assert_eq!(parsed.map(|h| h.id), Ok(77));
+            } else {
+                assert_eq!(parsed, Err(ParseError::TooLong(stored)), "{len}");
+            }
+        }
     }
 }

@@ -11,6 +11,9 @@
 //!      8    8 request id    chosen by the client, echoed in the response
 //! ```
 //!
+//! A request datagram is at most [`MAX_REQUEST_LEN`] bytes, header included; a
+//! longer one is malformed whatever its body length field says.
+//!
 //! Parsing never panics and never reads past the datagram: every malformed input
 //! maps to a [`ParseError`].
 
@@ -22,8 +25,14 @@ pub const HEADER_LEN: usize = 16;
 pub const TYPE_OFFSET: usize = 2;
 /// The `code` of a request.
 pub const CODE_REQUEST: u8 = 0;
-/// Largest body a UDP/IPv4 datagram can carry after the header.
+/// Largest body a UDP/IPv4 datagram can carry after the header (the bound on
+/// a response's body).
 pub const MAX_BODY: usize = 65_507 - HEADER_LEN;
+/// Longest request datagram, header included: what a server's receive buffer
+/// must hold. Anything longer is a [`ParseError::TooLong`] (BAD_REQUEST).
+pub const MAX_REQUEST_LEN: usize = 2048;
+/// Largest request body.
+pub const MAX_REQUEST_BODY: usize = MAX_REQUEST_LEN - HEADER_LEN;
 
 /// A response's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,6 +103,12 @@ pub enum ParseError {
     /// and the code is not a status).
     #[error("unexpected code {0}")]
     Code(u8),
+    /// A request datagram longer than [`MAX_REQUEST_LEN`] (it may have been cut
+    /// to a receive buffer's size: the rest of it is not there to be read).
+    #[error(
+        "request datagram of at least {0} bytes is longer than the protocol's {MAX_REQUEST_LEN}"
+    )]
+    TooLong(usize),
     /// The body length field disagrees with the datagram.
     #[error("body length field says {declared} bytes, the datagram carries {actual}")]
     Length {
@@ -130,10 +145,18 @@ fn decode(dgram: &[u8]) -> Result<Header, ParseError> {
 
 /// Parses a request datagram; its body is `dgram[HEADER_LEN..]`.
 ///
+/// A receive buffer of more than [`MAX_REQUEST_LEN`] bytes makes truncation
+/// harmless: a datagram that did not fit fills the buffer, so `dgram` is longer
+/// than the maximum and refused, whatever the header says.
+///
 /// # Errors
-/// Anything but a well-formed version-1 request.
+/// Anything but a well-formed version-1 request of at most [`MAX_REQUEST_LEN`]
+/// bytes.
 #[inline]
 pub fn parse_request(dgram: &[u8]) -> Result<Header, ParseError> {
+    if dgram.len() > MAX_REQUEST_LEN {
+        return Err(ParseError::TooLong(dgram.len()));
+    }
     let h = decode(dgram)?;
     if h.code != CODE_REQUEST {
         return Err(ParseError::Code(h.code));
@@ -177,9 +200,9 @@ pub fn make_response_header(dgram: &mut [u8; HEADER_LEN], status: Status, body_l
 /// Encodes a request with `body` into `out` (cleared first).
 ///
 /// # Panics
-/// If `body` is longer than [`MAX_BODY`].
+/// If `body` is longer than [`MAX_REQUEST_BODY`].
 pub fn encode_request(out: &mut Vec<u8>, type_id: u16, id: u64, body: &[u8]) {
-    assert!(body.len() <= MAX_BODY, "request body too long");
+    assert!(body.len() <= MAX_REQUEST_BODY, "request body too long");
     let mut h = [0u8; HEADER_LEN];
     write_header(&mut h, CODE_REQUEST, type_id, body.len() as u16, id);
     out.clear();
@@ -230,6 +253,35 @@ mod tests {
         );
         resp[1] = 99;
         assert_eq!(parse_response(&resp), Err(ParseError::Code(99)));
+    }
+
+    #[test]
+    fn requests_longer_than_the_maximum_are_refused_whatever_their_header_says() {
+        let mut max = Vec::new();
+        encode_request(&mut max, 1, 9, &[0x5a; MAX_REQUEST_BODY]);
+        assert_eq!(max.len(), MAX_REQUEST_LEN);
+        let h = parse_request(&max).unwrap();
+        assert_eq!((h.id, usize::from(h.body_len)), (9, MAX_REQUEST_BODY));
+        // One byte more, with the length field telling the truth...
+        let mut over = max.clone();
+        over.push(0);
+        over[4..6].copy_from_slice(&(MAX_REQUEST_BODY as u16 + 1).to_le_bytes());
+        assert_eq!(
+            parse_request(&over),
+            Err(ParseError::TooLong(MAX_REQUEST_LEN + 1))
+        );
+        // ...or still claiming the largest valid body (what a buffer of the
+        // maximum's size would have kept of a longer datagram).
+        over[4..6].copy_from_slice(&(MAX_REQUEST_BODY as u16).to_le_bytes());
+        assert_eq!(
+            parse_request(&over),
+            Err(ParseError::TooLong(MAX_REQUEST_LEN + 1))
+        );
+        // Responses are not bounded by the request maximum.
+        let mut resp = vec![0u8; HEADER_LEN + 4000];
+        let hdr: &mut [u8; HEADER_LEN] = (&mut resp[..HEADER_LEN]).try_into().unwrap();
+        write_header(hdr, Status::Ok as u8, 1, 4000, 9);
+        assert_eq!(parse_response(&resp).unwrap().1, Status::Ok);
     }
 
     proptest! {

@@ -57,8 +57,13 @@ impl UdpDatapath {
 }
 
 /// Receives up to `bufs.len()` datagrams from `fd` without blocking, each into
-/// the buffer and address slot `bufs[i]` points to; writes each length into
-/// `lens[i]` and returns the count. Shared by the server and the load client.
+/// the buffer and address slot `bufs[i]` points to; writes each datagram's
+/// length into `lens[i]` and returns the count. Shared by the server and the
+/// load client.
+///
+/// A datagram longer than [`PACKET_BYTES`] is truncated to the buffer, and its
+/// `lens[i]` is its full length (more than [`PACKET_BYTES`]): callers tell a
+/// truncated datagram by its length, never read past [`PACKET_BYTES`].
 ///
 /// # Safety
 /// Every pointer in `bufs` is valid for writes of `PACKET_BYTES` bytes (data) and
@@ -94,13 +99,15 @@ pub unsafe fn recv_many(
     }
     // SAFETY: the first `n` headers are initialized and point to `n` initialized
     // iovecs whose buffers the caller guarantees are writable for PACKET_BYTES;
-    // MSG_DONTWAIT makes the call return at once when nothing is queued.
+    // MSG_DONTWAIT makes the call return at once when nothing is queued, and
+    // MSG_TRUNC makes each `msg_len` the datagram's full length (Linux, UDP),
+    // still writing at most the iovec's length.
     let got = unsafe {
         libc::recvmmsg(
             fd.as_raw_fd(),
             hdrs.as_mut_ptr().cast(),
             n as u32,
-            libc::MSG_DONTWAIT,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
             std::ptr::null_mut(),
         )
     };
@@ -115,8 +122,14 @@ pub unsafe fn recv_many(
     for i in 0..got {
         // SAFETY: the kernel filled headers 0..got.
         let h = unsafe { hdrs[i].assume_init_ref() };
-        // A truncated datagram reports its full length; keep what was stored.
-        lens[i] = (h.msg_len as usize).min(PACKET_BYTES);
+        // The kernel flags a datagram cut to the buffer; should it not report
+        // the full length, the length still says "longer than the buffer".
+        let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+        lens[i] = if truncated {
+            (h.msg_len as usize).max(PACKET_BYTES + 1)
+        } else {
+            h.msg_len as usize
+        };
         let (_, peer) = bufs[i];
         if !peer.is_null() {
             // SAFETY: as above, `peer` is writable and was filled by the kernel.
@@ -307,5 +320,55 @@ impl Transmit for UdpTx {
             }
         }
         Ok(sent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recv_many_reports_the_full_length_of_a_datagram_that_did_not_fit() {
+        let rx = bind_udp("127.0.0.1:0".parse().unwrap(), false).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = rx.local_addr().unwrap();
+        let sizes = [0, 16, PACKET_BYTES, PACKET_BYTES + 1, 4096, 65_507];
+        for &len in &sizes {
+            let dgram: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            tx.send_to(&dgram, to).unwrap();
+        }
+        let mut bufs = vec![[0u8; PACKET_BYTES]; sizes.len()];
+        let mut peers = [PeerAddr::from(to); 6];
+        let mut lens = [usize::MAX; 6];
+        let mut got = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while got < sizes.len() && std::time::Instant::now() < deadline {
+            wait_readable(
+                std::os::fd::AsFd::as_fd(&rx),
+                None,
+                Duration::from_millis(100),
+            );
+            let slots: Vec<(*mut u8, *mut PeerAddr)> = bufs[got..]
+                .iter_mut()
+                .zip(&mut peers[got..])
+                .map(|(b, p)| (b.as_mut_ptr(), &raw mut *p))
+                .collect();
+            // SAFETY: each slot points to a PACKET_BYTES buffer and a PeerAddr of
+            // this thread, unused elsewhere during the call.
+            got += unsafe { recv_many(std::os::fd::AsFd::as_fd(&rx), &slots, &mut lens[got..]) }
+                .unwrap();
+        }
+        assert_eq!(got, sizes.len());
+        assert_eq!(lens, sizes);
+        for (i, &len) in sizes.iter().enumerate() {
+            let stored = len.min(PACKET_BYTES);
+            assert!(
+                bufs[i][..stored]
+                    .iter()
+                    .enumerate()
+                    .all(|(j, &b)| b == j as u8)
+            );
+            assert_eq!(peers[i].to_socket_addr(), Some(tx.local_addr().unwrap()));
+        }
     }
 }
