@@ -312,8 +312,8 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         for rep in 0..a.reps {
             let mut cfg = config.clone();
             cfg.seed = rep as u64 + 1;
-            let r = simulate_point(&workload, &spec, &cfg)?;
-            rates.push(r.extra["sim_requests_per_s"].as_f64().unwrap_or(0.0));
+            let (_, stats) = psp_sim::simulate(&workload, &spec, &cfg)?;
+            rates.push(stats.sim_requests_per_s);
         }
         rates.sort_by(f64::total_cmp);
         let median = rates[rates.len() / 2];

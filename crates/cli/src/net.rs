@@ -20,7 +20,7 @@ use psp_net::echo::EchoServer;
 use psp_net::{App, ClassifierKind, Server, ServerConfig, ServerReport};
 use psp_runtime::{IdleStrategy, RuntimeConfig, Spinner, StatsConfig};
 use psp_sim::{SimConfig, Workload};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::{Mode, OfferedLoad, PointArgs, limits, report};
@@ -337,49 +337,92 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     })
 }
 
-/// The server's own view of a run, for reports.
-fn server_summary(s: &ServerReport) -> serde_json::Value {
-    let d = &s.dispatcher;
-    let c = &d.counts;
-    let types: Vec<serde_json::Value> = d
-        .recorder
-        .type_stats()
-        .iter()
-        .map(|t| {
-            json!({
-                "name": t.name,
-                "completed": t.count,
-                "mean_service_us": t.mean_service_us,
-                "p50_latency_us": t.p50_latency_us,
-                "p99_latency_us": t.p99_latency_us,
-                "p999_latency_us": t.p999_latency_us,
-            })
-        })
-        .collect();
-    json!({
-        "received": s.net.received,
-        "requests": c.arrived,
-        "admitted": c.admitted,
-        "completed": c.completed,
-        "truncated_dropped": s.net.truncated,
-        "bad_request": s.net.bad_request,
-        "unknown_type": s.net.unknown_type,
-        "overloaded": s.net.overloaded,
-        "shed_unanswered": s.net.shed_unanswered,
-        "handler_errors": c.handler_errors,
-        "reply_send_errors": s.net.reply_send_errors,
-        "worker_send_errors": s.net.worker_send_errors,
-        "receive_errors": s.net.receive_errors,
-        "dropped_by_os": s.net.dropped_by_os,
-        "stranded": c.stranded,
-        "abandoned_workers": s.abandoned_workers,
-        "reservation_updates": d.policy_stats.reservation_updates,
-        "reservation": d.reservation,
-        "served_per_worker": s.served_per_worker,
-        "pinned": s.pinned,
-        "wall_s": s.wall.as_secs_f64(),
-        "server_side_latency": types,
-    })
+/// One type's server-side latency.
+#[derive(Debug, Serialize)]
+struct ServerTypeLatency {
+    name: String,
+    completed: u64,
+    mean_service_us: f64,
+    p50_latency_us: f64,
+    p99_latency_us: f64,
+    p999_latency_us: f64,
+}
+
+/// The server's own view of a run, for reports: every datagram ends in one of
+/// `truncated_dropped`, `bad_request`, `unknown_type` or `requests`; every
+/// request in one of `overloaded`, `shed_unanswered` or `admitted`; every
+/// admitted one in `completed` (HANDLER_ERROR included) or `stranded`.
+#[derive(Debug, Serialize)]
+struct ServerSummary {
+    received: u64,
+    requests: u64,
+    admitted: u64,
+    completed: u64,
+    truncated_dropped: u64,
+    bad_request: u64,
+    unknown_type: u64,
+    overloaded: u64,
+    shed_unanswered: u64,
+    handler_errors: u64,
+    reply_send_errors: u64,
+    worker_send_errors: u64,
+    receive_errors: u64,
+    dropped_by_os: Option<u64>,
+    stranded: u64,
+    abandoned_workers: Vec<usize>,
+    reservation_updates: u64,
+    reservation: Option<String>,
+    served_per_worker: Vec<u64>,
+    pinned: bool,
+    wall_s: f64,
+    server_side_latency: Vec<ServerTypeLatency>,
+}
+
+impl ServerSummary {
+    fn of(s: &ServerReport) -> Self {
+        let (d, n) = (&s.dispatcher, &s.net);
+        let c = &d.counts;
+        ServerSummary {
+            received: n.received,
+            requests: c.arrived,
+            admitted: c.admitted,
+            completed: c.completed,
+            truncated_dropped: n.truncated,
+            bad_request: n.bad_request,
+            unknown_type: n.unknown_type,
+            overloaded: n.overloaded,
+            shed_unanswered: n.shed_unanswered,
+            handler_errors: c.handler_errors,
+            reply_send_errors: n.reply_send_errors,
+            worker_send_errors: n.worker_send_errors,
+            receive_errors: n.receive_errors,
+            dropped_by_os: n.dropped_by_os,
+            stranded: c.stranded,
+            abandoned_workers: s.abandoned_workers.clone(),
+            reservation_updates: d.policy_stats.reservation_updates,
+            reservation: d.reservation.clone(),
+            served_per_worker: s.served_per_worker.clone(),
+            pinned: s.pinned,
+            wall_s: s.wall.as_secs_f64(),
+            server_side_latency: d
+                .recorder
+                .type_stats()
+                .into_iter()
+                .map(|t| ServerTypeLatency {
+                    name: t.name,
+                    completed: t.count,
+                    mean_service_us: t.mean_service_us,
+                    p50_latency_us: t.p50_latency_us,
+                    p99_latency_us: t.p99_latency_us,
+                    p999_latency_us: t.p999_latency_us,
+                })
+                .collect(),
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain data serializes")
+    }
 }
 
 /// Runs `psp serve`.
@@ -413,45 +456,46 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     }
     eprintln!("psp serve: stopping (draining admitted requests)");
     let report = server.join()?;
-    let summary = server_summary(&report);
+    let s = ServerSummary::of(&report);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
-        let s = &summary;
+        let os_drops = s
+            .dropped_by_os
+            .map_or("unknown".to_string(), |d| d.to_string());
         println!(
             "received {} | requests {} | admitted {} | completed {} (of which HANDLER_ERROR {}) | stranded {} | OVERLOADED {} (+ {} shed unanswered) | BAD_REQUEST {} | UNKNOWN_TYPE {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
-            s["received"],
-            s["requests"],
-            s["admitted"],
-            s["completed"],
-            s["handler_errors"],
-            s["stranded"],
-            s["overloaded"],
-            s["shed_unanswered"],
-            s["bad_request"],
-            s["unknown_type"],
-            s["truncated_dropped"],
-            s["reply_send_errors"].as_u64().unwrap_or(0)
-                + s["worker_send_errors"].as_u64().unwrap_or(0),
-            s["dropped_by_os"],
+            s.received,
+            s.requests,
+            s.admitted,
+            s.completed,
+            s.handler_errors,
+            s.stranded,
+            s.overloaded,
+            s.shed_unanswered,
+            s.bad_request,
+            s.unknown_type,
+            s.truncated_dropped,
+            s.reply_send_errors + s.worker_send_errors,
+            os_drops,
         );
         println!("server-side latency (receive to handler completion):");
         println!(
             "{:<12} {:>10} {:>9} {:>10} {:>10} {:>11}",
             "type", "completed", "svc(us)", "p50(us)", "p99(us)", "p99.9(us)"
         );
-        for t in s["server_side_latency"].as_array().into_iter().flatten() {
+        for t in &s.server_side_latency {
             println!(
                 "{:<12} {:>10} {:>9.2} {:>10.2} {:>10.2} {:>11.2}",
-                t["name"].as_str().unwrap_or(""),
-                t["completed"],
-                t["mean_service_us"].as_f64().unwrap_or(0.0),
-                t["p50_latency_us"].as_f64().unwrap_or(0.0),
-                t["p99_latency_us"].as_f64().unwrap_or(0.0),
-                t["p999_latency_us"].as_f64().unwrap_or(0.0),
+                t.name,
+                t.completed,
+                t.mean_service_us,
+                t.p50_latency_us,
+                t.p99_latency_us,
+                t.p999_latency_us,
             );
         }
-        if let Some(r) = s["reservation"].as_str() {
+        if let Some(r) = &s.reservation {
             println!("reservation: {r}");
         }
     }
@@ -587,6 +631,13 @@ pub fn load(a: LoadArgs) -> Result<()> {
             "warning: no response at all from {server}: is a server running there? (every request counted as a timeout)"
         );
     }
+    if rep.rejected.total() > 0 {
+        eprintln!(
+            "warning: {} replies rejected (not answers to requests this client sent on that flow, or duplicates): {:?}",
+            rep.rejected.total(),
+            rep.rejected
+        );
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&point)?);
     } else {
@@ -649,7 +700,9 @@ pub fn measure(
     let mut point = rep.to_point(&lc, &spec.to_string(), cfg.workers);
     if let Some(s) = server {
         let s = s.stop()?;
-        point.extra.insert("server".into(), server_summary(&s));
+        point
+            .extra
+            .insert("server".into(), ServerSummary::of(&s).json());
         if let Some(r) = &s.dispatcher.reservation {
             point.extra.insert("reservation".into(), json!(r));
         }
@@ -798,7 +851,7 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
                         })?;
                         (
                             s.local_addr(),
-                            Box::new(move || Ok(server_summary(&s.stop()?))),
+                            Box::new(move || Ok(ServerSummary::of(&s.stop()?).json())),
                         )
                     }
                     _ => {

@@ -9,7 +9,7 @@ use clap::Args;
 use psp_core::{ClassifierKind, PolicySpec};
 use psp_metrics::{PointMeta, PointResult};
 use psp_runtime::handler::synthetic;
-use psp_runtime::{IdleStrategy, RuntimeConfig, SpinHandler, Spinner, StatsConfig};
+use psp_runtime::{IdleStrategy, RequestCounts, RuntimeConfig, SpinHandler, Spinner, StatsConfig};
 use psp_sim::{PoissonArrivals, Workload, simulate_point};
 use serde_json::json;
 
@@ -123,7 +123,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         stats,
         drain_timeout: limits::DRAIN_TIMEOUT.parse(&a.drain_timeout)?,
     };
-    let mut point = measure(&workload, &spec, &sim_cfg, &opts)?;
+    let (mut point, counts) = measure(&workload, &spec, &sim_cfg, &opts)?;
     let prediction = if a.compare_sim {
         Some(simulate_point(&workload, &spec, &sim_cfg)?)
     } else {
@@ -143,13 +143,11 @@ pub fn run(a: RunArgs) -> Result<()> {
             print!("{}", report::point_table(p));
         }
     }
-    let stranded = point
-        .extra
-        .get("stranded")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0);
-    if stranded > 0 {
-        bail!("{stranded} requests were still in flight when the drain timed out");
+    if counts.stranded > 0 {
+        bail!(
+            "{} requests were still in flight when the drain timed out",
+            counts.stranded
+        );
     }
     Ok(())
 }
@@ -164,7 +162,7 @@ pub fn measure(
     spec: &PolicySpec,
     sim_cfg: &psp_sim::SimConfig,
     opts: &RunOptions,
-) -> Result<PointResult> {
+) -> Result<(PointResult, RequestCounts)> {
     let classifier = ClassifierKind::parse(&opts.classifier, sim_cfg.seed ^ 0x5eed)
         .map_err(anyhow::Error::msg)?
         .build(synthetic::TYPE_OFFSET, workload.types.len() as u16);
@@ -216,6 +214,7 @@ pub fn measure(
         ),
     );
     extra.insert("served_per_worker".into(), json!(report.served_per_worker));
+    extra.insert("abandoned_workers".into(), json!(report.abandoned_workers));
     extra.insert("pinned".into(), json!(report.pinned));
     extra.insert("idle".into(), json!(format!("{:?}", opts.idle)));
     extra.insert("classifier".into(), json!(opts.classifier));
@@ -231,10 +230,8 @@ pub fn measure(
         measured_s: sim_cfg.duration_ns as f64 * (1.0 - sim_cfg.warmup_fraction) / 1e9,
         seed: sim_cfg.seed,
     };
-    Ok(PointResult::from_recorder(
-        meta,
-        &d.recorder,
-        d.measured_arrived,
-        extra,
+    Ok((
+        PointResult::from_recorder(meta, &d.recorder, d.measured_arrived, extra),
+        d.counts,
     ))
 }

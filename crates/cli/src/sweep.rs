@@ -99,7 +99,8 @@ impl Plan {
                     idle: self.net.idle,
                     ..crate::run::RunOptions::default()
                 },
-            ),
+            )
+            .map(|(point, _)| point),
             Mode::Net => crate::net::measure(&self.workload, spec, &cfg, &self.net),
         }
     }

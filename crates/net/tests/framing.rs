@@ -99,6 +99,6 @@ fn datagrams_longer_than_the_maximum_are_bad_requests_whatever_their_header_says
     assert_eq!(s.net.bad_request, oversize.len() as u64, "{:?}", s.net);
     assert_eq!(s.net.received, oversize.len() as u64 + 2, "{:?}", s.net);
     assert_eq!(s.net.truncated, 0);
-    assert_eq!(s.dispatcher.completed, 2);
-    assert_eq!(s.dispatcher.handler_errors, 0);
+    assert_eq!(s.dispatcher.counts.completed, 2);
+    assert_eq!(s.dispatcher.counts.handler_errors, 0);
 }

@@ -298,7 +298,9 @@ fn a_dead_server_shows_up_as_timeouts_and_the_client_returns() {
         wall < Duration::from_secs(5),
         "the client must stop one timeout after its last send, took {wall:?}"
     );
-    // No socket at all: the kernel refuses; the client still returns and counts.
+    // No socket at all: datagrams go nowhere (the client's sockets are not
+    // connected, so no ICMP error reaches them); the client still returns and
+    // counts every request as a timeout.
     drop(silent);
     let rep = run_load(&cfg, &Progress::default()).unwrap();
     let point = rep.to_point(&cfg, "none", 1);
@@ -351,7 +353,12 @@ fn an_overloaded_server_answers_overloaded_within_its_reply_budget() {
             "{factor}x: replies within budget"
         );
         // Every unanswered request is a timeout (warm-up ones are not measured).
-        assert!(point.timeouts <= s.net.shed_unanswered, "{factor}x");
+        // Timeouts: requests shed unanswered, or dropped by the OS before the
+        // server read them.
+        assert!(
+            point.timeouts <= s.net.shed_unanswered + s.net.dropped_by_os.unwrap_or(0),
+            "{factor}x"
+        );
     }
 }
 

@@ -12,7 +12,6 @@ use std::collections::BinaryHeap;
 use psp_core::policy::PolicyStats;
 use psp_core::{Action, Nanos, Policy, PolicyContext, PolicySpec, Request, WorkerId};
 use psp_metrics::{PointMeta, PointResult, Recorder};
-use serde_json::json;
 
 use psp_workload::{ArrivalSource, PoissonArrivals, Workload};
 
@@ -424,6 +423,15 @@ pub fn simulate_point(
     spec: &PolicySpec,
     cfg: &SimConfig,
 ) -> Result<PointResult, SimError> {
+    simulate(workload, spec, cfg).map(|(point, _)| point)
+}
+
+/// Runs one point: the outcome, the policy's name and the wall time.
+fn simulate_outcome(
+    workload: &Workload,
+    spec: &PolicySpec,
+    cfg: &SimConfig,
+) -> Result<(SimOutcome, String, f64), SimError> {
     if !(cfg.rate_rps.is_finite() && cfg.rate_rps > 0.0) {
         return Err(SimError::Config(format!(
             "the offered rate must be positive, not {}",
@@ -451,10 +459,69 @@ pub fn simulate_point(
     let started = std::time::Instant::now();
     let out = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns).run(&mut arrivals);
     let wall_s = started.elapsed().as_secs_f64();
-    Ok(out.into_point(workload, &policy.name(), cfg, wall_s))
+    Ok((out, policy.name(), wall_s))
+}
+
+/// The simulator's own figures for one point (the point's `extra` object).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SimStats {
+    /// Requests generated, warm-up included.
+    pub generated_total: u64,
+    /// Requests completed, warm-up included.
+    pub completed_total: u64,
+    /// Requests dropped at a full queue, warm-up included.
+    pub dropped_total: u64,
+    /// Requests left queued with no event pending (a policy bug if non-zero).
+    pub stranded: u64,
+    /// Preemptions the policy asked for.
+    pub preemptions: u64,
+    /// Reservation changes applied.
+    pub reservation_updates: u64,
+    /// The final reservation, for reservation-based policies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
+    /// Simulated time of the last event.
+    pub simulated_end_s: f64,
+    /// Events processed (arrivals included).
+    pub events: u64,
+    /// Wall time of the simulation.
+    pub wall_s: f64,
+    /// Simulator speed: requests simulated per wall-clock second.
+    pub sim_requests_per_s: f64,
+}
+
+/// Simulates one point: the schema's point and the simulator's own figures.
+///
+/// # Errors
+/// As [`simulate_point`].
+pub fn simulate(
+    workload: &Workload,
+    spec: &PolicySpec,
+    cfg: &SimConfig,
+) -> Result<(PointResult, SimStats), SimError> {
+    let (out, name, wall_s) = simulate_outcome(workload, spec, cfg)?;
+    let stats = out.stats(wall_s);
+    Ok((out.into_point(workload, &name, cfg, wall_s), stats))
 }
 
 impl SimOutcome {
+    /// The simulator's figures; `wall_s` is the simulation's wall time.
+    pub fn stats(&self, wall_s: f64) -> SimStats {
+        SimStats {
+            generated_total: self.generated,
+            completed_total: self.completed,
+            dropped_total: self.dropped,
+            stranded: self.stranded,
+            preemptions: self.policy_stats.preemptions,
+            reservation_updates: self.policy_stats.reservation_updates,
+            reservation: self.reservation.clone(),
+            simulated_end_s: self.end_ns as f64 / 1e9,
+            events: self.events,
+            wall_s,
+            sim_requests_per_s: self.generated as f64 / wall_s.max(1e-9),
+        }
+    }
+
     /// The schema's point for this outcome; `wall_s` is the simulation's wall time.
     pub fn into_point(
         self,
@@ -463,26 +530,10 @@ impl SimOutcome {
         cfg: &SimConfig,
         wall_s: f64,
     ) -> PointResult {
-        let mut extra = serde_json::Map::new();
-        extra.insert("generated_total".into(), json!(self.generated));
-        extra.insert("completed_total".into(), json!(self.completed));
-        extra.insert("dropped_total".into(), json!(self.dropped));
-        extra.insert("stranded".into(), json!(self.stranded));
-        extra.insert("preemptions".into(), json!(self.policy_stats.preemptions));
-        extra.insert(
-            "reservation_updates".into(),
-            json!(self.policy_stats.reservation_updates),
-        );
-        if let Some(r) = &self.reservation {
-            extra.insert("reservation".into(), json!(r));
-        }
-        extra.insert("simulated_end_s".into(), json!(self.end_ns as f64 / 1e9));
-        extra.insert("events".into(), json!(self.events));
-        extra.insert("wall_s".into(), json!(wall_s));
-        extra.insert(
-            "sim_requests_per_s".into(),
-            json!(self.generated as f64 / wall_s.max(1e-9)),
-        );
+        let extra = match serde_json::to_value(self.stats(wall_s)) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => unreachable!("a struct serializes to an object"),
+        };
         let meta = PointMeta {
             mode: "sim",
             workload: workload.name.clone(),

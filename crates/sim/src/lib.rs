@@ -10,7 +10,7 @@
 
 pub mod engine;
 
-pub use engine::{SimConfig, SimError, SimOutcome, Simulator, simulate_point};
+pub use engine::{SimConfig, SimError, SimOutcome, SimStats, Simulator, simulate, simulate_point};
 // Workloads and arrivals live in `psp-workload`; re-exported for convenience.
 pub use psp_workload::{
     Arrival, ArrivalSource, PoissonArrivals, ServiceDist, TraceArrivals, Workload, WorkloadError,
