@@ -40,7 +40,7 @@ const MAX_PARK: Duration = Duration::from_millis(1);
 
 /// How many times loom may preempt a runnable thread in one execution: every
 /// execution within the bound is checked. Unbounded, the models with three
-/// threads besides the main one run for over ten minutes; bugs of this kind
+/// threads besides the main one do not finish in ten minutes; bugs of this kind
 /// need few preemptions (the broken models below are found with at most one,
 /// and the real code less a fence with none: weak memory needs no preemption).
 /// `LOOM_MAX_PREEMPTIONS` overrides it for a deeper run.
@@ -74,8 +74,8 @@ where
     });
 }
 
-/// A thread that unparks `t` once: the timeout of a timed park (or of a poll),
-/// firing at any point of the run.
+/// A thread that unparks `t` once: the timeout of a timed park, firing at any
+/// point of the run.
 fn timer(t: thread::Thread) -> thread::JoinHandle<()> {
     thread::spawn(move || t.unpark())
 }
