@@ -1,4 +1,4 @@
-//! DARC's worker reservation (Algorithm 2 of darc.md).
+//! DARC's worker reservation (Algorithm 2 of the Perséphone paper, SOSP'21).
 //!
 //! From each type's mean service time `S_i` and occurrence ratio `R_i`: group
 //! types whose means are within a factor `delta` of the group's first member, give
@@ -407,7 +407,7 @@ impl std::fmt::Display for Reservation {
 
 #[cfg(test)]
 mod tests {
-    //! The worked examples of darc.md, on 14 workers.
+    //! The paper's worked examples of the reservation, on 14 workers.
     use super::*;
 
     fn td(v: &[(f64, f64)]) -> Vec<TypeDemand> {

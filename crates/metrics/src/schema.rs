@@ -1,6 +1,6 @@
 //! The result documents printed by `psp ... --json` and read by `psp plot`.
 //!
-//! Field names are a contract other tools rely on (DESIGN.md): fields may be added,
+//! Field names are a contract other tools rely on (the `psp` command contract, docs/architecture.md "Output"): fields may be added,
 //! never renamed or removed.
 
 use serde::{Deserialize, Serialize};
@@ -174,7 +174,7 @@ pub struct Slo {
     pub per_type_p999_slowdown: Option<f64>,
     /// Bound on the p99.9 slowdown over all requests.
     pub overall_p999_slowdown: Option<f64>,
-    /// Largest tolerated loss fraction (workloads.md: more than 0.1% loss fails).
+    /// Largest tolerated loss fraction (the experiments' rule: more than 0.1% loss fails).
     pub max_loss_fraction: f64,
 }
 

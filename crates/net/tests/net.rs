@@ -213,6 +213,9 @@ fn bad_input_gets_an_error_reply_or_a_counted_drop() {
     assert_eq!(s.net.bad_request, 4);
     assert_eq!(s.net.unknown_type, 1);
     assert_eq!(s.dispatcher.counts.handler_errors, 1);
+    // An error outcome per type, not a latency sample.
+    assert_eq!(s.dispatcher.recorder.errors(), 1);
+    assert_eq!(s.dispatcher.recorder.completed(), 1);
     assert_eq!(s.dispatcher.counts.completed, 2);
     assert_eq!(s.net.received, 2 + 4 + 1 + 2);
     assert_accounted(&s);

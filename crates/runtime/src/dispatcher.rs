@@ -341,9 +341,14 @@ impl DispatchCore {
                 self.counts.completed += 1;
                 self.counts.handler_errors += u64::from(!d.ok);
                 self.in_flight -= 1;
-                if slot.measured {
-                    let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
-                    self.recorder.record(t, latency, d.service_ns);
+                // A failed handler is an error outcome, not a latency sample.
+                match (slot.measured, d.ok) {
+                    (false, _) => {}
+                    (true, true) => {
+                        let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
+                        self.recorder.record(t, latency, d.service_ns);
+                    }
+                    (true, false) => self.recorder.record_error(t),
                 }
                 self.free.push(d.token);
                 self.policy.on_completion(w, &slot.req, d.service_ns, now);

@@ -19,7 +19,7 @@ use super::{Policy, PolicyContext, PolicyError};
 use crate::reservation::{ReservationConfig, Rounding};
 use crate::workers::MAX_WORKERS;
 
-/// DARC's parameters (darc.md, "Profiling and reservation updates").
+/// DARC's parameters (profiling and reservation updates, docs/architecture.md "DARC as implemented").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DarcConfig {
     /// Grouping, spillway and rounding.
