@@ -269,9 +269,12 @@ impl Transmit for UdpTx {
         msg.msg_namelen = to.len;
         msg.msg_iov = iov.as_mut_ptr();
         msg.msg_iovlen = 2;
+        // Never block a worker in the kernel (a full send buffer is a counted
+        // send error): the dispatcher waits for an answer under way at the drain
+        // deadline, so that wait must be short.
         // SAFETY: `msg` points to a live address and two live iovecs whose
         // buffers are readable for their lengths; sendmsg only reads them.
-        let r = unsafe { libc::sendmsg(self.socket.as_raw_fd(), &msg, 0) };
+        let r = unsafe { libc::sendmsg(self.socket.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
         if r < 0 {
             Err(io::Error::last_os_error())
         } else {
@@ -301,11 +304,12 @@ impl Transmit for UdpTx {
             // SAFETY: the first chunk.len() headers are initialized and point to live
             // addresses and iovecs over readable buffers; sendmmsg only reads them.
             let r = unsafe {
+                // The dispatcher never blocks in the kernel either.
                 libc::sendmmsg(
                     self.socket.as_raw_fd(),
                     hdrs.as_mut_ptr().cast(),
                     chunk.len() as u32,
-                    0,
+                    libc::MSG_DONTWAIT,
                 )
             };
             if r < 0 {

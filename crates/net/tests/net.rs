@@ -53,6 +53,25 @@ fn server_at(
     })
 }
 
+/// A c-FCFS server with one worker running `app`, draining for `drain_timeout`.
+fn one_worker_server(drain_timeout: Duration, app: App) -> Server {
+    Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        runtime: RuntimeConfig {
+            workers: 1,
+            queue_capacity: 16,
+            drain_timeout,
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: "c-fcfs".parse().unwrap(),
+        types: workload().type_infos(),
+        classifier: ClassifierKind::Header,
+        app,
+    })
+    .expect("server starts")
+}
+
 /// The spin application's cap in these tests.
 const MAX_SERVICE_NS: u64 = 5_000_000_000;
 
@@ -417,24 +436,11 @@ fn shutdown_is_bounded_by_the_drain_timeout_and_stranded_requests_stay_unanswere
     // A 2 s request (within the cap) and a 200 ms drain: stop returns soon after
     // the deadline, the request is stranded, and the worker that finishes it
     // later does not answer it.
-    let srv = Server::start(ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        runtime: RuntimeConfig {
-            workers: 1,
-            queue_capacity: 16,
-            drain_timeout: Duration::from_millis(200),
-            raise_priority: false,
-            ..RuntimeConfig::default()
-        },
-        policy: "c-fcfs".parse().unwrap(),
-        types: workload().type_infos(),
-        classifier: ClassifierKind::Header,
-        app: App::Spin {
-            spinner: spinner(),
-            max_service_ns: MAX_SERVICE_NS,
-        },
-    })
-    .unwrap();
+    let spin = App::Spin {
+        spinner: spinner(),
+        max_service_ns: MAX_SERVICE_NS,
+    };
+    let srv = one_worker_server(Duration::from_millis(200), spin);
     let sock = client_socket(srv.local_addr());
     assert!(
         ask_within(
@@ -465,21 +471,7 @@ fn shutdown_is_bounded_by_the_drain_timeout_and_stranded_requests_stay_unanswere
 #[test]
 fn a_drain_timeout_too_large_to_add_does_not_overflow() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let srv = Server::start(ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        runtime: RuntimeConfig {
-            workers: 1,
-            queue_capacity: 16,
-            drain_timeout: Duration::MAX,
-            raise_priority: false,
-            ..RuntimeConfig::default()
-        },
-        policy: "c-fcfs".parse().unwrap(),
-        types: workload().type_infos(),
-        classifier: ClassifierKind::Header,
-        app: App::Echo,
-    })
-    .unwrap();
+    let srv = one_worker_server(Duration::MAX, App::Echo);
     let sock = client_socket(srv.local_addr());
     assert_eq!(status_of(ask(&sock, &request(0, 1, 0))).1, Status::Ok);
     let s = srv.stop().unwrap();

@@ -65,6 +65,8 @@ pub trait JobIo: Send {
     /// The request bytes of `job` that the handler serves.
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8];
     /// Delivers the outcome of `job` (`response` is what the handler wrote).
+    /// Must not block (e.g. send with `MSG_DONTWAIT` and count a failure): at
+    /// the drain deadline the dispatcher waits for an answer under way.
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]);
 }
 
