@@ -296,7 +296,6 @@ where
 
     // Workers are not scoped threads: one stuck in its handler past the drain
     // deadline must not hold the caller (it is abandoned, see below).
-    let d_wake_cell: Arc<std::sync::OnceLock<Arc<Wakeup>>> = Arc::default();
     let mut w_handles = Vec::with_capacity(cfg.workers);
     let mut w_starts = Vec::with_capacity(cfg.workers);
     let release = |control: &RunControl, wakes: &[Arc<Wakeup>]| {
@@ -352,11 +351,11 @@ where
     let worker_wakes: Vec<Arc<Wakeup>> = w_starts.iter().map(|(_, w)| w.clone()).collect();
 
     let dispatched = std::thread::scope(|scope| -> Result<_, RuntimeError> {
-        let (d_start_tx, d_start_rx) = mpsc::channel::<Vec<Arc<Wakeup>>>();
+        // The dispatcher waits for its own and the workers' wake-up handles.
+        let (d_start_tx, d_start_rx) = mpsc::channel::<(Arc<Wakeup>, Vec<Arc<Wakeup>>)>();
         let d_core = cores.as_ref().and_then(|c| c[0]);
         let raise = cfg.raise_priority;
         let drain_timeout = cfg.drain_timeout;
-        let cell = d_wake_cell.clone();
         let d_handle = std::thread::Builder::new()
             .name("psp-dispatcher".into())
             .spawn_scoped(scope, move || {
@@ -367,10 +366,9 @@ where
                 if raise {
                     raise_priority();
                 }
-                let Ok(workers) = d_start_rx.recv() else {
+                let Ok((me, workers)) = d_start_rx.recv() else {
                     return None;
                 };
-                let me = cell.get().expect("set before the hand-off").clone();
                 let core = DispatchCore::new(CoreParts { workers, ..parts });
                 Some(dispatch_loop(front, core, &me, clock, drain_timeout))
             })
@@ -381,11 +379,10 @@ where
         } else {
             Wakeup::new(d_thread)
         });
-        let _ = d_wake_cell.set(d_wake.clone());
         for (tx, w) in &w_starts {
             let _ = tx.send((w.clone(), d_wake.clone()));
         }
-        let _ = d_start_tx.send(worker_wakes.clone());
+        let _ = d_start_tx.send((d_wake, worker_wakes.clone()));
         Ok(d_handle.join())
     });
     // Whatever happened to the dispatcher (returned, panicked, never started),
