@@ -388,11 +388,7 @@ pub fn requests(rate_rps: f64, duration_ns: u64) -> Result<f64> {
 /// # Errors
 /// More than [`MAX_SLOTS`].
 pub fn slots(types: usize, workers: usize, queue_capacity: usize) -> Result<u64> {
-    let n = (types as u64)
-        .saturating_add(1)
-        .saturating_add(workers as u64)
-        .saturating_mul(queue_capacity as u64)
-        .saturating_add(workers as u64);
+    let n = psp_runtime::runtime::request_slots(types, workers, queue_capacity);
     if n > MAX_SLOTS {
         bail!(
             "--queue-capacity {queue_capacity} with {workers} workers and {types} request types needs {n} request slots; at most {MAX_SLOTS} (lower --queue-capacity)"

@@ -394,7 +394,7 @@ impl ServerSummary {
             shed_unanswered: n.shed_unanswered,
             handler_errors: c.handler_errors,
             reply_send_errors: n.reply_send_errors,
-            worker_send_errors: n.worker_send_errors,
+            worker_send_errors: c.unsent,
             receive_errors: n.receive_errors,
             dropped_by_os: n.dropped_by_os,
             stranded: c.stranded,

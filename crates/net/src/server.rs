@@ -12,7 +12,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -129,8 +129,6 @@ pub struct NetCounters {
     pub shed_unanswered: u64,
     /// Error replies the OS refused to send.
     pub reply_send_errors: u64,
-    /// Responses the workers could not send.
-    pub worker_send_errors: u64,
     /// Receive calls that failed (other than "nothing to receive").
     pub receive_errors: u64,
     /// Datagrams the OS dropped before the server read them (socket receive
@@ -161,7 +159,6 @@ pub struct ServerReport {
 struct NetIo<T: Transmit> {
     pool: Arc<PacketPool>,
     tx: T,
-    send_errors: Arc<AtomicU64>,
 }
 
 impl<T: Transmit> JobIo for NetIo<T> {
@@ -174,7 +171,7 @@ impl<T: Transmit> JobIo for NetIo<T> {
     }
 
     #[inline]
-    fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) {
+    fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
         // SAFETY: as in `request`; the borrow handed out there has ended.
         let pkt = unsafe { self.pool.get_mut(job.token) };
         let (status, body) = match outcome {
@@ -186,9 +183,7 @@ impl<T: Transmit> JobIo for NetIo<T> {
             .split_first_chunk_mut::<HEADER_LEN>()
             .expect("packet buffers hold a header");
         protocol::make_response_header(header, status, body.len() as u16);
-        if self.tx.send(&pkt.peer, [&header[..], body]).is_err() {
-            self.send_errors.fetch_add(1, Ordering::Relaxed);
-        }
+        self.tx.send(&pkt.peer, [&header[..], body]).is_ok()
     }
 }
 
@@ -203,7 +198,6 @@ struct NetFrontEnd<D: Datapath> {
     idler: Idler,
     busy_idler: Idler,
     stop: Arc<AtomicBool>,
-    worker_send_errors: Vec<Arc<AtomicU64>>,
     net: NetCounters,
     seq: u64,
 }
@@ -359,11 +353,6 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
 
     fn finish(mut self, core: DispatcherReport) -> (DispatcherReport, NetCounters) {
         self.net.dropped_by_os = self.datapath.dropped_by_os();
-        self.net.worker_send_errors = self
-            .worker_send_errors
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum();
         (core, self.net)
     }
 }
@@ -523,10 +512,8 @@ fn serve<D: Datapath + 'static>(
     )));
     let classifier = cfg.classifier.build(protocol::TYPE_OFFSET, n_types);
     let mut txs = Vec::with_capacity(cfg.runtime.workers);
-    let mut counters = Vec::with_capacity(cfg.runtime.workers);
     for _ in 0..cfg.runtime.workers {
         txs.push(datapath.transmitter().map_err(thread_err)?);
-        counters.push(Arc::new(AtomicU64::new(0)));
     }
     let front = NetFrontEnd {
         reply_tx: datapath.transmitter().map_err(thread_err)?,
@@ -541,7 +528,6 @@ fn serve<D: Datapath + 'static>(
             park_us: MAX_WAIT.as_micros() as u32,
         }),
         stop,
-        worker_send_errors: counters.clone(),
         net: NetCounters::default(),
         seq: 0,
     };
@@ -552,14 +538,13 @@ fn serve<D: Datapath + 'static>(
         &cfg.runtime,
         &cfg.policy,
         cfg.types,
-        |i| {
+        |_| {
             let tx = txs.next().expect("one transmitter per worker");
             (
                 app.handler(),
                 NetIo {
                     pool: pool.clone(),
                     tx,
-                    send_errors: counters[i].clone(),
                 },
             )
         },

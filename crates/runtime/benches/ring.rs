@@ -74,6 +74,7 @@ fn echo(mut jobs: Consumer<Job>, mut done: Producer<Done>, stop: Arc<AtomicBool>
                 let mut d = Done {
                     token: j.token,
                     ok: true,
+                    sent: true,
                     service_ns: 0,
                     finished_ns: 0,
                 };

@@ -110,11 +110,6 @@ impl RunControl {
     pub fn served(&self, w: usize) -> u64 {
         self.workers[w].served.load(Ordering::Relaxed)
     }
-
-    /// Workers of the run.
-    pub fn workers(&self) -> usize {
-        self.workers.len()
-    }
 }
 
 #[cfg(test)]

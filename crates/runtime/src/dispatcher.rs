@@ -109,6 +109,9 @@ pub struct RequestCounts {
     pub completed: u64,
     /// Of `completed`, those whose handler failed (answered HANDLER_ERROR).
     pub handler_errors: u64,
+    /// Of `completed`, those whose answer could not be sent (the OS refused
+    /// it): the client sees no answer.
+    pub unsent: u64,
     /// Admitted but neither run nor answered by the drain deadline; never
     /// answered afterwards.
     pub stranded: u64,
@@ -340,9 +343,11 @@ impl DispatchCore {
                 self.by_type[t].completed += 1;
                 self.counts.completed += 1;
                 self.counts.handler_errors += u64::from(!d.ok);
+                self.counts.unsent += u64::from(!d.sent);
                 self.in_flight -= 1;
-                // A failed handler is an error outcome, not a latency sample.
-                match (slot.measured, d.ok) {
+                // A failed handler or an answer that never left is an error
+                // outcome, not a latency sample.
+                match (slot.measured, d.ok && d.sent) {
                     (false, _) => {}
                     (true, true) => {
                         let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);

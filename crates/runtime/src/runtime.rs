@@ -298,12 +298,6 @@ where
     // deadline must not hold the caller (it is abandoned, see below).
     let mut w_handles = Vec::with_capacity(cfg.workers);
     let mut w_starts = Vec::with_capacity(cfg.workers);
-    let release = |control: &RunControl, wakes: &[Arc<Wakeup>]| {
-        control.stop();
-        for w in wakes {
-            w.notify();
-        }
-    };
     for (i, (jobs, done)) in job_rx.into_iter().zip(done_tx).enumerate() {
         let (tx, rx) = mpsc::channel::<(Arc<Wakeup>, Arc<Wakeup>)>();
         let (handler, io) = make_worker(i);
@@ -387,7 +381,10 @@ where
     });
     // Whatever happened to the dispatcher (returned, panicked, never started),
     // release the workers before anything else.
-    release(&control, &worker_wakes);
+    control.stop();
+    for w in &worker_wakes {
+        w.notify();
+    }
     drop(w_starts);
 
     // Join the workers that exit within the grace; abandon the others.
@@ -433,8 +430,20 @@ where
     })
 }
 
-/// Slab size: every queue of any policy full (per type, central, per worker)
-/// plus one running request per worker.
+/// Slab size of `cfg` with `types` request types: [`request_slots`].
 pub fn max_in_flight(cfg: &RuntimeConfig, types: usize) -> usize {
-    (types + 1 + cfg.workers) * cfg.queue_capacity + cfg.workers
+    usize::try_from(request_slots(types, cfg.workers, cfg.queue_capacity)).unwrap_or(usize::MAX)
+}
+
+/// Request slots (and, behind a datapath, packet buffers) a run with these
+/// numbers preallocates: every queue any policy keeps full (per type, central,
+/// per worker) plus one running request per worker. Saturates instead of
+/// overflowing, so a caller can check it against a bound before anything is
+/// allocated.
+pub fn request_slots(types: usize, workers: usize, queue_capacity: usize) -> u64 {
+    (types as u64)
+        .saturating_add(1)
+        .saturating_add(workers as u64)
+        .saturating_mul(queue_capacity as u64)
+        .saturating_add(workers as u64)
 }

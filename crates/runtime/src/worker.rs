@@ -56,6 +56,8 @@ pub struct Done {
     pub service_ns: u64,
     /// When the handler returned (the run's one clock).
     pub finished_ns: u64,
+    /// Whether the answer went out (the `JobIo` could send it).
+    pub sent: bool,
 }
 
 /// Where a worker finds a job's request bytes and where its response goes: the
@@ -64,10 +66,11 @@ pub struct Done {
 pub trait JobIo: Send {
     /// The request bytes of `job` that the handler serves.
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8];
-    /// Delivers the outcome of `job` (`response` is what the handler wrote).
-    /// Must not block (e.g. send with `MSG_DONTWAIT` and count a failure): at
-    /// the drain deadline the dispatcher waits for an answer under way.
-    fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]);
+    /// Delivers the outcome of `job` (`response` is what the handler wrote);
+    /// returns whether the answer went out (the dispatcher counts those that did
+    /// not). Must not block (e.g. send with `MSG_DONTWAIT`): at the drain
+    /// deadline the dispatcher waits for an answer under way.
+    fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool;
 }
 
 /// The in-process generator's I/O: the payload is inline, nothing is sent.
@@ -81,7 +84,14 @@ impl JobIo for InlineIo {
     }
 
     #[inline]
-    fn respond(&mut self, _job: &Job, _outcome: Result<(), HandlerError>, _response: &[u8]) {}
+    fn respond(
+        &mut self,
+        _job: &Job,
+        _outcome: Result<(), HandlerError>,
+        _response: &[u8],
+    ) -> bool {
+        true
+    }
 }
 
 /// Everything a worker thread owns.
@@ -158,12 +168,13 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                     }
                     // The response leaves before the completion is reported: the
                     // dispatcher may reuse the job's buffer once it sees it.
-                    self.io.respond(&job, outcome, &response);
+                    let sent = self.io.respond(&job, outcome, &response);
                     let mut done = Done {
                         token: job.token,
                         ok,
                         service_ns: t1 - t0,
                         finished_ns: t1,
+                        sent,
                     };
                     // The ring holds as many slots as jobs can be outstanding on this
                     // worker, so this never spins in practice.

@@ -185,8 +185,9 @@ impl JobIo for CountingIo {
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
         &job.payload[..usize::from(job.len)]
     }
-    fn respond(&mut self, _: &Job, _: Result<(), HandlerError>, _: &[u8]) {
+    fn respond(&mut self, _: &Job, _: Result<(), HandlerError>, _: &[u8]) -> bool {
         self.0.fetch_add(1, Ordering::SeqCst);
+        true
     }
 }
 
@@ -264,4 +265,37 @@ fn latency_is_never_shorter_than_service_time() {
         min >= 1.0,
         "a request's latency was {min} x its service time"
     );
+}
+
+/// An I/O whose every send fails (a full socket buffer, say).
+struct FailingIo;
+
+impl JobIo for FailingIo {
+    fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
+        &job.payload[..usize::from(job.len)]
+    }
+    fn respond(&mut self, _: &Job, _: Result<(), HandlerError>, _: &[u8]) -> bool {
+        false
+    }
+}
+
+#[test]
+fn an_answer_that_could_not_be_sent_is_counted_and_not_a_latency_sample() {
+    let w = one_type();
+    let spinner = Spinner::calibrate(Duration::from_millis(10));
+    let r = within(Duration::from_secs(30), move || {
+        psp_runtime::start(
+            &cfg(1),
+            &"c-fcfs".parse::<PolicySpec>().unwrap(),
+            w.type_infos(),
+            |_| (SpinHandler::new(spinner), FailingIo),
+            false,
+            generator(trace(20, 200_000, 10_000)),
+        )
+    })
+    .expect("run");
+    let c = r.dispatcher.counts;
+    assert_eq!((c.arrived, c.completed, c.unsent), (20, 20, 20), "{c:?}");
+    assert_eq!(r.dispatcher.recorder.completed(), 0);
+    assert_eq!(r.dispatcher.recorder.errors(), 20);
 }
