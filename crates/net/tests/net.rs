@@ -150,7 +150,7 @@ fn every_request_is_answered_and_counted_on_both_sides() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for policy in ["c-fcfs", "darc"] {
         let srv = server(policy, 2, 1024);
-        let cfg = load(srv.local_addr(), 2_000.0, 400, 1_000);
+        let cfg = load(srv.local_addr(), 2_000.0, 400, 5_000);
         let rep = run_load(&cfg, &Progress::default()).unwrap();
         let s = srv.stop().unwrap();
         let point = rep.to_point(&cfg, policy, 2);
