@@ -292,6 +292,17 @@ pub const MAX_SLOTS: u64 = 1 << 22;
 /// through in one point (expected requests x mean service / quantum).
 pub const MAX_TIME_SLICES: f64 = 1e9;
 
+/// `--kv-keys` (checked by `psp-apps`, which owns the range).
+pub const KV_KEYS: Count = Count::new("--kv-keys", psp_apps::kv::MIN_KEYS, psp_apps::kv::MAX_KEYS);
+/// `--kv-value-bytes` (checked by `psp-apps`).
+pub const KV_VALUE_BYTES: Count = Count::new(
+    "--kv-value-bytes",
+    psp_apps::kv::MIN_VALUE_BYTES,
+    psp_apps::kv::MAX_VALUE_BYTES,
+);
+/// `psp profile --requests` (checked by `psp-apps`).
+pub const PROFILE_REQUESTS: Count = Count::new("--requests", 1, psp_apps::profile::MAX_REQUESTS);
+
 /// Every integer range (README's table is checked against these).
 #[cfg(test)]
 const COUNTS: &[Count] = &[
@@ -307,6 +318,9 @@ const COUNTS: &[Count] = &[
     RATE_POINTS,
     CORE_ID,
     IDLE_SPIN_US,
+    KV_KEYS,
+    KV_VALUE_BYTES,
+    PROFILE_REQUESTS,
 ];
 /// Every real range.
 #[cfg(test)]

@@ -8,8 +8,10 @@
 //! Every error is one line on stderr with exit code 2; `--json` prints one JSON
 //! document on stdout and nothing else.
 
+mod app;
 mod limits;
 mod net;
+mod profile;
 mod report;
 mod run;
 mod sweep;
@@ -42,6 +44,9 @@ enum Command {
     Run(run::RunArgs),
     /// Measure the synthetic handler's spin against the clock (requested vs actual).
     Calibrate,
+    /// Measure an application's service time per request type, alone, and write
+    /// it as a workload file.
+    Profile(profile::ProfileArgs),
     /// Serve requests over UDP: the runtime behind the network datapath.
     Serve(net::ServeArgs),
     /// Open-loop Poisson client against a server: one measured point.
@@ -437,6 +442,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => cmd_sim(a),
         Command::Run(a) => run::run(a),
         Command::Calibrate => cmd_calibrate(),
+        Command::Profile(a) => profile::run(a),
         Command::Serve(a) => net::serve(a),
         Command::Load(a) => net::load(a),
         Command::Echo(a) => net::echo(a),

@@ -6,43 +6,36 @@
 use std::io::Write as _;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use psp_apps::AppConfig;
 use psp_core::PolicySpec;
 use psp_metrics::PointResult;
 use psp_net::client::{LoadConfig, LoadReport, Progress, run_load};
 use psp_net::echo::EchoServer;
-use psp_net::{App, ClassifierKind, Server, ServerConfig, ServerReport};
-use psp_runtime::{IdleStrategy, RuntimeConfig, Spinner, StatsConfig};
+use psp_net::{ClassifierKind, Server, ServerConfig, ServerReport};
+use psp_runtime::{IdleStrategy, RuntimeConfig, StatsConfig};
 use psp_sim::{SimConfig, Workload};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::app::{AppArgs, type_names};
 use crate::{Mode, OfferedLoad, PointArgs, limits, report};
 
-fn spinner() -> Spinner {
-    static S: OnceLock<Spinner> = OnceLock::new();
-    *S.get_or_init(|| Spinner::calibrate(Duration::from_millis(50)))
-}
-
-/// The spin application serving `workload`'s types: requests may ask for at
-/// most `max_service` (default: 100 times the largest type's mean, at least
-/// 1 ms), so that one datagram cannot hold a worker for as long as it likes.
-fn spin_app(workload: &Workload, max_service: Option<Duration>) -> App {
-    let default_ns = workload
+/// The default bound on the service time a request may ask the spin
+/// application for: 100 times the largest type's mean, at least 1 ms, so that
+/// one datagram cannot hold a worker for as long as it likes.
+pub fn default_max_service_ns(workload: &Workload) -> u64 {
+    workload
         .types
         .iter()
         .map(|t| t.service.mean_us() * 1e3 * 100.0)
-        .fold(1e6, f64::max);
-    App::Spin {
-        spinner: spinner(),
-        max_service_ns: max_service.map_or(default_ns as u64, |d| d.as_nanos() as u64),
-    }
+        .fold(1e6, f64::max) as u64
 }
 
 /// A socket address flag's value (`flag` names it in the error).
@@ -124,10 +117,8 @@ pub struct ServeArgs {
     /// Bound of each queue the policy keeps [default: 4096].
     #[arg(long, allow_hyphen_values = true)]
     queue_capacity: Option<usize>,
-    /// Application: spin (spins for the service time the request carries) or
-    /// echo (returns the body) [default: spin].
-    #[arg(long)]
-    app: Option<String>,
+    #[command(flatten)]
+    app: AppArgs,
     /// Classifier: header or random (misclassification experiment) [default: header].
     #[arg(long)]
     classifier: Option<String>,
@@ -174,6 +165,10 @@ struct ServeFile {
     idle: Option<String>,
     queue_capacity: Option<usize>,
     app: Option<String>,
+    kv_path: Option<PathBuf>,
+    kv_keys: Option<u64>,
+    kv_value_bytes: Option<u64>,
+    tpcc_warehouses: Option<u64>,
     classifier: Option<String>,
     seed: Option<u64>,
     stats_interval: Option<String>,
@@ -307,14 +302,21 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let max_service = src.pick(&a.max_service, &f.max_service, |s| {
         limits::MAX_SERVICE.parse(&s)
     })?;
-    // Last: the spin application calibrates its spinner (50 ms).
-    let app = src
-        .pick(&a.app, &f.app, |s: String| match s.as_str() {
-            "spin" => Ok(spin_app(&workload, max_service)),
-            "echo" => Ok(App::Echo),
-            other => bail!("--app must be spin or echo, not '{other}'"),
-        })?
-        .unwrap_or_else(|| spin_app(&workload, max_service));
+    let file_app = AppArgs {
+        app: f.app.clone(),
+        kv_path: f.kv_path.clone(),
+        kv_keys: f.kv_keys,
+        kv_value_bytes: f.kv_value_bytes,
+        tpcc_warehouses: f.tpcc_warehouses,
+    };
+    let app_args = a.app.or(&file_app);
+    let max_service_ns = max_service.map_or(default_max_service_ns(&workload), |d| {
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    });
+    let app = app_args.config(&workload, max_service_ns)?;
+    // Last: the application opens and loads its database (or calibrates its
+    // spin, 50 ms).
+    let service = app.start(&type_names(&workload))?;
     Ok(ServePlan {
         cfg: ServerConfig {
             addr,
@@ -330,7 +332,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             policy,
             types: workload.type_infos(),
             classifier,
-            app,
+            app: service,
         },
         workload,
         duration,
@@ -364,6 +366,7 @@ struct ServerSummary {
     overloaded: u64,
     shed_unanswered: u64,
     handler_errors: u64,
+    bad_bodies: u64,
     reply_send_errors: u64,
     worker_send_errors: u64,
     receive_errors: u64,
@@ -393,6 +396,7 @@ impl ServerSummary {
             overloaded: n.overloaded,
             shed_unanswered: n.shed_unanswered,
             handler_errors: c.handler_errors,
+            bad_bodies: c.bad_bodies,
             reply_send_errors: n.reply_send_errors,
             worker_send_errors: c.unsent,
             receive_errors: n.receive_errors,
@@ -439,7 +443,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         cfg.runtime.workers,
         plan.workload.name,
         cfg.types.len(),
-        cfg.app.name(),
+        cfg.app.describe(),
     );
     if a.json {
         eprintln!("{line}");
@@ -464,12 +468,13 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             .dropped_by_os
             .map_or("unknown".to_string(), |d| d.to_string());
         println!(
-            "received {} | requests {} | admitted {} | completed {} (of which HANDLER_ERROR {}) | stranded {} | OVERLOADED {} (+ {} shed unanswered) | BAD_REQUEST {} | UNKNOWN_TYPE {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
+            "received {} | requests {} | admitted {} | completed {} (of which HANDLER_ERROR {}, BAD_REQUEST body {}) | stranded {} | OVERLOADED {} (+ {} shed unanswered) | BAD_REQUEST {} | UNKNOWN_TYPE {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
             s.received,
             s.requests,
             s.admitted,
             s.completed,
             s.handler_errors,
+            s.bad_bodies,
             s.stranded,
             s.overloaded,
             s.shed_unanswered,
@@ -525,6 +530,10 @@ pub struct LoadArgs {
     policy: String,
     #[command(flatten)]
     client: ClientArgs,
+    /// The application whose requests are sent (its options must match the
+    /// server's, e.g. --kv-keys).
+    #[command(flatten)]
+    app: AppArgs,
     /// Write one CSV row per request (id, type, scheduled time, latency, status).
     #[arg(long)]
     samples: Option<PathBuf>,
@@ -536,6 +545,7 @@ pub struct LoadArgs {
 fn load_config(
     server: SocketAddr,
     workload: &Workload,
+    app: &AppConfig,
     sim: &SimConfig,
     client: &ClientArgs,
     keep_samples: bool,
@@ -543,6 +553,7 @@ fn load_config(
     Ok(LoadConfig {
         server,
         workload: workload.clone(),
+        app: app.clone(),
         rate_rps: sim.rate_rps,
         duration_ns: sim.duration_ns,
         warmup_ns: (sim.duration_ns as f64 * sim.warmup_fraction) as u64,
@@ -619,7 +630,15 @@ pub fn load(a: LoadArgs) -> Result<()> {
     let workers = limits::WORKERS.check(point.workers())?;
     let rate = a.offered.rate(&workload, workers)?;
     let sim = point.config(&workload, rate)?;
-    let cfg = load_config(server, &workload, &sim, &a.client, a.samples.is_some())?;
+    let app = a.app.config(&workload, u64::MAX)?;
+    let cfg = load_config(
+        server,
+        &workload,
+        &app,
+        &sim,
+        &a.client,
+        a.samples.is_some(),
+    )?;
     let rep = load_with_progress(&cfg)?;
     if let Some(path) = &a.samples {
         write_samples(path, &cfg, &rep)?;
@@ -667,6 +686,7 @@ pub struct NetOptions {
 /// the server's counters in `extra.server`.
 pub fn measure(
     workload: &Workload,
+    app: &AppConfig,
     spec: &PolicySpec,
     cfg: &SimConfig,
     opts: &NetOptions,
@@ -688,14 +708,14 @@ pub fn measure(
             policy: *spec,
             types: workload.type_infos(),
             classifier: ClassifierKind::Header,
-            app: spin_app(workload, None),
+            app: app.start(&type_names(workload))?,
         })?),
     };
     let addr = opts
         .server
         .or(server.as_ref().map(Server::local_addr))
         .expect("a server");
-    let lc = load_config(addr, workload, cfg, &opts.client, false)?;
+    let lc = load_config(addr, workload, app, cfg, &opts.client, false)?;
     let rep = run_load(&lc, &Progress::default()).with_context(|| format!("cannot load {addr}"))?;
     let mut point = rep.to_point(&lc, &spec.to_string(), cfg.workers);
     if let Some(s) = server {
@@ -847,7 +867,7 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
                             policy: spec,
                             types: workload.type_infos(),
                             classifier: ClassifierKind::Header,
-                            app: App::Echo,
+                            app: Arc::new(psp_apps::spin::EchoService),
                         })?;
                         (
                             s.local_addr(),
@@ -865,7 +885,7 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
                         )
                     }
                 };
-            let mut lc = load_config(addr, &workload, &sim, &a.client, false)?;
+            let mut lc = load_config(addr, &workload, &AppConfig::Echo, &sim, &a.client, false)?;
             // A saturation benchmark: the client must not outrank either server.
             lc.raise_priority = false;
             let rep = run_load(&lc, &Progress::default())?;

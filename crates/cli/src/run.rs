@@ -1,18 +1,19 @@
 //! `psp run`: one point on the real runtime (dispatcher + pinned workers) with the
-//! in-process open-loop generator and the calibrated spin handler; optionally the
-//! simulator's prediction for the same point beside it.
+//! in-process open-loop generator and an application (the calibrated spin by
+//! default); optionally the simulator's prediction for the same point beside it.
 
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::Args;
+use psp_apps::AppConfig;
 use psp_core::{ClassifierKind, PolicySpec};
 use psp_metrics::{PointMeta, PointResult};
-use psp_runtime::handler::synthetic;
-use psp_runtime::{IdleStrategy, RequestCounts, RuntimeConfig, SpinHandler, Spinner, StatsConfig};
+use psp_runtime::{IdleStrategy, RequestCounts, RuntimeConfig, StatsConfig};
 use psp_sim::{PoissonArrivals, Workload, simulate_point};
 use serde_json::json;
 
+use crate::app::{AppArgs, type_names};
 use crate::{PolicyPoint, limits, report};
 
 /// `psp run` arguments.
@@ -20,6 +21,8 @@ use crate::{PolicyPoint, limits, report};
 pub struct RunArgs {
     #[command(flatten)]
     target: PolicyPoint,
+    #[command(flatten)]
+    app: AppArgs,
     /// Cores to pin to, dispatcher first (e.g. 0-14 or 0,2,4); default: every
     /// thread when the machine has a core per thread, else only the workers when it
     /// has a core per worker.
@@ -109,6 +112,8 @@ impl Default for RunOptions {
 /// Runs `psp run`.
 pub fn run(a: RunArgs) -> Result<()> {
     let (workload, spec, sim_cfg) = a.target.resolve(crate::Mode::Run)?;
+    // Generated requests are trusted: the spin application takes any length.
+    let app = a.app.config(&workload, u64::MAX)?;
     let stats = match &a.stats_interval {
         Some(s) => Some(StatsConfig {
             interval: limits::STATS_INTERVAL.parse(s)?,
@@ -123,7 +128,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         stats,
         drain_timeout: limits::DRAIN_TIMEOUT.parse(&a.drain_timeout)?,
     };
-    let (mut point, counts) = measure(&workload, &spec, &sim_cfg, &opts)?;
+    let (mut point, counts) = measure(&workload, &app, &spec, &sim_cfg, &opts)?;
     let prediction = if a.compare_sim {
         Some(simulate_point(&workload, &spec, &sim_cfg)?)
     } else {
@@ -152,20 +157,25 @@ pub fn run(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Measures one point on the real runtime: `spec` on `workload` at `cfg`'s rate,
-/// workers, duration, warm-up, seed and queue bound.
+/// Measures one point on the real runtime: `spec` on `workload`, served by
+/// `app`, at `cfg`'s rate, workers, duration, warm-up, seed and queue bound.
 ///
 /// # Errors
-/// A classifier name, policy or core list the runtime cannot use.
+/// A classifier name, policy or core list the runtime cannot use; an
+/// application that cannot start.
 pub fn measure(
     workload: &Workload,
+    app: &AppConfig,
     spec: &PolicySpec,
     sim_cfg: &psp_sim::SimConfig,
     opts: &RunOptions,
 ) -> Result<(PointResult, RequestCounts)> {
     let classifier = ClassifierKind::parse(&opts.classifier, sim_cfg.seed ^ 0x5eed)
         .map_err(anyhow::Error::msg)?
-        .build(synthetic::TYPE_OFFSET, workload.types.len() as u16);
+        .build(
+            psp_runtime::generator::TYPE_OFFSET,
+            workload.types.len() as u16,
+        );
     let rate = sim_cfg.rate_rps;
     let cfg = RuntimeConfig {
         workers: sim_cfg.workers,
@@ -176,7 +186,9 @@ pub fn measure(
         stats: opts.stats,
         raise_priority: true,
     };
-    let spinner = Spinner::calibrate(Duration::from_millis(50));
+    let names = type_names(workload);
+    let service = app.start(&names)?;
+    let encoder = app.encoder(&names, sim_cfg.seed ^ 0xb0d1)?;
     let arrivals = PoissonArrivals::new(workload, rate, sim_cfg.duration_ns, sim_cfg.seed);
     let warmup_ns = (sim_cfg.duration_ns as f64 * sim_cfg.warmup_fraction) as u64;
     let report = psp_runtime::run(
@@ -184,9 +196,10 @@ pub fn measure(
         spec,
         workload.type_infos(),
         Box::new(arrivals),
+        encoder,
         classifier,
         warmup_ns,
-        |_| SpinHandler::new(spinner),
+        |i| service.handler(i),
     )?;
     let d = &report.dispatcher;
     let mut extra = serde_json::Map::new();
@@ -196,6 +209,7 @@ pub fn measure(
     extra.insert("completed_total".into(), json!(c.completed));
     extra.insert("shed_total".into(), json!(c.shed));
     extra.insert("handler_errors".into(), json!(c.handler_errors));
+    extra.insert("bad_bodies".into(), json!(c.bad_bodies));
     extra.insert("stranded".into(), json!(c.stranded));
     extra.insert(
         "reservation_updates".into(),
@@ -218,6 +232,7 @@ pub fn measure(
     extra.insert("pinned".into(), json!(report.pinned));
     extra.insert("idle".into(), json!(format!("{:?}", opts.idle)));
     extra.insert("classifier".into(), json!(opts.classifier));
+    extra.insert("app".into(), json!(service.describe()));
     extra.insert("wall_s".into(), json!(report.wall.as_secs_f64()));
     let meta = PointMeta {
         mode: "run",

@@ -72,10 +72,14 @@ pub struct SweepArgs {
     server: Option<String>,
     #[command(flatten)]
     client: crate::net::ClientArgs,
+    /// `--mode run|net`: the application served.
+    #[command(flatten)]
+    app: crate::app::AppArgs,
 }
 
 struct Plan {
     workload: Workload,
+    app: psp_apps::AppConfig,
     specs: Vec<PolicySpec>,
     slo: Slo,
     mode: Mode,
@@ -92,6 +96,7 @@ impl Plan {
             Mode::Sim => Ok(simulate_point(&self.workload, spec, &cfg)?),
             Mode::Run => crate::run::measure(
                 &self.workload,
+                &self.app,
                 spec,
                 &cfg,
                 &crate::run::RunOptions {
@@ -101,7 +106,7 @@ impl Plan {
                 },
             )
             .map(|(point, _)| point),
-            Mode::Net => crate::net::measure(&self.workload, spec, &cfg, &self.net),
+            Mode::Net => crate::net::measure(&self.workload, &self.app, spec, &cfg, &self.net),
         }
     }
 }
@@ -171,7 +176,11 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
             }
         }
     }
+    let app = a
+        .app
+        .config(&workload, crate::net::default_max_service_ns(&workload))?;
     let plan = Plan {
+        app,
         mode: a.mode,
         slo: Slo {
             per_type_p999_slowdown: per_type,

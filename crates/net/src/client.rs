@@ -27,9 +27,11 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
+use psp_apps::AppConfig;
 use psp_metrics::{PointMeta, PointResult, Recorder};
+use psp_runtime::BodyEncoder;
 use psp_runtime::Clock;
-use psp_runtime::handler::synthetic;
+use psp_runtime::pool::MAX_GENERATED_BODY;
 use psp_workload::{ArrivalSource, PoissonArrivals, Workload};
 use serde_json::json;
 
@@ -43,8 +45,11 @@ use crate::udp::{MAX_BATCH, bind_udp, poll_fds, recv_many};
 pub struct LoadConfig {
     /// The server.
     pub server: SocketAddr,
-    /// The request mix and service times (sent in each request's body).
+    /// The request mix and service times.
     pub workload: Workload,
+    /// The application whose request bodies are sent (the synthetic one
+    /// carries each request's service time).
+    pub app: AppConfig,
     /// Offered rate.
     pub rate_rps: f64,
     /// Length of the sending period.
@@ -213,6 +218,11 @@ fn reply_source(server: SocketAddr) -> SocketAddr {
 /// # Errors
 /// The client's sockets cannot be set up.
 pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport> {
+    let names: Vec<String> = cfg.workload.types.iter().map(|t| t.name.clone()).collect();
+    let encoder = cfg
+        .app
+        .encoder(&names, cfg.seed ^ 0xb0d1)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let mut arrivals = PoissonArrivals::new(&cfg.workload, cfg.rate_rps, cfg.duration_ns, cfg.seed);
     let mut plan =
         Vec::with_capacity((cfg.rate_rps * cfg.duration_ns as f64 / 1e9 * 1.1) as usize + 16);
@@ -267,7 +277,7 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
         let sender = scope.spawn(|| {
             let never_poll = tune();
             let out = send_all(
-                plan, sent, &flows, server, &clock, base, never_poll, progress,
+                plan, sent, &flows, server, encoder, &clock, base, never_poll, progress,
             );
             sender_done_at.store(clock.now_ns(), Ordering::Release);
             out
@@ -344,19 +354,22 @@ struct SendOut {
 }
 
 /// Sends every request on schedule, to `server` on its flow, marking each in
-/// `sent` before its send (a reply may arrive before the send returns).
+/// `sent` before its send (a reply may arrive before the send returns). Each
+/// request's body is written (by `encoder`) before its due time.
 #[allow(clippy::too_many_arguments)]
 fn send_all(
     plan: &[Planned],
     sent: &[AtomicU8],
     flows: &[UdpSocket],
     server: SocketAddr,
+    mut encoder: Box<dyn BodyEncoder>,
     clock: &Clock,
     base: u64,
     never_poll: bool,
     progress: &Progress,
 ) -> SendOut {
-    let mut buf = Vec::with_capacity(protocol::HEADER_LEN + synthetic::LEN);
+    let mut buf = Vec::with_capacity(protocol::HEADER_LEN + MAX_GENERATED_BODY);
+    let mut body = Vec::with_capacity(MAX_GENERATED_BODY);
     let mut out = SendOut {
         sent: 0,
         errors: 0,
@@ -364,6 +377,9 @@ fn send_all(
     };
     for (id, p) in plan.iter().enumerate() {
         let due = base + p.at_ns;
+        body.clear();
+        encoder.encode(p.type_id, p.service_ns, &mut body);
+        protocol::encode_request(&mut buf, p.type_id, id as u64, &body);
         loop {
             let now = clock.now_ns();
             if now >= due {
@@ -388,12 +404,6 @@ fn send_all(
                 std::hint::spin_loop();
             }
         }
-        protocol::encode_request(
-            &mut buf,
-            p.type_id,
-            id as u64,
-            &synthetic::encode(p.type_id, p.service_ns),
-        );
         sent[id].store(SENT, Ordering::Release);
         match flows[flow_of(id, flows.len())].send_to(&buf, server) {
             Ok(_) => out.sent += 1,

@@ -20,4 +20,4 @@ pub mod server;
 pub mod udp;
 
 pub use psp_core::ClassifierKind;
-pub use server::{App, NetCounters, Server, ServerConfig, ServerError, ServerReport};
+pub use server::{NetCounters, Server, ServerConfig, ServerError, ServerReport};

@@ -3,12 +3,12 @@
 //! rewrites its header in place for the response. Nothing is copied between the
 //! kernel's receive and the worker's send but the response body.
 //!
-//! Ownership of a buffer follows its token: the dispatcher owns free and queued
-//! tokens, a worker owns the token of the job it runs, from the job ring's pop to
-//! the completion ring's push. The rings' release/acquire ordering publishes the
-//! buffer's contents with the token.
+//! Ownership of a buffer follows its token ([`psp_runtime::pool`]): the
+//! dispatcher owns free and queued tokens, a worker owns the token of the job it
+//! runs, from the job ring's pop to the completion ring's push. The rings'
+//! release/acquire ordering publishes the buffer's contents with the token.
 
-use std::cell::UnsafeCell;
+use psp_runtime::pool::{TokenPool, ZeroInit};
 
 use crate::datapath::PeerAddr;
 use crate::protocol::MAX_REQUEST_LEN;
@@ -48,46 +48,13 @@ impl Packet {
     }
 }
 
-/// A fixed set of packet buffers indexed by token.
-pub struct PacketPool {
-    packets: Box<[UnsafeCell<Packet>]>,
-}
+// SAFETY: a packet is plain data (integers, byte arrays and a
+// sockaddr_storage): all-zero bytes are a valid value.
+unsafe impl ZeroInit for Packet {}
 
-// SAFETY: a packet is only reached through `get`/`get_mut`, whose callers promise
-// to own the token (module docs): no two threads touch one packet at a time, and
-// the hand-offs between owners go through release/acquire rings.
-unsafe impl Sync for PacketPool {}
-
-impl PacketPool {
-    /// `n` zeroed buffers (allocated lazily by the OS: untouched pages cost
-    /// nothing).
-    pub fn new(n: usize) -> Self {
-        let zeroed = Box::<[UnsafeCell<Packet>]>::new_zeroed_slice(n);
-        // SAFETY: Packet is plain data (integers, byte arrays and a
-        // sockaddr_storage), for which all-zero bytes are a valid value, and
-        // UnsafeCell<T> has T's layout.
-        let packets = unsafe { zeroed.assume_init() };
-        Self { packets }
-    }
-
-    /// The packet of `token`.
-    ///
-    /// # Safety
-    /// The calling thread owns `token` (no other thread accesses this packet
-    /// until ownership is handed over through a ring).
-    #[inline]
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn get_mut(&self, token: u32) -> &mut Packet {
-        // SAFETY: exclusive by the caller's ownership of the token.
-        unsafe { &mut *self.packets[token as usize].get() }
-    }
-
-    /// Raw pointer to the packet of `token` (for the datapath's batched receive).
-    #[inline]
-    pub fn as_ptr(&self, token: u32) -> *mut Packet {
-        self.packets[token as usize].get()
-    }
-}
+/// The packet buffers, one per dispatcher slot, indexed by token (the
+/// runtime's token-owned pool).
+pub type PacketPool = TokenPool<Packet>;
 
 #[cfg(test)]
 mod tests {

@@ -16,82 +16,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use psp_apps::Service;
 use psp_core::{Classifier, ClassifierKind, PolicySpec, Request, TypeInfo};
 use psp_runtime::idle::{Idler, Wakeup};
 use psp_runtime::{
-    DispatchCore, DispatcherReport, FrontEnd, Handler, HandlerError, IdleStrategy, Job, JobIo,
-    RunReport, RuntimeConfig, RuntimeError, Slot, SpinHandler, Spinner,
+    DispatchCore, DispatcherReport, FrontEnd, HandlerError, IdleStrategy, Job, JobIo, RunReport,
+    RuntimeConfig, RuntimeError, Slot,
 };
 
 use crate::datapath::{Datapath, Transmit};
 use crate::pool::PacketPool;
 use crate::protocol::{self, HEADER_LEN, ParseError, Status};
 use crate::udp::UdpDatapath;
-
-/// The application a server runs (one instance per worker).
-#[derive(Debug, Clone, Copy)]
-pub enum App {
-    /// Spins for the service time the request carries (the synthetic payload of
-    /// `psp_runtime::handler::synthetic`), responds with it; a request asking
-    /// for more than `max_service_ns` is answered HANDLER_ERROR at once (a
-    /// client must not hold a worker for as long as it likes).
-    Spin {
-        /// The calibrated spin.
-        spinner: Spinner,
-        /// Longest service time a request may ask for.
-        max_service_ns: u64,
-    },
-    /// Responds with the request body (a do-nothing service).
-    Echo,
-}
-
-impl App {
-    /// The handler of one worker.
-    pub fn handler(&self) -> AppHandler {
-        match *self {
-            App::Spin {
-                spinner,
-                max_service_ns,
-            } => AppHandler::Spin(SpinHandler::with_cap(spinner, max_service_ns)),
-            App::Echo => AppHandler::Echo,
-        }
-    }
-
-    /// The name used on the command line.
-    pub fn name(&self) -> &'static str {
-        match self {
-            App::Spin { .. } => "spin",
-            App::Echo => "echo",
-        }
-    }
-}
-
-/// A worker's application instance.
-#[derive(Debug, Clone, Copy)]
-pub enum AppHandler {
-    /// See [`App::Spin`].
-    Spin(SpinHandler),
-    /// See [`App::Echo`].
-    Echo,
-}
-
-impl Handler for AppHandler {
-    #[inline]
-    fn handle(
-        &mut self,
-        type_id: psp_core::TypeId,
-        payload: &[u8],
-        response: &mut Vec<u8>,
-    ) -> Result<(), HandlerError> {
-        match self {
-            AppHandler::Spin(h) => h.handle(type_id, payload, response),
-            AppHandler::Echo => {
-                response.extend_from_slice(payload);
-                Ok(())
-            }
-        }
-    }
-}
 
 /// Everything `psp serve` configures.
 #[derive(Debug, Clone)]
@@ -106,8 +42,8 @@ pub struct ServerConfig {
     pub types: Vec<TypeInfo>,
     /// How types are read.
     pub classifier: ClassifierKind,
-    /// The application.
-    pub app: App,
+    /// The application, started (each worker gets a handler from it).
+    pub app: Arc<dyn Service>,
 }
 
 /// What the network front end counted.
@@ -176,6 +112,7 @@ impl<T: Transmit> JobIo for NetIo<T> {
         let pkt = unsafe { self.pool.get_mut(job.token) };
         let (status, body) = match outcome {
             Ok(()) if response.len() <= protocol::MAX_BODY => (Status::Ok, response),
+            Err(HandlerError::BadBody(_)) => (Status::BadRequest, &[][..]),
             _ => (Status::HandlerError, &[][..]),
         };
         let (header, _) = pkt
@@ -538,10 +475,10 @@ fn serve<D: Datapath + 'static>(
         &cfg.runtime,
         &cfg.policy,
         cfg.types,
-        |_| {
+        |i| {
             let tx = txs.next().expect("one transmitter per worker");
             (
-                app.handler(),
+                app.handler(i),
                 NetIo {
                     pool: pool.clone(),
                     tx,

@@ -5,10 +5,12 @@
 //! is still served.
 
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
 use std::time::Duration;
 
+use psp_apps::spin::EchoService;
 use psp_net::protocol::{self, HEADER_LEN, MAX_REQUEST_BODY, MAX_REQUEST_LEN, Status};
-use psp_net::{App, ClassifierKind, Server, ServerConfig};
+use psp_net::{ClassifierKind, Server, ServerConfig};
 use psp_runtime::RuntimeConfig;
 use psp_workload::Workload;
 
@@ -27,7 +29,7 @@ fn server() -> Server {
             .type_infos(),
         classifier: ClassifierKind::Header,
         // Echo: a body of any length is a valid request to serve.
-        app: App::Echo,
+        app: Arc::new(EchoService),
     })
     .expect("server starts")
 }

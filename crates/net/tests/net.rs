@@ -4,12 +4,14 @@
 //! idle threads.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use psp_apps::spin::{EchoService, SpinService};
+use psp_apps::{AppConfig, Service, SpinConfig};
 use psp_net::client::{LoadConfig, Progress, run_load};
 use psp_net::protocol::{self, HEADER_LEN, Status};
-use psp_net::{App, ClassifierKind, Server, ServerConfig};
+use psp_net::{ClassifierKind, Server, ServerConfig};
 use psp_runtime::{RuntimeConfig, Spinner};
 use psp_workload::Workload;
 
@@ -46,15 +48,17 @@ fn server_at(
         policy: policy.parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
-        app: App::Spin {
-            spinner: spinner(),
-            max_service_ns: MAX_SERVICE_NS,
-        },
+        app: Arc::new(SpinService::with_spinner(
+            spinner(),
+            &SpinConfig {
+                max_service_ns: MAX_SERVICE_NS,
+            },
+        )),
     })
 }
 
 /// A c-FCFS server with one worker running `app`, draining for `drain_timeout`.
-fn one_worker_server(drain_timeout: Duration, app: App) -> Server {
+fn one_worker_server(drain_timeout: Duration, app: Arc<dyn Service>) -> Server {
     Server::start(ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         runtime: RuntimeConfig {
@@ -97,6 +101,9 @@ fn load(server: SocketAddr, rps: f64, ms: u64, timeout_ms: u64) -> LoadConfig {
     LoadConfig {
         server,
         workload: workload(),
+        app: AppConfig::Spin(SpinConfig {
+            max_service_ns: u64::MAX,
+        }),
         rate_rps: rps,
         duration_ns: ms * 1_000_000,
         warmup_ns: ms * 100_000,
@@ -219,10 +226,10 @@ fn bad_input_gets_an_error_reply_or_a_counted_drop() {
     // Unknown type (the workload registers 2).
     let (h, st) = status_of(ask(&sock, &request(7, 43, 1_000)));
     assert_eq!((st, h.id, h.type_id), (Status::UnknownType, 43, 7));
-    // A body the spin application cannot read: HANDLER_ERROR from the worker.
+    // A body the spin application cannot read: BAD_REQUEST from the worker.
     let mut short_body = Vec::new();
     protocol::encode_request(&mut short_body, 1, 44, b"abc");
-    assert_eq!(status_of(ask(&sock, &short_body)).1, Status::HandlerError);
+    assert_eq!(status_of(ask(&sock, &short_body)).1, Status::BadRequest);
     // And the server still serves.
     let (h, st) = status_of(ask(&sock, &good));
     assert_eq!((st, h.id, h.type_id), (Status::Ok, 41, 0));
@@ -231,7 +238,8 @@ fn bad_input_gets_an_error_reply_or_a_counted_drop() {
     assert_eq!(s.net.truncated, 2);
     assert_eq!(s.net.bad_request, 4);
     assert_eq!(s.net.unknown_type, 1);
-    assert_eq!(s.dispatcher.counts.handler_errors, 1);
+    assert_eq!(s.dispatcher.counts.bad_bodies, 1);
+    assert_eq!(s.dispatcher.counts.handler_errors, 0);
     // An error outcome per type, not a latency sample.
     assert_eq!(s.dispatcher.recorder.errors(), 1);
     assert_eq!(s.dispatcher.recorder.completed(), 1);
@@ -448,10 +456,12 @@ fn shutdown_is_bounded_by_the_drain_timeout_and_stranded_requests_stay_unanswere
     // A 2 s request (within the cap) and a 200 ms drain: stop returns soon after
     // the deadline, the request is stranded, and the worker that finishes it
     // later does not answer it.
-    let spin = App::Spin {
-        spinner: spinner(),
-        max_service_ns: MAX_SERVICE_NS,
-    };
+    let spin = Arc::new(SpinService::with_spinner(
+        spinner(),
+        &SpinConfig {
+            max_service_ns: MAX_SERVICE_NS,
+        },
+    ));
     let srv = one_worker_server(Duration::from_millis(200), spin);
     let sock = client_socket(srv.local_addr());
     assert!(
@@ -483,7 +493,7 @@ fn shutdown_is_bounded_by_the_drain_timeout_and_stranded_requests_stay_unanswere
 #[test]
 fn a_drain_timeout_too_large_to_add_does_not_overflow() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let srv = one_worker_server(Duration::MAX, App::Echo);
+    let srv = one_worker_server(Duration::MAX, Arc::new(EchoService));
     let sock = client_socket(srv.local_addr());
     assert_eq!(status_of(ask(&sock, &request(0, 1, 0))).1, Status::Ok);
     let s = srv.stop().unwrap();

@@ -1,8 +1,9 @@
 //! Microbenchmark of the dispatcher's whole per-request path on one thread: the
 //! runtime's own `DispatchCore` (slab, policy, job rings, completion rings),
 //! with the workers replaced by a loopback. One iteration is one request: encode
-//! a synthetic payload, classify it, admit it, dispatch the policy's decisions,
-//! then (loopback) pop each job and push its completion, and drain the
+//! a synthetic body into the pool buffer of its token (as the generator does),
+//! classify it, admit it, dispatch the policy's decisions, then (loopback) pop
+//! each job, read its body from the pool and push its completion, and drain the
 //! completions into the policy. The policy is warmed up first so DARC has left
 //! its c-FCFS warm-up.
 #![allow(missing_docs)]
@@ -16,6 +17,7 @@ use psp_runtime::RunControl;
 use psp_runtime::dispatcher::{CoreParts, DispatchCore, Slot};
 use psp_runtime::handler::synthetic;
 use psp_runtime::idle::Wakeup;
+use psp_runtime::pool::{GeneratedBody, TokenPool};
 use psp_runtime::worker::{Done, Job};
 use rtrb::{Consumer, Producer, RingBuffer};
 
@@ -38,6 +40,7 @@ struct Loopback {
     classifier: HeaderClassifier,
     jobs_rx: Vec<Consumer<Job>>,
     done_tx: Vec<Producer<Done>>,
+    bodies: TokenPool<GeneratedBody>,
     next_id: u64,
     now: Nanos,
 }
@@ -97,6 +100,7 @@ impl Loopback {
             },
             jobs_rx,
             done_tx,
+            bodies: TokenPool::new(QUEUE_CAPACITY),
             next_id: 0,
             now: 0,
         }
@@ -115,11 +119,15 @@ impl Loopback {
             (0, SHORT_NS)
         };
 
-        // Arrival: payload, classification, slot, policy.
+        // Arrival: body, classification, slot, policy.
         let p = synthetic::encode(black_box(true_type), black_box(service_ns));
         let type_id = self.classifier.classify(&p);
         let token = self.core.take_token().expect("one request in flight");
-        let mut slot = Slot {
+        // SAFETY: one thread plays dispatcher and workers: it owns every token.
+        let body = unsafe { self.bodies.get_mut(token) };
+        body.data[..p.len()].copy_from_slice(&p);
+        body.len = p.len() as u16;
+        let slot = Slot {
             req: Request {
                 id,
                 token,
@@ -131,9 +139,7 @@ impl Loopback {
             // Recorded, as every request of a real run after its warm-up.
             measured: true,
             len: p.len() as u16,
-            ..Slot::BLANK
         };
-        slot.payload[..p.len()].copy_from_slice(&p);
         assert!(
             self.core.admit(token, slot, now),
             "one request in flight: the queue cannot be full"
@@ -147,11 +153,13 @@ impl Loopback {
         for w in dispatched.iter() {
             let (jobs, done) = (&mut self.jobs_rx[w as usize], &mut self.done_tx[w as usize]);
             while let Ok(job) = jobs.pop() {
-                let service_ns = synthetic::service_ns(&job.payload[..job.len as usize])
-                    .expect("synthetic payload");
+                // SAFETY: as above.
+                let body = unsafe { self.bodies.get(job.token) };
+                let service_ns = synthetic::service_ns(body.bytes()).expect("synthetic body");
                 let d = Done {
                     token: job.token,
                     ok: true,
+                    refused: false,
                     sent: true,
                     service_ns,
                     finished_ns: now,

@@ -28,7 +28,7 @@ use rtrb::{Consumer, Producer};
 use crate::clock::Clock;
 use crate::control::RunControl;
 use crate::idle::Wakeup;
-use crate::worker::{Done, JOB_PAYLOAD, Job};
+use crate::worker::{Done, Job};
 
 /// Requests admitted per pass at most, so completions are never starved.
 pub const ARRIVAL_BATCH: usize = 64;
@@ -49,11 +49,8 @@ pub struct Slot {
     pub scheduled_ns: u64,
     /// Whether its outcome is measured (false during the warm-up).
     pub measured: bool,
-    /// Payload length.
+    /// Body length (the body is in the front end's pool, under the token).
     pub len: u16,
-    /// The payload, inline (front ends that keep payloads elsewhere leave it
-    /// empty and find it by token).
-    pub payload: [u8; JOB_PAYLOAD],
 }
 
 impl Slot {
@@ -69,7 +66,6 @@ impl Slot {
         scheduled_ns: 0,
         measured: false,
         len: 0,
-        payload: [0; JOB_PAYLOAD],
     };
 }
 
@@ -109,6 +105,9 @@ pub struct RequestCounts {
     pub completed: u64,
     /// Of `completed`, those whose handler failed (answered HANDLER_ERROR).
     pub handler_errors: u64,
+    /// Of `completed`, those whose body the application refused (answered
+    /// BAD_REQUEST).
+    pub bad_bodies: u64,
     /// Of `completed`, those whose answer could not be sent (the OS refused
     /// it): the client sees no answer.
     pub unsent: u64,
@@ -342,7 +341,8 @@ impl DispatchCore {
                 let t = slot.true_type as usize;
                 self.by_type[t].completed += 1;
                 self.counts.completed += 1;
-                self.counts.handler_errors += u64::from(!d.ok);
+                self.counts.handler_errors += u64::from(!d.ok && !d.refused);
+                self.counts.bad_bodies += u64::from(d.refused);
                 self.counts.unsent += u64::from(!d.sent);
                 self.in_flight -= 1;
                 // A failed handler or an answer that never left is an error
@@ -386,7 +386,6 @@ impl DispatchCore {
                         token: req.token,
                         type_id: req.type_id,
                         len: slot.len,
-                        payload: slot.payload,
                     };
                     // Policies dispatch only to workers they consider free, so the
                     // worker's ring always has room.

@@ -1,26 +1,39 @@
 //! The in-process open-loop front end of `psp run`: it generates the arrival
-//! schedule on the dispatcher's thread, classifies each synthetic request and
-//! admits it when it is due. It plugs into the one dispatch loop
+//! schedule on the dispatcher's thread, writes each request's body (the
+//! application's [`BodyEncoder`]) into the pool buffer of its token, classifies
+//! it by its type header and admits it when it is due. Workers read the bodies
+//! through [`GeneratedIo`]. It plugs into the one dispatch loop
 //! ([`crate::dispatcher::dispatch_loop`]) as a [`FrontEnd`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use psp_core::{Classifier, Request};
 use psp_workload::{Arrival, ArrivalSource};
 
 use crate::dispatcher::{ARRIVAL_BATCH, DispatchCore, DispatcherReport, FrontEnd, Slot};
-use crate::handler::synthetic;
+use crate::handler::BodyEncoder;
 use crate::idle::{IdleStrategy, Idler, Wakeup};
+use crate::pool::{GeneratedBody, MAX_GENERATED_BODY, TokenPool};
+use crate::worker::GeneratedIo;
 
 /// Wake this long before a scheduled arrival (the wake-up latency of a park).
 const PARK_MARGIN_NS: u64 = 15_000;
 /// Start this long after the loop begins, so the first arrivals are not late.
 const START_DELAY_NS: u64 = 1_000_000;
 
+/// Where a generated request's type header (for the classifier) holds its type:
+/// the type, u16 little-endian, at offset 0 (a header classifier built for
+/// the generator reads at offset 0).
+pub const TYPE_OFFSET: usize = 0;
+
 /// The open-loop generator and classifier.
 pub struct Generator {
     classifier: Box<dyn Classifier>,
     arrivals: Box<dyn ArrivalSource + Send>,
+    encoder: Box<dyn BodyEncoder>,
+    bodies: Arc<TokenPool<GeneratedBody>>,
+    scratch: Vec<u8>,
     warmup_ns: u64,
     idle: IdleStrategy,
     idler: Idler,
@@ -32,17 +45,24 @@ pub struct Generator {
 
 impl Generator {
     /// A generator of `arrivals` (times relative to the start; those before
-    /// `warmup_ns` are not measured), classifying with `classifier`, idling with
-    /// `idle`.
+    /// `warmup_ns` are not measured) whose bodies `encoder` writes,
+    /// classifying with `classifier` (reading the type header at offset 0),
+    /// idling with `idle`, for a runtime of `slots` request slots
+    /// ([`crate::max_in_flight`]).
     pub fn new(
         classifier: Box<dyn Classifier>,
         arrivals: Box<dyn ArrivalSource + Send>,
+        encoder: Box<dyn BodyEncoder>,
+        slots: usize,
         warmup_ns: u64,
         idle: IdleStrategy,
     ) -> Self {
         Self {
             classifier,
             arrivals,
+            encoder,
+            bodies: Arc::new(TokenPool::new(slots)),
+            scratch: Vec::with_capacity(MAX_GENERATED_BODY),
             warmup_ns,
             idle,
             idler: Idler::new(idle),
@@ -50,6 +70,13 @@ impl Generator {
             base: 0,
             seq: 0,
         }
+    }
+}
+
+impl Generator {
+    /// The I/O of a worker of this generator's run (it reads the bodies).
+    pub fn worker_io(&self) -> GeneratedIo {
+        GeneratedIo::new(self.bodies.clone())
     }
 }
 
@@ -72,23 +99,36 @@ impl FrontEnd for Generator {
             admitted += 1;
             self.seq += 1;
             let measured = a.at_ns >= self.warmup_ns;
-            let payload = synthetic::encode(a.type_id, a.service_ns);
+            let header = a.type_id.to_le_bytes();
             match core.take_token() {
                 Some(token) => {
-                    let mut slot = Slot {
+                    self.scratch.clear();
+                    self.encoder
+                        .encode(a.type_id, a.service_ns, &mut self.scratch);
+                    assert!(
+                        self.scratch.len() <= MAX_GENERATED_BODY,
+                        "an encoder wrote a {}-byte body, above the generator's {MAX_GENERATED_BODY}",
+                        self.scratch.len()
+                    );
+                    // SAFETY: the dispatcher thread owns a token it took until it
+                    // dispatches it; no worker reads this buffer before then. (The
+                    // pool has a buffer per slot: `new`'s `slots`; a token beyond
+                    // it panics here, ending the run with an error.)
+                    let body = unsafe { self.bodies.get_mut(token) };
+                    body.data[..self.scratch.len()].copy_from_slice(&self.scratch);
+                    body.len = self.scratch.len() as u16;
+                    let slot = Slot {
                         req: Request {
                             id: self.seq,
                             token,
-                            type_id: self.classifier.classify(&payload),
+                            type_id: self.classifier.classify(&header),
                             arrival_ns: now,
                         },
                         true_type: a.type_id,
                         scheduled_ns: due,
                         measured,
-                        len: payload.len() as u16,
-                        ..Slot::BLANK
+                        len: body.len,
                     };
-                    slot.payload[..payload.len()].copy_from_slice(&payload);
                     if !core.admit(token, slot, now) {
                         core.put_token(token);
                     }

@@ -8,7 +8,11 @@
 //! - [`generator`]: the in-process open-loop front end (`psp run`).
 //! - [`control`]: stop and failure flags, the workers' response gates.
 //! - [`worker`]: the worker loop around an application [`Handler`].
-//! - [`handler`]: the application interface and the synthetic spin handler.
+//! - [`handler`]: the application interface (a [`Handler`] serving a
+//!   [`RequestContext`], a [`BodyEncoder`] writing generated requests) and the
+//!   synthetic spin application.
+//! - [`pool`]: per-request buffers indexed by token (request bodies travel
+//!   from front end to worker through them, not through the rings).
 //! - [`idle`]: spin / spin-then-yield / spin-then-park, with lost-wake-up-free
 //!   parking.
 //! - [`clock`]: the shared monotonic clock and the calibrated spin.
@@ -28,6 +32,7 @@ pub mod dispatcher;
 pub mod generator;
 pub mod handler;
 pub mod idle;
+pub mod pool;
 #[cfg(not(loom))]
 pub mod runtime;
 #[cfg(not(loom))]
@@ -43,9 +48,11 @@ pub use dispatcher::{
 };
 #[cfg(not(loom))]
 pub use generator::Generator;
-pub use handler::{Handler, HandlerError, SpinHandler};
+pub use handler::{
+    BodyEncoder, Handler, HandlerError, RequestContext, SpinHandler, SyntheticEncoder,
+};
 pub use idle::IdleStrategy;
 #[cfg(not(loom))]
 pub use runtime::{RunReport, RuntimeConfig, RuntimeError, max_in_flight, run, start};
 #[cfg(not(loom))]
-pub use worker::{InlineIo, Job, JobIo};
+pub use worker::{GeneratedIo, Job, JobIo};

@@ -14,9 +14,9 @@ use crate::dispatcher::{
     CoreParts, DispatchCore, DispatcherReport, FrontEnd, LoopEnd, StatsConfig, dispatch_loop,
 };
 use crate::generator::Generator;
-use crate::handler::Handler;
+use crate::handler::{BodyEncoder, Handler};
 use crate::idle::{IdleStrategy, Wakeup};
-use crate::worker::{Done, InlineIo, Job, JobIo, WorkerThread};
+use crate::worker::{Done, Job, JobIo, WorkerThread};
 
 /// How the runtime is laid out.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,7 +188,8 @@ fn plan_cores(
 const WORKER_EXIT_GRACE: Duration = Duration::from_millis(500);
 
 /// Runs an open-loop schedule through the policy `spec` on `cfg.workers` workers,
-/// each with a handler from `make_handler`.
+/// each with a handler from `make_handler`; `encoder` writes the requests'
+/// bodies.
 ///
 /// # Errors
 /// A policy that cannot be built or needs preemption, a bad core list, a thread
@@ -199,6 +200,7 @@ pub fn run<H, F>(
     spec: &PolicySpec,
     types: Vec<TypeInfo>,
     arrivals: Box<dyn ArrivalSource + Send>,
+    encoder: Box<dyn BodyEncoder>,
     classifier: Box<dyn Classifier>,
     warmup_ns: u64,
     make_handler: F,
@@ -207,12 +209,20 @@ where
     H: Handler + 'static,
     F: Fn(usize) -> H,
 {
-    let front = Generator::new(classifier, arrivals, warmup_ns, cfg.idle);
+    let front = Generator::new(
+        classifier,
+        arrivals,
+        encoder,
+        max_in_flight(cfg, types.len()),
+        warmup_ns,
+        cfg.idle,
+    );
+    let io = front.worker_io();
     start(
         cfg,
         spec,
         types,
-        |i| (make_handler(i), InlineIo),
+        |i| (make_handler(i), io.clone()),
         false,
         front,
     )

@@ -16,8 +16,9 @@ use rtrb::{Consumer, Producer};
 
 use crate::clock::Clock;
 use crate::control::RunControl;
-use crate::handler::{Handler, HandlerError};
+use crate::handler::{Handler, HandlerError, RequestContext};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
+use crate::pool::{GeneratedBody, TokenPool};
 
 /// How long a worker polls, instead of idling, for the dispatcher to take its
 /// last completion: the dispatcher's answer (often the worker's next job)
@@ -28,10 +29,9 @@ const AWAIT_PICKUP_NS: u64 = 200_000;
 /// And then, once it took it, for the job it may dispatch in the same pass.
 const AFTER_PICKUP_NS: u64 = 5_000;
 
-/// Inline payload bytes carried by a job.
-pub const JOB_PAYLOAD: usize = 48;
-
-/// A request handed to a worker (64 bytes: one cache line).
+/// A request handed to a worker: its token (its body is in the front end's
+/// pool, under the token) and type. One cache line, so that jobs of adjacent
+/// ring slots never share one.
 #[derive(Debug, Clone, Copy)]
 #[repr(align(64))]
 pub struct Job {
@@ -39,10 +39,8 @@ pub struct Job {
     pub token: u32,
     /// The classified type.
     pub type_id: TypeId,
-    /// Payload length.
+    /// Body length.
     pub len: u16,
-    /// The payload.
-    pub payload: [u8; JOB_PAYLOAD],
 }
 
 /// A completion handed back to the dispatcher.
@@ -52,6 +50,9 @@ pub struct Done {
     pub token: u32,
     /// Whether the handler succeeded.
     pub ok: bool,
+    /// Whether the handler refused the request's body
+    /// ([`HandlerError::BadBody`]; then `ok` is false).
+    pub refused: bool,
     /// Handler time.
     pub service_ns: u64,
     /// When the handler returned (the run's one clock).
@@ -60,11 +61,11 @@ pub struct Done {
     pub sent: bool,
 }
 
-/// Where a worker finds a job's request bytes and where its response goes: the
-/// in-process generator's jobs carry their payload inline and need no response
-/// sent; a network front end keeps the packet in a buffer pool and transmits.
+/// Where a worker finds a job's request body and where its response goes: the
+/// in-process generator keeps bodies in its pool and sends nothing; a network
+/// front end keeps the packet in its pool and transmits.
 pub trait JobIo: Send {
-    /// The request bytes of `job` that the handler serves.
+    /// The request body of `job` that the handler serves.
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8];
     /// Delivers the outcome of `job` (`response` is what the handler wrote);
     /// returns whether the answer went out (the dispatcher counts those that did
@@ -73,14 +74,26 @@ pub trait JobIo: Send {
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool;
 }
 
-/// The in-process generator's I/O: the payload is inline, nothing is sent.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct InlineIo;
+/// The in-process generator's I/O: bodies are in the generator's pool, nothing
+/// is sent.
+#[derive(Clone)]
+pub struct GeneratedIo {
+    bodies: Arc<TokenPool<GeneratedBody>>,
+}
 
-impl JobIo for InlineIo {
+impl GeneratedIo {
+    /// Reads the bodies the generator writes to `bodies`.
+    pub fn new(bodies: Arc<TokenPool<GeneratedBody>>) -> Self {
+        Self { bodies }
+    }
+}
+
+impl JobIo for GeneratedIo {
     #[inline]
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
-        &job.payload[..job.len as usize]
+        // SAFETY: this worker owns the job's token from the job ring's pop until
+        // it pushes the completion (after the handler is done with the body).
+        unsafe { self.bodies.get(job.token) }.bytes()
     }
 
     #[inline]
@@ -95,7 +108,7 @@ impl JobIo for InlineIo {
 }
 
 /// Everything a worker thread owns.
-pub struct WorkerThread<H: Handler, IO: JobIo = InlineIo> {
+pub struct WorkerThread<H: Handler, IO: JobIo = GeneratedIo> {
     /// Jobs from the dispatcher.
     pub jobs: Consumer<Job>,
     /// Completions to the dispatcher.
@@ -156,11 +169,15 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                     picked_up = None;
                     response.clear();
                     let t0 = self.clock.now_ns();
-                    let outcome =
-                        self.handler
-                            .handle(job.type_id, self.io.request(&job), &mut response);
+                    let outcome = self.handler.handle(&mut RequestContext {
+                        type_id: job.type_id,
+                        body: self.io.request(&job),
+                        response: &mut response,
+                        worker: self.index,
+                    });
                     let t1 = self.clock.now_ns();
                     let ok = outcome.is_ok();
+                    let refused = matches!(outcome, Err(HandlerError::BadBody(_)));
                     if !control.begin_answer(self.index) {
                         // Abandoned at the drain deadline: counted stranded, so
                         // it must stay unanswered.
@@ -172,6 +189,7 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                     let mut done = Done {
                         token: job.token,
                         ok,
+                        refused,
                         service_ns: t1 - t0,
                         finished_ns: t1,
                         sent,

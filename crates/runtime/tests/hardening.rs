@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use psp_core::{HeaderClassifier, PolicySpec, TypeId};
+use psp_core::{HeaderClassifier, PolicySpec};
 use psp_runtime::handler::synthetic;
 use psp_runtime::idle::Wakeup;
 use psp_runtime::{
-    DispatchCore, DispatcherReport, FrontEnd, Generator, Handler, HandlerError, IdleStrategy,
-    InlineIo, Job, JobIo, RunReport, RuntimeConfig, RuntimeError, SpinHandler, Spinner,
+    DispatchCore, DispatcherReport, FrontEnd, GeneratedIo, Generator, Handler, HandlerError,
+    IdleStrategy, Job, JobIo, RequestContext, RunReport, RuntimeConfig, RuntimeError, SpinHandler,
+    Spinner, SyntheticEncoder,
 };
 use psp_workload::{Arrival, ArrivalSource, PoissonArrivals, TraceArrivals, Workload};
 
@@ -52,6 +53,8 @@ fn generator(arrivals: Box<dyn ArrivalSource + Send>) -> Generator {
             types: 1,
         }),
         arrivals,
+        Box::new(SyntheticEncoder),
+        psp_runtime::max_in_flight(&cfg(2), 1),
         0,
         IdleStrategy::default(),
     )
@@ -102,8 +105,10 @@ fn a_dispatcher_panic_ends_the_run_with_an_error() {
     let w = one_type();
     let spinner = Spinner::calibrate(Duration::from_millis(10));
     let r: Result<RunReport, RuntimeError> = within(Duration::from_secs(30), move || {
+        let inner = generator(trace(1_000, 100_000, 20_000));
+        let io = inner.worker_io();
         let front = PanickingFrontEnd {
-            inner: generator(trace(1_000, 100_000, 20_000)),
+            inner,
             passes: 0,
             fail_at: 50,
         };
@@ -111,7 +116,7 @@ fn a_dispatcher_panic_ends_the_run_with_an_error() {
             &cfg(2),
             &"c-fcfs".parse::<PolicySpec>().unwrap(),
             w.type_infos(),
-            |_| (SpinHandler::new(spinner), InlineIo),
+            |_| (SpinHandler::new(spinner), io.clone()),
             false,
             front,
         )
@@ -131,7 +136,7 @@ struct PanickingHandler {
 }
 
 impl Handler for PanickingHandler {
-    fn handle(&mut self, _: TypeId, _: &[u8], _: &mut Vec<u8>) -> Result<(), HandlerError> {
+    fn handle(&mut self, _: &mut RequestContext<'_>) -> Result<(), HandlerError> {
         self.seen += 1;
         assert!(self.seen < self.fail_at, "injected handler fault");
         Ok(())
@@ -143,6 +148,8 @@ fn a_worker_panic_ends_the_run_with_an_error() {
     let w = one_type();
     // A long schedule: without the failure flag the run would last 100 s.
     let r = within(Duration::from_secs(30), move || {
+        let g = generator(trace(100_000, 1_000_000, 1_000));
+        let io = g.worker_io();
         psp_runtime::start(
             &cfg(2),
             &"c-fcfs".parse::<PolicySpec>().unwrap(),
@@ -153,11 +160,11 @@ fn a_worker_panic_ends_the_run_with_an_error() {
                         seen: 0,
                         fail_at: 5,
                     },
-                    InlineIo,
+                    io.clone(),
                 )
             },
             false,
-            generator(trace(100_000, 1_000_000, 1_000)),
+            g,
         )
     });
     let err = r.expect_err("a panicking worker must fail the run");
@@ -173,20 +180,20 @@ struct BlockingHandler {
 }
 
 impl Handler for BlockingHandler {
-    fn handle(&mut self, _: TypeId, _: &[u8], _: &mut Vec<u8>) -> Result<(), HandlerError> {
+    fn handle(&mut self, _: &mut RequestContext<'_>) -> Result<(), HandlerError> {
         self.release.wait();
         Ok(())
     }
 }
 
-struct CountingIo(Arc<AtomicU64>);
+struct CountingIo(GeneratedIo, Arc<AtomicU64>);
 
 impl JobIo for CountingIo {
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
-        &job.payload[..usize::from(job.len)]
+        self.0.request(job)
     }
     fn respond(&mut self, _: &Job, _: Result<(), HandlerError>, _: &[u8]) -> bool {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.1.fetch_add(1, Ordering::SeqCst);
         true
     }
 }
@@ -199,6 +206,8 @@ fn a_handler_that_never_returns_does_not_hold_shutdown_and_stays_unanswered() {
     let (rel, ans) = (release.clone(), answers.clone());
     let started = std::time::Instant::now();
     let r = within(Duration::from_secs(20), move || {
+        let g = generator(trace(1, 0, 1_000));
+        let io = g.worker_io();
         psp_runtime::start(
             &cfg(1),
             &"c-fcfs".parse::<PolicySpec>().unwrap(),
@@ -208,11 +217,11 @@ fn a_handler_that_never_returns_does_not_hold_shutdown_and_stays_unanswered() {
                     BlockingHandler {
                         release: rel.clone(),
                     },
-                    CountingIo(ans.clone()),
+                    CountingIo(io.clone(), ans.clone()),
                 )
             },
             false,
-            generator(trace(1, 0, 1_000)),
+            g,
         )
     })
     .expect("the run ends normally");
@@ -249,6 +258,7 @@ fn latency_is_never_shorter_than_service_time() {
             &"c-fcfs".parse().unwrap(),
             types,
             arrivals,
+            Box::new(SyntheticEncoder),
             Box::new(HeaderClassifier {
                 offset: synthetic::TYPE_OFFSET,
                 types: 2,
@@ -268,11 +278,11 @@ fn latency_is_never_shorter_than_service_time() {
 }
 
 /// An I/O whose every send fails (a full socket buffer, say).
-struct FailingIo;
+struct FailingIo(GeneratedIo);
 
 impl JobIo for FailingIo {
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
-        &job.payload[..usize::from(job.len)]
+        self.0.request(job)
     }
     fn respond(&mut self, _: &Job, _: Result<(), HandlerError>, _: &[u8]) -> bool {
         false
@@ -284,13 +294,15 @@ fn an_answer_that_could_not_be_sent_is_counted_and_not_a_latency_sample() {
     let w = one_type();
     let spinner = Spinner::calibrate(Duration::from_millis(10));
     let r = within(Duration::from_secs(30), move || {
+        let g = generator(trace(20, 200_000, 10_000));
+        let io = g.worker_io();
         psp_runtime::start(
             &cfg(1),
             &"c-fcfs".parse::<PolicySpec>().unwrap(),
             w.type_infos(),
-            |_| (SpinHandler::new(spinner), FailingIo),
+            |_| (SpinHandler::new(spinner), FailingIo(io.clone())),
             false,
-            generator(trace(20, 200_000, 10_000)),
+            g,
         )
     })
     .expect("run");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use psp_core::{HeaderClassifier, PolicySpec, Reservation, WorkerSet};
 use psp_runtime::handler::synthetic;
-use psp_runtime::{RunReport, RuntimeConfig, SpinHandler, Spinner};
+use psp_runtime::{RunReport, RuntimeConfig, SpinHandler, Spinner, SyntheticEncoder};
 use psp_workload::{
     Arrival, ArrivalSource, PhasedArrivals, PoissonArrivals, TraceArrivals, Workload,
 };
@@ -43,6 +43,7 @@ fn run(
         &spec,
         workload.type_infos(),
         arrivals,
+        Box::new(SyntheticEncoder),
         Box::new(classifier),
         0,
         move |_| SpinHandler::new(s),
@@ -352,6 +353,7 @@ fn preemptive_policies_are_refused_with_a_clear_error() {
         &"ts".parse().unwrap(),
         w.type_infos(),
         poisson(&w, 2, 0.1, 10, 1),
+        Box::new(SyntheticEncoder),
         Box::new(HeaderClassifier {
             offset: 0,
             types: 1,

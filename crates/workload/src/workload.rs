@@ -388,6 +388,11 @@ pub struct Workload {
     /// Where it comes from, for humans.
     #[serde(default)]
     pub description: String,
+    /// The application whose operations the types name (e.g. `kv`, `tpcc`),
+    /// when the workload is for one (a measured profile); `None`: any
+    /// application, the synthetic one by default.
+    #[serde(default)]
+    pub app: Option<String>,
     /// The types, in type-id order.
     pub types: Vec<WorkloadType>,
 }
@@ -447,6 +452,9 @@ impl Workload {
 
     fn validate(&mut self) -> Result<(), String> {
         check_name("name", &self.name)?;
+        if let Some(app) = &self.app {
+            check_name("app", app)?;
+        }
         if self.types.is_empty() {
             return Err("needs at least one [[types]] entry".into());
         }
@@ -510,6 +518,7 @@ impl Workload {
         Self {
             name: name.to_string(),
             description: String::new(),
+            app: None,
             types: types
                 .iter()
                 .map(|&(n, us, ratio)| WorkloadType {

@@ -1,0 +1,97 @@
+//! The synthetic application, which spins for the service time each request
+//! carries (the workloads' declared service times made real on a core), and
+//! the echo service (answers with the request's body: a do-nothing baseline).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use psp_runtime::{Handler, HandlerError, RequestContext, SpinHandler, Spinner};
+
+use crate::Service;
+
+/// The spin application's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpinConfig {
+    /// Longest service time a request may ask for; longer ones are answered
+    /// HANDLER_ERROR at once (`u64::MAX` for generated, trusted requests).
+    pub max_service_ns: u64,
+}
+
+/// The process's calibrated spin (calibrated once, 50 ms, on first use).
+pub fn spinner() -> Spinner {
+    static S: OnceLock<Spinner> = OnceLock::new();
+    *S.get_or_init(|| Spinner::calibrate(Duration::from_millis(50)))
+}
+
+/// The spin application, started.
+#[derive(Debug)]
+pub struct SpinService {
+    spinner: Spinner,
+    config: SpinConfig,
+}
+
+impl SpinService {
+    /// Serves with `config`, spinning with the process's calibrated
+    /// [`spinner`].
+    pub fn new(config: &SpinConfig) -> Self {
+        Self::with_spinner(spinner(), config)
+    }
+
+    /// Serves with `config`, spinning with `spinner`.
+    pub fn with_spinner(spinner: Spinner, config: &SpinConfig) -> Self {
+        Self {
+            spinner,
+            config: *config,
+        }
+    }
+}
+
+impl Service for SpinService {
+    fn app(&self) -> &'static str {
+        "spin"
+    }
+
+    fn handler(&self, _worker: usize) -> Box<dyn Handler> {
+        Box::new(SpinHandler::with_cap(
+            self.spinner,
+            self.config.max_service_ns,
+        ))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "spin (requests may ask for at most {} ns)",
+            self.config.max_service_ns
+        )
+    }
+}
+
+/// The echo service.
+#[derive(Debug, Clone, Copy)]
+pub struct EchoService;
+
+/// Answers with the request's body.
+#[derive(Debug, Clone, Copy)]
+pub struct EchoHandler;
+
+impl Handler for EchoHandler {
+    #[inline]
+    fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
+        ctx.response.extend_from_slice(ctx.body);
+        Ok(())
+    }
+}
+
+impl Service for EchoService {
+    fn app(&self) -> &'static str {
+        "echo"
+    }
+
+    fn handler(&self, _worker: usize) -> Box<dyn Handler> {
+        Box::new(EchoHandler)
+    }
+
+    fn describe(&self) -> String {
+        "echo".into()
+    }
+}

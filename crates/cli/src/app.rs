@@ -1,0 +1,97 @@
+//! The application a command serves or drives: `--app` and its options, shared
+//! by `psp run`, `psp serve`, `psp load` and `psp profile`. A workload file may
+//! name its application (`app = "kv"`, as `psp profile` writes it): then
+//! `--app` may be left out, and must agree when given.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use psp_apps::{AppConfig, KvConfig, SpinConfig, TpccConfig};
+use psp_sim::Workload;
+
+/// `--app` and the applications' options (every field optional, so that
+/// `psp serve` can take them from its `--config` file too).
+#[derive(Args, Clone, Debug, Default)]
+pub struct AppArgs {
+    /// Application: spin (spins for the service time each request carries),
+    /// echo (returns the body), kv (RocksDB key-value store) or tpcc (TPC-C
+    /// transactions) [default: the workload's `app`, else spin].
+    #[arg(long)]
+    pub app: Option<String>,
+    /// kv: the database's directory [default: a fresh temporary directory,
+    /// removed at exit].
+    #[arg(long)]
+    pub kv_path: Option<PathBuf>,
+    /// kv: keys loaded at start (and drawn by generated requests) [default: 5000].
+    #[arg(long, allow_hyphen_values = true)]
+    pub kv_keys: Option<u64>,
+    /// kv: bytes of each loaded value and generated PUT [default: 64].
+    #[arg(long, allow_hyphen_values = true)]
+    pub kv_value_bytes: Option<u64>,
+    /// tpcc: warehouses (scale factor) [default: 1].
+    #[arg(long, allow_hyphen_values = true)]
+    pub tpcc_warehouses: Option<u64>,
+}
+
+impl AppArgs {
+    /// This command line's values, each missing one taken from `file`.
+    pub fn or(&self, file: &AppArgs) -> AppArgs {
+        AppArgs {
+            app: self.app.clone().or_else(|| file.app.clone()),
+            kv_path: self.kv_path.clone().or_else(|| file.kv_path.clone()),
+            kv_keys: self.kv_keys.or(file.kv_keys),
+            kv_value_bytes: self.kv_value_bytes.or(file.kv_value_bytes),
+            tpcc_warehouses: self.tpcc_warehouses.or(file.tpcc_warehouses),
+        }
+    }
+
+    /// The application for `workload`, its options checked (nothing opened):
+    /// `--app`, else the workload's `app`, else spin (whose requests may ask
+    /// for at most `max_service_ns`).
+    ///
+    /// # Errors
+    /// An unknown application, one that disagrees with the workload's, an
+    /// option out of range, or a workload type that names no operation of the
+    /// application.
+    pub fn config(&self, workload: &Workload, max_service_ns: u64) -> Result<AppConfig> {
+        let name = match (&self.app, &workload.app) {
+            (Some(a), Some(w)) if !a.eq_ignore_ascii_case(w) => {
+                bail!("--app {a}, but workload '{}' is for app {w}", workload.name)
+            }
+            (Some(a), _) => a.to_ascii_lowercase(),
+            (None, Some(w)) => w.to_ascii_lowercase(),
+            (None, None) => "spin".into(),
+        };
+        let count = |c: crate::limits::Count, v: Option<u64>| -> Result<()> {
+            if let Some(v) = v {
+                c.check(usize::try_from(v).unwrap_or(usize::MAX))?;
+            }
+            Ok(())
+        };
+        count(crate::limits::KV_KEYS, self.kv_keys)?;
+        count(crate::limits::KV_VALUE_BYTES, self.kv_value_bytes)?;
+        let kv = KvConfig::default();
+        let app = match name.as_str() {
+            "spin" => AppConfig::Spin(SpinConfig { max_service_ns }),
+            "echo" => AppConfig::Echo,
+            "kv" => AppConfig::Kv(KvConfig {
+                path: self.kv_path.clone(),
+                keys: self.kv_keys.unwrap_or(kv.keys),
+                value_bytes: self.kv_value_bytes.unwrap_or(kv.value_bytes),
+            }),
+            "tpcc" => AppConfig::Tpcc(TpccConfig {
+                warehouses: self.tpcc_warehouses.unwrap_or(1),
+            }),
+            other => return Err(psp_apps::AppError::Unknown(other.to_string()).into()),
+        };
+        app.validate()?;
+        app.bind(&type_names(workload))?;
+        Ok(app)
+    }
+}
+
+/// A workload's type names, in type-id order.
+pub fn type_names(workload: &Workload) -> Vec<String> {
+    workload.types.iter().map(|t| t.name.clone()).collect()
+}

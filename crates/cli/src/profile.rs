@@ -1,0 +1,221 @@
+//! `psp profile`: each request type of an application run alone on this
+//! machine (one handler, nothing else running, every call timed), printed as
+//! mean and p50/p99/p99.9 service times, and written as a workload file whose
+//! service times are the measured ones, so that experiments (the simulator's,
+//! and the policy's seed means in `psp run`/`psp serve`) use measured, not
+//! declared, service times.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use psp_apps::profile::TypeProfile;
+use psp_sim::Workload;
+use serde::Serialize;
+
+use crate::app::{AppArgs, type_names};
+
+/// How the written workload describes each type's measured service times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProfileDist {
+    /// A lognormal with the measured mean and the samples' log-space spread
+    /// (keeps the dispersion within a type).
+    Lognormal,
+    /// The measured mean, always (the papers' convention).
+    Fixed,
+}
+
+/// `psp profile` arguments.
+#[derive(Args)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Types to measure, with their ratios, from a workload (built-in name or
+    /// file) whose type names are the application's operations [default: the
+    /// application's standard mix].
+    #[arg(long)]
+    workload: Option<String>,
+    /// Timed requests per type (after a tenth as many untimed).
+    #[arg(long, allow_hyphen_values = true, default_value_t = 10_000)]
+    requests: u64,
+    /// Random seed of the generated requests.
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
+    seed: u64,
+    /// Service-time distribution written for each type.
+    #[arg(long, value_enum, default_value = "lognormal")]
+    dist: ProfileDist,
+    /// Where to write the workload [default: APP-measured.toml].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the measurements as JSON (the file is written all the same).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct FileType {
+    name: String,
+    ratio: f64,
+    service: toml::Value,
+}
+
+#[derive(Serialize)]
+struct File {
+    name: String,
+    description: String,
+    app: String,
+    types: Vec<FileType>,
+}
+
+/// Runs `psp profile`.
+pub fn run(a: ProfileArgs) -> Result<()> {
+    crate::limits::PROFILE_REQUESTS.check(usize::try_from(a.requests).unwrap_or(usize::MAX))?;
+    let Some(app_name) = a.app.app.clone() else {
+        bail!("--app is required (kv, tpcc, spin or echo)");
+    };
+    // The types: the given workload's, else the application's standard mix.
+    let workload = match &a.workload {
+        Some(w) => Workload::resolve(w)?,
+        None => {
+            let mix = app_mix(&app_name);
+            if mix.is_empty() {
+                bail!("app {app_name} has no operations of its own: give --workload");
+            }
+            let types: Vec<(&str, f64, f64)> = mix.iter().map(|&(n, r)| (n, 1.0, r)).collect();
+            Workload::fixed(&format!("{app_name}-measured"), &types)
+        }
+    };
+    let app = a.app.config(&workload, u64::MAX)?;
+    let names = type_names(&workload);
+    eprintln!(
+        "psp profile: app {} | {} types | {} timed requests each, one handler, nothing else running",
+        app.name(),
+        names.len(),
+        a.requests
+    );
+    let measured = psp_apps::profile::profile(&app, &names, a.requests, a.seed)?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}-measured.toml", app.name())));
+    let file = workload_file(&workload, app.name(), &measured, a.dist, a.requests);
+    let text = toml::to_string(&file).context("cannot write the workload as TOML")?;
+    // What is written must read back as a valid workload.
+    Workload::parse(&text, &out.display().to_string())?;
+    std::fs::write(&out, &text).with_context(|| format!("cannot write '{}'", out.display()))?;
+    if a.json {
+        let rows: Vec<_> = measured
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "name": t.name, "count": t.count, "errors": t.errors,
+                    "mean_us": t.mean_us, "p50_us": t.p50_us, "p99_us": t.p99_us,
+                    "p999_us": t.p999_us, "max_us": t.max_us, "log_sigma": t.log_sigma,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "app": app.name(), "workload_file": out, "types": rows,
+            }))?
+        );
+    } else {
+        println!(
+            "{:<12} {:>9} {:>7} {:>10} {:>10} {:>10} {:>11} {:>10}",
+            "type", "count", "errors", "mean(us)", "p50(us)", "p99(us)", "p99.9(us)", "max(us)"
+        );
+        for t in &measured {
+            println!(
+                "{:<12} {:>9} {:>7} {:>10.2} {:>10.2} {:>10.2} {:>11.2} {:>10.2}",
+                t.name, t.count, t.errors, t.mean_us, t.p50_us, t.p99_us, t.p999_us, t.max_us
+            );
+        }
+    }
+    eprintln!("wrote {}", out.display());
+    if let Some(t) = measured.iter().find(|t| t.count == 0) {
+        bail!(
+            "every {} request failed ({} errors): nothing to profile",
+            t.name,
+            t.errors
+        );
+    }
+    Ok(())
+}
+
+/// The standard mix of `app` (for `psp profile` without `--workload`).
+fn app_mix(app: &str) -> &'static [(&'static str, f64)] {
+    match app.to_ascii_lowercase().as_str() {
+        "kv" => &psp_apps::kv::DEFAULT_MIX,
+        "tpcc" => &psp_apps::tpcc::DEFAULT_MIX,
+        _ => &[],
+    }
+}
+
+fn workload_file(
+    workload: &Workload,
+    app: &str,
+    measured: &[TypeProfile],
+    dist: ProfileDist,
+    requests: u64,
+) -> File {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "this machine".into());
+    let summary: Vec<String> = measured
+        .iter()
+        .map(|t| {
+            format!(
+                "{} mean {:.2} p50 {:.2} p99 {:.2} p99.9 {:.2} us",
+                t.name, t.mean_us, t.p50_us, t.p99_us, t.p999_us
+            )
+        })
+        .collect();
+    let min_us = psp_workload::workload::MIN_SERVICE_US;
+    let types = workload
+        .types
+        .iter()
+        .zip(measured)
+        .map(|(w, m)| {
+            let mean_us = m.mean_us.max(min_us);
+            let mut service = toml::Table::new();
+            match dist {
+                ProfileDist::Fixed => {
+                    service.insert("dist".into(), "fixed".into());
+                    service.insert("us".into(), round(mean_us).into());
+                }
+                ProfileDist::Lognormal => {
+                    service.insert("dist".into(), "lognormal".into());
+                    service.insert("mean_us".into(), round(mean_us).into());
+                    service.insert(
+                        "sigma".into(),
+                        round(m.log_sigma.min(psp_workload::workload::MAX_SIGMA)).into(),
+                    );
+                }
+            }
+            FileType {
+                name: w.name.clone(),
+                ratio: w.ratio,
+                service: toml::Value::Table(service),
+            }
+        })
+        .collect();
+    File {
+        name: format!("{app}-measured"),
+        description: format!(
+            "measured by psp profile on {host} ({requests} requests per type, each type alone): {}",
+            summary.join("; ")
+        ),
+        app: app.to_string(),
+        types,
+    }
+}
+
+/// Four significant digits: enough for a service time, short in a file.
+fn round(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let scale = 10f64.powi(3 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
+}

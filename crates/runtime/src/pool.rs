@@ -1,0 +1,126 @@
+//! Pre-allocated per-request buffers indexed by the dispatcher's request token:
+//! a front end writes a request into the buffer of a token it owns, the worker
+//! that runs the request reads it (and may rewrite it) through the same token.
+//! Nothing is copied between the front end and the handler, and the job ring
+//! carries only the token.
+//!
+//! Ownership of a buffer follows its token: the dispatcher (front end) owns
+//! free and queued tokens, a worker owns the token of the job it runs, from the
+//! job ring's pop to the completion ring's push. The rings' release/acquire
+//! ordering publishes the buffer's contents with the token.
+
+use std::cell::UnsafeCell;
+
+/// A type for which all-zero bytes are a valid value (plain integers and byte
+/// arrays), so that a pool of them can be allocated zeroed: untouched pages
+/// then cost nothing.
+///
+/// # Safety
+/// All-zero bytes must be a valid value of the type.
+pub unsafe trait ZeroInit: Sized {}
+
+/// A fixed set of buffers indexed by token.
+pub struct TokenPool<T: ZeroInit> {
+    items: Box<[UnsafeCell<T>]>,
+}
+
+// SAFETY: a buffer is only reached through `get_mut`/`as_ptr`, whose callers
+// promise to own the token (module docs): no two threads touch one buffer at a
+// time, and the hand-offs between owners go through release/acquire rings.
+unsafe impl<T: ZeroInit + Send> Sync for TokenPool<T> {}
+
+impl<T: ZeroInit> TokenPool<T> {
+    /// `n` zeroed buffers (allocated lazily by the OS).
+    pub fn new(n: usize) -> Self {
+        let zeroed = Box::<[UnsafeCell<T>]>::new_zeroed_slice(n);
+        // SAFETY: `T: ZeroInit` promises all-zero bytes are a valid `T`, and
+        // `UnsafeCell<T>` has `T`'s layout.
+        let items = unsafe { zeroed.assume_init() };
+        Self { items }
+    }
+
+    /// Buffers in the pool.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the pool has no buffer.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The buffer of `token`, to read.
+    ///
+    /// # Safety
+    /// The calling thread owns `token` (no other thread accesses this buffer
+    /// until ownership is handed over through a ring).
+    #[inline]
+    pub unsafe fn get(&self, token: u32) -> &T {
+        // SAFETY: no writer but the owner, which is the caller.
+        unsafe { &*self.items[token as usize].get() }
+    }
+
+    /// The buffer of `token`.
+    ///
+    /// # Safety
+    /// The calling thread owns `token` (no other thread accesses this buffer
+    /// until ownership is handed over through a ring), and holds no other
+    /// reference to this buffer.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get_mut(&self, token: u32) -> &mut T {
+        // SAFETY: exclusive by the caller's ownership of the token.
+        unsafe { &mut *self.items[token as usize].get() }
+    }
+
+    /// Raw pointer to the buffer of `token` (for batched receives that fill
+    /// several buffers at once).
+    #[inline]
+    pub fn as_ptr(&self, token: u32) -> *mut T {
+        self.items[token as usize].get()
+    }
+}
+
+/// Longest body the in-process generator can hand a worker: an application's
+/// generated requests must fit (the largest, a TPC-C NewOrder with 15 lines,
+/// takes about 100 bytes).
+pub const MAX_GENERATED_BODY: usize = 256;
+
+/// One generated request's body, in the generator's pool.
+#[repr(C, align(64))]
+pub struct GeneratedBody {
+    /// Bytes used.
+    pub len: u16,
+    /// The body (its first `len` bytes).
+    pub data: [u8; MAX_GENERATED_BODY],
+}
+
+impl GeneratedBody {
+    /// The body's bytes.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        &self.data[..usize::from(self.len).min(MAX_GENERATED_BODY)]
+    }
+}
+
+// SAFETY: an integer and a byte array: all-zero bytes are a valid value (an
+// empty body).
+unsafe impl ZeroInit for GeneratedBody {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_pool_holds_empty_bodies() {
+        let pool = TokenPool::<GeneratedBody>::new(3);
+        assert_eq!(pool.len(), 3);
+        // SAFETY: the pool is local to this test: this thread owns every token.
+        let b = unsafe { pool.get_mut(2) };
+        assert!(b.bytes().is_empty());
+        b.data[..3].copy_from_slice(b"abc");
+        b.len = 3;
+        // SAFETY: as above; the previous borrow has ended.
+        assert_eq!(unsafe { pool.get_mut(2) }.bytes(), b"abc");
+    }
+}
