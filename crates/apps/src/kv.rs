@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Responses: GET `1, value` when the key exists, `0` when it does not; PUT
-//! `1`; SCAN `count u32, digest u64` (FNV-1a over every key and value
+//! `1`; SCAN `count u32, digest u64` ([`digest`] over every key and value
 //! visited, in order), then the first and the last key visited, each as
 //! `len u8, key` (empty when nothing was visited). A body that does not parse
 //! is BAD_REQUEST; a RocksDB error is HANDLER_ERROR.
@@ -180,17 +180,23 @@ fn parse_put(body: &[u8]) -> Result<(&[u8], &[u8]), HandlerError> {
         .ok_or(HandlerError::BadBody("PUT: body shorter than its key"))
 }
 
-/// FNV-1a, 64-bit: the SCAN digest.
+/// The SCAN digest: folds `bytes` into `h` eight bytes at a time (a
+/// multiply-rotate mix: cheap next to reading the pair, unlike a byte-wise
+/// hash, which cost a third of a 5,000-key scan).
 #[inline]
-fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+pub fn digest(mut h: u64, bytes: &[u8]) -> u64 {
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().expect("8-byte chunk"));
+        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
     }
-    h
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    let w = u64::from_le_bytes(tail) ^ ((bytes.len() as u64) << 56);
+    (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
 }
 
-/// The FNV-1a offset basis.
+/// The digest's starting value.
 pub const DIGEST_SEED: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// A SCAN response, parsed.
@@ -198,7 +204,7 @@ pub const DIGEST_SEED: u64 = 0xcbf2_9ce4_8422_2325;
 pub struct ScanReply {
     /// Keys visited.
     pub count: u32,
-    /// FNV-1a over every key and value visited, in order.
+    /// [`digest`] over every key and value visited, in order.
     pub digest: u64,
     /// First key visited.
     pub first: Vec<u8>,
@@ -403,6 +409,7 @@ impl KvHandler {
             scan.limit
         };
         let (mut count, mut digest) = (0u32, DIGEST_SEED);
+        let digest_of = self::digest;
         // Room for the header; the first and last keys follow.
         out.extend_from_slice(&[0; 12]);
         out.push(0);
@@ -411,7 +418,7 @@ impl KvHandler {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
                 break;
             };
-            digest = fnv1a(fnv1a(digest, k), v);
+            digest = digest_of(digest_of(digest, k), v);
             if count == 0 {
                 out[12] = k.len() as u8;
                 out.extend_from_slice(k);

@@ -210,6 +210,11 @@ pub trait Service: Send + Sync + Debug {
     fn handler(&self, worker: usize) -> Box<dyn Handler>;
     /// What is being served, for humans (e.g. the database's path and size).
     fn describe(&self) -> String;
+    /// Once serving is over: the application's own check of its state, for
+    /// humans (TPC-C's consistency conditions), if it has one.
+    fn finish(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The operation index of `type_id` under `ops` (from [`AppConfig::bind`]);

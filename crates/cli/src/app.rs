@@ -71,6 +71,7 @@ impl AppArgs {
         };
         count(crate::limits::KV_KEYS, self.kv_keys)?;
         count(crate::limits::KV_VALUE_BYTES, self.kv_value_bytes)?;
+        count(crate::limits::TPCC_WAREHOUSES, self.tpcc_warehouses)?;
         let kv = KvConfig::default();
         let app = match name.as_str() {
             "spin" => AppConfig::Spin(SpinConfig { max_service_ns }),
@@ -82,6 +83,7 @@ impl AppArgs {
             }),
             "tpcc" => AppConfig::Tpcc(TpccConfig {
                 warehouses: self.tpcc_warehouses.unwrap_or(1),
+                ..TpccConfig::default()
             }),
             other => return Err(psp_apps::AppError::Unknown(other.to_string()).into()),
         };

@@ -300,6 +300,12 @@ pub const KV_VALUE_BYTES: Count = Count::new(
     psp_apps::kv::MIN_VALUE_BYTES,
     psp_apps::kv::MAX_VALUE_BYTES,
 );
+/// `--tpcc-warehouses` (checked by `psp-apps`).
+pub const TPCC_WAREHOUSES: Count = Count::new(
+    "--tpcc-warehouses",
+    psp_apps::tpcc::MIN_WAREHOUSES,
+    psp_apps::tpcc::MAX_WAREHOUSES as u64,
+);
 /// `psp profile --requests` (checked by `psp-apps`).
 pub const PROFILE_REQUESTS: Count = Count::new("--requests", 1, psp_apps::profile::MAX_REQUESTS);
 
@@ -320,6 +326,7 @@ const COUNTS: &[Count] = &[
     IDLE_SPIN_US,
     KV_KEYS,
     KV_VALUE_BYTES,
+    TPCC_WAREHOUSES,
     PROFILE_REQUESTS,
 ];
 /// Every real range.

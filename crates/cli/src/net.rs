@@ -379,6 +379,9 @@ struct ServerSummary {
     pinned: bool,
     wall_s: f64,
     server_side_latency: Vec<ServerTypeLatency>,
+    /// The application's own check of its state at the end (TPC-C's
+    /// consistency conditions), when it has one.
+    app_check: Option<String>,
 }
 
 impl ServerSummary {
@@ -421,6 +424,7 @@ impl ServerSummary {
                     p999_latency_us: t.p999_latency_us,
                 })
                 .collect(),
+            app_check: None,
         }
     }
 
@@ -460,7 +464,8 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     }
     eprintln!("psp serve: stopping (draining admitted requests)");
     let report = server.join()?;
-    let s = ServerSummary::of(&report);
+    let mut s = ServerSummary::of(&report);
+    s.app_check = cfg.app.finish();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
@@ -502,6 +507,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         }
         if let Some(r) = &s.reservation {
             println!("reservation: {r}");
+        }
+        if let Some(c) = &s.app_check {
+            println!("{c}");
         }
     }
     if report.dispatcher.counts.stranded > 0 {

@@ -25,6 +25,15 @@ pub enum ProfileDist {
     Fixed,
 }
 
+/// `--order`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Order {
+    /// Types drawn from the mix, one request at a time.
+    Mix,
+    /// All requests of one type, then the next type's.
+    PerType,
+}
+
 /// `psp profile` arguments.
 #[derive(Args)]
 pub struct ProfileArgs {
@@ -41,6 +50,11 @@ pub struct ProfileArgs {
     /// Random seed of the generated requests.
     #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
     seed: u64,
+    /// Order of the requests: mix (drawn from the workload's mix, one at a
+    /// time: an application's state evolves as in a real run) or per-type (all
+    /// of one type, then the next).
+    #[arg(long, value_enum, default_value = "mix")]
+    order: Order,
     /// Service-time distribution written for each type.
     #[arg(long, value_enum, default_value = "lognormal")]
     dist: ProfileDist,
@@ -88,17 +102,34 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     let app = a.app.config(&workload, u64::MAX)?;
     let names = type_names(&workload);
     eprintln!(
-        "psp profile: app {} | {} types | {} timed requests each, one handler, nothing else running",
+        "psp profile: app {} | {} types | {} timed requests each ({:?} order), one handler, one request at a time",
         app.name(),
         names.len(),
-        a.requests
+        a.requests,
+        a.order
     );
-    let measured = psp_apps::profile::profile(&app, &names, a.requests, a.seed)?;
+    let types: Vec<(String, f64)> = workload
+        .types
+        .iter()
+        .map(|t| (t.name.clone(), t.ratio))
+        .collect();
+    let order = match a.order {
+        Order::Mix => psp_apps::profile::ProfileOrder::Mix,
+        Order::PerType => psp_apps::profile::ProfileOrder::PerType,
+    };
+    let measured = psp_apps::profile::profile(&app, &types, a.requests, order, a.seed)?;
     let out = a
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}-measured.toml", app.name())));
-    let file = workload_file(&workload, app.name(), &measured, a.dist, a.requests);
+    let file = workload_file(
+        &workload,
+        app.name(),
+        &measured,
+        a.dist,
+        a.requests,
+        a.order,
+    );
     let text = toml::to_string(&file).context("cannot write the workload as TOML")?;
     // What is written must read back as a valid workload.
     Workload::parse(&text, &out.display().to_string())?;
@@ -158,6 +189,7 @@ fn workload_file(
     measured: &[TypeProfile],
     dist: ProfileDist,
     requests: u64,
+    order: Order,
 ) -> File {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -203,7 +235,7 @@ fn workload_file(
     File {
         name: format!("{app}-measured"),
         description: format!(
-            "measured by psp profile on {host} ({requests} requests per type, each type alone): {}",
+            "measured by psp profile on {host} ({requests} requests per type, one at a time, {order:?} order): {}",
             summary.join("; ")
         ),
         app: app.to_string(),

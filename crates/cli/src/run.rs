@@ -233,6 +233,9 @@ pub fn measure(
     extra.insert("idle".into(), json!(format!("{:?}", opts.idle)));
     extra.insert("classifier".into(), json!(opts.classifier));
     extra.insert("app".into(), json!(service.describe()));
+    if let Some(check) = service.finish() {
+        extra.insert("app_check".into(), json!(check));
+    }
     extra.insert("wall_s".into(), json!(report.wall.as_secs_f64()));
     let meta = PointMeta {
         mode: "run",

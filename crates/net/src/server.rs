@@ -222,7 +222,6 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                         scheduled_ns: now,
                         measured: true,
                         len: h.body_len,
-                        ..Slot::BLANK
                     };
                     if core.admit(token, slot, now) {
                         None

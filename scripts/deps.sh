@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the system packages the build needs, if missing, then runs its
+# arguments (e.g. `scripts/deps.sh cargo test --workspace`).
+#
+# The key-value application (crates/apps, `--app kv`) embeds RocksDB through
+# the `rocksdb` crate linked to Debian's librocksdb instead of building RocksDB
+# from source (~25 minutes on two cores): it needs librocksdb-dev (the library
+# and its headers) and libclang-dev (the crate's bindings generator reads the
+# headers with libclang). `.cargo/config.toml` points the crate at them.
+set -euo pipefail
+
+need=()
+for pkg in librocksdb-dev libclang-dev; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "scripts/deps.sh: installing ${need[*]} (apt-get)" >&2
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo="sudo"
+    else
+      echo "scripts/deps.sh: need root (or sudo) to apt-get install ${need[*]}" >&2
+      exit 2
+    fi
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+fi
+if [ $# -gt 0 ]; then
+  exec "$@"
+fi
