@@ -9,6 +9,17 @@ use anyhow::{Result, bail};
 use clap::Args;
 use psp_apps::{AppConfig, KvConfig, SpinConfig, TpccConfig};
 use psp_sim::Workload;
+use serde::Deserialize;
+
+/// The application options a workload file may carry (`[app_options]`, as
+/// `psp profile` writes them): what the measured service times depend on.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadAppOptions {
+    kv_keys: Option<u64>,
+    kv_value_bytes: Option<u64>,
+    tpcc_warehouses: Option<u64>,
+}
 
 /// `--app` and the applications' options (every field optional, so that
 /// `psp serve` can take them from its `--config` file too).
@@ -48,13 +59,37 @@ impl AppArgs {
 
     /// The application for `workload`, its options checked (nothing opened):
     /// `--app`, else the workload's `app`, else spin (whose requests may ask
-    /// for at most `max_service_ns`).
+    /// for at most `max_service_ns`); each option from its flag, else the
+    /// workload's `[app_options]`, else its default.
     ///
     /// # Errors
     /// An unknown application, one that disagrees with the workload's, an
     /// option out of range, or a workload type that names no operation of the
     /// application.
     pub fn config(&self, workload: &Workload, max_service_ns: u64) -> Result<AppConfig> {
+        let file: WorkloadAppOptions = match &workload.app_options {
+            Some(t) => toml::Value::Table(t.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    anyhow::anyhow!(
+                        "workload '{}': [app_options]: {}",
+                        workload.name,
+                        e.message().replace('\n', " ")
+                    )
+                })?,
+            None => WorkloadAppOptions::default(),
+        };
+        let this = self.or(&AppArgs {
+            app: None,
+            kv_path: None,
+            kv_keys: file.kv_keys,
+            kv_value_bytes: file.kv_value_bytes,
+            tpcc_warehouses: file.tpcc_warehouses,
+        });
+        this.config_of(workload, max_service_ns)
+    }
+
+    fn config_of(&self, workload: &Workload, max_service_ns: u64) -> Result<AppConfig> {
         let name = match (&self.app, &workload.app) {
             (Some(a), Some(w)) if !a.eq_ignore_ascii_case(w) => {
                 bail!("--app {a}, but workload '{}' is for app {w}", workload.name)

@@ -78,6 +78,9 @@ struct File {
     name: String,
     description: String,
     app: String,
+    /// What the measurement depends on (keys loaded, warehouses).
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    app_options: toml::Table,
     types: Vec<FileType>,
 }
 
@@ -122,7 +125,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}-measured.toml", app.name())));
-    let file = workload_file(
+    let mut file = workload_file(
         &workload,
         app.name(),
         &measured,
@@ -130,6 +133,25 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         a.requests,
         a.order,
     );
+    // What the measured times depend on travels with them.
+    match &app {
+        psp_apps::AppConfig::Kv(k) => {
+            let o = &mut file.app_options;
+            o.insert("kv_keys".into(), toml::Value::Integer(k.keys as i64));
+            o.insert(
+                "kv_value_bytes".into(),
+                toml::Value::Integer(k.value_bytes as i64),
+            );
+        }
+        psp_apps::AppConfig::Tpcc(t) => {
+            let o = &mut file.app_options;
+            o.insert(
+                "tpcc_warehouses".into(),
+                toml::Value::Integer(t.warehouses as i64),
+            );
+        }
+        _ => {}
+    }
     let text = toml::to_string(&file).context("cannot write the workload as TOML")?;
     // What is written must read back as a valid workload.
     Workload::parse(&text, &out.display().to_string())?;
@@ -239,6 +261,7 @@ fn workload_file(
             summary.join("; ")
         ),
         app: app.to_string(),
+        app_options: toml::Table::new(),
         types,
     }
 }

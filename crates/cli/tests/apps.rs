@@ -106,14 +106,14 @@ fn a_measured_kv_profile_drives_run_serve_and_load() {
         text.contains("app = \"kv\"") && text.contains("lognormal"),
         "{text}"
     );
+    // What the measurement depends on travels with it: no --kv-keys below.
+    assert!(text.contains("kv_keys = 300"), "{text}");
 
     // psp run: the application comes from the workload file.
     let point = json_of(&psp(&[
         "run",
         "--workload",
         file,
-        "--kv-keys",
-        "300",
         "--workers",
         "2",
         "--rps",
@@ -135,24 +135,13 @@ fn a_measured_kv_profile_drives_run_serve_and_load() {
         "{point}"
     );
 
-    let (server, addr) = serve(&[
-        "--workload",
-        file,
-        "--kv-keys",
-        "300",
-        "--workers",
-        "2",
-        "--policy",
-        "c-fcfs",
-    ]);
+    let (server, addr) = serve(&["--workload", file, "--workers", "2", "--policy", "c-fcfs"]);
     let point = json_of(&psp(&[
         "load",
         "--server",
         &addr,
         "--workload",
         file,
-        "--kv-keys",
-        "300",
         "--workers",
         "2",
         "--rps",

@@ -393,6 +393,11 @@ pub struct Workload {
     /// application, the synthetic one by default.
     #[serde(default)]
     pub app: Option<String>,
+    /// That application's options (e.g. `kv_keys = 1000`), as its command-line
+    /// flags spell them with underscores; the command line reads them (its
+    /// flags win) and checks them.
+    #[serde(default)]
+    pub app_options: Option<toml::Table>,
     /// The types, in type-id order.
     pub types: Vec<WorkloadType>,
 }
@@ -519,6 +524,7 @@ impl Workload {
             name: name.to_string(),
             description: String::new(),
             app: None,
+            app_options: None,
             types: types
                 .iter()
                 .map(|&(n, us, ratio)| WorkloadType {
