@@ -5,24 +5,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 
-fn psp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_psp"))
-        .args(args)
-        .output()
-        .expect("run psp")
-}
+mod common;
 
-fn json_of(out: &Output) -> serde_json::Value {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
-}
+use common::{assert_one_line_error, json_of, psp};
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("psp-apps-{name}-{}", std::process::id()));
@@ -60,7 +47,7 @@ fn serve(args: &[&str]) -> (Child, String) {
 }
 
 /// SIGINT, then the server's JSON summary.
-fn stop(mut server: Child) -> serde_json::Value {
+fn stop(server: Child) -> serde_json::Value {
     let kill = Command::new("kill")
         .args(["-INT", &server.id().to_string()])
         .status()
@@ -68,18 +55,6 @@ fn stop(mut server: Child) -> serde_json::Value {
     assert!(kill.success());
     let out = server.wait_with_output().unwrap();
     json_of(&out)
-}
-
-fn assert_one_line_error(args: &[&str], needle: &str) {
-    let out = psp(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: '{stderr}' does not name '{needle}'"
-    );
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
 }
 
 #[test]

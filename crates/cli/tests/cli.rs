@@ -1,47 +1,11 @@
 //! Black-box tests of the `psp` binary: bad input is answered with one line and
 //! exit code 2; JSON output is the schema's, alone on stdout.
 
-use std::process::{Command, Output};
+mod common;
 
-fn psp(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_psp"))
-        .args(args)
-        .output()
-        .expect("run psp")
-}
+use std::process::Command;
 
-/// The one JSON document a successful `psp ... --json` printed.
-fn json_of(out: &Output) -> serde_json::Value {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
-}
-
-fn assert_one_line_error(args: &[&str], needle: &str) {
-    let out = psp(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{args:?}: exit {:?}, stderr {stderr}",
-        out.status.code()
-    );
-    assert!(out.stdout.is_empty(), "{args:?}: wrote to stdout");
-    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
-    assert!(
-        stderr.to_lowercase().contains(&needle.to_lowercase()),
-        "{args:?}: '{stderr}' does not name '{needle}'"
-    );
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "{args:?}: not one line: {stderr}"
-    );
-}
+use common::{assert_one_line_error, json_of, psp};
 
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
