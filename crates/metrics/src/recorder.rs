@@ -5,6 +5,8 @@
 //! histograms into the schema's statistics. Percentiles come from HDR histograms with
 //! 3 significant digits (relative error at most 0.1%, well inside the 1% budget).
 //! Histograms are allocated with fixed bounds up front: recording never allocates.
+//! A live exporter reads a type's distributions into a fixed-size [`Digest`]
+//! (quantiles and coarse buckets) without allocating either.
 
 use hdrhistogram::Histogram;
 
@@ -39,6 +41,10 @@ pub struct TypeRecorder {
     pub timeouts: u64,
     /// Measured requests answered with an error (network client).
     pub errors: u64,
+    /// Service-time distribution, kept only when asked for
+    /// ([`Recorder::track_service_distribution`]): the reports need only its
+    /// mean, and a third histogram per type costs memory and a record.
+    service_ns: Option<Histogram<u64>>,
 }
 
 impl TypeRecorder {
@@ -47,12 +53,119 @@ impl TypeRecorder {
             name,
             latency_ns: new_histogram(),
             slowdown_milli: new_histogram(),
+            service_ns: None,
             service_sum_ns: 0,
             latency_sum_ns: 0,
             count: 0,
             dropped: 0,
             timeouts: 0,
             errors: 0,
+        }
+    }
+
+    /// Sum of the measured latencies, in ns.
+    pub fn latency_sum_ns(&self) -> u128 {
+        self.latency_sum_ns
+    }
+
+    /// Sum of the measured service times, in ns.
+    pub fn service_sum_ns(&self) -> u128 {
+        self.service_sum_ns
+    }
+
+    /// The latency distribution as a [`Digest`], written into `out` (no
+    /// allocation).
+    pub fn latency_digest(&self, out: &mut Digest) {
+        out.fill(&self.latency_ns, self.latency_sum_ns);
+    }
+
+    /// The service-time distribution as a [`Digest`], written into `out` (no
+    /// allocation). `false` (and `out` untouched) when the distribution is not
+    /// kept ([`Recorder::track_service_distribution`]).
+    pub fn service_digest(&self, out: &mut Digest) -> bool {
+        match &self.service_ns {
+            Some(h) => {
+                out.fill(h, self.service_sum_ns);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Quantiles a [`Digest`] holds.
+pub const DIGEST_QUANTILES: [f64; 3] = [0.5, 0.99, 0.999];
+
+/// Upper bounds (ns, inclusive) of a [`Digest`]'s buckets: 1, 2.5 and 5 per
+/// decade from 1 µs to 10 s. One more bucket holds the values above the last.
+pub const DIGEST_BOUNDS_NS: [u64; 22] = [
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+/// A fixed-size summary of one distribution of durations, for live export: the
+/// count, the sum, the values at [`DIGEST_QUANTILES`] (as the HDR histogram
+/// gives them: within 0.1%) and the counts per bucket of [`DIGEST_BOUNDS_NS`].
+/// A value is put in a bucket by the upper end of its HDR bin, so a bucket's
+/// edge is exact to within 0.1%.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Digest {
+    /// Values recorded.
+    pub count: u64,
+    /// Their sum, in ns.
+    pub sum_ns: u128,
+    /// Values (ns) at [`DIGEST_QUANTILES`]; 0 when nothing was recorded.
+    pub quantiles_ns: [u64; DIGEST_QUANTILES.len()],
+    /// Values per bucket (not cumulative): `buckets[i]` counts those at most
+    /// `DIGEST_BOUNDS_NS[i]` and above the previous bound; the last one those
+    /// above every bound.
+    pub buckets: [u64; DIGEST_BOUNDS_NS.len() + 1],
+}
+
+impl Digest {
+    /// Reads `h` in one pass over its recorded bins (quantiles and buckets
+    /// together): no allocation.
+    fn fill(&mut self, h: &Histogram<u64>, sum_ns: u128) {
+        let total = h.len();
+        self.count = total;
+        self.sum_ns = sum_ns;
+        self.quantiles_ns = [0; DIGEST_QUANTILES.len()];
+        self.buckets = [0; DIGEST_BOUNDS_NS.len() + 1];
+        // The rank of each quantile as `Histogram::value_at_quantile` computes it.
+        let target = |q: f64| ((q * total as f64).ceil() as u64).max(1);
+        let (mut seen, mut q, mut b) = (0u64, 0usize, 0usize);
+        for v in h.iter_recorded() {
+            let n = v.count_at_value();
+            let value = v.value_iterated_to();
+            seen += n;
+            while q < DIGEST_QUANTILES.len() && seen >= target(DIGEST_QUANTILES[q]) {
+                self.quantiles_ns[q] = value;
+                q += 1;
+            }
+            while b < DIGEST_BOUNDS_NS.len() && value > DIGEST_BOUNDS_NS[b] {
+                b += 1;
+            }
+            self.buckets[b] += n;
         }
     }
 }
@@ -95,6 +208,17 @@ impl Recorder {
         t.service_sum_ns += u128::from(service_ns);
         t.latency_sum_ns += u128::from(latency_ns);
         t.count += 1;
+        if let Some(h) = &mut t.service_ns {
+            h.saturating_record(service_ns.max(1));
+        }
+    }
+
+    /// Keeps each type's service-time distribution from now on (for
+    /// [`TypeRecorder::service_digest`]): allocates a histogram per type, once.
+    pub fn track_service_distribution(&mut self) {
+        for t in &mut self.types {
+            t.service_ns.get_or_insert_with(new_histogram);
+        }
     }
 
     /// Records one request of type `type_id` dropped at a full queue.
@@ -248,6 +372,55 @@ mod tests {
             prop_assert!(within(ov.p999_slowdown, want_sd[idx], 0.01));
             prop_assert_eq!(ov.count, lat.len() as u64);
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+        /// A digest's quantiles are the histogram's own, and its buckets hold
+        /// every value, each in the bucket its bound says (within the HDR
+        /// bin's 0.1%).
+        #[test]
+        fn digests_agree_with_the_histogram(
+            lat in proptest::collection::vec(1u64..20_000_000_000, 1..2000),
+        ) {
+            let mut r = Recorder::new(["t"]);
+            r.track_service_distribution();
+            for &l in &lat {
+                r.record(0, l, l / 2);
+            }
+            let t = &r.types()[0];
+            let mut d = Digest::default();
+            t.latency_digest(&mut d);
+            prop_assert_eq!(d.count, lat.len() as u64);
+            prop_assert_eq!(d.sum_ns, lat.iter().map(|&l| u128::from(l)).sum::<u128>());
+            for (i, &q) in DIGEST_QUANTILES.iter().enumerate() {
+                prop_assert_eq!(d.quantiles_ns[i], t.latency_ns.value_at_quantile(q));
+            }
+            prop_assert_eq!(d.buckets.iter().sum::<u64>(), lat.len() as u64);
+            let mut below = 0;
+            for (i, &bound) in DIGEST_BOUNDS_NS.iter().enumerate() {
+                below += d.buckets[i];
+                let lo = lat.iter().filter(|&&l| (l as f64) <= bound as f64 * 0.999).count() as u64;
+                let hi = lat.iter().filter(|&&l| (l as f64) <= bound as f64 * 1.001).count() as u64;
+                prop_assert!(lo <= below && below <= hi, "bound {bound}: {lo} <= {below} <= {hi}");
+            }
+            let mut s = Digest::default();
+            prop_assert!(t.service_digest(&mut s));
+            prop_assert_eq!(s.count, lat.len() as u64);
+            prop_assert_eq!(s.quantiles_ns[0], t.service_ns.as_ref().unwrap().value_at_quantile(0.5));
+        }
+    }
+
+    #[test]
+    fn an_empty_digest_is_zero_and_service_is_opt_in() {
+        let r = Recorder::new(["t"]);
+        let mut d = Digest {
+            count: 9,
+            ..Digest::default()
+        };
+        r.types()[0].latency_digest(&mut d);
+        assert_eq!(d, Digest::default());
+        assert!(!r.types()[0].service_digest(&mut d));
     }
 
     #[test]
