@@ -12,8 +12,9 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -47,8 +48,14 @@ pub struct MetricsSource {
 pub struct Exporter {
     addr: SocketAddr,
     http: Arc<tiny_http::Server>,
+    stopping: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
+
+/// How long dropping an exporter waits for its thread, which may be writing
+/// to a client that does not read: past this, the thread is left behind rather
+/// than holding the server's shutdown.
+const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 impl Exporter {
     /// Binds the HTTP listener (port 0: any free port), so that a bad or used
@@ -68,15 +75,17 @@ impl Exporter {
         let addr = listener.local_addr()?;
         let http =
             Arc::new(tiny_http::Server::from_listener(listener, None).map_err(io::Error::other)?);
+        let stopping = Arc::new(AtomicBool::new(false));
         let thread = std::thread::Builder::new()
             .name("psp-metrics".into())
             .spawn({
-                let http = http.clone();
-                move || serve_http(&http, source)
+                let (http, stopping) = (http.clone(), stopping.clone());
+                move || serve_http(&http, &stopping, source)
             })?;
         Ok(Exporter {
             addr,
             http,
+            stopping,
             thread: Some(thread),
         })
     }
@@ -89,11 +98,19 @@ impl Exporter {
 
 impl Drop for Exporter {
     fn drop(&mut self) {
-        // Ends the thread's wait for the next request; the listener closes when
-        // the last handle on it goes.
+        // Ends the thread's wait for the next request (queued: it works even if
+        // the thread is busy answering); the listener closes when the last
+        // handle on it goes.
+        self.stopping.store(true, Ordering::Relaxed);
         self.http.unblock();
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            let end = Instant::now() + EXIT_GRACE;
+            while !t.is_finished() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -106,9 +123,19 @@ impl std::fmt::Debug for Exporter {
     }
 }
 
-/// Answers requests until the server is unblocked.
-fn serve_http(http: &tiny_http::Server, mut source: MetricsSource) {
-    for req in http.incoming_requests() {
+/// Answers requests until the exporter is dropped.
+fn serve_http(http: &tiny_http::Server, stopping: &AtomicBool, mut source: MetricsSource) {
+    loop {
+        let req = match http.recv() {
+            Ok(req) => req,
+            Err(_) if stopping.load(Ordering::Relaxed) => return,
+            // A failed accept (e.g. out of descriptors) must not end the
+            // exporter while the server runs; nor may it spin.
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
         let path = req.url().split('?').next().unwrap_or_default();
         let response = match (req.method(), path) {
             (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => {

@@ -264,10 +264,15 @@ fn metrics_count_what_was_sent_and_stop_with_the_server() {
     assert_eq!(report.net.received, 19);
     assert_eq!(report.dispatcher.counts.bad_bodies, 2);
     assert_eq!(report.dispatcher.recorder.types()[0].count, 12);
-    assert!(
-        TcpStream::connect_timeout(&maddr, Duration::from_secs(1)).is_err(),
-        "the metrics listener outlived the server"
-    );
+    // (tiny_http's accept thread closes the listener just after.)
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect_timeout(&maddr, Duration::from_secs(1)).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the metrics listener outlived the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -281,6 +286,38 @@ fn a_metrics_address_in_use_is_an_error_before_serving() {
         Err(e) => panic!("another error: {e}"),
         Ok(_) => panic!("started on a used metrics address"),
     }
+}
+
+/// A client that connects and never sends, or sends a request and never
+/// reads, does not hold the server's shutdown.
+#[test]
+fn a_stuck_metrics_client_does_not_hold_shutdown() {
+    use std::io::Write;
+    let srv = Server::start(config("c-fcfs", Some("127.0.0.1:0".parse().unwrap())))
+        .expect("server starts");
+    let maddr = srv.metrics_addr().unwrap();
+    let _silent = TcpStream::connect(maddr).unwrap();
+    let mut greedy = TcpStream::connect(maddr).unwrap();
+    greedy
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    for _ in 0..2000 {
+        // Pipelined scrapes, never read.
+        let _ = write!(greedy, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // On a helper thread, so that a hang fails the test instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(srv.stop().is_ok());
+    });
+    let stopped = rx.recv_timeout(Duration::from_secs(8));
+    assert_eq!(
+        stopped,
+        Ok(true),
+        "shutdown hangs on a stuck metrics client"
+    );
+    drop(greedy);
 }
 
 #[test]
