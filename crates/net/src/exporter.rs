@@ -262,7 +262,7 @@ impl SnapshotCollector {
         }
         let q_name = format!("{name}_quantile");
         let q_help = format!(
-            "{help}: values at quantiles 0.5, 0.99 and 0.999 since the start (within 0.1%; 0 before the first sample)"
+            "{help}: values at quantiles 0.5, 0.99 and 0.999 since the start (within 0.1%; 0 before the first sample; read for one type per snapshot, in turn)"
         );
         let mut m =
             enc.encode_descriptor(&q_name, &q_help, Some(&Unit::Seconds), MetricType::Gauge)?;

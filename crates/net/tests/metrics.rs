@@ -176,6 +176,15 @@ fn metrics_count_what_was_sent_and_stop_with_the_server() {
                 "psp_requests_total",
                 &[("type", "long"), ("outcome", "bad_body")],
             ) == 2.0
+            // Quantiles are read for one type per snapshot, in turn: wait
+            // until both types' were read since their first requests.
+            && ["short", "long"].iter().all(|t| {
+                value(
+                    s,
+                    "psp_service_quantile_seconds",
+                    &[("type", t), ("quantile", "0.999")],
+                ) > 0.0
+            })
     });
     let short = [("type", "short")];
     let long = [("type", "long")];

@@ -208,6 +208,11 @@ pub struct DispatchCore {
     base: u64,
     /// Where live snapshots go, when a front end asked for them.
     publisher: Option<SnapshotPublisher>,
+    /// Each type's latest latency and service-time digests (the buffer a
+    /// snapshot is written into holds an older one), and the type whose
+    /// quantiles the next snapshot reads.
+    digests: Vec<(Digest, Digest)>,
+    next_quantiles: usize,
 }
 
 impl DispatchCore {
@@ -239,6 +244,8 @@ impl DispatchCore {
             stats: parts.stats,
             base: 0,
             publisher: None,
+            digests: Vec::new(),
+            next_quantiles: 0,
         }
     }
 
@@ -459,8 +466,8 @@ impl DispatchCore {
 
     /// Publishes live snapshots into `publisher` from now on, every
     /// [`PUBLISH_INTERVAL`] (the first at the next end of a pass). Called by a
-    /// front end before the first request; keeps each type's service-time
-    /// distribution from then on (allocated now, once).
+    /// front end before the first request; the recorder keeps what the
+    /// snapshots' digests need from then on (allocated now, once).
     ///
     /// # Panics
     /// When `publisher` was made for another number of request types.
@@ -470,7 +477,8 @@ impl DispatchCore {
             self.type_names.len(),
             "a snapshot channel for another number of request types"
         );
-        self.recorder.track_service_distribution();
+        self.recorder.track_live_digests();
+        self.digests = vec![Default::default(); self.type_names.len()];
         publisher.next_ns = now;
         self.publisher = Some(publisher);
     }
@@ -484,7 +492,10 @@ impl DispatchCore {
     /// Overwrites the publisher's back buffer with the current state and
     /// publishes it (`finished`: the loop has ended); `fill_front` writes the
     /// front end's own counters. Nothing is allocated or locked: every field is
-    /// written in place. Does nothing without a publisher.
+    /// written in place. Everything is current except the quantiles: reading
+    /// them scans two histograms (about 20 µs), so each snapshot refreshes one
+    /// type's, in turn (the last one every type's). Does nothing without a
+    /// publisher.
     #[cold]
     pub fn publish_snapshot(
         &mut self,
@@ -498,6 +509,8 @@ impl DispatchCore {
         p.seq += 1;
         p.next_ns = now.saturating_add(PUBLISH_INTERVAL.as_nanos() as u64);
         let seq = p.seq;
+        let fresh = self.next_quantiles;
+        self.next_quantiles = (fresh + 1) % self.digests.len().max(1);
         let policy = &*self.policy;
         let reservation = policy.reservation();
         let s = p.buffer();
@@ -509,11 +522,12 @@ impl DispatchCore {
         s.in_flight = self.in_flight as u64;
         s.reservation_updates = policy.stats().reservation_updates;
         s.has_reservation = reservation.is_some();
-        for (i, ((out, c), rec)) in s
+        for (i, (((out, c), rec), (latency, service))) in s
             .types
             .iter_mut()
             .zip(&self.by_type)
             .zip(self.recorder.types())
+            .zip(&mut self.digests)
             .enumerate()
         {
             let t = i as TypeId;
@@ -526,10 +540,11 @@ impl DispatchCore {
             out.stranded = c.stranded;
             out.queued = policy.queued_by_type(t).map(|q| q as u64);
             out.reserved_workers = reservation.map(|r| r.group(t).reserved.len() as u32);
-            rec.latency_digest(&mut out.latency);
-            if !rec.service_digest(&mut out.service) {
-                out.service = Digest::default();
-            }
+            let quantiles = finished || i == fresh;
+            rec.latency_digest(latency, quantiles);
+            rec.service_digest(service, quantiles);
+            out.latency = *latency;
+            out.service = *service;
         }
         fill_front(&mut s.front);
         p.publish();

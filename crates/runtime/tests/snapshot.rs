@@ -251,6 +251,9 @@ fn a_snapshot_holds_every_counter_by_type_and_outcome() {
         .position(|&b| b == 5_000_000)
         .unwrap();
     assert_eq!(long.latency.buckets[le_5ms], 5, "3 ms lands in (2.5, 5] ms");
+    // Quantiles are read for one type per snapshot, in turn: the first
+    // snapshot read the short type's.
+    assert_eq!(long.service.quantiles_ns, [0; 3]);
     // DARC left its warm-up after 10 samples: a reservation per type.
     assert!(s.has_reservation);
     assert!(s.reservation_updates >= 1);
@@ -269,11 +272,18 @@ fn a_snapshot_holds_every_counter_by_type_and_outcome() {
     assert_eq!(s.queued, lb.core.policy().queued() as u64);
     assert!((1..=2).contains(&s.queued), "{}", s.queued);
 
+    lb.core.publish_snapshot(now, false, |_| {});
+    let s = reader.latest();
+    assert_eq!(s.seq, 2);
+    let q = s.types[1].service.quantiles_ns;
+    assert!(q.iter().all(|&v| v.abs_diff(3_000_000) < 3_000), "{q:?}");
+    assert_eq!(s.types[0].service.quantiles_ns[0], 2_000, "kept");
+
     // At the drain deadline, what is left is stranded, by type.
     lb.core.abandon_in_flight(now);
     lb.core.publish_snapshot(now, true, |_| {});
     let s = reader.latest();
-    assert_eq!((s.seq, s.finished), (2, true));
+    assert_eq!((s.seq, s.finished), (3, true));
     assert_eq!(s.types[1].stranded, 3);
     assert_eq!(s.types[1].in_flight(), 0);
     assert_eq!(s.counts.stranded, 3);
