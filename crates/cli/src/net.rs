@@ -95,6 +95,10 @@ pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:7000].
     #[arg(long)]
     address: Option<String>,
+    /// Serve Prometheus metrics over HTTP at this address, path /metrics (e.g.
+    /// 127.0.0.1:9100; port 0: any free port) [default: none].
+    #[arg(long)]
+    metrics: Option<String>,
     /// Datapath: udp (kernel sockets, recvmmsg) [default: udp].
     #[arg(long)]
     datapath: Option<String>,
@@ -157,6 +161,7 @@ pub struct ServeArgs {
 #[serde(deny_unknown_fields)]
 struct ServeFile {
     address: Option<String>,
+    metrics: Option<String>,
     datapath: Option<String>,
     policy: Option<String>,
     workload: Option<String>,
@@ -241,6 +246,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let addr = src
         .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
         .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
+    let metrics = src.pick(&a.metrics, &f.metrics, |s| parse_addr(&s, "--metrics"))?;
     let policy = src
         .pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?
         .map_or_else(|| "darc".parse::<PolicySpec>(), Ok)?;
@@ -320,6 +326,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     Ok(ServePlan {
         cfg: ServerConfig {
             addr,
+            metrics,
             runtime: RuntimeConfig {
                 workers,
                 cores,
@@ -440,8 +447,11 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     let server = Server::start(plan.cfg)?;
     let stop = server.stop_flag();
     stop_on_signals(&stop)?;
+    let metrics = server.metrics_addr().map_or(String::new(), |a| {
+        format!(" | metrics on http://{a}/metrics")
+    });
     let line = format!(
-        "psp serve: listening on udp://{} | policy {} | {} workers | workload {} ({} types) | app {} | Ctrl-C drains and stops",
+        "psp serve: listening on udp://{}{metrics} | policy {} | {} workers | workload {} ({} types) | app {} | Ctrl-C drains and stops",
         server.local_addr(),
         cfg.policy,
         cfg.runtime.workers,
@@ -703,6 +713,7 @@ pub fn measure(
         Some(_) => None,
         None => Some(Server::start(ServerConfig {
             addr: "127.0.0.1:0".parse().expect("literal address"),
+            metrics: None,
             runtime: RuntimeConfig {
                 workers: cfg.workers,
                 queue_capacity: cfg.queue_capacity,
@@ -865,6 +876,7 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
                     "psp-serve" => {
                         let s = Server::start(ServerConfig {
                             addr: "127.0.0.1:0".parse().expect("literal address"),
+                            metrics: None,
                             runtime: RuntimeConfig {
                                 workers: a.workers,
                                 idle,

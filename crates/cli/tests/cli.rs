@@ -282,6 +282,88 @@ fn net_commands_answer_bad_input_in_one_line() {
     }
 }
 
+/// `psp serve --metrics`: an address that is not one, or one in use, is a
+/// one-line error before anything is served (from the flag or the `--config`
+/// file); port 0 is accepted, the start line names the bound address, the flag
+/// wins over the file, and `/metrics` answers there until SIGINT.
+#[test]
+fn serve_metrics_address_is_checked_and_served() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::Stdio;
+    let dir = std::env::temp_dir().join(format!("psp-cli-metrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("serve.toml");
+    std::fs::write(&bad, "metrics = \"nowhere\"\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    let serve = ["serve", "--address", "127.0.0.1:0", "--duration", "60s"];
+    for (extra, needle) in [
+        (
+            vec!["--metrics", "nowhere"],
+            "--metrics: 'nowhere' is not an address",
+        ),
+        (vec!["--metrics", &taken], "in use"),
+        (vec!["--metrics", &taken], "cannot serve metrics"),
+        (vec!["--config", bad], "serve.toml"),
+        (vec!["--config", bad], "--metrics"),
+    ] {
+        let args: Vec<&str> = serve.iter().copied().chain(extra).collect();
+        assert_one_line_error(&args, needle);
+    }
+
+    let mut server = Command::new(env!("CARGO_BIN_EXE_psp"))
+        .args(serve)
+        .args([
+            "--workload",
+            "fixed",
+            "--workers",
+            "1",
+            "--policy",
+            "c-fcfs",
+        ])
+        .args(["--config", bad, "--metrics", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start psp serve");
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a listening line").unwrap();
+    let metrics = first
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .and_then(|w| w.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in '{first}'"))
+        .to_string();
+    assert!(!metrics.ends_with(":0"), "the bound port, not 0: {first}");
+    let mut http = std::net::TcpStream::connect(&metrics).expect("the metrics listener");
+    http.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        http,
+        "GET /metrics HTTP/1.1\r\nHost: {metrics}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    http.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        response.contains("psp_requests_arrived_total{type=\"req\"} 0"),
+        "{response}"
+    );
+    let kill = Command::new("kill")
+        .args(["-INT", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = server.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        std::net::TcpStream::connect(&metrics).is_err(),
+        "the metrics listener outlived psp serve"
+    );
+}
+
 /// `psp serve` prints where it listens, `psp load` measures it as a JSON point,
 /// and SIGINT drains the server, which prints its summary and exits 0.
 #[test]

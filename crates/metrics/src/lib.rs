@@ -11,7 +11,9 @@ pub mod plot;
 pub mod recorder;
 pub mod schema;
 
-pub use recorder::{Recorder, TypeRecorder};
+pub use recorder::{
+    DIGEST_BOUNDS_NS, DIGEST_BUCKETS, DIGEST_QUANTILES, Digest, Recorder, TypeRecorder,
+};
 pub use schema::{
     OverallStats, PointMeta, PointResult, PolicySweep, Slo, SweepResult, TypeStats, rate_unit,
 };

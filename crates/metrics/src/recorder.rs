@@ -5,6 +5,9 @@
 //! histograms into the schema's statistics. Percentiles come from HDR histograms with
 //! 3 significant digits (relative error at most 0.1%, well inside the 1% budget).
 //! Histograms are allocated with fixed bounds up front: recording never allocates.
+//! For a live exporter ([`Recorder::track_live_digests`]) it also keeps each
+//! type's service-time histogram and coarse bucket counts, and reads a type's
+//! distributions into a fixed-size [`Digest`] without allocating.
 
 use hdrhistogram::Histogram;
 
@@ -39,6 +42,20 @@ pub struct TypeRecorder {
     pub timeouts: u64,
     /// Measured requests answered with an error (network client).
     pub errors: u64,
+    /// What live digests need beyond the reports, kept only when asked for
+    /// ([`Recorder::track_live_digests`]): a third histogram and two bucket
+    /// increments per record cost memory and time the simulator does not pay.
+    live: Option<Box<Live>>,
+}
+
+/// The live part of a [`TypeRecorder`].
+#[derive(Debug, Clone)]
+struct Live {
+    service_ns: Histogram<u64>,
+    /// Samples per bucket of [`DIGEST_BOUNDS_NS`], counted as they are recorded
+    /// (reading them from the histograms would scan thousands of bins).
+    latency_buckets: [u64; DIGEST_BUCKETS],
+    service_buckets: [u64; DIGEST_BUCKETS],
 }
 
 impl TypeRecorder {
@@ -47,12 +64,130 @@ impl TypeRecorder {
             name,
             latency_ns: new_histogram(),
             slowdown_milli: new_histogram(),
+            live: None,
             service_sum_ns: 0,
             latency_sum_ns: 0,
             count: 0,
             dropped: 0,
             timeouts: 0,
             errors: 0,
+        }
+    }
+
+    /// Sum of the measured latencies, in ns.
+    pub fn latency_sum_ns(&self) -> u128 {
+        self.latency_sum_ns
+    }
+
+    /// Sum of the measured service times, in ns.
+    pub fn service_sum_ns(&self) -> u128 {
+        self.service_sum_ns
+    }
+
+    /// The latency distribution into `out`, without allocating: count, sum and
+    /// buckets always (a copy), the quantiles only with `quantiles` (a scan of
+    /// the histogram: about 10 µs; without it `out` keeps the quantiles it
+    /// had). `false`, and `out` untouched, unless live digests are tracked
+    /// ([`Recorder::track_live_digests`]).
+    pub fn latency_digest(&self, out: &mut Digest, quantiles: bool) -> bool {
+        let Some(live) = &self.live else {
+            return false;
+        };
+        out.count = self.count;
+        out.sum_ns = self.latency_sum_ns;
+        out.buckets = live.latency_buckets;
+        if quantiles {
+            out.read_quantiles(&self.latency_ns);
+        }
+        true
+    }
+
+    /// The service-time distribution into `out`, as
+    /// [`latency_digest`](Self::latency_digest) does.
+    pub fn service_digest(&self, out: &mut Digest, quantiles: bool) -> bool {
+        let Some(live) = &self.live else {
+            return false;
+        };
+        out.count = self.count;
+        out.sum_ns = self.service_sum_ns;
+        out.buckets = live.service_buckets;
+        if quantiles {
+            out.read_quantiles(&live.service_ns);
+        }
+        true
+    }
+}
+
+/// Quantiles a [`Digest`] holds.
+pub const DIGEST_QUANTILES: [f64; 3] = [0.5, 0.99, 0.999];
+
+/// Upper bounds (ns, inclusive) of a [`Digest`]'s buckets: 1, 2.5 and 5 per
+/// decade from 1 µs to 10 s. One more bucket holds the values above the last.
+pub const DIGEST_BOUNDS_NS: [u64; DIGEST_BUCKETS - 1] = [
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+/// Buckets of a [`Digest`]: one per bound of [`DIGEST_BOUNDS_NS`], and one
+/// above them.
+pub const DIGEST_BUCKETS: usize = 23;
+
+/// The bucket of `v`: the first whose bound is at least `v`.
+#[inline]
+fn bucket_of(v: u64) -> usize {
+    DIGEST_BOUNDS_NS.partition_point(|&b| b < v)
+}
+
+/// A fixed-size summary of one distribution of durations, for live export: the
+/// count, the sum, the values at [`DIGEST_QUANTILES`] (as the HDR histogram
+/// gives them: within 0.1%) and the exact counts per bucket of
+/// [`DIGEST_BOUNDS_NS`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Digest {
+    /// Values recorded.
+    pub count: u64,
+    /// Their sum, in ns.
+    pub sum_ns: u128,
+    /// Values (ns) at [`DIGEST_QUANTILES`]; 0 when nothing was recorded.
+    pub quantiles_ns: [u64; DIGEST_QUANTILES.len()],
+    /// Values per bucket (not cumulative): `buckets[i]` counts those at most
+    /// `DIGEST_BOUNDS_NS[i]` and above the previous bound; the last one those
+    /// above every bound.
+    pub buckets: [u64; DIGEST_BUCKETS],
+}
+
+impl Digest {
+    /// The values at [`DIGEST_QUANTILES`] from `h` (exactly
+    /// `Histogram::value_at_quantile`'s, whose chunked scan is an order of
+    /// magnitude faster than iterating the bins).
+    fn read_quantiles(&mut self, h: &Histogram<u64>) {
+        // An empty histogram would be scanned to its end for nothing.
+        if h.is_empty() {
+            self.quantiles_ns = [0; DIGEST_QUANTILES.len()];
+            return;
+        }
+        for (v, &q) in self.quantiles_ns.iter_mut().zip(&DIGEST_QUANTILES) {
+            *v = h.value_at_quantile(q);
         }
     }
 }
@@ -95,6 +230,27 @@ impl Recorder {
         t.service_sum_ns += u128::from(service_ns);
         t.latency_sum_ns += u128::from(latency_ns);
         t.count += 1;
+        if let Some(live) = &mut t.live {
+            live.service_ns.saturating_record(service_ns.max(1));
+            live.latency_buckets[bucket_of(latency_ns)] += 1;
+            live.service_buckets[bucket_of(service_ns)] += 1;
+        }
+    }
+
+    /// Keeps what live digests need from now on ([`TypeRecorder::latency_digest`],
+    /// [`TypeRecorder::service_digest`]): allocates a histogram per type, once.
+    /// Samples recorded before are in the counts, sums and latency quantiles
+    /// only.
+    pub fn track_live_digests(&mut self) {
+        for t in &mut self.types {
+            t.live.get_or_insert_with(|| {
+                Box::new(Live {
+                    service_ns: new_histogram(),
+                    latency_buckets: [0; DIGEST_BUCKETS],
+                    service_buckets: [0; DIGEST_BUCKETS],
+                })
+            });
+        }
     }
 
     /// Records one request of type `type_id` dropped at a full queue.
@@ -248,6 +404,64 @@ mod tests {
             prop_assert!(within(ov.p999_slowdown, want_sd[idx], 0.01));
             prop_assert_eq!(ov.count, lat.len() as u64);
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+        /// A digest's quantiles are the histogram's own, and its buckets hold
+        /// every value, each in the bucket its bound says.
+        #[test]
+        fn digests_agree_with_the_histogram(
+            lat in proptest::collection::vec(1u64..20_000_000_000, 1..2000),
+        ) {
+            let mut r = Recorder::new(["t"]);
+            r.track_live_digests();
+            for &l in &lat {
+                r.record(0, l, l / 2);
+            }
+            let t = &r.types()[0];
+            let mut d = Digest::default();
+            prop_assert!(t.latency_digest(&mut d, true));
+            prop_assert_eq!(d.count, lat.len() as u64);
+            prop_assert_eq!(d.sum_ns, lat.iter().map(|&l| u128::from(l)).sum::<u128>());
+            for (i, &q) in DIGEST_QUANTILES.iter().enumerate() {
+                prop_assert_eq!(d.quantiles_ns[i], t.latency_ns.value_at_quantile(q));
+            }
+            let mut below = 0;
+            for (i, &bound) in DIGEST_BOUNDS_NS.iter().enumerate() {
+                below += d.buckets[i];
+                prop_assert_eq!(below, lat.iter().filter(|&&l| l <= bound).count() as u64);
+            }
+            prop_assert_eq!(d.buckets.iter().sum::<u64>(), lat.len() as u64);
+            let mut s = Digest::default();
+            prop_assert!(t.service_digest(&mut s, true));
+            prop_assert_eq!(s.count, lat.len() as u64);
+            let svc = &t.live.as_ref().unwrap().service_ns;
+            prop_assert_eq!(s.quantiles_ns[2], svc.value_at_quantile(0.999));
+            prop_assert_eq!(
+                s.buckets[0],
+                lat.iter().filter(|&&l| l / 2 <= DIGEST_BOUNDS_NS[0]).count() as u64
+            );
+        }
+    }
+
+    #[test]
+    fn digests_are_opt_in_and_quantiles_read_on_request() {
+        let mut r = Recorder::new(["t"]);
+        let mut d = Digest::default();
+        assert!(!r.types()[0].latency_digest(&mut d, true));
+        assert!(!r.types()[0].service_digest(&mut d, true));
+        r.track_live_digests();
+        assert!(r.types()[0].latency_digest(&mut d, true));
+        assert_eq!(d, Digest::default(), "empty");
+        // (Exact below 2,048 ns: the HDR histogram's unit bins.)
+        r.record(0, 1_500, 500);
+        // Without quantiles, the rest is fresh and the quantiles are as they were.
+        assert!(r.types()[0].latency_digest(&mut d, false));
+        assert_eq!((d.count, d.sum_ns, d.quantiles_ns), (1, 1_500, [0; 3]));
+        assert_eq!(d.buckets[1], 1, "in (1, 2.5] us");
+        assert!(r.types()[0].latency_digest(&mut d, true));
+        assert_eq!(d.quantiles_ns, [1_500; 3]);
     }
 
     #[test]

@@ -8,12 +8,15 @@
 //! - [`udp`]: kernel UDP (`recvmmsg`, `sendmsg`, `sendmmsg`).
 //! - [`pool`]: packet buffers owned by token, shared by dispatcher and workers.
 //! - [`server`]: `psp serve`'s engine.
+//! - [`exporter`]: `psp serve --metrics`, Prometheus metrics over HTTP from
+//!   the dispatcher's published snapshots.
 //! - [`client`]: `psp load`'s engine.
 //! - [`echo`]: the baseline echo server.
 
 pub mod client;
 pub mod datapath;
 pub mod echo;
+pub mod exporter;
 pub mod pool;
 pub mod protocol;
 pub mod server;

@@ -8,23 +8,28 @@
 //! send; then drain completions and dispatch, as the in-process front end does.
 //! Datagrams shorter than a header carry no id to answer to: they are counted and
 //! dropped. Nothing is lost silently: every datagram ends up in one counter.
+//!
+//! With [`ServerConfig::metrics`], the dispatcher also publishes live snapshots
+//! (its counters and the front end's, [`NetCounters::SNAPSHOT_LEN`] of them)
+//! that an [`Exporter`] serves over HTTP from its own thread.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use psp_apps::Service;
 use psp_core::{Classifier, ClassifierKind, PolicySpec, Request, TypeInfo};
 use psp_runtime::idle::{Idler, Wakeup};
 use psp_runtime::{
     DispatchCore, DispatcherReport, FrontEnd, HandlerError, IdleStrategy, Job, JobIo, RunReport,
-    RuntimeConfig, RuntimeError, Slot,
+    RuntimeConfig, RuntimeError, Slot, SnapshotPublisher,
 };
 
 use crate::datapath::{Datapath, Transmit};
+use crate::exporter::{Exporter, MetricsSource};
 use crate::pool::PacketPool;
 use crate::protocol::{self, HEADER_LEN, ParseError, Status};
 use crate::udp::UdpDatapath;
@@ -34,6 +39,9 @@ use crate::udp::UdpDatapath;
 pub struct ServerConfig {
     /// Where to listen (port 0: any free port).
     pub addr: SocketAddr,
+    /// Where to serve Prometheus metrics over HTTP (`/metrics`; port 0: any
+    /// free port), if anywhere.
+    pub metrics: Option<SocketAddr>,
     /// Workers, pinning, idling, queue bounds, live statistics, drain timeout.
     pub runtime: RuntimeConfig,
     /// The scheduling policy.
@@ -70,6 +78,42 @@ pub struct NetCounters {
     /// Datagrams the OS dropped before the server read them (socket receive
     /// buffer full), when the datapath can tell.
     pub dropped_by_os: Option<u64>,
+}
+
+impl NetCounters {
+    /// Counters the network front end puts in a live snapshot (all but
+    /// `dropped_by_os`, which the exporter reads itself: it is a file read).
+    pub const SNAPSHOT_LEN: usize = 8;
+
+    fn snapshot_values(&self) -> [u64; Self::SNAPSHOT_LEN] {
+        [
+            self.received,
+            self.truncated,
+            self.bad_request,
+            self.unknown_type,
+            self.overloaded,
+            self.shed_unanswered,
+            self.reply_send_errors,
+            self.receive_errors,
+        ]
+    }
+
+    /// The counters from a snapshot's front-end part (missing values read 0;
+    /// `dropped_by_os` is `None`).
+    pub fn from_snapshot(front: &[u64]) -> NetCounters {
+        let v = |i: usize| front.get(i).copied().unwrap_or(0);
+        NetCounters {
+            received: v(0),
+            truncated: v(1),
+            bad_request: v(2),
+            unknown_type: v(3),
+            overloaded: v(4),
+            shed_unanswered: v(5),
+            reply_send_errors: v(6),
+            receive_errors: v(7),
+            dropped_by_os: None,
+        }
+    }
 }
 
 /// The outcome of a server's life.
@@ -137,6 +181,8 @@ struct NetFrontEnd<D: Datapath> {
     stop: Arc<AtomicBool>,
     net: NetCounters,
     seq: u64,
+    /// Handed to the core at `begin`, when metrics are served.
+    snapshots: Option<SnapshotPublisher>,
 }
 
 /// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
@@ -161,6 +207,15 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
 
     fn begin(&mut self, core: &mut DispatchCore, now: u64) {
         core.set_base(now);
+        if let Some(p) = self.snapshots.take() {
+            core.publish_snapshots(p, now);
+        }
+    }
+
+    fn fill_snapshot(&self, out: &mut [u64]) {
+        for (o, v) in out.iter_mut().zip(self.net.snapshot_values()) {
+            *o = v;
+        }
     }
 
     fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
@@ -334,6 +389,8 @@ pub struct Server {
     local_addr: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeError>>,
+    /// Serves `/metrics` until the server is joined (or dropped).
+    exporter: Option<Exporter>,
 }
 
 /// Why a server could not start.
@@ -342,6 +399,14 @@ pub enum ServerError {
     /// The socket could not be set up.
     #[error("cannot listen on {addr}")]
     Bind {
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The metrics listener could not be set up.
+    #[error("cannot serve metrics on {addr}")]
+    MetricsBind {
         /// Where.
         addr: SocketAddr,
         /// Why.
@@ -356,12 +421,14 @@ pub enum ServerError {
 }
 
 impl Server {
-    /// Binds the socket and starts the dispatcher and workers.
+    /// Binds the socket (and the metrics listener, if any) and starts the
+    /// dispatcher and workers (and the metrics exporter).
     ///
     /// # Errors
-    /// The address cannot be bound, the policy cannot run on the runtime, no
+    /// An address cannot be bound, the policy cannot run on the runtime, no
     /// request type is registered.
     pub fn start(cfg: ServerConfig) -> Result<Server, ServerError> {
+        let started = Instant::now();
         if cfg.types.is_empty() || cfg.types.len() > usize::from(u16::MAX) {
             return Err(ServerError::Config(
                 "a server needs between 1 and 65535 request types".into(),
@@ -376,17 +443,44 @@ impl Server {
         };
         let datapath = UdpDatapath::bind(cfg.addr).map_err(bind_err)?;
         let local_addr = datapath.local_addr().map_err(bind_err)?;
+        let thread_err = |e: io::Error| ServerError::Runtime(RuntimeError::Thread(e.to_string()));
+        // Both listeners are bound before anything starts, so that a bad or used
+        // address is an error of its own.
+        let (exporter, snapshots) = match cfg.metrics {
+            Some(addr) => {
+                let listener = Exporter::bind(addr)
+                    .map_err(|source| ServerError::MetricsBind { addr, source })?;
+                let (publisher, reader) =
+                    psp_runtime::snapshot_channel(cfg.types.len(), NetCounters::SNAPSHOT_LEN);
+                let socket = datapath.try_clone_socket().map_err(thread_err)?;
+                let source = MetricsSource {
+                    reader,
+                    type_names: cfg.types.iter().map(|t| t.name.clone()).collect(),
+                    started,
+                    dropped_by_os: Some(Box::new(move || crate::udp::socket_drops(&socket))),
+                };
+                let exporter = Exporter::start(listener, source).map_err(thread_err)?;
+                (Some(exporter), Some(publisher))
+            }
+            None => (None, None),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let stop_front = stop.clone();
         let thread = std::thread::Builder::new()
             .name("psp-serve".into())
-            .spawn(move || serve(cfg, datapath, stop_front))
-            .map_err(|e| ServerError::Runtime(RuntimeError::Thread(e.to_string())))?;
+            .spawn(move || serve(cfg, datapath, stop_front, snapshots))
+            .map_err(thread_err)?;
         Ok(Server {
             local_addr,
             stop,
             thread,
+            exporter,
         })
+    }
+
+    /// Where `/metrics` is served, if it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.exporter.as_ref().map(Exporter::local_addr)
     }
 
     /// Where clients send.
@@ -414,15 +508,15 @@ impl Server {
         self.join()
     }
 
-    /// Waits until the server stops (after its stop flag was raised).
+    /// Waits until the server stops (after its stop flag was raised), then
+    /// stops its metrics exporter.
     ///
     /// # Errors
     /// A runtime thread failed.
     pub fn join(self) -> Result<ServerReport, ServerError> {
-        let r = self
-            .thread
-            .join()
-            .map_err(|_| RuntimeError::Thread("server thread panicked".into()))??;
+        let joined = self.thread.join();
+        drop(self.exporter);
+        let r = joined.map_err(|_| RuntimeError::Thread("server thread panicked".into()))??;
         let (dispatcher, net) = r.dispatcher;
         Ok(ServerReport {
             dispatcher,
@@ -439,6 +533,7 @@ fn serve<D: Datapath + 'static>(
     cfg: ServerConfig,
     datapath: D,
     stop: Arc<AtomicBool>,
+    snapshots: Option<SnapshotPublisher>,
 ) -> Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeError> {
     let thread_err = |e: io::Error| RuntimeError::Thread(e.to_string());
     let n_types = cfg.types.len() as u16;
@@ -466,6 +561,7 @@ fn serve<D: Datapath + 'static>(
         stop,
         net: NetCounters::default(),
         seq: 0,
+        snapshots,
     };
     // Workers are made in order 0..n: each takes the next transmitter.
     let mut txs = txs.into_iter();

@@ -54,6 +54,14 @@ impl UdpDatapath {
             socket: bind_udp(addr, false)?,
         })
     }
+
+    /// A duplicate of the socket (for [`socket_drops`] on another thread).
+    ///
+    /// # Errors
+    /// The descriptor cannot be duplicated.
+    pub fn try_clone_socket(&self) -> io::Result<UdpSocket> {
+        self.socket.try_clone()
+    }
 }
 
 /// Receives up to `bufs.len()` datagrams from `fd` without blocking, each into

@@ -17,6 +17,7 @@ use psp_workload::Workload;
 fn server() -> Server {
     Server::start(ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: None,
         runtime: RuntimeConfig {
             workers: 1,
             queue_capacity: 64,

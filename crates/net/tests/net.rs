@@ -38,6 +38,7 @@ fn server_at(
 ) -> Result<Server, psp_net::ServerError> {
     Server::start(ServerConfig {
         addr: addr.parse().unwrap(),
+        metrics: None,
         runtime: RuntimeConfig {
             workers,
             queue_capacity,
@@ -61,6 +62,7 @@ fn server_at(
 fn one_worker_server(drain_timeout: Duration, app: Arc<dyn Service>) -> Server {
     Server::start(ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: None,
         runtime: RuntimeConfig {
             workers: 1,
             queue_capacity: 16,

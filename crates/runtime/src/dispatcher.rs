@@ -15,19 +15,24 @@
 //! end (input over and everything answered, or the drain deadline), and lets the
 //! front end idle if nothing happened. Nothing on this path allocates or locks;
 //! request state lives in a slab sized at start-up. Only the dispatcher thread
-//! touches the core.
+//! touches the core. When a front end asks for live metrics
+//! ([`DispatchCore::publish_snapshots`]), the end of a pass also publishes a
+//! [`Snapshot`](crate::snapshot::Snapshot) every
+//! [`PUBLISH_INTERVAL`](crate::snapshot::PUBLISH_INTERVAL), in place, without
+//! a lock or an allocation.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use psp_core::{Action, Policy, Request, TypeId, WorkerSet};
-use psp_metrics::Recorder;
+use psp_metrics::{Digest, Recorder};
 use rtrb::{Consumer, Producer};
 
 use crate::clock::Clock;
 use crate::control::RunControl;
 use crate::idle::Wakeup;
+use crate::snapshot::{PUBLISH_INTERVAL, SnapshotPublisher};
 use crate::worker::{Done, Job};
 
 /// Requests admitted per pass at most, so completions are never starved.
@@ -159,12 +164,19 @@ pub struct CoreParts {
     pub workers_park: bool,
 }
 
-/// Per-type counters of the live statistics.
+/// Per-type counters of the live statistics and snapshots. Unlike
+/// [`RequestCounts`], the outcomes of completed requests are disjoint: an error
+/// answer that could not be sent counts as `unsent` only.
 #[derive(Debug, Clone, Copy, Default)]
 struct TypeCounts {
     arrived: u64,
     completed: u64,
     shed: u64,
+    ok: u64,
+    handler_errors: u64,
+    bad_bodies: u64,
+    unsent: u64,
+    stranded: u64,
 }
 
 /// The policy, rings, slab, recorder and counters every front end shares.
@@ -194,6 +206,13 @@ pub struct DispatchCore {
     next_stats: Option<u64>,
     /// Time zero of the statistics and the reservation log.
     base: u64,
+    /// Where live snapshots go, when a front end asked for them.
+    publisher: Option<SnapshotPublisher>,
+    /// Each type's latest latency and service-time digests (the buffer a
+    /// snapshot is written into holds an older one), and the type whose
+    /// quantiles the next snapshot reads.
+    digests: Vec<(Digest, Digest)>,
+    next_quantiles: usize,
 }
 
 impl DispatchCore {
@@ -224,6 +243,9 @@ impl DispatchCore {
             next_stats: None,
             stats: parts.stats,
             base: 0,
+            publisher: None,
+            digests: Vec::new(),
+            next_quantiles: 0,
         }
     }
 
@@ -339,7 +361,12 @@ impl DispatchCore {
                 }
                 let slot = &self.slots[d.token as usize];
                 let t = slot.true_type as usize;
-                self.by_type[t].completed += 1;
+                let tc = &mut self.by_type[t];
+                tc.completed += 1;
+                tc.ok += u64::from(d.ok && d.sent);
+                tc.handler_errors += u64::from(!d.ok && !d.refused && d.sent);
+                tc.bad_bodies += u64::from(d.refused && d.sent);
+                tc.unsent += u64::from(!d.sent);
                 self.counts.completed += 1;
                 self.counts.handler_errors += u64::from(!d.ok && !d.refused);
                 self.counts.bad_bodies += u64::from(d.refused);
@@ -430,7 +457,97 @@ impl DispatchCore {
         let stranded = self.in_flight as u64;
         self.counts.stranded += stranded;
         self.in_flight = 0;
+        // Per type, what was admitted and neither finished nor stranded before.
+        for c in &mut self.by_type {
+            c.stranded = c.arrived - c.shed - c.completed;
+        }
         stranded
+    }
+
+    /// Publishes live snapshots into `publisher` from now on, every
+    /// [`PUBLISH_INTERVAL`] (the first at the next end of a pass). Called by a
+    /// front end before the first request; the recorder keeps what the
+    /// snapshots' digests need from then on (allocated now, once).
+    ///
+    /// # Panics
+    /// When `publisher` was made for another number of request types.
+    pub fn publish_snapshots(&mut self, mut publisher: SnapshotPublisher, now: u64) {
+        assert_eq!(
+            publisher.types(),
+            self.type_names.len(),
+            "a snapshot channel for another number of request types"
+        );
+        self.recorder.track_live_digests();
+        self.digests = vec![Default::default(); self.type_names.len()];
+        publisher.next_ns = now;
+        self.publisher = Some(publisher);
+    }
+
+    /// Whether a snapshot is due (never without a publisher).
+    #[inline]
+    pub fn snapshot_due(&self, now: u64) -> bool {
+        matches!(&self.publisher, Some(p) if now >= p.next_ns)
+    }
+
+    /// Overwrites the publisher's back buffer with the current state and
+    /// publishes it (`finished`: the loop has ended); `fill_front` writes the
+    /// front end's own counters. Nothing is allocated or locked: every field is
+    /// written in place. Everything is current except the quantiles: reading
+    /// them scans two histograms (about 20 µs), so each snapshot refreshes one
+    /// type's, in turn (the last one every type's). Does nothing without a
+    /// publisher.
+    #[cold]
+    pub fn publish_snapshot(
+        &mut self,
+        now: u64,
+        finished: bool,
+        fill_front: impl FnOnce(&mut [u64]),
+    ) {
+        let Some(p) = &mut self.publisher else {
+            return;
+        };
+        p.seq += 1;
+        p.next_ns = now.saturating_add(PUBLISH_INTERVAL.as_nanos() as u64);
+        let seq = p.seq;
+        let fresh = self.next_quantiles;
+        self.next_quantiles = (fresh + 1) % self.digests.len().max(1);
+        let policy = &*self.policy;
+        let reservation = policy.reservation();
+        let s = p.buffer();
+        s.seq = seq;
+        s.uptime_ns = now.saturating_sub(self.base);
+        s.finished = finished;
+        s.counts = self.counts;
+        s.queued = policy.queued() as u64;
+        s.in_flight = self.in_flight as u64;
+        s.reservation_updates = policy.stats().reservation_updates;
+        s.has_reservation = reservation.is_some();
+        for (i, (((out, c), rec), (latency, service))) in s
+            .types
+            .iter_mut()
+            .zip(&self.by_type)
+            .zip(self.recorder.types())
+            .zip(&mut self.digests)
+            .enumerate()
+        {
+            let t = i as TypeId;
+            out.arrived = c.arrived;
+            out.ok = c.ok;
+            out.handler_errors = c.handler_errors;
+            out.bad_bodies = c.bad_bodies;
+            out.unsent = c.unsent;
+            out.shed = c.shed;
+            out.stranded = c.stranded;
+            out.queued = policy.queued_by_type(t).map(|q| q as u64);
+            out.reserved_workers = reservation.map(|r| r.group(t).reserved.len() as u32);
+            let quantiles = finished || i == fresh;
+            rec.latency_digest(latency, quantiles);
+            rec.service_digest(service, quantiles);
+            out.latency = *latency;
+            out.service = *service;
+        }
+        fill_front(&mut s.front);
+        p.publish();
     }
 
     /// End-of-pass bookkeeping: logs reservation changes (only passes that did
@@ -492,6 +609,7 @@ impl DispatchCore {
                 arrived,
                 completed,
                 shed,
+                ..
             } = self.by_type[i];
             if cfg.json {
                 let q = q.map_or("null".to_string(), |q| q.to_string());
@@ -557,6 +675,15 @@ pub trait FrontEnd {
 
     /// The run's report from the core's.
     fn finish(self, core: DispatcherReport) -> Self::Report;
+
+    /// Writes the front end's own counters into `out`, its part of a live
+    /// snapshot (as many as it asked for when it made the snapshot channel; see
+    /// [`DispatchCore::publish_snapshots`]). Called on the dispatcher thread
+    /// every [`PUBLISH_INTERVAL`]: it must not block or allocate. By default it
+    /// writes nothing.
+    fn fill_snapshot(&self, out: &mut [u64]) {
+        let _ = out;
+    }
 }
 
 /// How [`dispatch_loop`] ended.
@@ -593,8 +720,11 @@ pub fn dispatch_loop<F: FrontEnd>(
         // 2.-3. Completions and the policy's decisions.
         worked |= core.feed_workers(now);
 
-        // 4. Reservation log and live statistics.
+        // 4. Reservation log, live statistics and snapshots.
         core.observe(now, worked);
+        if core.snapshot_due(now) {
+            core.publish_snapshot(now, false, |out| front.fill_snapshot(out));
+        }
 
         // 5. The end: a failed worker, or input over and everything answered
         // (or the drain deadline passed).
@@ -616,5 +746,7 @@ pub fn dispatch_loop<F: FrontEnd>(
         }
         front.idle(&core, me, now, worked);
     };
+    // The final counts (stranded included) for a reader still looking.
+    core.publish_snapshot(clock.now_ns(), true, |out| front.fill_snapshot(out));
     (front.finish(core.finish()), end)
 }

@@ -17,6 +17,8 @@
 //!   parking.
 //! - [`clock`]: the shared monotonic clock and the calibrated spin.
 //! - [`runtime`]: threads, rings, pinning, start and shutdown.
+//! - [`snapshot`]: the live metrics the dispatcher publishes for an exporter
+//!   on another thread (a triple buffer: no lock, no allocation).
 //!
 //! The runtime runs centralized, non-preemptive policies (c-FCFS, d-FCFS, FP,
 //! EDF, DARC-static, DARC); preemptive ones stay in the simulator for now.
@@ -36,6 +38,8 @@ pub mod pool;
 #[cfg(not(loom))]
 pub mod runtime;
 #[cfg(not(loom))]
+pub mod snapshot;
+#[cfg(not(loom))]
 pub mod worker;
 
 pub use clock::{Clock, Spinner};
@@ -54,5 +58,9 @@ pub use handler::{
 pub use idle::IdleStrategy;
 #[cfg(not(loom))]
 pub use runtime::{RunReport, RuntimeConfig, RuntimeError, max_in_flight, run, start};
+#[cfg(not(loom))]
+pub use snapshot::{
+    PUBLISH_INTERVAL, Snapshot, SnapshotPublisher, SnapshotReader, TypeSnapshot, snapshot_channel,
+};
 #[cfg(not(loom))]
 pub use worker::{GeneratedIo, Job, JobIo};

@@ -1,0 +1,441 @@
+//! The Prometheus exporter of `psp serve --metrics`: an HTTP listener on its own
+//! thread that answers `GET /metrics` with the latest snapshot the dispatcher
+//! published, in the text exposition format (its OpenMetrics 1.0 flavour, as
+//! `prometheus-client`'s text encoder writes it); any other path is 404. The
+//! metric names are listed in docs/metrics.md.
+//!
+//! It must never touch the dispatcher or slow it down: all it shares with the
+//! server is the reading end of the snapshot channel (a triple buffer: neither
+//! side waits for the other) and a duplicate of the UDP socket, through which it
+//! reads the kernel's drop counter itself at scrape time.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+use psp_metrics::{DIGEST_BOUNDS_NS, DIGEST_QUANTILES, Digest};
+use psp_runtime::{Snapshot, SnapshotReader};
+
+use crate::server::NetCounters;
+
+/// The exposition's content type (OpenMetrics text, which Prometheus reads).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Reads the kernel's count of datagrams it dropped for the server's socket.
+pub type DropProbe = Box<dyn Fn() -> Option<u64> + Send>;
+
+/// What the exporter reads on each scrape.
+pub struct MetricsSource {
+    /// The latest published snapshot.
+    pub reader: SnapshotReader,
+    /// The request types' names (the `type` label), in type order.
+    pub type_names: Vec<String>,
+    /// When the server started (`psp_uptime_seconds`).
+    pub started: Instant,
+    /// The socket's drop counter, read at scrape time (never by the dispatcher:
+    /// it reads a file).
+    pub dropped_by_os: Option<DropProbe>,
+}
+
+/// A running exporter: stops (and joins its thread) when dropped.
+pub struct Exporter {
+    addr: SocketAddr,
+    http: Arc<tiny_http::Server>,
+    stopping: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// How long dropping an exporter waits for its thread, which may be writing
+/// to a client that does not read: past this, the thread is left behind rather
+/// than holding the server's shutdown.
+const EXIT_GRACE: Duration = Duration::from_millis(500);
+
+impl Exporter {
+    /// Binds the HTTP listener (port 0: any free port), so that a bad or used
+    /// address is an error before anything starts.
+    ///
+    /// # Errors
+    /// The address cannot be bound.
+    pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+        TcpListener::bind(addr)
+    }
+
+    /// Serves `/metrics` from `source` on `listener`, on a thread of its own.
+    ///
+    /// # Errors
+    /// The listener's address cannot be read or the thread cannot start.
+    pub fn start(listener: TcpListener, source: MetricsSource) -> io::Result<Exporter> {
+        let addr = listener.local_addr()?;
+        let http =
+            Arc::new(tiny_http::Server::from_listener(listener, None).map_err(io::Error::other)?);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::Builder::new()
+            .name("psp-metrics".into())
+            .spawn({
+                let (http, stopping) = (http.clone(), stopping.clone());
+                move || serve_http(&http, &stopping, source)
+            })?;
+        Ok(Exporter {
+            addr,
+            http,
+            stopping,
+            thread: Some(thread),
+        })
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        // Ends the thread's wait for the next request (queued: it works even if
+        // the thread is busy answering); the listener closes when the last
+        // handle on it goes.
+        self.stopping.store(true, Ordering::Relaxed);
+        self.http.unblock();
+        if let Some(t) = self.thread.take() {
+            let end = Instant::now() + EXIT_GRACE;
+            while !t.is_finished() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+/// Answers requests until the exporter is dropped.
+fn serve_http(http: &tiny_http::Server, stopping: &AtomicBool, mut source: MetricsSource) {
+    loop {
+        let req = match http.recv() {
+            Ok(req) => req,
+            Err(_) if stopping.load(Ordering::Relaxed) => return,
+            // A failed accept (e.g. out of descriptors) must not end the
+            // exporter while the server runs; nor may it spin.
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let path = req.url().split('?').next().unwrap_or_default();
+        let response = match (req.method(), path) {
+            (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => {
+                let body = scrape(&mut source);
+                tiny_http::Response::from_string(body).with_header(
+                    tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE)
+                        .expect("a valid header"),
+                )
+            }
+            (_, "/metrics") => {
+                tiny_http::Response::from_string("only GET /metrics\n").with_status_code(405)
+            }
+            _ => tiny_http::Response::from_string("not found: metrics are at /metrics\n")
+                .with_status_code(404),
+        };
+        // A client that went away is its own problem.
+        let _ = req.respond(response);
+    }
+}
+
+/// The exposition of the latest snapshot.
+fn scrape(source: &mut MetricsSource) -> String {
+    let dropped_by_os = source.dropped_by_os.as_ref().and_then(|probe| probe());
+    let uptime_s = source.started.elapsed().as_secs_f64();
+    encode(
+        source.reader.latest(),
+        &source.type_names,
+        uptime_s,
+        dropped_by_os,
+    )
+}
+
+/// The text exposition of `snapshot` (`type_names` label its types).
+pub fn encode(
+    snapshot: &Snapshot,
+    type_names: &[String],
+    uptime_s: f64,
+    dropped_by_os: Option<u64>,
+) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(SnapshotCollector {
+        snapshot: snapshot.clone(),
+        type_names: type_names.to_vec(),
+        uptime_s,
+        dropped_by_os,
+    }));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry)
+        .expect("writing to a String cannot fail");
+    out
+}
+
+/// One scrape's data, encoded by `prometheus-client`.
+#[derive(Debug)]
+struct SnapshotCollector {
+    snapshot: Snapshot,
+    type_names: Vec<String>,
+    uptime_s: f64,
+    dropped_by_os: Option<u64>,
+}
+
+/// The `type` label of a type's series (and more labels after it).
+fn by_type(name: &str) -> [(&'static str, &str); 1] {
+    [("type", name)]
+}
+
+fn seconds(ns: u128) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// A digest as a histogram: non-cumulative bucket counts (the encoder sums
+/// them), bounds in seconds.
+fn buckets(d: &Digest) -> Vec<(f64, u64)> {
+    DIGEST_BOUNDS_NS
+        .iter()
+        .map(|&b| b as f64 / 1e9)
+        .chain([f64::INFINITY])
+        .zip(d.buckets)
+        .collect()
+}
+
+/// The labels of each quantile gauge series.
+const QUANTILE_LABELS: [&str; DIGEST_QUANTILES.len()] = ["0.5", "0.99", "0.999"];
+
+impl SnapshotCollector {
+    fn types(&self) -> impl Iterator<Item = (&str, &psp_runtime::TypeSnapshot)> {
+        self.type_names
+            .iter()
+            .map(String::as_str)
+            .zip(&self.snapshot.types)
+    }
+
+    /// A counter family with one series per type.
+    fn per_type_counter(
+        &self,
+        enc: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        value: impl Fn(&psp_runtime::TypeSnapshot) -> u64,
+    ) -> std::fmt::Result {
+        let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (t, s) in self.types() {
+            m.encode_family(&by_type(t))?
+                .encode_counter::<NoLabelSet, _, u64>(&value(s), None)?;
+        }
+        Ok(())
+    }
+
+    /// A histogram family (one series per type) and the matching quantile
+    /// gauges, in seconds.
+    fn distribution(
+        &self,
+        enc: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        digest: impl Fn(&psp_runtime::TypeSnapshot) -> &Digest,
+    ) -> std::fmt::Result {
+        let mut m =
+            enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?;
+        for (t, s) in self.types() {
+            let d = digest(s);
+            m.encode_family(&by_type(t))?
+                .encode_histogram::<NoLabelSet>(seconds(d.sum_ns), d.count, &buckets(d), None)?;
+        }
+        let q_name = format!("{name}_quantile");
+        let q_help = format!(
+            "{help}: values at quantiles 0.5, 0.99 and 0.999 since the start (within 0.1%; 0 before the first sample; read for one type per snapshot, in turn)"
+        );
+        let mut m =
+            enc.encode_descriptor(&q_name, &q_help, Some(&Unit::Seconds), MetricType::Gauge)?;
+        for (t, s) in self.types() {
+            let d = digest(s);
+            for (q, &v) in QUANTILE_LABELS.iter().zip(&d.quantiles_ns) {
+                let labels = [("type", t), ("quantile", q)];
+                m.encode_family(&labels)?
+                    .encode_gauge(&seconds(u128::from(v)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.snapshot;
+        self.per_type_counter(
+            &mut enc,
+            "psp_requests_arrived",
+            "Valid requests offered to the dispatcher, by type",
+            |t| t.arrived,
+        )?;
+        let mut m = enc.encode_descriptor(
+            "psp_requests",
+            "Requests finished, by type and outcome: ok, handler_error (HANDLER_ERROR sent), bad_body (BAD_REQUEST from the application), unsent (the answer could not be sent), shed (OVERLOADED or refused unanswered), stranded (left at the drain deadline)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (t, ts) in self.types() {
+            for (outcome, v) in [
+                ("ok", ts.ok),
+                ("handler_error", ts.handler_errors),
+                ("bad_body", ts.bad_bodies),
+                ("unsent", ts.unsent),
+                ("shed", ts.shed),
+                ("stranded", ts.stranded),
+            ] {
+                let labels = [("type", t), ("outcome", outcome)];
+                m.encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        self.distribution(
+            &mut enc,
+            "psp_latency",
+            "Server-side latency of ok requests (receive to the handler's return), by type",
+            |t| &t.latency,
+        )?;
+        self.distribution(
+            &mut enc,
+            "psp_service",
+            "Service time (handler time) of ok requests, by type",
+            |t| &t.service,
+        )?;
+        let mut m = enc.encode_descriptor(
+            "psp_queue_length",
+            "Requests waiting in the policy's queue of each type (policies with a queue per type)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (t, ts) in self.types() {
+            if let Some(q) = ts.queued {
+                m.encode_family(&by_type(t))?.encode_gauge(&q)?;
+            }
+        }
+        gauge(
+            &mut enc,
+            "psp_queued_requests",
+            "Requests waiting in the policy's queues, all types",
+            s.queued,
+        )?;
+        gauge(
+            &mut enc,
+            "psp_in_flight_requests",
+            "Requests admitted and not finished (queued or running)",
+            s.in_flight,
+        )?;
+        gauge(
+            &mut enc,
+            "psp_reservation_in_force",
+            "1 when a reservation is in force (DARC after its first profiling window), else 0",
+            u64::from(s.has_reservation),
+        )?;
+        let mut m = enc.encode_descriptor(
+            "psp_reserved_workers",
+            "Workers reserved for the type's group by the reservation in force (absent without one)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (t, ts) in self.types() {
+            if let Some(w) = ts.reserved_workers {
+                m.encode_family(&by_type(t))?.encode_gauge(&w)?;
+            }
+        }
+        counter(
+            &mut enc,
+            "psp_reservation_updates",
+            "Reservation updates applied (DARC), the first included",
+            s.reservation_updates,
+        )?;
+        let net = NetCounters::from_snapshot(&s.front);
+        for (name, help, v) in [
+            ("psp_net_received", "Datagrams received", net.received),
+            (
+                "psp_net_truncated",
+                "Datagrams shorter than a header, dropped without a reply",
+                net.truncated,
+            ),
+            (
+                "psp_net_bad_request",
+                "Datagrams answered BAD_REQUEST by the dispatcher (malformed)",
+                net.bad_request,
+            ),
+            (
+                "psp_net_unknown_type",
+                "Requests answered UNKNOWN_TYPE",
+                net.unknown_type,
+            ),
+            (
+                "psp_net_overloaded",
+                "Requests answered OVERLOADED",
+                net.overloaded,
+            ),
+            (
+                "psp_net_shed_unanswered",
+                "Requests shed without a reply (past the OVERLOADED reply budget)",
+                net.shed_unanswered,
+            ),
+            (
+                "psp_net_reply_send_errors",
+                "Error replies the OS refused to send",
+                net.reply_send_errors,
+            ),
+            (
+                "psp_net_receive_errors",
+                "Receive calls that failed",
+                net.receive_errors,
+            ),
+        ] {
+            counter(&mut enc, name, help, v)?;
+        }
+        if let Some(d) = self.dropped_by_os {
+            counter(
+                &mut enc,
+                "psp_net_dropped_by_os",
+                "Datagrams the OS dropped before the server read them (receive buffer full)",
+                d,
+            )?;
+        }
+        counter(
+            &mut enc,
+            "psp_snapshots",
+            "Snapshots the dispatcher published (every 100 ms while it runs)",
+            s.seq,
+        )?;
+        enc.encode_descriptor(
+            "psp_uptime",
+            "Time since the server started",
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&self.uptime_s)
+    }
+}
+
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> std::fmt::Result {
+    enc.encode_descriptor(name, help, None, MetricType::Gauge)?
+        .encode_gauge(&v)
+}
+
+fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> std::fmt::Result {
+    enc.encode_descriptor(name, help, None, MetricType::Counter)?
+        .encode_counter::<NoLabelSet, _, u64>(&v, None)
+}
