@@ -29,6 +29,7 @@ fn server(app: &AppConfig, w: &Workload, policy: &str) -> (Server, Arc<dyn Servi
         types: w.type_infos(),
         classifier: ClassifierKind::Header,
         app: service.clone(),
+        metrics: None,
     })
     .expect("server starts");
     (srv, service)
