@@ -16,6 +16,11 @@
 //!       start key, end key (the rest; empty: to the last key; exclusive)
 //! ```
 //!
+//! A SCAN visits at most `--kv-max-scan` keys (default: 10 times the keys
+//! loaded, at least 10,000), whatever its limit says: clients can PUT keys, and
+//! the work one request asks for stays bounded. A client that wants more
+//! continues from the last key it got.
+//!
 //! Responses: GET `1, value` when the key exists, `0` when it does not; PUT
 //! `1`; SCAN `count u32, digest u64` ([`digest`] over every key and value
 //! visited, in order), then the first and the last key visited, each as
@@ -60,6 +65,8 @@ pub const MIN_KEYS: u64 = 1;
 pub const MAX_KEYS: u64 = 1_000_000;
 /// Shortest loaded value.
 pub const MIN_VALUE_BYTES: u64 = 1;
+/// Largest `--kv-max-scan` (a SCAN of 10 million keys takes seconds).
+pub const MAX_SCAN_KEYS: u64 = 10_000_000;
 /// Longest loaded (and generated PUT) value: a generated PUT must fit the
 /// generator's body buffer.
 pub const MAX_VALUE_BYTES: u64 = 200;
@@ -74,6 +81,10 @@ pub struct KvConfig {
     pub keys: u64,
     /// Bytes of each loaded value (and of generated PUTs' values).
     pub value_bytes: u64,
+    /// Most keys one SCAN visits, whatever its limit says (clients can PUT
+    /// keys, so a whole-database SCAN would otherwise cost what they make it
+    /// cost); `None`: 10 times the keys loaded, at least 10,000.
+    pub max_scan_keys: Option<u64>,
 }
 
 impl Default for KvConfig {
@@ -82,6 +93,7 @@ impl Default for KvConfig {
             path: None,
             keys: 5_000,
             value_bytes: 64,
+            max_scan_keys: None,
         }
     }
 }
@@ -99,7 +111,18 @@ impl KvConfig {
             MIN_VALUE_BYTES,
             MAX_VALUE_BYTES,
         )?;
+        if let Some(m) = self.max_scan_keys {
+            check_range("--kv-max-scan", m, 1, MAX_SCAN_KEYS)?;
+        }
         Ok(())
+    }
+
+    /// The bound on the keys one SCAN visits.
+    pub fn scan_bound(&self) -> u32 {
+        let m = self
+            .max_scan_keys
+            .unwrap_or_else(|| self.keys.saturating_mul(10).max(10_000));
+        m.min(MAX_SCAN_KEYS) as u32
     }
 }
 
@@ -250,6 +273,7 @@ pub struct KvService {
     store: Arc<Store>,
     ops: Arc<[usize]>,
     keys: u64,
+    scan_bound: u32,
 }
 
 /// A RocksDB error as one line.
@@ -303,6 +327,7 @@ impl KvService {
             }),
             ops: ops.into(),
             keys: config.keys,
+            scan_bound: config.scan_bound(),
         })
     }
 
@@ -342,14 +367,16 @@ impl Service for KvService {
             ops: self.ops.clone(),
             read: ReadOptions::default(),
             write: WriteOptions::default(),
+            scan_bound: self.scan_bound,
         })
     }
 
     fn describe(&self) -> String {
         format!(
-            "RocksDB key-value store at '{}', {} keys loaded",
+            "RocksDB key-value store at '{}', {} keys loaded, at most {} keys per SCAN",
             self.store.path.display(),
-            self.keys
+            self.keys,
+            self.scan_bound
         )
     }
 }
@@ -360,6 +387,7 @@ pub struct KvHandler {
     ops: Arc<[usize]>,
     read: ReadOptions,
     write: WriteOptions,
+    scan_bound: u32,
 }
 
 impl KvHandler {
@@ -403,10 +431,11 @@ impl KvHandler {
         } else {
             it.seek(scan.start);
         }
-        let limit = if scan.limit == 0 {
-            u32::MAX
-        } else {
-            scan.limit
+        // A SCAN visits at most the server's bound: a client that wants more
+        // continues from the last key it got.
+        let limit = match scan.limit {
+            0 => self.scan_bound,
+            l => l.min(self.scan_bound),
         };
         let (mut count, mut digest) = (0u32, DIGEST_SEED);
         let digest_of = self::digest;

@@ -124,6 +124,34 @@ fn a_scan_walks_keys_in_order_with_the_right_count_and_content() {
 }
 
 #[test]
+fn a_scan_visits_at_most_the_servers_bound() {
+    let svc = AppConfig::Kv(KvConfig {
+        keys: 100,
+        max_scan_keys: Some(30),
+        ..KvConfig::default()
+    })
+    .start(&types())
+    .unwrap();
+    let mut h = svc.handler(0);
+    for limit in [0, 31, u32::MAX] {
+        let r = scan(&mut *h, limit, b"", b"");
+        assert_eq!((r.count, r.last), (30, key_of(29).to_vec()), "{limit}");
+    }
+    assert_eq!(scan(&mut *h, 5, b"", b"").count, 5);
+    // Continuing from the last key walks the rest.
+    let mut from = key_of(29).to_vec();
+    from.push(0);
+    assert_eq!(scan(&mut *h, 0, &from, b"").first, key_of(30));
+    let err = AppConfig::Kv(KvConfig {
+        max_scan_keys: Some(0),
+        ..KvConfig::default()
+    })
+    .validate()
+    .expect_err("a bound of 0");
+    assert!(err.to_string().starts_with("--kv-max-scan"), "{err}");
+}
+
+#[test]
 fn concurrent_workers_lose_no_write() {
     let keys = 200u64;
     let svc = start(keys);
@@ -239,6 +267,7 @@ fn an_unusable_path_or_option_is_a_one_line_error() {
             path: None,
             keys,
             value_bytes,
+            max_scan_keys: None,
         })
         .start(&types())
         .expect_err("out of range");

@@ -40,6 +40,10 @@ pub struct AppArgs {
     /// kv: bytes of each loaded value and generated PUT [default: 64].
     #[arg(long, allow_hyphen_values = true)]
     pub kv_value_bytes: Option<u64>,
+    /// kv: most keys one SCAN visits, whatever it asks [default: 10 x
+    /// --kv-keys, at least 10000].
+    #[arg(long, allow_hyphen_values = true)]
+    pub kv_max_scan: Option<u64>,
     /// tpcc: warehouses (scale factor) [default: 1].
     #[arg(long, allow_hyphen_values = true)]
     pub tpcc_warehouses: Option<u64>,
@@ -53,6 +57,7 @@ impl AppArgs {
             kv_path: self.kv_path.clone().or_else(|| file.kv_path.clone()),
             kv_keys: self.kv_keys.or(file.kv_keys),
             kv_value_bytes: self.kv_value_bytes.or(file.kv_value_bytes),
+            kv_max_scan: self.kv_max_scan.or(file.kv_max_scan),
             tpcc_warehouses: self.tpcc_warehouses.or(file.tpcc_warehouses),
         }
     }
@@ -84,6 +89,7 @@ impl AppArgs {
             kv_path: None,
             kv_keys: file.kv_keys,
             kv_value_bytes: file.kv_value_bytes,
+            kv_max_scan: None,
             tpcc_warehouses: file.tpcc_warehouses,
         });
         this.config_of(workload, max_service_ns)
@@ -106,6 +112,7 @@ impl AppArgs {
         };
         count(crate::limits::KV_KEYS, self.kv_keys)?;
         count(crate::limits::KV_VALUE_BYTES, self.kv_value_bytes)?;
+        count(crate::limits::KV_MAX_SCAN, self.kv_max_scan)?;
         count(crate::limits::TPCC_WAREHOUSES, self.tpcc_warehouses)?;
         let kv = KvConfig::default();
         let app = match name.as_str() {
@@ -115,6 +122,7 @@ impl AppArgs {
                 path: self.kv_path.clone(),
                 keys: self.kv_keys.unwrap_or(kv.keys),
                 value_bytes: self.kv_value_bytes.unwrap_or(kv.value_bytes),
+                max_scan_keys: self.kv_max_scan,
             }),
             "tpcc" => AppConfig::Tpcc(TpccConfig {
                 warehouses: self.tpcc_warehouses.unwrap_or(1),

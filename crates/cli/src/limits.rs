@@ -300,6 +300,8 @@ pub const KV_VALUE_BYTES: Count = Count::new(
     psp_apps::kv::MIN_VALUE_BYTES,
     psp_apps::kv::MAX_VALUE_BYTES,
 );
+/// `--kv-max-scan` (checked by `psp-apps`).
+pub const KV_MAX_SCAN: Count = Count::new("--kv-max-scan", 1, psp_apps::kv::MAX_SCAN_KEYS);
 /// `--tpcc-warehouses` (checked by `psp-apps`).
 pub const TPCC_WAREHOUSES: Count = Count::new(
     "--tpcc-warehouses",
@@ -326,6 +328,7 @@ const COUNTS: &[Count] = &[
     IDLE_SPIN_US,
     KV_KEYS,
     KV_VALUE_BYTES,
+    KV_MAX_SCAN,
     TPCC_WAREHOUSES,
     PROFILE_REQUESTS,
 ];

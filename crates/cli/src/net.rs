@@ -173,6 +173,7 @@ struct ServeFile {
     kv_path: Option<PathBuf>,
     kv_keys: Option<u64>,
     kv_value_bytes: Option<u64>,
+    kv_max_scan: Option<u64>,
     tpcc_warehouses: Option<u64>,
     classifier: Option<String>,
     seed: Option<u64>,
@@ -313,6 +314,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         kv_path: f.kv_path.clone(),
         kv_keys: f.kv_keys,
         kv_value_bytes: f.kv_value_bytes,
+        kv_max_scan: f.kv_max_scan,
         tpcc_warehouses: f.tpcc_warehouses,
     };
     let app_args = a.app.or(&file_app);

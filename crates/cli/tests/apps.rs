@@ -198,6 +198,10 @@ fn bad_application_options_are_one_line_errors() {
         v
     };
     let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            run(&["--app", "kv", "--workload", "rocksdb", "--kv-max-scan", "0"]),
+            "--kv-max-scan",
+        ),
         (run(&["--app", "redis"]), "--app"),
         (
             run(&["--app", "kv", "--workload", "rocksdb", "--kv-keys", "0"]),
