@@ -14,7 +14,7 @@ const ALL_POLICIES: &[&str] = &[
     "ts",
     "ts:sq,requeue=head,preempt=waiting",
     "ts-block:1",
-    "ts-block:0,pick=fifo",
+    "ts-block:0,pick=short",
 ];
 
 fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u64) -> SimConfig {

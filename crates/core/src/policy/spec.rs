@@ -105,12 +105,13 @@ impl Default for TsConfig {
 /// Which waiting request a worker takes in the preempt-on-block model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockPick {
-    /// The head of the single FIFO. A worker freed by a preemption may then take an
-    /// older long request, which is preempted again at once: under load this
-    /// cycles through every queued long request per blocked short one.
+    /// The head of the single FIFO, as in the paper's single-queue preemptive
+    /// systems. A worker freed by a preemption may then take an older long
+    /// request, which is preempted again at once: under load this cycles
+    /// through every queued long request per blocked short one. The default.
     Fifo,
-    /// The oldest short request if any (what the preemption was for), else the head.
-    /// The default.
+    /// The oldest short request if any (what the preemption was for), else the
+    /// head: an idealisation that removes the cascade (`pick=short`).
     Short,
 }
 
@@ -133,7 +134,7 @@ impl Default for TsBlockConfig {
         Self {
             cost_ns: 0,
             requeue: Requeue::Tail,
-            pick: BlockPick::Short,
+            pick: BlockPick::Fifo,
             long_factor: 10.0,
         }
     }
@@ -557,7 +558,7 @@ impl fmt::Display for PolicySpec {
                     parts.push("requeue=head".into());
                 }
                 if c.pick != d.pick {
-                    parts.push("pick=fifo".into());
+                    parts.push("pick=short".into());
                 }
                 if c.long_factor != d.long_factor {
                     parts.push(format!("long={}", c.long_factor));
@@ -683,7 +684,7 @@ mod tests {
             "ts:sq",
             "ts:quantum=10,cost=0.5,requeue=head,preempt=waiting",
             "ts-block:4",
-            "ts-block:0.5,pick=fifo",
+            "ts-block:0.5,pick=short",
         ] {
             let spec: PolicySpec = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
             assert_eq!(spec.to_string(), s);

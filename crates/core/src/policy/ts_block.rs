@@ -8,8 +8,10 @@
 //! A type is long when its expected mean exceeds `long_factor` x the shortest
 //! mean. One preemption is outstanding per blocked short request at most; the
 //! victim is the long request that started first. The preempted request goes back
-//! to the single FIFO (tail or head); a free worker takes the oldest short request
-//! first (the preemption was fired for it), or with `pick=fifo` the FIFO head.
+//! to the single FIFO (tail or head); a free worker takes the FIFO head, as in the
+//! paper's single-queue systems (an older long request it takes is then
+//! preempted again), or with `pick=short` the oldest short request first (the
+//! preemption was fired for it: an idealisation without that cascade).
 
 use std::collections::VecDeque;
 
@@ -203,6 +205,7 @@ mod tests {
             "ts-block:0",
             "ts-block:4",
             "ts-block:2,pick=short,requeue=head",
+            "ts-block:2,pick=fifo",
         ] {
             let spec: PolicySpec = s.parse().unwrap();
             let means = [1.0, 100.0];
