@@ -151,13 +151,19 @@ impl<T: Transmit> JobIo for NetIo<T> {
     }
 
     #[inline]
+    fn max_response(&self) -> usize {
+        protocol::MAX_BODY
+    }
+
+    #[inline]
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
         // SAFETY: as in `request`; the borrow handed out there has ended.
         let pkt = unsafe { self.pool.get_mut(job.token) };
         let (status, body) = match outcome {
-            Ok(()) if response.len() <= protocol::MAX_BODY => (Status::Ok, response),
+            // The worker turned a response above `max_response` into an error.
+            Ok(()) => (Status::Ok, response),
             Err(HandlerError::BadBody(_)) => (Status::BadRequest, &[][..]),
-            _ => (Status::HandlerError, &[][..]),
+            Err(HandlerError::Failed(_)) => (Status::HandlerError, &[][..]),
         };
         let (header, _) = pkt
             .data

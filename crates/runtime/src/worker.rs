@@ -72,6 +72,13 @@ pub trait JobIo: Send {
     /// not). Must not block (e.g. send with `MSG_DONTWAIT`): at the drain
     /// deadline the dispatcher waits for an answer under way.
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool;
+
+    /// The longest response body this I/O can deliver; a longer one is a
+    /// handler failure (the worker turns it into one before `respond`, so the
+    /// dispatcher counts what the client receives).
+    fn max_response(&self) -> usize {
+        usize::MAX
+    }
 }
 
 /// The in-process generator's I/O: bodies are in the generator's pool, nothing
@@ -176,6 +183,12 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                         worker: self.index,
                     });
                     let t1 = self.clock.now_ns();
+                    let outcome = match outcome {
+                        Ok(()) if response.len() > self.io.max_response() => Err(
+                            HandlerError::Failed("response longer than the datapath carries"),
+                        ),
+                        o => o,
+                    };
                     let ok = outcome.is_ok();
                     let refused = matches!(outcome, Err(HandlerError::BadBody(_)));
                     if !control.begin_answer(self.index) {

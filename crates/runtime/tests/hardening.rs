@@ -311,3 +311,52 @@ fn an_answer_that_could_not_be_sent_is_counted_and_not_a_latency_sample() {
     assert_eq!(r.dispatcher.recorder.completed(), 0);
     assert_eq!(r.dispatcher.recorder.errors(), 20);
 }
+
+/// Delivers responses of at most 4 bytes (the spin handler writes 8), and
+/// records the outcomes it was asked to deliver.
+struct SmallIo(GeneratedIo, Arc<AtomicU64>);
+
+impl JobIo for SmallIo {
+    fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
+        self.0.request(job)
+    }
+    fn respond(&mut self, _: &Job, outcome: Result<(), HandlerError>, _: &[u8]) -> bool {
+        self.1
+            .fetch_add(u64::from(outcome.is_err()), Ordering::SeqCst);
+        true
+    }
+    fn max_response(&self) -> usize {
+        4
+    }
+}
+
+#[test]
+fn a_response_longer_than_the_io_carries_is_a_handler_error_on_both_sides() {
+    let w = one_type();
+    let spinner = Spinner::calibrate(Duration::from_millis(10));
+    let errors = Arc::new(AtomicU64::new(0));
+    let seen = errors.clone();
+    let r = within(Duration::from_secs(30), move || {
+        let g = generator(trace(20, 200_000, 10_000));
+        let io = g.worker_io();
+        psp_runtime::start(
+            &cfg(1),
+            &"c-fcfs".parse::<PolicySpec>().unwrap(),
+            w.type_infos(),
+            |_| (SpinHandler::new(spinner), SmallIo(io.clone(), seen.clone())),
+            false,
+            g,
+        )
+    })
+    .expect("run");
+    let c = r.dispatcher.counts;
+    // What was delivered (an error each time) is what the dispatcher counted.
+    assert_eq!(errors.load(Ordering::SeqCst), 20);
+    assert_eq!(
+        (c.completed, c.handler_errors, c.bad_bodies),
+        (20, 20, 0),
+        "{c:?}"
+    );
+    assert_eq!(r.dispatcher.recorder.completed(), 0);
+    assert_eq!(r.dispatcher.recorder.errors(), 20);
+}
