@@ -124,11 +124,7 @@ impl AppConfig {
     /// The mix `psp profile` writes by default (operation, ratio): the
     /// papers' experiments for this application.
     pub fn default_mix(&self) -> &'static [(&'static str, f64)] {
-        match self {
-            AppConfig::Spin(_) | AppConfig::Echo => &[],
-            AppConfig::Kv(_) => &kv::DEFAULT_MIX,
-            AppConfig::Tpcc(_) => &tpcc::DEFAULT_MIX,
-        }
+        default_mix(self.name())
     }
 
     /// The operation each of `types` (a workload's type names, in type-id
@@ -198,6 +194,16 @@ impl AppConfig {
             AppConfig::Kv(c) => Arc::new(kv::KvService::open(c, ops)?),
             AppConfig::Tpcc(c) => Arc::new(tpcc::TpccService::load(c, ops)?),
         })
+    }
+}
+
+/// The mix `psp profile` writes by default for the application named `app`
+/// (empty for applications without operations of their own, or unknown names).
+pub fn default_mix(app: &str) -> &'static [(&'static str, f64)] {
+    match app.to_ascii_lowercase().as_str() {
+        "kv" => &kv::DEFAULT_MIX,
+        "tpcc" => &tpcc::DEFAULT_MIX,
+        _ => &[],
     }
 }
 

@@ -22,6 +22,14 @@ use crate::{AppConfig, AppError};
 /// Most requests timed per type.
 pub const MAX_REQUESTS: u64 = 10_000_000;
 
+/// Checks a number of timed requests per type against its range.
+///
+/// # Errors
+/// [`AppError::Range`] naming `--requests`.
+pub fn check_requests(requests: u64) -> Result<u64, AppError> {
+    crate::check_range("--requests", requests, 1, MAX_REQUESTS)
+}
+
 /// One type's measured service time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TypeProfile {
@@ -79,7 +87,7 @@ pub fn profile(
     order: ProfileOrder,
     seed: u64,
 ) -> Result<Vec<TypeProfile>, AppError> {
-    crate::check_range("--requests", requests, 1, MAX_REQUESTS)?;
+    check_requests(requests)?;
     let names: Vec<String> = types.iter().map(|(n, _)| n.clone()).collect();
     let service = app.start(&names)?;
     let mut encoder = app.encoder(&names, seed)?;

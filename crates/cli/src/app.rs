@@ -104,16 +104,6 @@ impl AppArgs {
             (None, Some(w)) => w.to_ascii_lowercase(),
             (None, None) => "spin".into(),
         };
-        let count = |c: crate::limits::Count, v: Option<u64>| -> Result<()> {
-            if let Some(v) = v {
-                c.check(usize::try_from(v).unwrap_or(usize::MAX))?;
-            }
-            Ok(())
-        };
-        count(crate::limits::KV_KEYS, self.kv_keys)?;
-        count(crate::limits::KV_VALUE_BYTES, self.kv_value_bytes)?;
-        count(crate::limits::KV_MAX_SCAN, self.kv_max_scan)?;
-        count(crate::limits::TPCC_WAREHOUSES, self.tpcc_warehouses)?;
         let kv = KvConfig::default();
         let app = match name.as_str() {
             "spin" => AppConfig::Spin(SpinConfig { max_service_ns }),
@@ -128,6 +118,11 @@ impl AppArgs {
                 warehouses: self.tpcc_warehouses.unwrap_or(1),
                 ..TpccConfig::default()
             }),
+            other if self.app.is_none() => bail!(
+                "workload '{}' is for app '{other}', which is not one of {}",
+                workload.name,
+                psp_apps::APP_NAMES.join(", ")
+            ),
             other => return Err(psp_apps::AppError::Unknown(other.to_string()).into()),
         };
         app.validate()?;

@@ -86,7 +86,7 @@ struct File {
 
 /// Runs `psp profile`.
 pub fn run(a: ProfileArgs) -> Result<()> {
-    crate::limits::PROFILE_REQUESTS.check(usize::try_from(a.requests).unwrap_or(usize::MAX))?;
+    psp_apps::profile::check_requests(a.requests)?;
     let Some(app_name) = a.app.app.clone() else {
         bail!("--app is required (kv, tpcc, spin or echo)");
     };
@@ -94,7 +94,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     let workload = match &a.workload {
         Some(w) => Workload::resolve(w)?,
         None => {
-            let mix = app_mix(&app_name);
+            let mix = psp_apps::default_mix(&app_name);
             if mix.is_empty() {
                 bail!("app {app_name} has no operations of its own: give --workload");
             }
@@ -194,15 +194,6 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The standard mix of `app` (for `psp profile` without `--workload`).
-fn app_mix(app: &str) -> &'static [(&'static str, f64)] {
-    match app.to_ascii_lowercase().as_str() {
-        "kv" => &psp_apps::kv::DEFAULT_MIX,
-        "tpcc" => &psp_apps::tpcc::DEFAULT_MIX,
-        _ => &[],
-    }
 }
 
 fn workload_file(

@@ -182,6 +182,13 @@ fn bad_application_options_are_one_line_errors() {
     )
     .unwrap();
     let for_tpcc = for_tpcc.to_str().unwrap();
+    let for_redis = dir.join("for-redis.toml");
+    std::fs::write(
+        &for_redis,
+        "name = \"r\"\napp = \"redis\"\n[[types]]\nname = \"GET\"\nratio = 1\nservice = { dist = \"fixed\", us = 1 }\n",
+    )
+    .unwrap();
+    let for_redis = for_redis.to_str().unwrap();
     let run = |extra: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = [
             "run",
@@ -198,6 +205,20 @@ fn bad_application_options_are_one_line_errors() {
         v
     };
     let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            run(&["--workload", for_redis]),
+            "workload 'r' is for app 'redis'",
+        ),
+        (
+            vec![
+                "profile".into(),
+                "--app".into(),
+                "kv".into(),
+                "--requests".into(),
+                "99999999999".into(),
+            ],
+            "--requests",
+        ),
         (
             run(&["--app", "kv", "--workload", "rocksdb", "--kv-max-scan", "0"]),
             "--kv-max-scan",
