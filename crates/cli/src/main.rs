@@ -15,6 +15,7 @@ mod profile;
 mod report;
 mod run;
 mod sweep;
+mod system;
 mod units;
 
 use std::path::PathBuf;
@@ -99,6 +100,16 @@ pub struct PointArgs {
     /// Bound of each queue the policy keeps (typed, per-worker or central).
     #[arg(long, allow_hyphen_values = true, default_value_t = 4096)]
     pub queue_capacity: usize,
+    /// Classifier: header (reads the request's type) or random (the
+    /// misclassification experiment; latency is still reported per true type).
+    #[arg(long, default_value = "header")]
+    pub classifier: String,
+    /// Simulator: the system cost model, a preset (ideal, psp, persephone,
+    /// shinjuku) with optional overrides KEY=VALUE (arrival, dispatch,
+    /// completion, preempt, request, network, ingress), e.g. `shinjuku:network=0`
+    /// or `ideal:request=200ns`.
+    #[arg(long, default_value = "ideal")]
+    pub system: String,
 }
 
 impl PointArgs {
@@ -145,7 +156,18 @@ impl PointArgs {
             warmup_fraction,
             seed: self.seed,
             queue_capacity,
+            system: system::parse(&self.system)?,
+            classifier: self.classifier_kind()?,
         })
+    }
+
+    /// The classifier; the random one's stream is derived from the seed.
+    ///
+    /// # Errors
+    /// An unknown name.
+    pub fn classifier_kind(&self) -> Result<psp_core::ClassifierKind> {
+        psp_core::ClassifierKind::parse(&self.classifier, self.seed ^ 0x5eed)
+            .map_err(anyhow::Error::msg)
     }
 }
 
@@ -195,6 +217,8 @@ pub fn default_point_args() -> PointArgs {
         seed: 1,
         warmup: 0.1,
         queue_capacity: 4096,
+        classifier: "header".into(),
+        system: "ideal".into(),
     }
 }
 
