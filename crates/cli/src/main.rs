@@ -203,6 +203,10 @@ struct BenchArgs {
     /// Policies to time.
     #[arg(long, default_value = "c-fcfs,darc")]
     policies: String,
+    /// System cost models to time each policy under (`;`-separated, see
+    /// `--system` of `psp sim`).
+    #[arg(long, default_value = "ideal;psp")]
+    systems: String,
     /// Print the figures as JSON.
     #[arg(long)]
     json: bool,
@@ -335,19 +339,32 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     for spec in &specs {
         limits::time_slices(spec, &workload, limits::requests(rate, config.duration_ns)?)?;
     }
+    let systems = a
+        .systems
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| Ok((s.to_string(), system::parse(s)?)))
+        .collect::<Result<Vec<_>>>()?;
+    limits::POLICIES.check(systems.len())?;
     let mut rows = Vec::new();
-    for spec in specs {
+    for (spec, (system_name, system)) in specs
+        .iter()
+        .flat_map(|p| systems.iter().map(move |s| (p, s)))
+    {
         let mut rates: Vec<f64> = Vec::with_capacity(a.reps);
         for rep in 0..a.reps {
             let mut cfg = config.clone();
             cfg.seed = rep as u64 + 1;
-            let (_, stats) = psp_sim::simulate(&workload, &spec, &cfg)?;
+            cfg.system = *system;
+            let (_, stats) = psp_sim::simulate(&workload, spec, &cfg)?;
             rates.push(stats.sim_requests_per_s);
         }
         rates.sort_by(f64::total_cmp);
         let median = rates[rates.len() / 2];
         rows.push(serde_json::json!({
             "policy": spec.to_string(),
+            "system": system_name,
             "workload": workload.name,
             "workers": workers,
             "load": 0.9,
@@ -366,8 +383,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         );
         for r in &rows {
             println!(
-                "  {:<12} median {:>6.2} M simulated requests/s (min {:.2}, max {:.2})",
+                "  {:<12} {:<8} median {:>6.2} M simulated requests/s (min {:.2}, max {:.2})",
                 r["policy"].as_str().unwrap_or(""),
+                r["system"].as_str().unwrap_or(""),
                 r["median_sim_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
                 r["min_sim_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
                 r["max_sim_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
