@@ -13,6 +13,7 @@ mod limits;
 mod net;
 mod profile;
 mod report;
+mod reproduce;
 mod run;
 mod sweep;
 mod system;
@@ -60,6 +61,9 @@ enum Command {
     Sweep(sweep::SweepArgs),
     /// Draw p99.9 slowdown and short-request tail latency against load from a sweep.
     Plot(PlotArgs),
+    /// Regenerate every simulated figure of docs/results.md (JSON, SVG/PNG and
+    /// a markdown table each); `--list` names them.
+    Reproduce(reproduce::ReproduceArgs),
     /// Measure the simulator's speed (simulated requests per second on one core).
     Bench(BenchArgs),
     /// List the built-in workloads.
@@ -492,6 +496,7 @@ fn main() -> ExitCode {
         Command::Sweep(a) => sweep::run(a),
         Command::Plot(a) => cmd_plot(a),
         Command::Bench(a) => cmd_bench(a),
+        Command::Reproduce(a) => reproduce::run(a),
         Command::Workloads => cmd_workloads(),
     };
     match result {

@@ -111,8 +111,46 @@ impl Plan {
     }
 }
 
-/// Runs the sweep.
-pub fn run(mut a: SweepArgs) -> Result<()> {
+/// Runs the sweep: prints its table (or JSON) and the files written.
+pub fn run(a: SweepArgs) -> Result<()> {
+    let json = a.json;
+    let (result, written) = execute(a)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", report::sweep_table(&result));
+    }
+    for w in written {
+        eprintln!("wrote {}", w.display());
+    }
+    Ok(())
+}
+
+/// A sweep given as `psp sweep`'s arguments (without the program and
+/// subcommand names), for commands that run sweeps of their own (`psp
+/// reproduce`).
+///
+/// # Errors
+/// Arguments `psp sweep` would refuse.
+pub fn args_from(argv: &[String]) -> Result<SweepArgs> {
+    #[derive(clap::Parser)]
+    struct Sweep {
+        #[command(flatten)]
+        args: SweepArgs,
+    }
+    use clap::Parser;
+    let argv = std::iter::once("sweep".to_string()).chain(argv.iter().cloned());
+    Ok(Sweep::try_parse_from(argv)
+        .map_err(|e| anyhow::anyhow!("{}", crate::one_line(&e.render().to_string())))?
+        .args)
+}
+
+/// Runs the sweep and writes its JSON (and plot): the result and the files
+/// written.
+///
+/// # Errors
+/// A flag out of range, a point that cannot run, a file that cannot be written.
+pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>)> {
     a.point = a.point.with_default_workers(a.mode);
     let server = a
         .server
@@ -287,15 +325,7 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
             &report::sweep_title(&result),
         )?);
     }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        print!("{}", report::sweep_table(&result));
-    }
-    for w in written {
-        eprintln!("wrote {}", w.display());
-    }
-    Ok(())
+    Ok((result, written))
 }
 
 /// Bisects between the last load meeting the SLO (with every lower one) and the

@@ -7,6 +7,7 @@
 //!
 //! Nothing here reads a clock or knows about policies: executors hand in numbers.
 
+pub mod lines;
 pub mod plot;
 pub mod recorder;
 pub mod schema;

@@ -42,7 +42,7 @@ pub enum PlotError {
 }
 
 /// Font family used for every piece of text (registered from the embedded font).
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// The embedded font: no system font is reachable by plotters in this configuration.
 const FONT_BYTES: &[u8] = include_bytes!("../../../assets/DejaVuSans.ttf");
@@ -52,7 +52,7 @@ const FIGURE_SIZE: (u32, u32) = (1400, 550);
 
 /// Line colours, one per policy, cycled when there are more policies than colours
 /// (the Tableau 10 palette).
-const PALETTE: [RGBColor; 10] = [
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -66,7 +66,7 @@ const PALETTE: [RGBColor; 10] = [
 ];
 
 /// Registers the embedded font under [`FONT`], once per process.
-fn ensure_font() -> Result<(), String> {
+pub(crate) fn ensure_font() -> Result<(), String> {
     static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
     REGISTERED
         .get_or_init(|| {
@@ -118,7 +118,7 @@ pub fn plot_sweep(
 }
 
 /// `stem` with `.ext` appended (not replacing any dot already in the file name).
-fn with_suffix(stem: &Path, ext: &str) -> PathBuf {
+pub(crate) fn with_suffix(stem: &Path, ext: &str) -> PathBuf {
     let mut s = stem.as_os_str().to_owned();
     s.push(".");
     s.push(ext);
@@ -348,7 +348,7 @@ impl Figure {
 }
 
 /// Whether `v` can be drawn on a log axis.
-fn is_plottable(v: f64) -> bool {
+pub(crate) fn is_plottable(v: f64) -> bool {
     v.is_finite() && v > 0.0
 }
 
@@ -363,7 +363,7 @@ fn shortest_type(point: &PointResult) -> Option<&TypeStats> {
 
 /// A linear axis range covering `values` with a 5% margin (never empty, never
 /// below zero when the data is not).
-fn linear_range(values: impl Iterator<Item = f64>) -> Range<f64> {
+pub(crate) fn linear_range(values: impl Iterator<Item = f64>) -> Range<f64> {
     let (lo, hi) = min_max(values.filter(|v| v.is_finite()));
     let Some((lo, hi)) = lo.zip(hi) else {
         return 0.0..1.0;
@@ -384,7 +384,7 @@ fn linear_range(values: impl Iterator<Item = f64>) -> Range<f64> {
 
 /// A log axis range covering the positive finite `values`, padded by a factor on
 /// both sides (so it stays valid when all values are equal).
-fn log_range(values: impl Iterator<Item = f64>) -> Range<f64> {
+pub(crate) fn log_range(values: impl Iterator<Item = f64>) -> Range<f64> {
     const PAD: f64 = 1.5;
     let (lo, hi) = min_max(values.filter(|v| is_plottable(*v)));
     match lo.zip(hi) {
@@ -404,7 +404,7 @@ fn min_max(values: impl Iterator<Item = f64>) -> (Option<f64>, Option<f64>) {
 }
 
 /// Short tick label: integers without decimals, otherwise up to 3 significant digits.
-fn format_tick(v: f64) -> String {
+pub(crate) fn format_tick(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return format!("{v}");
     }

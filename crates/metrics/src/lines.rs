@@ -1,0 +1,222 @@
+//! Line figures that are not sweeps: a metric against a parameter (reserved
+//! workers, worker count, time), one line per series, as SVG and PNG, in the
+//! same style as [`crate::plot::plot_sweep`].
+//!
+//! Like `plot`, this module only draws numbers it is given.
+
+use std::path::{Path, PathBuf};
+
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::prelude::*;
+
+use crate::plot::{
+    FONT, PALETTE, PlotError, ensure_font, format_tick, is_plottable, linear_range, log_range,
+    with_suffix,
+};
+
+/// One line: a name and its (x, y) points.
+#[derive(Debug, Clone)]
+pub struct Line {
+    /// Legend entry.
+    pub name: String,
+    /// Points; those with a non-finite coordinate (or non-positive y on a log
+    /// axis) are skipped.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A one-panel line figure.
+#[derive(Debug, Clone)]
+pub struct LineFigure {
+    /// Title above the panel.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// Log-scaled y axis.
+    pub log_y: bool,
+    /// The lines.
+    pub lines: Vec<Line>,
+    /// A dashed horizontal reference (e.g. the SLO) and its legend entry.
+    pub reference: Option<(f64, String)>,
+}
+
+const SIZE: (u32, u32) = (900, 560);
+
+/// Draws `figure` as `<out_stem>.svg` and `<out_stem>.png` (the parent
+/// directory is created when missing); returns the paths written.
+///
+/// # Errors
+/// A directory that cannot be created or a figure that cannot be drawn.
+pub fn plot_lines(figure: &LineFigure, out_stem: &Path) -> Result<Vec<PathBuf>, PlotError> {
+    if let Some(dir) = out_stem.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).map_err(|source| PlotError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    let svg = with_suffix(out_stem, "svg");
+    let png = with_suffix(out_stem, "png");
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |message: String| PlotError::Draw { path, message }
+    };
+    ensure_font().map_err(err(&svg))?;
+    draw(figure, &SVGBackend::new(&svg, SIZE).into_drawing_area()).map_err(err(&svg))?;
+    draw(figure, &BitMapBackend::new(&png, SIZE).into_drawing_area()).map_err(err(&png))?;
+    Ok(vec![svg, png])
+}
+
+fn draw<DB: DrawingBackend>(
+    f: &LineFigure,
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let keep = |&(x, y): &(f64, f64)| {
+        x.is_finite()
+            && (if f.log_y {
+                is_plottable(y)
+            } else {
+                y.is_finite()
+            })
+    };
+    let lines: Vec<(String, Vec<(f64, f64)>)> = f
+        .lines
+        .iter()
+        .map(|l| {
+            (
+                l.name.clone(),
+                l.points.iter().copied().filter(keep).collect(),
+            )
+        })
+        .collect();
+    let xs = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0));
+    let x_range = linear_range(xs);
+    let ys = lines
+        .iter()
+        .flat_map(|l| l.1.iter().map(|p| p.1))
+        .chain(f.reference.as_ref().map(|r| r.0));
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(&f.title, (FONT, 20))
+        .margin(14)
+        .x_label_area_size(45)
+        .y_label_area_size(70);
+    // The two axis kinds are different types: draw through one generic helper.
+    if f.log_y {
+        let chart = builder
+            .build_cartesian_2d(x_range.clone(), log_range(ys).log_scale())
+            .map_err(err)?;
+        finish(f, chart, &lines, x_range)?;
+    } else {
+        let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), y| {
+            (a.min(y), b.max(y))
+        });
+        let (lo, hi) = if lo.is_finite() {
+            (lo.min(0.0), hi.max(lo + 1.0) * 1.05)
+        } else {
+            (0.0, 1.0)
+        };
+        let chart = builder
+            .build_cartesian_2d(x_range.clone(), lo..hi)
+            .map_err(err)?;
+        finish(f, chart, &lines, x_range)?;
+    }
+    root.present().map_err(err)
+}
+
+fn finish<'a, DB: DrawingBackend + 'a, Y>(
+    f: &LineFigure,
+    mut chart: ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>,
+    lines: &[(String, Vec<(f64, f64)>)],
+    x_range: std::ops::Range<f64>,
+) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    chart
+        .configure_mesh()
+        .x_desc(f.x_label.as_str())
+        .y_desc(f.y_label.as_str())
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .x_label_formatter(&|v| format_tick(*v))
+        .y_label_formatter(&|v| format_tick(*v))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(err)?;
+    for (i, (name, points)) in lines.iter().enumerate() {
+        if points.is_empty() {
+            continue;
+        }
+        let color = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
+            .map_err(err)?;
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    if let Some((y, name)) = &f.reference {
+        let c = RGBColor(60, 60, 60);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(x_range.start, *y), (x_range.end, *y)],
+                8,
+                6,
+                c.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 14))
+        .draw()
+        .map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_log_and_linear_figures() {
+        let dir = std::env::temp_dir().join(format!("psp-lines-{}", std::process::id()));
+        for log_y in [true, false] {
+            let f = LineFigure {
+                title: "t".into(),
+                x_label: "x".into(),
+                y_label: "y".into(),
+                log_y,
+                lines: vec![Line {
+                    name: "a".into(),
+                    points: vec![(0.0, 1.0), (1.0, 10.0), (2.0, f64::NAN)],
+                }],
+                reference: Some((5.0, "SLO".into())),
+            };
+            let stem = dir.join(if log_y { "log" } else { "lin" });
+            let written = plot_lines(&f, &stem).unwrap();
+            assert!(
+                written
+                    .iter()
+                    .all(|p| std::fs::metadata(p).unwrap().len() > 100)
+            );
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
