@@ -758,7 +758,13 @@ mod tests {
         // 80% of peak: 5 s at 16 / 50.5 us twice, 16 / 99.505 us, 16 / 100 us.
         let expect = 0.8 * 5.0 * 16e6 * (2.0 / 50.5 + 1.0 / 99.505 + 1.0 / 100.0);
         assert!((n / expect - 1.0).abs() < 1e-9, "{n} vs {expect}");
-        let too_many = point_requests(&wc, 128, 1.0, US).unwrap_err().to_string();
+        let big = Workload::parse(
+            "name = \"b\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = { dist = \"fixed\", us = 1.0 }\n[[phases]]\nduration_s = 1\nrps = 6e7\n[[phases]]\nduration_s = 1\n",
+            "t",
+        )
+        .unwrap();
+        assert!(point_requests(&big, 1, 3e7, US).is_ok());
+        let too_many = point_requests(&big, 1, 5e7, US).unwrap_err().to_string();
         assert!(too_many.contains("phases schedule"), "{too_many}");
         let fast = Workload::parse(
             "name = \"f\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = { dist = \"fixed\", us = 0.001 }\n[[phases]]\nduration_s = 1e-6\nload = 10\n",
