@@ -18,7 +18,7 @@ pub mod series;
 pub use recorder::{
     DIGEST_BOUNDS_NS, DIGEST_BUCKETS, DIGEST_QUANTILES, Digest, Recorder, TypeRecorder,
 };
-pub use series::{ReservationView, SeriesRecorder, TimeSeries, Window, WindowType};
 pub use schema::{
     OverallStats, PointMeta, PointResult, PolicySweep, Slo, SweepResult, TypeStats, rate_unit,
 };
+pub use series::{ReservationView, SeriesRecorder, TimeSeries, Window, WindowType};

@@ -293,10 +293,7 @@ fn draw_series<DB: DrawingBackend>(
 
     let y_top = most_workers + 1.0;
     let mut chart = ChartBuilder::on(&bottom)
-        .caption(
-            "workers reserved per type (dashed: may steal)",
-            (FONT, 20),
-        )
+        .caption("workers reserved per type (dashed: may steal)", (FONT, 20))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
@@ -819,8 +816,14 @@ mod tests {
     #[test]
     fn gaps_split_lines() {
         let r = runs(
-            [(0.0, Some(1.0)), (1.0, None), (2.0, Some(0.0)), (3.0, Some(2.0)), (4.0, Some(3.0))]
-                .into_iter(),
+            [
+                (0.0, Some(1.0)),
+                (1.0, None),
+                (2.0, Some(0.0)),
+                (3.0, Some(2.0)),
+                (4.0, Some(3.0)),
+            ]
+            .into_iter(),
             true,
         );
         assert_eq!(r, vec![vec![(0.0, 1.0)], vec![(3.0, 2.0), (4.0, 3.0)]]);

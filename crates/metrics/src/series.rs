@@ -179,7 +179,13 @@ impl SeriesRecorder {
     /// before its own, with the last reservation given. Never allocates, except
     /// when it closes windows.
     #[inline]
-    pub fn record(&mut self, type_idx: usize, completion_ns: u64, latency_ns: u64, service_ns: u64) {
+    pub fn record(
+        &mut self,
+        type_idx: usize,
+        completion_ns: u64,
+        latency_ns: u64,
+        service_ns: u64,
+    ) {
         if completion_ns >= self.window_end_ns() {
             self.roll(completion_ns);
         }
@@ -234,9 +240,8 @@ impl SeriesRecorder {
                     p50_latency_us: at(0.5),
                     p99_latency_us: at(0.99),
                     p999_latency_us: at(0.999),
-                    p999_slowdown: (!c.slowdown_milli.is_empty()).then(|| {
-                        c.slowdown_milli.value_at_quantile(0.999) as f64 / SLOWDOWN_SCALE
-                    }),
+                    p999_slowdown: (!c.slowdown_milli.is_empty())
+                        .then(|| c.slowdown_milli.value_at_quantile(0.999) as f64 / SLOWDOWN_SCALE),
                     reserved_workers: reserved,
                     stealable_workers: stealable,
                 };
@@ -342,14 +347,32 @@ mod tests {
     #[test]
     fn each_window_carries_the_reservation_of_its_close() {
         let mut s = SeriesRecorder::new(["a", "b"], MS);
-        s.close_windows_until(0, Some(ReservationView { per_type: &[(1, 3), (3, 3)], text: "first" }));
-        s.close_windows_until(2 * MS, Some(ReservationView { per_type: &[(2, 4), (2, 2)], text: "second" }));
+        s.close_windows_until(
+            0,
+            Some(ReservationView {
+                per_type: &[(1, 3), (3, 3)],
+                text: "first",
+            }),
+        );
+        s.close_windows_until(
+            2 * MS,
+            Some(ReservationView {
+                per_type: &[(2, 4), (2, 2)],
+                text: "second",
+            }),
+        );
         s.record(0, 3 * MS + 5, 10, 10);
         let t = s.finish(4 * MS);
         let r: Vec<(Option<usize>, Option<usize>, Option<&str>)> = t
             .windows
             .iter()
-            .map(|w| (w.types[0].reserved_workers, w.types[1].stealable_workers, w.reservation.as_deref()))
+            .map(|w| {
+                (
+                    w.types[0].reserved_workers,
+                    w.types[1].stealable_workers,
+                    w.reservation.as_deref(),
+                )
+            })
             .collect();
         assert_eq!(
             r,

@@ -315,16 +315,25 @@ ratio = 0
         for k in 0..3 {
             let expect = rates[k] * (ends[k] - starts[k]) as f64 / 1e9;
             let n = of(k).len() as f64;
-            assert!((n - expect).abs() < 5.0 * expect.sqrt(), "{k}: {n} vs {expect}");
+            assert!(
+                (n - expect).abs() < 5.0 * expect.sqrt(),
+                "{k}: {n} vs {expect}"
+            );
         }
         // Phase 0: base service times, half a.
         let p0 = of(0);
-        assert!(p0.iter().all(|a| a.service_ns == [1_000, 100_000][a.type_id as usize]));
+        assert!(
+            p0.iter()
+                .all(|a| a.service_ns == [1_000, 100_000][a.type_id as usize])
+        );
         let share_a = p0.iter().filter(|a| a.type_id == 0).count() as f64 / p0.len() as f64;
         assert!((share_a - 0.5).abs() < 0.05, "{share_a}");
         // Phase 1: swapped service times.
         let p1 = of(1);
-        assert!(p1.iter().all(|a| a.service_ns == [100_000, 1_000][a.type_id as usize]));
+        assert!(
+            p1.iter()
+                .all(|a| a.service_ns == [100_000, 1_000][a.type_id as usize])
+        );
         assert!(p1.iter().any(|a| a.type_id == 1));
         // Phase 2: only a, at its base service time.
         let p2 = of(2);

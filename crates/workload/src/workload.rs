@@ -1039,7 +1039,9 @@ mod tests {
         let many: String = (0..=MAX_PHASES)
             .map(|_| "[[phases]]\nduration_s = 1\n")
             .collect();
-        let e = Workload::parse(&two_types_and(&many), "t").unwrap_err().to_string();
+        let e = Workload::parse(&two_types_and(&many), "t")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at most 64"), "{e}");
     }
 
