@@ -416,6 +416,87 @@ pub fn requests(rate_rps: f64, duration_ns: u64) -> Result<f64> {
     Ok(n)
 }
 
+/// Requests a point of `workload` at `rate_rps` for `duration_ns` on
+/// `workers` schedules: [`requests`] without phases; with phases, each phase's
+/// rate ([`Workload::phase_rate_rps`]) must be within [`RPS`]'s bound and all
+/// the phases together may schedule at most [`MAX_REQUESTS`] (`duration_ns` is
+/// then not used: the phases' durations are).
+///
+/// # Errors
+/// A phase rate out of range, or more than [`MAX_REQUESTS`].
+pub fn point_requests(
+    workload: &Workload,
+    workers: usize,
+    rate_rps: f64,
+    duration_ns: u64,
+) -> Result<f64> {
+    if workload.phases.is_empty() {
+        return requests(rate_rps, duration_ns);
+    }
+    let mut n = 0.0;
+    for (k, (rate, d)) in workload
+        .arrival_plan(rate_rps, duration_ns, workers)
+        .into_iter()
+        .enumerate()
+    {
+        if !RPS.contains(rate) {
+            bail!(
+                "workload '{}': phase '{}' offers {rate:.3e} requests/s on {workers} workers; the offered rate must be in {RPS}",
+                workload.name,
+                workload.phases[k].name
+            );
+        }
+        n += rate * d as f64 / 1e9;
+    }
+    if n > MAX_REQUESTS {
+        bail!(
+            "workload '{}': its phases schedule {n:.3e} requests on {workers} workers; at most {MAX_REQUESTS:e} per point (shorten the phases or lower their rates)",
+            workload.name
+        );
+    }
+    Ok(n)
+}
+
+/// The work a simulated point does, phases included: its requests
+/// ([`point_requests`]) and, for `ts`, its time slices (each phase's requests
+/// x its mean service / quantum, summed) within [`MAX_TIME_SLICES`]. Returns
+/// the requests.
+///
+/// # Errors
+/// See [`point_requests`] and [`time_slices`].
+pub fn point_work(
+    spec: &PolicySpec,
+    workload: &Workload,
+    workers: usize,
+    rate_rps: f64,
+    duration_ns: u64,
+) -> Result<f64> {
+    let n = point_requests(workload, workers, rate_rps, duration_ns)?;
+    if workload.phases.is_empty() {
+        time_slices(spec, workload, n)?;
+        return Ok(n);
+    }
+    let PolicySpec::Ts(c) = spec else {
+        return Ok(n);
+    };
+    let slices: f64 = workload
+        .arrival_plan(rate_rps, duration_ns, workers)
+        .iter()
+        .enumerate()
+        .map(|(k, &(rate, d))| {
+            rate * d as f64 / 1e9 * workload.phase(k).mean_service_ns() / c.quantum_ns.max(1) as f64
+        })
+        .sum();
+    if slices > MAX_TIME_SLICES {
+        bail!(
+            "policy '{spec}': a {}us quantum cuts the {n:.3e} requests of '{}' into {slices:.3e} time slices; at most {MAX_TIME_SLICES:e} per point (raise quantum, shorten the phases or lower their rates)",
+            c.quantum_ns as f64 / 1e3,
+            workload.name
+        );
+    }
+    Ok(n)
+}
+
 /// Request slots a point preallocates: at most [`MAX_SLOTS`].
 ///
 /// # Errors
@@ -672,6 +753,30 @@ mod tests {
         assert!(e.contains("the default --load"), "{e}");
         assert!(requests(1e9, S).is_err());
         assert!(requests(5e6, S).is_ok());
+        // Phases: their durations and rates count, not --duration's.
+        let wc = Workload::resolve("workload-change").unwrap();
+        let n = point_requests(&wc, 16, 1.0, HOUR).unwrap();
+        // 80% of peak: 5 s at 16 / 50.5 us twice, 16 / 99.505 us, 16 / 100 us.
+        let expect = 0.8 * 5.0 * 16e6 * (2.0 / 50.5 + 1.0 / 99.505 + 1.0 / 100.0);
+        assert!((n / expect - 1.0).abs() < 1e-9, "{n} vs {expect}");
+        let big = Workload::parse(
+            "name = \"b\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = { dist = \"fixed\", us = 1.0 }\n[[phases]]\nduration_s = 1\nrps = 6e7\n[[phases]]\nduration_s = 1\n",
+            "t",
+        )
+        .unwrap();
+        assert!(point_requests(&big, 1, 3e7, US).is_ok());
+        let too_many = point_requests(&big, 1, 5e7, US).unwrap_err().to_string();
+        assert!(too_many.contains("phases schedule"), "{too_many}");
+        let fast = Workload::parse(
+            "name = \"f\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = { dist = \"fixed\", us = 0.001 }\n[[phases]]\nduration_s = 1e-6\nload = 10\n",
+            "t",
+        )
+        .unwrap();
+        let e = point_requests(&fast, 128, 1.0, S).unwrap_err().to_string();
+        assert!(e.contains("phase 'phase 0' offers"), "{e}");
+        let ts: PolicySpec = "ts:quantum=0.1".parse().unwrap();
+        assert!(point_work(&ts, &wc, 16, 1.0, US).is_err());
+        assert!(point_work(&"darc".parse().unwrap(), &wc, 16, 1.0, US).is_ok());
         assert!(slots(2, 16, 99_999_999_999).is_err());
         assert!(slots(2, 16, 4096).is_ok());
         assert!(slots(usize::MAX, usize::MAX, usize::MAX).is_err());

@@ -575,8 +575,10 @@ fn load_config(
         workload: workload.clone(),
         app: app.clone(),
         rate_rps: sim.rate_rps,
-        duration_ns: sim.duration_ns,
-        warmup_ns: (sim.duration_ns as f64 * sim.warmup_fraction) as u64,
+        duration_ns: workload.arrival_period_ns(sim.duration_ns),
+        workers: sim.workers,
+        warmup_ns: (workload.arrival_period_ns(sim.duration_ns) as f64 * sim.warmup_fraction)
+            as u64,
         seed: sim.seed,
         flows: client.flows,
         timeout: client.check()?,
@@ -587,7 +589,13 @@ fn load_config(
 
 /// Runs the client with a progress bar on stderr (hidden when not a terminal).
 fn load_with_progress(cfg: &LoadConfig) -> Result<LoadReport> {
-    let expected = (cfg.rate_rps * cfg.duration_ns as f64 / 1e9).round() as u64;
+    let expected: f64 = cfg
+        .workload
+        .arrival_plan(cfg.rate_rps, cfg.duration_ns, cfg.workers)
+        .iter()
+        .map(|&(rate, d)| rate * d as f64 / 1e9)
+        .sum();
+    let expected = expected.round() as u64;
     let bar = ProgressBar::new(expected.max(1));
     bar.set_style(
         ProgressStyle::with_template(
@@ -650,6 +658,8 @@ pub fn load(a: LoadArgs) -> Result<()> {
     let workers = limits::WORKERS.check(point.workers())?;
     let rate = a.offered.rate(&workload, workers)?;
     let sim = point.config(&workload, rate)?;
+    // A phased workload runs its phases: their requests, not --duration's.
+    limits::point_requests(&workload, workers, rate, sim.duration_ns)?;
     let app = a.app.config(&workload, u64::MAX)?;
     let cfg = load_config(
         server,

@@ -1,6 +1,8 @@
 //! `psp run`: one point on the real runtime (dispatcher + pinned workers) with the
 //! in-process open-loop generator and an application (the calibrated spin by
 //! default); optionally the simulator's prediction for the same point beside it.
+//! A phased workload runs its phases one after the other (their durations, not
+//! `--duration`), each at its own rate.
 
 use std::time::Duration;
 
@@ -10,7 +12,8 @@ use psp_apps::AppConfig;
 use psp_core::PolicySpec;
 use psp_metrics::{PointMeta, PointResult};
 use psp_runtime::{IdleStrategy, RequestCounts, RuntimeConfig, StatsConfig};
-use psp_sim::{PoissonArrivals, Workload, simulate_point};
+use psp_sim::{Workload, simulate_point};
+use psp_workload::Arrivals;
 use serde_json::json;
 
 use crate::app::{AppArgs, type_names};
@@ -105,6 +108,15 @@ impl Default for RunOptions {
 /// Runs `psp run`.
 pub fn run(a: RunArgs) -> Result<()> {
     let (workload, spec, sim_cfg) = a.target.resolve(crate::Mode::Run)?;
+    // A phased workload runs its phases (their requests, not --duration's),
+    // here and in the simulator's prediction.
+    limits::point_work(
+        &spec,
+        &workload,
+        sim_cfg.workers,
+        sim_cfg.rate_rps,
+        sim_cfg.duration_ns,
+    )?;
     // Generated requests are trusted: the spin application takes any length.
     let app = a.app.config(&workload, u64::MAX)?;
     let stats = match &a.stats_interval {
@@ -192,8 +204,15 @@ pub fn measure(
     let names = type_names(workload);
     let service = app.start(&names)?;
     let encoder = app.encoder(&names, sim_cfg.seed ^ 0xb0d1)?;
-    let arrivals = PoissonArrivals::new(workload, rate, sim_cfg.duration_ns, sim_cfg.seed);
-    let warmup_ns = (sim_cfg.duration_ns as f64 * sim_cfg.warmup_fraction) as u64;
+    let arrivals = Arrivals::new(
+        workload,
+        rate,
+        sim_cfg.duration_ns,
+        sim_cfg.workers,
+        sim_cfg.seed,
+    );
+    let period_ns = workload.arrival_period_ns(sim_cfg.duration_ns);
+    let warmup_ns = (period_ns as f64 * sim_cfg.warmup_fraction) as u64;
     let report = psp_runtime::run(
         &cfg,
         spec,
@@ -230,6 +249,24 @@ pub fn measure(
                 .collect::<Vec<_>>()
         ),
     );
+    if !workload.phases.is_empty() {
+        extra.insert(
+            "phases".into(),
+            json!(
+                workload
+                    .phase_boundaries()
+                    .iter()
+                    .zip(workload.arrival_plan(rate, sim_cfg.duration_ns, cfg.workers))
+                    .map(|((start_s, name), (rps, d))| json!({
+                        "name": name,
+                        "start_s": start_s,
+                        "duration_s": d as f64 / 1e9,
+                        "offered_rps": rps,
+                    }))
+                    .collect::<Vec<_>>()
+            ),
+        );
+    }
     extra.insert("served_per_worker".into(), json!(report.served_per_worker));
     extra.insert("abandoned_workers".into(), json!(report.abandoned_workers));
     extra.insert("pinned".into(), json!(report.pinned));
@@ -247,8 +284,8 @@ pub fn measure(
         workers: cfg.workers,
         load: rate / workload.peak_rps(cfg.workers),
         offered_rps: rate,
-        duration_s: sim_cfg.duration_ns as f64 / 1e9,
-        measured_s: sim_cfg.duration_ns as f64 * (1.0 - sim_cfg.warmup_fraction) / 1e9,
+        duration_s: period_ns as f64 / 1e9,
+        measured_s: period_ns as f64 * (1.0 - sim_cfg.warmup_fraction) / 1e9,
         seed: sim_cfg.seed,
     };
     Ok((

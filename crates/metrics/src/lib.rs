@@ -3,7 +3,10 @@
 //! - [`recorder`]: per-type latency and slowdown histograms, filled by an executor.
 //! - [`schema`]: the JSON result documents of `psp` (one point, a sweep), and the
 //!   SLO that decides a point's sustainability.
-//! - [`plot`]: paper-style figures (p99.9 slowdown against throughput) as SVG and PNG.
+//! - [`series`]: per-window, per-type latency over time with the reservation in
+//!   force (the workload-change experiment).
+//! - [`plot`]: paper-style figures (p99.9 slowdown against throughput; latency
+//!   and reservation against time) as SVG and PNG.
 //!
 //! Nothing here reads a clock or knows about policies: executors hand in numbers.
 
@@ -11,6 +14,7 @@ pub mod lines;
 pub mod plot;
 pub mod recorder;
 pub mod schema;
+pub mod series;
 
 pub use recorder::{
     DIGEST_BOUNDS_NS, DIGEST_BUCKETS, DIGEST_QUANTILES, Digest, Recorder, TypeRecorder,
@@ -18,3 +22,4 @@ pub use recorder::{
 pub use schema::{
     OverallStats, PointMeta, PointResult, PolicySweep, Slo, SweepResult, TypeStats, rate_unit,
 };
+pub use series::{ReservationView, SeriesRecorder, TimeSeries, Window, WindowType};

@@ -5,6 +5,11 @@
 //! the p99.9 latency of the shortest request type against offered load. One line per
 //! policy, log-scaled y axes.
 //!
+//! [`plot_series`] turns a [`TimeSeries`] into the workload-change figure: each
+//! type's p99.9 latency per window against time (log y) above the workers
+//! reserved for each type against time, with a vertical line at each phase
+//! boundary.
+//!
 //! This module does no measuring and no SLO evaluation: it only draws the numbers
 //! that an executor already put in the result documents.
 
@@ -17,6 +22,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use crate::schema::{PointResult, SweepResult, TypeStats};
+use crate::series::TimeSeries;
 
 /// Everything that can go wrong while writing a figure.
 #[derive(Debug, thiserror::Error)]
@@ -87,16 +93,7 @@ pub fn plot_sweep(
     out_stem: &Path,
     title: &str,
 ) -> Result<Vec<PathBuf>, PlotError> {
-    if let Some(dir) = out_stem.parent()
-        && !dir.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(dir).map_err(|source| PlotError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
-    let svg_path = with_suffix(out_stem, "svg");
-    let png_path = with_suffix(out_stem, "png");
+    let (svg_path, png_path) = output_paths(out_stem)?;
     let figure = Figure::from_sweep(sweep, title);
 
     let draw_err = |path: &Path| {
@@ -115,6 +112,249 @@ pub fn plot_sweep(
         figure.draw(&root).map_err(draw_err(&png_path))?;
     }
     Ok(vec![svg_path, png_path])
+}
+
+/// `<out_stem>.svg` and `<out_stem>.png`, with their directory created.
+fn output_paths(out_stem: &Path) -> Result<(PathBuf, PathBuf), PlotError> {
+    if let Some(dir) = out_stem.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).map_err(|source| PlotError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok((with_suffix(out_stem, "svg"), with_suffix(out_stem, "png")))
+}
+
+/// Size of the time-series figure (two panels, one above the other).
+const SERIES_SIZE: (u32, u32) = (1200, 900);
+
+/// Draws `series` against time, and writes the figure as `<out_stem>.svg` and
+/// `<out_stem>.png`: above, each type's p99.9 latency per window (log scale;
+/// windows without completions of a type leave a gap); below, the workers
+/// reserved for each type's group (dashed: the workers it may steal), when the
+/// series has a reservation. `boundaries` are phase starts `(seconds, name)`
+/// (e.g. `Workload::phase_boundaries`), drawn as labelled vertical lines.
+///
+/// The parent directory of `out_stem` is created when missing. Returns the
+/// paths written, SVG first then PNG.
+///
+/// # Errors
+/// The directory cannot be created, or a figure cannot be drawn or written.
+pub fn plot_series(
+    series: &TimeSeries,
+    boundaries: &[(f64, String)],
+    out_stem: &Path,
+    title: &str,
+) -> Result<Vec<PathBuf>, PlotError> {
+    let (svg_path, png_path) = output_paths(out_stem)?;
+    let draw_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |message: String| PlotError::Draw { path, message }
+    };
+    ensure_font().map_err(draw_err(&svg_path))?;
+    {
+        let root = SVGBackend::new(&svg_path, SERIES_SIZE).into_drawing_area();
+        draw_series(series, boundaries, title, &root).map_err(draw_err(&svg_path))?;
+    }
+    {
+        let root = BitMapBackend::new(&png_path, SERIES_SIZE).into_drawing_area();
+        draw_series(series, boundaries, title, &root).map_err(draw_err(&png_path))?;
+    }
+    Ok(vec![svg_path, png_path])
+}
+
+/// One line of the time-series figure: points where the value exists, split
+/// into runs at the gaps.
+fn runs(points: impl Iterator<Item = (f64, Option<f64>)>, log: bool) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    for (x, y) in points {
+        match y.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+            Some(v) => out.last_mut().expect("never empty").push((x, v)),
+            None if !out.last().expect("never empty").is_empty() => out.push(Vec::new()),
+            None => {}
+        }
+    }
+    out.retain(|r| !r.is_empty());
+    out
+}
+
+fn draw_series<DB: DrawingBackend>(
+    series: &TimeSeries,
+    boundaries: &[(f64, String)],
+    title: &str,
+    root: &DrawingArea<DB, Shift>,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let body = root.titled(title, (FONT, 26)).map_err(err)?;
+    let (_, height) = body.dim_in_pixel();
+    let (top, bottom) = body.split_vertically(height * 3 / 5);
+    let mid = |w: &crate::series::Window| (w.start_s + w.end_s) / 2.0;
+    let end_s = series.windows.last().map_or(1.0, |w| w.end_s);
+    let x_range = 0.0..end_s.max(1e-9);
+    let lat: Vec<Vec<Vec<(f64, f64)>>> = (0..series.types.len())
+        .map(|t| {
+            runs(
+                series
+                    .windows
+                    .iter()
+                    .map(|w| (mid(w), w.types.get(t).and_then(|x| x.p999_latency_us))),
+                true,
+            )
+        })
+        .collect();
+    // Reserved and stealable workers hold for a whole window: steps.
+    let step = |t: usize, pick: fn(&crate::series::WindowType) -> Option<usize>| {
+        runs(
+            series.windows.iter().flat_map(move |w| {
+                let v = w.types.get(t).and_then(pick).map(|n| n as f64);
+                [(w.start_s, v), (w.end_s, v)]
+            }),
+            false,
+        )
+    };
+    let reserved: Vec<_> = (0..series.types.len())
+        .map(|t| step(t, |x| x.reserved_workers))
+        .collect();
+    let stealable: Vec<_> = (0..series.types.len())
+        .map(|t| step(t, |x| x.stealable_workers))
+        .collect();
+
+    let lat_range = log_range(lat.iter().flatten().flatten().map(|p| p.1));
+    let most_workers = reserved
+        .iter()
+        .chain(&stealable)
+        .flatten()
+        .flatten()
+        .map(|p| p.1)
+        .fold(1.0, f64::max);
+
+    let mut chart = ChartBuilder::on(&top)
+        .caption("p99.9 latency per window", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x_range.clone(), lat_range.clone().log_scale())
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("Time (s)")
+        .y_desc("p99.9 latency (µs)")
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .x_label_formatter(&|v| format_tick(*v))
+        .y_label_formatter(&|v| format_tick(*v))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(err)?;
+    for (t, name) in series.types.iter().enumerate() {
+        let color = PALETTE[t % PALETTE.len()];
+        for (i, run) in lat[t].iter().enumerate() {
+            let s = chart
+                .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
+                .map_err(err)?;
+            if i == 0 {
+                s.label(name.as_str()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            }
+        }
+    }
+    let gray = RGBColor(60, 60, 60);
+    for (at, name) in boundaries.iter().filter(|b| x_range.contains(&b.0)) {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(*at, lat_range.start), (*at, lat_range.end)],
+                6,
+                4,
+                gray.stroke_width(1),
+            ))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                name.clone(),
+                (*at, lat_range.end / 1.2),
+                (FONT, 14).into_font().color(&gray),
+            )))
+            .map_err(err)?;
+    }
+    if !series.types.is_empty() {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+    }
+
+    let y_top = most_workers + 1.0;
+    let mut chart = ChartBuilder::on(&bottom)
+        .caption("workers reserved per type (dashed: may steal)", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x_range.clone(), 0.0..y_top)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("Time (s)")
+        .y_desc("workers")
+        .y_labels((y_top as usize + 1).min(12))
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .x_label_formatter(&|v| format_tick(*v))
+        .y_label_formatter(&|v| format_tick(*v))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(err)?;
+    for (t, name) in series.types.iter().enumerate() {
+        let color = PALETTE[t % PALETTE.len()];
+        for (i, run) in reserved[t].iter().enumerate() {
+            let s = chart
+                .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
+                .map_err(err)?;
+            if i == 0 {
+                s.label(name.as_str()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            }
+        }
+        for run in &stealable[t] {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    run.iter().copied(),
+                    6,
+                    4,
+                    color.stroke_width(1),
+                ))
+                .map_err(err)?;
+        }
+    }
+    for (at, _) in boundaries.iter().filter(|b| x_range.contains(&b.0)) {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(*at, 0.0), (*at, y_top)],
+                6,
+                4,
+                gray.stroke_width(1),
+            ))
+            .map_err(err)?;
+    }
+    if reserved.iter().any(|r| !r.is_empty()) {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
 }
 
 /// `stem` with `.ext` appended (not replacing any dot already in the file name).
@@ -527,6 +767,66 @@ mod tests {
         assert!(png.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]));
 
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn plot_series_writes_svg_and_png_with_phase_marks() {
+        use crate::series::{ReservationView, SeriesRecorder};
+        let mut rec = SeriesRecorder::new(["A", "B"], 100_000_000);
+        rec.close_windows_until(
+            0,
+            Some(ReservationView {
+                per_type: &[(1, 4), (3, 3)],
+                text: "A:1 B:3",
+            }),
+        );
+        for i in 0..2_000u64 {
+            let at = i * 1_000_000;
+            if i == 1_000 {
+                rec.close_windows_until(
+                    at,
+                    Some(ReservationView {
+                        per_type: &[(3, 3), (1, 4)],
+                        text: "A:3 B:1",
+                    }),
+                );
+            }
+            let slow = i >= 1_000;
+            rec.record(0, at, if slow { 300_000 } else { 3_000 }, 1_000);
+            if i % 3 == 0 {
+                rec.record(1, at, 150_000, 100_000);
+            }
+        }
+        let ts = rec.finish(2_000_000_000);
+        let dir = std::env::temp_dir().join(format!("psp-series-test-{}", std::process::id()));
+        let stem = dir.join("series");
+        let bounds = vec![(0.0, "base".to_string()), (1.0, "swap".to_string())];
+        let written = plot_series(&ts, &bounds, &stem, "Workload change").expect("plot_series");
+        assert_eq!(written.len(), 2);
+        let svg = std::fs::read_to_string(&written[0]).expect("read svg");
+        assert!(svg.contains("swap") && svg.contains("p99.9 latency per window"));
+        let png = std::fs::read(&written[1]).expect("read png");
+        assert!(png.starts_with(&[0x89, b'P', b'N', b'G']));
+        // An empty series (no windows, no reservation) still draws.
+        let empty = SeriesRecorder::new(["A"], 1_000_000).finish(0);
+        assert!(plot_series(&empty, &[], &dir.join("empty"), "empty").is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn gaps_split_lines() {
+        let r = runs(
+            [
+                (0.0, Some(1.0)),
+                (1.0, None),
+                (2.0, Some(0.0)),
+                (3.0, Some(2.0)),
+                (4.0, Some(3.0)),
+            ]
+            .into_iter(),
+            true,
+        );
+        assert_eq!(r, vec![vec![(0.0, 1.0)], vec![(3.0, 2.0), (4.0, 3.0)]]);
     }
 
     #[test]

@@ -14,13 +14,13 @@ use hdrhistogram::Histogram;
 use crate::schema::{OverallStats, TypeStats};
 
 /// Slowdowns are stored as integers in thousandths.
-const SLOWDOWN_SCALE: f64 = 1000.0;
+pub(crate) const SLOWDOWN_SCALE: f64 = 1000.0;
 const SIGFIG: u8 = 3;
 /// Largest recordable value: 2^42 ns (73 minutes) of latency, or a slowdown of
 /// 4.4e9; larger values are clamped (and would be absurd in any run).
 const MAX_VALUE: u64 = 1 << 42;
 
-fn new_histogram() -> Histogram<u64> {
+pub(crate) fn new_histogram() -> Histogram<u64> {
     // Fixed bounds, allocated once: recording never resizes.
     Histogram::new_with_bounds(1, MAX_VALUE, SIGFIG).expect("valid HDR bounds and precision")
 }

@@ -1,5 +1,6 @@
 //! The open-loop load client behind `psp load`: Poisson arrivals of a workload's
-//! request mix at a fixed rate, sent on schedule whatever the server does (so
+//! request mix at a fixed rate (or of its phases, one after the other, each at
+//! its own rate), sent on schedule whatever the server does (so
 //! queueing at the server shows up as latency, never as a slower client), over
 //! many flows (one socket and source port each), with a sender thread and a
 //! receiver thread.
@@ -32,7 +33,7 @@ use psp_metrics::{PointMeta, PointResult, Recorder};
 use psp_runtime::BodyEncoder;
 use psp_runtime::Clock;
 use psp_runtime::pool::MAX_GENERATED_BODY;
-use psp_workload::{ArrivalSource, PoissonArrivals, Workload};
+use psp_workload::{ArrivalSource, Arrivals, Workload};
 use serde_json::json;
 
 use crate::datapath::PeerAddr;
@@ -50,10 +51,14 @@ pub struct LoadConfig {
     /// The application whose request bodies are sent (the synthetic one
     /// carries each request's service time).
     pub app: AppConfig,
-    /// Offered rate.
+    /// Offered rate (a phased workload's phases may set their own).
     pub rate_rps: f64,
-    /// Length of the sending period.
+    /// Length of the sending period (a phased workload's is the sum of its
+    /// phases: `Workload::arrival_period_ns`).
     pub duration_ns: u64,
+    /// Workers of the server: a phase's `load` is a fraction of its peak on
+    /// them.
+    pub workers: usize,
     /// Requests scheduled before this are sent but not measured.
     pub warmup_ns: u64,
     /// Arrival process seed.
@@ -223,9 +228,20 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
         .app
         .encoder(&names, cfg.seed ^ 0xb0d1)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-    let mut arrivals = PoissonArrivals::new(&cfg.workload, cfg.rate_rps, cfg.duration_ns, cfg.seed);
-    let mut plan =
-        Vec::with_capacity((cfg.rate_rps * cfg.duration_ns as f64 / 1e9 * 1.1) as usize + 16);
+    let mut arrivals = Arrivals::new(
+        &cfg.workload,
+        cfg.rate_rps,
+        cfg.duration_ns,
+        cfg.workers,
+        cfg.seed,
+    );
+    let expected: f64 = cfg
+        .workload
+        .arrival_plan(cfg.rate_rps, cfg.duration_ns, cfg.workers)
+        .iter()
+        .map(|&(rate, d)| rate * d as f64 / 1e9)
+        .sum();
+    let mut plan = Vec::with_capacity((expected * 1.1) as usize + 16);
     while let Some(a) = arrivals.next_arrival() {
         plan.push(Planned {
             at_ns: a.at_ns,

@@ -49,6 +49,7 @@ fn load(srv: &Server, app: &AppConfig, w: &Workload, rps: f64, ms: u64) -> LoadC
         timeout: Duration::from_secs(5),
         keep_samples: false,
         raise_priority: false,
+        workers: 1,
     }
 }
 

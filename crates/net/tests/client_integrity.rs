@@ -137,6 +137,7 @@ fn config(server: SocketAddr) -> LoadConfig {
         timeout: Duration::from_millis(500),
         keep_samples: true,
         raise_priority: false,
+        workers: 1,
     }
 }
 

@@ -114,6 +114,7 @@ fn load(server: SocketAddr, rps: f64, ms: u64, timeout_ms: u64) -> LoadConfig {
         timeout: Duration::from_millis(timeout_ms),
         keep_samples: true,
         raise_priority: false,
+        workers: 1,
     }
 }
 

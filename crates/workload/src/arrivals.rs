@@ -1,5 +1,9 @@
-//! Arrival sources: an open-loop Poisson process over a workload's mix, or a
-//! fixed trace (tests, replays).
+//! Arrival sources: an open-loop Poisson process over a workload's mix, its
+//! phases one after the other, or a fixed trace (tests, replays).
+//!
+//! Executors build a point's arrivals with [`Arrivals::new`]: Poisson arrivals
+//! of the workload, or of its phases when it has some. It is an enum, not a
+//! trait object, so that the simulator's loop dispatches statically.
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -49,8 +53,10 @@ impl PoissonArrivals {
                 acc
             })
             .collect();
-        if let Some(last) = cumulative.last_mut() {
-            *last = f64::INFINITY; // rounding never leaves a draw unassigned
+        // Rounding never leaves a draw unassigned: the last type that occurs
+        // takes everything above (a type of ratio 0 after it is never drawn).
+        if let Some(last) = workload.types.iter().rposition(|t| t.ratio > 0.0) {
+            cumulative[last] = f64::INFINITY;
         }
         Self {
             rng: SmallRng::seed_from_u64(seed),
@@ -125,6 +131,7 @@ impl PhasedArrivals {
 }
 
 impl ArrivalSource for PhasedArrivals {
+    #[inline]
     fn next_arrival(&mut self) -> Option<Arrival> {
         while let Some((source, duration)) = self.phases.get_mut(self.current) {
             if let Some(mut a) = source.next_arrival() {
@@ -135,6 +142,60 @@ impl ArrivalSource for PhasedArrivals {
             self.current += 1;
         }
         None
+    }
+}
+
+/// A point's arrivals: [`PoissonArrivals`] of a workload without phases, or
+/// [`PhasedArrivals`] of its phases.
+#[derive(Debug, Clone)]
+pub enum Arrivals {
+    /// One stationary phase.
+    Poisson(PoissonArrivals),
+    /// The workload's phases, one after the other.
+    Phased(PhasedArrivals),
+}
+
+impl Arrivals {
+    /// Arrivals of `workload` at a point offering `rate_rps` for `duration_ns`
+    /// on `workers` workers, from `seed`.
+    ///
+    /// Without phases: `PoissonArrivals::new(workload, rate_rps, duration_ns,
+    /// seed)`, the same stream. With phases: each phase
+    /// ([`Workload::phase`]) at its rate ([`Workload::phase_rate_rps`]: its
+    /// `rps`, its `load` of its own peak on `workers`, or `rate_rps`) for its
+    /// duration; `duration_ns` is then not used, and the arrival period is
+    /// [`Workload::arrival_period_ns`]. Phase `k` draws from stream `seed + k`
+    /// (phase 0's is the stationary stream of `seed`).
+    pub fn new(
+        workload: &Workload,
+        rate_rps: f64,
+        duration_ns: Nanos,
+        workers: usize,
+        seed: u64,
+    ) -> Self {
+        if workload.phases.is_empty() {
+            return Self::Poisson(PoissonArrivals::new(workload, rate_rps, duration_ns, seed));
+        }
+        let phases: Vec<Workload> = (0..workload.phases.len())
+            .map(|k| workload.phase(k))
+            .collect();
+        let plan = workload.arrival_plan(rate_rps, duration_ns, workers);
+        let spec: Vec<(&Workload, f64, Nanos)> = phases
+            .iter()
+            .zip(&plan)
+            .map(|(w, &(rate, d))| (w, rate, d))
+            .collect();
+        Self::Phased(PhasedArrivals::new(&spec, seed))
+    }
+}
+
+impl ArrivalSource for Arrivals {
+    #[inline]
+    fn next_arrival(&mut self) -> Option<Arrival> {
+        match self {
+            Self::Poisson(p) => p.next_arrival(),
+            Self::Phased(p) => p.next_arrival(),
+        }
     }
 }
 
@@ -159,6 +220,134 @@ impl ArrivalSource for TraceArrivals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn phased() -> Workload {
+        Workload::parse(
+            r#"
+name = "p"
+[[types]]
+name = "a"
+ratio = 0.5
+service = { dist = "fixed", us = 1.0 }
+[[types]]
+name = "b"
+ratio = 0.5
+service = { dist = "fixed", us = 100.0 }
+[[phases]]
+duration_s = 0.01
+[[phases]]
+name = "swap"
+duration_s = 0.02
+rps = 2e5
+[[phases.types]]
+name = "a"
+service = { dist = "fixed", us = 100.0 }
+[[phases.types]]
+name = "b"
+service = { dist = "fixed", us = 1.0 }
+[[phases]]
+name = "a only"
+duration_s = 0.005
+load = 0.5
+[[phases.types]]
+name = "a"
+ratio = 1
+[[phases.types]]
+name = "b"
+ratio = 0
+"#,
+            "t",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn without_phases_the_stream_is_poisson_bit_for_bit() {
+        let w = Workload::resolve("extreme-bimodal").unwrap();
+        let mut a = Arrivals::new(&w, 1e6, 5_000_000, 16, 42);
+        let mut p = PoissonArrivals::new(&w, 1e6, 5_000_000, 42);
+        assert!(matches!(a, Arrivals::Poisson(_)));
+        let mut n = 0;
+        loop {
+            let (x, y) = (a.next_arrival(), p.next_arrival());
+            assert_eq!(x, y);
+            if x.is_none() {
+                break;
+            }
+            n += 1;
+        }
+        assert!(n > 4_000, "{n}");
+    }
+
+    #[test]
+    fn arrivals_of_phase_k_lie_in_its_interval_with_its_mix_and_service() {
+        let w = phased();
+        let bounds = w.phase_boundaries();
+        assert_eq!(
+            bounds,
+            vec![
+                (0.0, "phase 0".to_string()),
+                (0.01, "swap".to_string()),
+                (0.03, "a only".to_string())
+            ]
+        );
+        assert_eq!(w.arrival_period_ns(1), 35_000_000);
+        // Point rate 1e6 (phase 0); phase 1 2e5; phase 2 half of 4 workers / 1 us.
+        let rates = [1e6, 2e5, 0.5 * 4.0 / 1e-6];
+        let plan = w.arrival_plan(1e6, 1, 4);
+        for (k, &(r, _)) in plan.iter().enumerate() {
+            assert!((r / rates[k] - 1.0).abs() < 1e-9, "{k}: {r}");
+        }
+        let ends = [10_000_000u64, 30_000_000, 35_000_000];
+        let starts = [0u64, 10_000_000, 30_000_000];
+        let all: Vec<Arrival> = {
+            let mut a = Arrivals::new(&w, 1e6, 1, 4, 9);
+            std::iter::from_fn(|| a.next_arrival()).collect()
+        };
+        assert!(all.windows(2).all(|p| p[0].at_ns <= p[1].at_ns));
+        assert!(all.last().unwrap().at_ns < 35_000_000);
+        let of = |k: usize| -> Vec<&Arrival> {
+            all.iter()
+                .filter(|a| a.at_ns >= starts[k] && a.at_ns < ends[k])
+                .collect()
+        };
+        // Counts follow the rates (Poisson: within 5 sigma).
+        for k in 0..3 {
+            let expect = rates[k] * (ends[k] - starts[k]) as f64 / 1e9;
+            let n = of(k).len() as f64;
+            assert!(
+                (n - expect).abs() < 5.0 * expect.sqrt(),
+                "{k}: {n} vs {expect}"
+            );
+        }
+        // Phase 0: base service times, half a.
+        let p0 = of(0);
+        assert!(
+            p0.iter()
+                .all(|a| a.service_ns == [1_000, 100_000][a.type_id as usize])
+        );
+        let share_a = p0.iter().filter(|a| a.type_id == 0).count() as f64 / p0.len() as f64;
+        assert!((share_a - 0.5).abs() < 0.05, "{share_a}");
+        // Phase 1: swapped service times.
+        let p1 = of(1);
+        assert!(
+            p1.iter()
+                .all(|a| a.service_ns == [100_000, 1_000][a.type_id as usize])
+        );
+        assert!(p1.iter().any(|a| a.type_id == 1));
+        // Phase 2: only a, at its base service time.
+        let p2 = of(2);
+        assert!(!p2.is_empty());
+        assert!(p2.iter().all(|a| a.type_id == 0 && a.service_ns == 1_000));
+    }
+
+    #[test]
+    fn a_type_of_ratio_zero_is_never_drawn_even_last() {
+        let w = phased().phase(2);
+        assert_eq!(w.types[1].ratio, 0.0);
+        let mut a = PoissonArrivals::new(&w, 1e7, 100_000_000, 1);
+        assert!(std::iter::from_fn(|| a.next_arrival()).all(|a| a.type_id == 0));
+    }
 
     #[test]
     fn phases_follow_each_other_in_time_and_mix() {

@@ -2,15 +2,19 @@
 //!
 //! - [`workload`]: request types with ratios and service-time distributions, as
 //!   TOML data (built in from `workloads/`, or any file by path).
-//! - [`arrivals`]: open-loop Poisson arrivals over a workload, traces.
+//! - [`arrivals`]: open-loop Poisson arrivals over a workload or its phases
+//!   ([`Arrivals::new`], what every executor calls), traces.
 //!
 //! Nothing here knows about policies or reads a clock.
 
 pub mod arrivals;
 pub mod workload;
 
-pub use arrivals::{Arrival, ArrivalSource, PhasedArrivals, PoissonArrivals, TraceArrivals};
+pub use arrivals::{
+    Arrival, ArrivalSource, Arrivals, PhasedArrivals, PoissonArrivals, TraceArrivals,
+};
 pub use workload::{
-    MAX_FILE_BYTES, MAX_NAME_CHARS, MAX_SERVICE_US, MAX_SIGMA, MAX_TYPES, MIN_SERVICE_US,
-    ServiceDist, Workload, WorkloadError, read_text_file,
+    MAX_FILE_BYTES, MAX_NAME_CHARS, MAX_PHASE_LOAD, MAX_PHASE_RPS, MAX_PHASE_S, MAX_PHASES,
+    MAX_SERVICE_US, MAX_SIGMA, MAX_TYPES, MIN_PHASE_S, MIN_SERVICE_US, Phase, ServiceDist,
+    TypeOverride, Workload, WorkloadError, read_text_file,
 };

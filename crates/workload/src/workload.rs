@@ -13,16 +13,42 @@
 //! Distributions: `fixed {us}`, `exponential {mean_us}`, `lognormal {mean_us,
 //! sigma}`, `bimodal {short_us, long_us, p_long}`, `uniform {min_us, max_us}`.
 //!
+//! A workload may also change over time: a list of [`Phase`]s (`[[phases]]`),
+//! run one after the other, each for its `duration_s`, at its own rate (`rps`),
+//! or load (`load`: a fraction of the phase's own peak on the point's workers),
+//! or the point's offered rate when it names neither; each may override the
+//! base types' ratios (0 allowed) and service times by type name
+//! (`[[phases.types]]`). The type table (names, ids) is the same in every phase.
+//! Overrides apply to the base `[[types]]`, not to the previous phase. The
+//! arrival period of a phased workload is the sum of its phases' durations
+//! (the point's `--duration` is then not used).
+//!
+//! ```toml
+//! [[phases]]
+//! name = "swap"
+//! duration_s = 5
+//! load = 0.8
+//! [[phases.types]]
+//! name = "short"
+//! service = { dist = "fixed", us = 100.0 }
+//! [[phases.types]]
+//! name = "long"
+//! ratio = 0.0
+//! ```
+//!
 //! Every field has a range, checked when the file is read ([`Workload::parse`]),
 //! so that nothing downstream allocates or loops in proportion to an absurd
 //! value: service-time parameters in [[`MIN_SERVICE_US`], [`MAX_SERVICE_US`]] µs,
 //! `sigma` in [0, [`MAX_SIGMA`]], `p_long` in [0, 1], ratios in (0, 1] summing to
 //! 1, at most [`MAX_TYPES`] types, names of 1 to [`MAX_NAME_CHARS`] printable
-//! characters, files of at most [`MAX_FILE_BYTES`].
+//! characters, files of at most [`MAX_FILE_BYTES`]; at most [`MAX_PHASES`]
+//! phases, each of [`MIN_PHASE_S`] to [`MAX_PHASE_S`] seconds and together at
+//! most [`MAX_PHASE_S`], a phase `rps` in (0, [`MAX_PHASE_RPS`]], a phase `load`
+//! in (0, [`MAX_PHASE_LOAD`]], override ratios in [0, 1].
 
 use std::path::Path;
 
-use psp_core::TypeInfo;
+use psp_core::{Nanos, TypeInfo};
 use rand::RngExt;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Exp1, StandardNormal};
@@ -45,6 +71,17 @@ pub const MAX_SIGMA: f64 = 3.0;
 pub const MAX_NAME_CHARS: usize = 64;
 /// Largest workload file, in bytes.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Most phases a workload may have (each keeps an arrival stream of its own).
+pub const MAX_PHASES: usize = 64;
+/// Shortest phase, in seconds (1 µs, the shortest `--duration`).
+pub const MIN_PHASE_S: f64 = 1e-6;
+/// Longest phase, and longest sum of a workload's phases, in seconds (1 hour,
+/// the longest `--duration`).
+pub const MAX_PHASE_S: f64 = 3600.0;
+/// Highest phase `rps` (one request per ns, as `--rps`).
+pub const MAX_PHASE_RPS: f64 = 1e9;
+/// Highest phase `load` (as `--load`).
+pub const MAX_PHASE_LOAD: f64 = 10.0;
 /// Longest service time a sampler draws, in ns (2^50 ns, 13 days): a guard
 /// against overflowing time sums, far beyond any likely draw of a valid
 /// distribution.
@@ -85,6 +122,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../workloads/exponential.toml"),
     ),
     ("fixed", include_str!("../../../workloads/fixed.toml")),
+    (
+        "workload-change",
+        include_str!("../../../workloads/workload-change.toml"),
+    ),
 ];
 
 /// Why a workload could not be loaded.
@@ -400,6 +441,48 @@ pub struct Workload {
     pub app_options: Option<toml::Table>,
     /// The types, in type-id order.
     pub types: Vec<WorkloadType>,
+    /// Phases run one after the other (empty: one stationary phase, the base
+    /// mix at the point's rate for the point's duration).
+    #[serde(default)]
+    pub phases: Vec<Phase>,
+}
+
+/// One phase of a workload that changes over time: how long it lasts, its
+/// rate, and how its mix and service times differ from the base types.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Phase {
+    /// Name, for plots and reports (default: `phase N`, counted from 0).
+    #[serde(default)]
+    pub name: String,
+    /// How long the phase's arrivals last, in seconds.
+    pub duration_s: f64,
+    /// Offered rate during the phase, in requests per second.
+    #[serde(default)]
+    pub rps: Option<f64>,
+    /// Offered rate as a fraction of the phase's own peak (its mix's mean
+    /// service time) on the point's workers. Neither `rps` nor `load`: the
+    /// point's offered rate.
+    #[serde(default)]
+    pub load: Option<f64>,
+    /// Overrides of the base types, by name.
+    #[serde(default)]
+    pub types: Vec<TypeOverride>,
+}
+
+/// A phase's change to one base type: its ratio (0 allowed: the type sends
+/// nothing in the phase), its service-time distribution, or both.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TypeOverride {
+    /// The base type's name.
+    pub name: String,
+    /// Occurrence ratio in the phase.
+    #[serde(default)]
+    pub ratio: Option<f64>,
+    /// Service-time distribution in the phase.
+    #[serde(default)]
+    pub service: Option<ServiceDist>,
 }
 
 impl Workload {
@@ -491,7 +574,196 @@ impl Workload {
         for t in &mut self.types {
             t.ratio /= sum;
         }
+        self.validate_phases()
+    }
+
+    /// Checks the phases (see the module's ranges) and names unnamed ones.
+    fn validate_phases(&mut self) -> Result<(), String> {
+        if self.phases.len() > MAX_PHASES {
+            return Err(format!(
+                "has {} phases; at most {MAX_PHASES}",
+                self.phases.len()
+            ));
+        }
+        let mut total_s = 0.0;
+        for i in 0..self.phases.len() {
+            if self.phases[i].name.is_empty() {
+                self.phases[i].name = format!("phase {i}");
+            }
+            let p = &self.phases[i];
+            check_name(&format!("phase #{i} name"), &p.name)?;
+            if self.phases[..i].iter().any(|o| o.name == p.name) {
+                return Err(format!("phase name '{}' appears twice", p.name));
+            }
+            let field = |f: &str| format!("phase '{}': {f}", p.name);
+            in_range(
+                &field("duration_s"),
+                p.duration_s,
+                MIN_PHASE_S,
+                MAX_PHASE_S,
+                " s",
+            )?;
+            total_s += p.duration_s;
+            match (p.rps, p.load) {
+                (Some(_), Some(_)) => {
+                    return Err(field("give rps or load, not both"));
+                }
+                (Some(r), None) if !(r > 0.0 && r <= MAX_PHASE_RPS) => {
+                    return Err(format!(
+                        "{} must be in (0, {MAX_PHASE_RPS:e}], not {}",
+                        field("rps"),
+                        short_float(r)
+                    ));
+                }
+                (None, Some(l)) if !(l > 0.0 && l <= MAX_PHASE_LOAD) => {
+                    return Err(format!(
+                        "{} must be in (0, {MAX_PHASE_LOAD}], not {}",
+                        field("load"),
+                        short_float(l)
+                    ));
+                }
+                _ => {}
+            }
+            for (j, o) in p.types.iter().enumerate() {
+                let of = |f: &str| field(&format!("type '{}': {f}", o.name));
+                if !self.types.iter().any(|t| t.name == o.name) {
+                    return Err(field(&format!(
+                        "type '{}' is not one of the workload's [[types]]",
+                        o.name
+                    )));
+                }
+                if p.types[..j].iter().any(|x| x.name == o.name) {
+                    return Err(field(&format!("type '{}' appears twice", o.name)));
+                }
+                if o.ratio.is_none() && o.service.is_none() {
+                    return Err(of("changes nothing (give ratio, service or both)"));
+                }
+                if let Some(r) = o.ratio {
+                    in_range(&of("ratio"), r, 0.0, 1.0, "")?;
+                }
+                if let Some(d) = &o.service {
+                    d.validate().map_err(|m| of(&m))?;
+                }
+            }
+            let sum: f64 = self
+                .types
+                .iter()
+                .map(|t| {
+                    p.types
+                        .iter()
+                        .find(|o| o.name == t.name)
+                        .and_then(|o| o.ratio)
+                        .unwrap_or(t.ratio)
+                })
+                .sum();
+            if (sum - 1.0).abs() > 1e-3 {
+                return Err(field(&format!("type ratios sum to {sum}, not 1")));
+            }
+        }
+        if total_s > MAX_PHASE_S {
+            return Err(format!(
+                "phases last {} s in all; at most {MAX_PHASE_S} s",
+                short_float(total_s)
+            ));
+        }
         Ok(())
+    }
+
+    /// Phase `k` as a plain workload: the same types (names, ids), with the
+    /// phase's ratios and service times, and no phases.
+    ///
+    /// # Panics
+    /// If there is no phase `k`.
+    pub fn phase(&self, k: usize) -> Workload {
+        let p = &self.phases[k];
+        let mut w = Workload {
+            name: format!("{}/{}", self.name, p.name),
+            phases: Vec::new(),
+            ..self.clone()
+        };
+        for t in &mut w.types {
+            if let Some(o) = p.types.iter().find(|o| o.name == t.name) {
+                t.ratio = o.ratio.unwrap_or(t.ratio);
+                t.service = o.service.unwrap_or(t.service);
+            }
+        }
+        let sum: f64 = w.types.iter().map(|t| t.ratio).sum();
+        for t in &mut w.types {
+            t.ratio /= sum;
+        }
+        w
+    }
+
+    /// Length of phase `k`, in ns.
+    ///
+    /// # Panics
+    /// If there is no phase `k`.
+    pub fn phase_duration_ns(&self, k: usize) -> Nanos {
+        (self.phases[k].duration_s * 1e9).round() as Nanos
+    }
+
+    /// Offered rate of phase `k` at a point offering `point_rate_rps` on
+    /// `workers` workers: the phase's `rps`, its `load` times its own peak, or
+    /// the point's rate.
+    ///
+    /// # Panics
+    /// If there is no phase `k`.
+    pub fn phase_rate_rps(&self, k: usize, point_rate_rps: f64, workers: usize) -> f64 {
+        let p = &self.phases[k];
+        match (p.rps, p.load) {
+            (Some(r), _) => r,
+            (None, Some(l)) => l * self.phase(k).peak_rps(workers),
+            (None, None) => point_rate_rps,
+        }
+    }
+
+    /// The arrival period of a point whose `--duration` is `duration_ns`: the
+    /// sum of the phases' durations, or `duration_ns` without phases.
+    pub fn arrival_period_ns(&self, duration_ns: Nanos) -> Nanos {
+        if self.phases.is_empty() {
+            duration_ns
+        } else {
+            (0..self.phases.len())
+                .map(|k| self.phase_duration_ns(k))
+                .sum()
+        }
+    }
+
+    /// Where each phase starts, in seconds from the first arrival's period
+    /// start, with its name (for plots); empty without phases.
+    pub fn phase_boundaries(&self) -> Vec<(f64, String)> {
+        let mut start_ns: Nanos = 0;
+        self.phases
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                let at = start_ns as f64 / 1e9;
+                start_ns += self.phase_duration_ns(k);
+                (at, p.name.clone())
+            })
+            .collect()
+    }
+
+    /// Each phase's `(rate_rps, duration_ns)` at a point offering
+    /// `point_rate_rps` for `duration_ns` on `workers` workers; without phases,
+    /// the point itself.
+    pub fn arrival_plan(
+        &self,
+        point_rate_rps: f64,
+        duration_ns: Nanos,
+        workers: usize,
+    ) -> Vec<(f64, Nanos)> {
+        if self.phases.is_empty() {
+            return vec![(point_rate_rps, duration_ns)];
+        }
+        (0..self.phases.len())
+            .map(|k| {
+                (
+                    self.phase_rate_rps(k, point_rate_rps, workers),
+                    self.phase_duration_ns(k),
+                )
+            })
+            .collect()
     }
 
     /// Mean service time over the mix, in nanoseconds.
@@ -525,6 +797,7 @@ impl Workload {
             description: String::new(),
             app: None,
             app_options: None,
+            phases: Vec::new(),
             types: types
                 .iter()
                 .map(|&(n, us, ratio)| WorkloadType {
@@ -700,6 +973,100 @@ mod tests {
             assert!(e.contains(needle) && e.contains(path), "{path}: {e}");
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn two_types_and(phases: &str) -> String {
+        format!(
+            "name = \"x\"\n[[types]]\nname = \"a\"\nratio = 0.5\nservice = {{ dist = \"fixed\", us = 1.0 }}\n[[types]]\nname = \"b\"\nratio = 0.5\nservice = {{ dist = \"fixed\", us = 100.0 }}\n{phases}"
+        )
+    }
+
+    #[test]
+    fn phases_are_checked_and_the_error_names_the_phase_and_field() {
+        let ok = "[[phases]]\nduration_s = 1\n";
+        assert!(Workload::parse(&two_types_and(ok), "t").is_ok());
+        let over = |body: &str| format!("[[phases]]\nname = \"p\"\nduration_s = 1\n{body}");
+        for (phases, needle) in [
+            ("[[phases]]\nduration_s = 0\n".to_string(), "duration_s"),
+            ("[[phases]]\nduration_s = -1\n".to_string(), "duration_s"),
+            ("[[phases]]\nduration_s = nan\n".to_string(), "duration_s"),
+            ("[[phases]]\nduration_s = 3601\n".to_string(), "duration_s"),
+            (
+                "[[phases]]\nduration_s = 3000\n[[phases]]\nduration_s = 3000\n".to_string(),
+                "at most 3600 s",
+            ),
+            ("[[phases]]\nname = \" \"\nduration_s = 1\n".to_string(), "phase #0 name"),
+            (
+                "[[phases]]\nname = \"p\"\nduration_s = 1\n[[phases]]\nname = \"p\"\nduration_s = 1\n"
+                    .to_string(),
+                "appears twice",
+            ),
+            (over("rps = 0\n"), "phase 'p': rps must be in (0, 1e9]"),
+            (over("rps = 2e9\n"), "rps"),
+            (over("load = 11\n"), "phase 'p': load must be in (0, 10]"),
+            (over("load = 0.5\nrps = 10\n"), "not both"),
+            (
+                over("[[phases.types]]\nname = \"c\"\nratio = 1\n"),
+                "type 'c' is not one of",
+            ),
+            (over("[[phases.types]]\nname = \"a\"\n"), "changes nothing"),
+            (
+                over("[[phases.types]]\nname = \"a\"\nratio = 1.5\n"),
+                "phase 'p': type 'a': ratio must be in [0, 1]",
+            ),
+            (
+                over("[[phases.types]]\nname = \"a\"\nratio = 0.9\n"),
+                "phase 'p': type ratios sum to 1.4",
+            ),
+            (
+                over("[[phases.types]]\nname = \"a\"\nratio = 0\n[[phases.types]]\nname = \"b\"\nratio = 0\n"),
+                "sum to 0",
+            ),
+            (
+                over("[[phases.types]]\nname = \"a\"\nratio = 0.5\n[[phases.types]]\nname = \"a\"\nratio = 0.5\n"),
+                "type 'a' appears twice",
+            ),
+            (
+                over("[[phases.types]]\nname = \"b\"\nservice = { dist = \"fixed\", us = 1e9 }\n"),
+                "phase 'p': type 'b': service.us",
+            ),
+            (over("mix = 1\n"), "unknown field"),
+        ] {
+            let text = two_types_and(&phases);
+            let e = Workload::parse(&text, "t").expect_err(&text).to_string();
+            assert!(e.contains(needle), "{phases}: {e}");
+        }
+        let many: String = (0..=MAX_PHASES)
+            .map(|_| "[[phases]]\nduration_s = 1\n")
+            .collect();
+        let e = Workload::parse(&two_types_and(&many), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 64"), "{e}");
+    }
+
+    #[test]
+    fn workload_change_has_four_5s_phases_at_80_percent_of_their_own_peak() {
+        let w = Workload::resolve("workload-change").unwrap();
+        assert_eq!(w.phases.len(), 4);
+        assert_eq!(w.arrival_period_ns(1), 20_000_000_000);
+        let starts: Vec<f64> = w.phase_boundaries().iter().map(|b| b.0).collect();
+        assert_eq!(starts, vec![0.0, 5.0, 10.0, 15.0]);
+        let mix = |k: usize| -> Vec<(f64, f64)> {
+            w.phase(k)
+                .types
+                .iter()
+                .map(|t| (t.ratio, t.service.mean_us()))
+                .collect()
+        };
+        assert_eq!(mix(0), vec![(0.5, 1.0), (0.5, 100.0)]);
+        assert_eq!(mix(1), vec![(0.5, 100.0), (0.5, 1.0)]);
+        assert_eq!(mix(2), vec![(0.995, 100.0), (0.005, 1.0)]);
+        assert_eq!(mix(3), vec![(1.0, 100.0), (0.0, 1.0)]);
+        for k in 0..4 {
+            let rate = w.phase_rate_rps(k, 1.0, 16);
+            assert!((rate / w.phase(k).peak_rps(16) - 0.8).abs() < 1e-12);
+        }
     }
 
     #[test]
