@@ -273,6 +273,9 @@ pub const DURATION: Span = Span::new("--duration", US, HOUR);
 pub const SERVE_DURATION: Span = Span::new("--duration", MS, 7 * DAY);
 /// `--stats-interval`: live statistics period.
 pub const STATS_INTERVAL: Span = Span::new("--stats-interval", MS, HOUR);
+/// `--series-window`: window of `psp sim --series` (the number of windows is
+/// bounded too, by psp-metrics).
+pub const SERIES_WINDOW: Span = Span::new("--series-window", US, HOUR);
 /// `--drain-timeout`: longest wait for admitted requests.
 pub const DRAIN_TIMEOUT: Span = Span::new("--drain-timeout", MS, HOUR);
 /// `--timeout`: how long the client waits for a response.

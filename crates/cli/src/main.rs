@@ -162,6 +162,7 @@ impl PointArgs {
             queue_capacity,
             system: system::parse(&self.system)?,
             classifier: self.classifier_kind()?,
+            series_window_ns: None,
         })
     }
 
@@ -179,6 +180,13 @@ impl PointArgs {
 struct SimArgs {
     #[command(flatten)]
     target: PolicyPoint,
+    /// Also record a time series (per-type latency percentiles and the
+    /// reservation per window) and write it as STEM.json, STEM.svg and STEM.png.
+    #[arg(long)]
+    series: Option<PathBuf>,
+    /// Window of the time series.
+    #[arg(long, default_value = "100ms", allow_hyphen_values = true)]
+    series_window: String,
     /// Print the point as JSON.
     #[arg(long)]
     json: bool,
@@ -265,11 +273,7 @@ impl PolicyPoint {
         let workers = limits::WORKERS.check(args.workers())?;
         let rate = self.offered.rate(&workload, workers)?;
         let cfg = args.config(&workload, rate)?;
-        limits::time_slices(
-            &spec,
-            &workload,
-            limits::requests(cfg.rate_rps, cfg.duration_ns)?,
-        )?;
+        limits::point_work(&spec, &workload, cfg.workers, cfg.rate_rps, cfg.duration_ns)?;
         Ok((workload, spec, cfg))
     }
 }
@@ -296,14 +300,52 @@ impl OfferedLoad {
 }
 
 fn cmd_sim(a: SimArgs) -> Result<()> {
-    let (workload, spec, cfg) = a.target.resolve(Mode::Sim)?;
-    let point = simulate_point(&workload, &spec, &cfg)?;
+    let (workload, spec, mut cfg) = a.target.resolve(Mode::Sim)?;
+    let point = match &a.series {
+        None => simulate_point(&workload, &spec, &cfg)?,
+        Some(stem) => {
+            let window = limits::SERIES_WINDOW.parse_ns(&a.series_window)?;
+            cfg.series_window_ns = Some(window);
+            let (point, series) = psp_sim::simulate_with_series(&workload, &spec, &cfg)?;
+            let series = series.context("the simulator recorded no series")?;
+            write_series(&series, &workload, stem, &point.policy)?;
+            point
+        }
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&point)?);
     } else {
         print!("{}", report::point_table(&point));
     }
     Ok(())
+}
+
+/// Writes a time series as `stem.json` and its figure, with the workload's
+/// phase boundaries marked.
+pub fn write_series(
+    series: &psp_metrics::series::TimeSeries,
+    workload: &Workload,
+    stem: &std::path::Path,
+    policy: &str,
+) -> Result<Vec<PathBuf>> {
+    if let Some(dir) = stem.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create '{}'", dir.display()))?;
+    }
+    let json = stem.with_extension("json");
+    std::fs::write(&json, serde_json::to_string_pretty(series)?)
+        .with_context(|| format!("cannot write '{}'", json.display()))?;
+    let mut written = vec![json];
+    written.extend(psp_metrics::plot::plot_series(
+        series,
+        &workload.phase_boundaries(),
+        stem,
+        &format!("{} under {policy}", workload.name),
+    )?);
+    for w in &written {
+        eprintln!("wrote {}", w.display());
+    }
+    Ok(written)
 }
 
 /// Largest sweep result `psp plot` reads.

@@ -873,6 +873,7 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
         queue_capacity: 4096,
         system: psp_sim::SystemCosts::default(),
         classifier: ClassifierKind::Header,
+        series_window_ns: None,
     };
     spec.build(&psp_core::PolicyContext {
         workers: a.workers,

@@ -189,7 +189,6 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     let max_load = loads.iter().copied().fold(0.0, f64::max);
     let top = limits::load_rate("--loads", max_load, &workload, workers)?;
     let cfg = a.point.config(&workload, top)?;
-    let requests = limits::requests(top, cfg.duration_ns)?;
     let ctx = psp_core::PolicyContext {
         workers,
         types: workload.type_infos(),
@@ -197,7 +196,7 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     };
     for s in &specs {
         s.build(&ctx)?;
-        limits::time_slices(s, &workload, requests)?;
+        limits::point_work(s, &workload, workers, top, cfg.duration_ns)?;
     }
     if a.mode == Mode::Net {
         a.client.check()?;

@@ -23,7 +23,8 @@ use psp_core::policy::PolicyStats;
 use psp_core::{Action, Nanos, Policy, PolicyContext, PolicySpec, Request, TypeId, WorkerId};
 use psp_metrics::{PointMeta, PointResult, Recorder};
 
-use psp_workload::{ArrivalSource, PoissonArrivals, Workload};
+use psp_metrics::series::{ReservationView, SeriesRecorder, TimeSeries};
+use psp_workload::{ArrivalSource, Arrivals, Workload};
 
 use crate::system::SystemCosts;
 
@@ -48,6 +49,9 @@ pub struct SimConfig {
     /// (the type the policy sees is drawn uniformly; latency is still recorded
     /// under the true type).
     pub classifier: ClassifierKind,
+    /// Record a time series with windows of this length (per-type latency and
+    /// the reservation per window).
+    pub series_window_ns: Option<Nanos>,
 }
 
 /// Why a point could not be simulated.
@@ -152,6 +156,8 @@ pub struct SimOutcome {
     pub reservation: Option<String>,
     /// Events processed (arrivals included).
     pub events: u64,
+    /// The time series, when one was asked for.
+    pub series: Option<TimeSeries>,
 }
 
 /// A dispatch observer: the policy (before the dispatch is applied), the worker
@@ -185,6 +191,11 @@ pub struct Simulator<'p> {
     ingress: VecDeque<Nanos>,
     ingress_dropped: u64,
     classifier: Option<RandomClassifier>,
+    series: Option<SeriesRecorder>,
+    /// Reservation updates the series has seen.
+    series_updates: u64,
+    /// Scratch for the series: (reserved, stealable) workers per type.
+    series_view: Vec<(usize, usize)>,
 }
 
 impl<'p> Simulator<'p> {
@@ -225,6 +236,48 @@ impl<'p> Simulator<'p> {
             ingress: VecDeque::new(),
             ingress_dropped: 0,
             classifier: None,
+            series: None,
+            series_updates: 0,
+            series_view: Vec::new(),
+        }
+    }
+
+    /// Records a time series into `series` (windows, per-type latency, the
+    /// reservation in force).
+    pub fn with_series(mut self, series: SeriesRecorder) -> Self {
+        self.series = Some(series);
+        self.series_updates = u64::MAX; // report the first reservation at once
+        self
+    }
+
+    /// Tells the series about a reservation change (or the first reservation).
+    fn note_reservation(&mut self) {
+        let Some(series) = self.series.as_mut() else {
+            return;
+        };
+        let updates = self.policy.stats().reservation_updates;
+        if updates == self.series_updates {
+            return;
+        }
+        self.series_updates = updates;
+        match self.policy.reservation() {
+            Some(r) => {
+                self.series_view.clear();
+                let types = r.group_of.len();
+                self.series_view.extend((0..types).map(|t| {
+                    let g = r.group(t as TypeId);
+                    (g.reserved.len(), g.stealable.len())
+                }));
+                let text = r.to_string();
+                series.close_windows_until(
+                    self.now,
+                    Some(ReservationView {
+                        per_type: &self.series_view,
+                        text: &text,
+                    }),
+                );
+            }
+            None => series.close_windows_until(self.now, None),
         }
     }
 
@@ -376,12 +429,13 @@ impl<'p> Simulator<'p> {
         let w = &mut self.workers[worker as usize];
         w.state = WorkerState::Idle;
         w.gen_ = w.gen_.wrapping_add(1);
+        let latency = self.now - f.req.arrival_ns + self.costs.network_ns;
         if f.req.arrival_ns >= self.measure_from_ns {
-            self.recorder.record(
-                f.true_type as usize,
-                self.now - f.req.arrival_ns + self.costs.network_ns,
-                f.service_ns,
-            );
+            self.recorder
+                .record(f.true_type as usize, latency, f.service_ns);
+        }
+        if let Some(series) = self.series.as_mut() {
+            series.record(f.true_type as usize, self.now, latency, f.service_ns);
         }
         self.completed += 1;
         self.free_slots.push(token);
@@ -511,6 +565,9 @@ impl<'p> Simulator<'p> {
                 self.handle(ev);
             }
             self.drain_actions();
+            if self.series.is_some() {
+                self.note_reservation();
+            }
         }
         SimOutcome {
             stranded: self.policy.queued() as u64,
@@ -523,6 +580,7 @@ impl<'p> Simulator<'p> {
             policy_stats: self.policy.stats(),
             reservation: self.policy.reservation().map(|r| r.to_string()),
             events: self.events,
+            series: self.series.map(|s| s.finish(self.now)),
             recorder: self.recorder,
         }
     }
@@ -568,13 +626,25 @@ fn simulate_outcome(
     };
     let mut policy = spec.build(&ctx)?;
     let names: Vec<String> = workload.types.iter().map(|t| t.name.clone()).collect();
-    let measure_from_ns = (cfg.duration_ns as f64 * cfg.warmup_fraction) as Nanos;
-    let mut arrivals = PoissonArrivals::new(workload, cfg.rate_rps, cfg.duration_ns, cfg.seed);
+    let period_ns = workload.arrival_period_ns(cfg.duration_ns);
+    let measure_from_ns = (period_ns as f64 * cfg.warmup_fraction) as Nanos;
+    let mut arrivals = Arrivals::new(
+        workload,
+        cfg.rate_rps,
+        cfg.duration_ns,
+        cfg.workers,
+        cfg.seed,
+    );
     let started = std::time::Instant::now();
-    let out = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns)
+    let mut sim = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns)
         .with_system(cfg.system)
-        .with_classifier(cfg.classifier, names.len())
-        .run(&mut arrivals);
+        .with_classifier(cfg.classifier, names.len());
+    if let Some(window) = cfg.series_window_ns {
+        let window =
+            psp_metrics::series::check_window(window, period_ns).map_err(SimError::Config)?;
+        sim = sim.with_series(SeriesRecorder::new(names.iter().cloned(), window));
+    }
+    let out = sim.run(&mut arrivals);
     let wall_s = started.elapsed().as_secs_f64();
     Ok((out, policy.name(), wall_s))
 }
@@ -627,6 +697,21 @@ pub fn simulate(
     Ok((out.into_point(workload, &name, cfg, wall_s), stats))
 }
 
+/// Simulates one point and returns its time series too (`cfg.series_window_ns`
+/// must be set for there to be one).
+///
+/// # Errors
+/// As [`simulate_point`], or a series window out of range.
+pub fn simulate_with_series(
+    workload: &Workload,
+    spec: &PolicySpec,
+    cfg: &SimConfig,
+) -> Result<(PointResult, Option<TimeSeries>), SimError> {
+    let (mut out, name, wall_s) = simulate_outcome(workload, spec, cfg)?;
+    let series = out.series.take();
+    Ok((out.into_point(workload, &name, cfg, wall_s), series))
+}
+
 impl SimOutcome {
     /// The simulator's figures; `wall_s` is the simulation's wall time.
     pub fn stats(&self, wall_s: f64, cfg: &SimConfig) -> SimStats {
@@ -667,8 +752,10 @@ impl SimOutcome {
             workers: cfg.workers,
             load: cfg.rate_rps / workload.peak_rps(cfg.workers),
             offered_rps: cfg.rate_rps,
-            duration_s: cfg.duration_ns as f64 / 1e9,
-            measured_s: cfg.duration_ns as f64 * (1.0 - cfg.warmup_fraction) / 1e9,
+            duration_s: workload.arrival_period_ns(cfg.duration_ns) as f64 / 1e9,
+            measured_s: workload.arrival_period_ns(cfg.duration_ns) as f64
+                * (1.0 - cfg.warmup_fraction)
+                / 1e9,
             seed: cfg.seed,
         };
         PointResult::from_recorder(meta, &self.recorder, self.measured_generated, extra)

@@ -15,7 +15,10 @@
 pub mod engine;
 pub mod system;
 
-pub use engine::{SimConfig, SimError, SimOutcome, SimStats, Simulator, simulate, simulate_point};
+pub use engine::{
+    SimConfig, SimError, SimOutcome, SimStats, Simulator, simulate, simulate_point,
+    simulate_with_series,
+};
 pub use system::SystemCosts;
 // Workloads and arrivals live in `psp-workload`; re-exported for convenience.
 pub use psp_workload::{

@@ -29,6 +29,7 @@ fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u
         queue_capacity: 256,
         system: SystemCosts::default(),
         classifier: ClassifierKind::Header,
+        series_window_ns: None,
     }
 }
 

@@ -16,6 +16,7 @@ fn cfg(workers: usize, rate_rps: f64, duration_ms: u64, system: SystemCosts) -> 
         queue_capacity: 4096,
         system,
         classifier: ClassifierKind::Header,
+        series_window_ns: None,
     }
 }
 
