@@ -363,6 +363,7 @@ const SPANS: &[Span] = &[
     SERVE_DURATION,
     STATS_INTERVAL,
     DRAIN_TIMEOUT,
+    SERIES_WINDOW,
     TIMEOUT,
     MAX_SERVICE,
 ];
