@@ -60,12 +60,15 @@ pub struct ReservationConfig {
     pub spillway: usize,
     /// Rounding of fractional demands.
     pub rounding: Rounding,
-    /// `darc+`: the longest group, which cannot steal, is sized first: it gets
-    /// `ceil(d)` workers (as far as the shorter groups keep at least
-    /// `max(1, floor(d))` each) and every worker the shorter groups leave.
-    /// `false` is the paper's shortest-first hand-out, where the longest group
-    /// takes what is left and a noisy round-up above it can starve it.
-    pub protect_longest: bool,
+    /// `darc+`: when the longest group's mean is less than this many times the
+    /// next shorter group's, the longest group, which cannot steal, is sized
+    /// first: it gets `ceil(d)` workers (as far as the shorter groups keep at
+    /// least `max(1, floor(d))` each) and every worker the shorter groups leave.
+    /// 0 (never) is the paper's shortest-first hand-out, where the longest group
+    /// takes what is left and a noisy round-up above it can starve it. A group
+    /// far longer than the rest tolerates waiting (its slowdown is counted in
+    /// its own long service time) and is left to the paper's rule.
+    pub protect_longest: f64,
     /// `darc+`: a group other than the shortest whose demand is below this many
     /// workers joins the next shorter group instead of taking a whole worker of
     /// its own (0: never, the paper's one-worker minimum).
@@ -78,7 +81,7 @@ impl Default for ReservationConfig {
             delta: 0.2,
             spillway: 1,
             rounding: Rounding::Paper,
-            protect_longest: false,
+            protect_longest: 0.0,
             merge_below: 0.0,
         }
     }
@@ -235,15 +238,15 @@ impl Reservation {
             }
             i = end;
         }
-        self.plan_longest_first(cfg);
+        let protect = self.plan_longest_first(stats, cfg);
         // Workers, shortest group first, in index order.
         let mut next = 0usize;
         let last = self.spans.len().saturating_sub(1);
         for g in 0..self.spans.len() {
             let (start, end, demand) = self.spans[g];
-            let take = if cfg.protect_longest && g == last {
+            let take = if protect && g == last {
                 w - next
-            } else if cfg.protect_longest {
+            } else if protect {
                 let room = (w - next).saturating_sub(self.keep_for_later[g]);
                 cfg.rounding
                     .workers_for(demand)
@@ -280,17 +283,23 @@ impl Reservation {
         }
     }
 
-    /// `protect_longest`: per span, the workers to keep back for the longer
-    /// groups: `max(1, floor(d))` for each middle group and `ceil(d)` for the
-    /// longest, which is lowered (to no less than `floor(d)`, 1 at least) when the
-    /// shorter groups' own floors do not leave room for it.
-    fn plan_longest_first(&mut self, cfg: &ReservationConfig) {
+    /// `protect_longest`: whether it applies, and then per span the workers to
+    /// keep back for the longer groups: `max(1, floor(d))` for each middle group
+    /// and `ceil(d)` for the longest, which is lowered (to no less than
+    /// `floor(d)`, 1 at least) when the shorter groups' own floors do not leave
+    /// room for it.
+    fn plan_longest_first(&mut self, stats: &[TypeDemand], cfg: &ReservationConfig) -> bool {
         self.keep_for_later.clear();
-        if !cfg.protect_longest || self.spans.is_empty() {
-            return;
+        if self.spans.len() < 2 {
+            return false;
+        }
+        let last = self.spans.len() - 1;
+        let first_mean = |span: &(usize, usize, f64)| stats[self.order[span.0] as usize].mean;
+        if first_mean(&self.spans[last]) >= cfg.protect_longest * first_mean(&self.spans[last - 1])
+        {
+            return false;
         }
         let floor_of = |d: f64| (d.floor() as usize).max(1);
-        let last = self.spans.len() - 1;
         let shorter: usize = self.spans[..last].iter().map(|s| floor_of(s.2)).sum();
         let d_last = self.spans[last].2;
         let longest = (d_last.ceil() as usize)
@@ -303,6 +312,7 @@ impl Reservation {
             self.keep_for_later[g] = keep;
             keep += floor_of(self.spans[g].2);
         }
+        true
     }
 
     /// DARC-static's fixed reservation: the shortest group (types within `delta` of
@@ -670,7 +680,7 @@ mod tests {
     #[test]
     fn protecting_the_longest_group_decides_the_tpcc_boundary_robustly() {
         let cfg = ReservationConfig {
-            protect_longest: true,
+            protect_longest: 10.0,
             ..Default::default()
         };
         for d in [6.3, 6.42, 6.46, 6.5, 6.55, 6.6] {
@@ -690,7 +700,7 @@ mod tests {
     #[test]
     fn protecting_the_longest_group_keeps_the_paper_examples() {
         let cfg = ReservationConfig {
-            protect_longest: true,
+            protect_longest: 10.0,
             ..Default::default()
         };
         for (s, want) in [
@@ -710,6 +720,26 @@ mod tests {
     }
 
     #[test]
+    fn a_far_longer_longest_group_is_left_to_the_paper_rule() {
+        // Extreme Bimodal with a window that saw few long requests: short demand
+        // 2.6 rounds up to 3, and long (1000x longer, protected only within 10x)
+        // keeps the 11 left: the short requests are the ones that need workers.
+        let s = td(&[(0.5, 0.9955), (500.0, 0.0045)]);
+        let cfg = ReservationConfig {
+            protect_longest: 10.0,
+            ..Default::default()
+        };
+        let r = Reservation::compute(&s, 14, &cfg);
+        assert!(r.groups[0].demand > 2.5, "{r}");
+        assert_eq!(sizes(&r), [3, 11], "{r}");
+        let all = ReservationConfig {
+            protect_longest: 1e6,
+            ..Default::default()
+        };
+        assert_eq!(sizes(&Reservation::compute(&s, 14, &all)), [2, 12]);
+    }
+
+    #[test]
     fn more_groups_than_workers_still_use_the_spillway_when_protected() {
         let s = td(&[
             (1.0, 0.25),
@@ -718,7 +748,7 @@ mod tests {
             (1000.0, 0.00025),
         ]);
         let cfg = ReservationConfig {
-            protect_longest: true,
+            protect_longest: 10.0,
             ..Default::default()
         };
         let r = Reservation::compute(&s, 3, &cfg);

@@ -17,7 +17,8 @@
 //! `darc+` (docs/darc-variant.md) is the same machine with other rules, chosen in
 //! [`DarcConfig`]: FCFS among a group's typed queues ([`GroupOrder::Oldest`]),
 //! ratios from arrivals ([`RatioSource::Arrivals`]), the longest group sized first
-//! (`ReservationConfig::protect_longest`) and hysteresis on updates. With the
+//! when it is not far longer than the rest (`ReservationConfig::protect_longest`)
+//! and hysteresis on updates. With the
 //! paper's settings every added branch is skipped and `darc` is unchanged.
 
 use super::{

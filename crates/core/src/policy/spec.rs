@@ -80,7 +80,7 @@ impl DarcConfig {
     pub fn plus() -> Self {
         Self {
             reservation: ReservationConfig {
-                protect_longest: true,
+                protect_longest: 10.0,
                 merge_below: 0.0,
                 ..ReservationConfig::default()
             },
@@ -292,6 +292,7 @@ const SPILLWAY: ParamRange = ParamRange::closed("spillway", 1.0, MAX_WORKERS as 
 const SAMPLES: ParamRange = ParamRange::closed("samples", 1.0, 1e9);
 const DELAY: ParamRange = ParamRange::closed("delay", 0.0, MAX_FACTOR);
 const DEVIATION: ParamRange = ParamRange::closed("deviation", 0.0, 1000.0);
+const LONGEST: ParamRange = ParamRange::closed("longest", 0.0, MAX_FACTOR);
 const MERGE: ParamRange = ParamRange::closed("merge", 0.0, MAX_WORKERS as f64);
 const HYSTERESIS: ParamRange = ParamRange::closed("hysteresis", 0.0, MAX_WORKERS as f64);
 /// A quantum below 0.1 µs would make the simulator step through time slices of
@@ -313,6 +314,7 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("darc", SAMPLES),
     ("darc", DELAY),
     ("darc", DEVIATION),
+    ("darc", LONGEST),
     ("darc", MERGE),
     ("darc", HYSTERESIS),
     ("darc+", DELTA),
@@ -320,6 +322,7 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("darc+", SAMPLES),
     ("darc+", DELAY),
     ("darc+", DEVIATION),
+    ("darc+", LONGEST),
     ("darc+", MERGE),
     ("darc+", HYSTERESIS),
     ("ts", QUANTUM),
@@ -444,10 +447,7 @@ fn darc_params(
                     ],
                 )?
             }
-            "longest" => {
-                c.reservation.protect_longest =
-                    choice(s, "longest", v, &[("paper", false), ("protect", true)])?
-            }
+            "longest" => c.reservation.protect_longest = real(s, &LONGEST, v)?,
             "merge" => c.reservation.merge_below = real(s, &MERGE, v)?,
             "hysteresis" => c.hysteresis = real(s, &HYSTERESIS, v)?,
             _ => return Err(bad(s, format!("unknown parameter '{key}'"))),
@@ -641,14 +641,7 @@ fn darc_parts(c: &DarcConfig, d: &DarcConfig, parts: &mut Vec<String>) {
         );
     }
     if c.reservation.protect_longest != d.reservation.protect_longest {
-        parts.push(
-            if c.reservation.protect_longest {
-                "longest=protect"
-            } else {
-                "longest=paper"
-            }
-            .into(),
-        );
+        parts.push(format!("longest={}", c.reservation.protect_longest));
     }
     if c.reservation.merge_below != d.reservation.merge_below {
         parts.push(format!("merge={}", c.reservation.merge_below));
@@ -844,10 +837,10 @@ mod tests {
             "darc",
             "darc:round=ceil",
             "darc:delta=0.5,spillway=2,samples=1000,delay=1,deviation=0.2",
-            "darc:order=oldest,ratios=arrivals,longest=protect,merge=0.5,hysteresis=0.2",
+            "darc:order=oldest,ratios=arrivals,longest=10,merge=0.5,hysteresis=0.2",
             "darc+",
             "darc+:samples=1000,delay=1",
-            "darc+:order=type,ratios=completions,longest=paper,hysteresis=0",
+            "darc+:order=type,ratios=completions,longest=0,hysteresis=0",
             "ts",
             "ts:sq",
             "ts:quantum=10,cost=0.5,requeue=head,preempt=waiting",
@@ -867,7 +860,7 @@ mod tests {
         assert_eq!(paper, PolicySpec::Darc(DarcConfig::default()));
         assert_ne!(DarcConfig::plus(), DarcConfig::default());
         // Every darc+ rule can be turned off one by one; all off is the paper's DARC.
-        let off: PolicySpec = "darc+:order=type,ratios=completions,longest=paper,hysteresis=0"
+        let off: PolicySpec = "darc+:order=type,ratios=completions,longest=0,hysteresis=0"
             .parse()
             .unwrap();
         assert_eq!(off, PolicySpec::DarcPlus(DarcConfig::default()));
@@ -908,6 +901,7 @@ mod tests {
             "darc:order=fifo",
             "darc+:ratios=x",
             "darc+:longest=yes",
+            "darc+:longest=-1",
             "darc+:1",
             "ts:quantum=0",
             "ts:xq",
