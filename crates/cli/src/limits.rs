@@ -614,6 +614,7 @@ mod tests {
                         seed: 1,
                         warmup,
                         queue_capacity,
+                        ..crate::default_point_args()
                     },
                     policy: policy.into(),
                     offered: OfferedLoad { load, rps },

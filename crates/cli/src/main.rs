@@ -15,6 +15,7 @@ mod profile;
 mod report;
 mod run;
 mod sweep;
+mod system;
 mod units;
 
 use std::path::PathBuf;
@@ -99,6 +100,16 @@ pub struct PointArgs {
     /// Bound of each queue the policy keeps (typed, per-worker or central).
     #[arg(long, allow_hyphen_values = true, default_value_t = 4096)]
     pub queue_capacity: usize,
+    /// Classifier: header (reads the request's type) or random (the
+    /// misclassification experiment; latency is still reported per true type).
+    #[arg(long, default_value = "header")]
+    pub classifier: String,
+    /// Simulator: the system cost model, a preset (ideal, psp, persephone,
+    /// shinjuku) with optional overrides KEY=VALUE (arrival, dispatch,
+    /// completion, preempt, request, network, ingress), e.g. `shinjuku:network=0`
+    /// or `ideal:request=200ns`.
+    #[arg(long, default_value = "ideal")]
+    pub system: String,
 }
 
 impl PointArgs {
@@ -145,7 +156,18 @@ impl PointArgs {
             warmup_fraction,
             seed: self.seed,
             queue_capacity,
+            system: system::parse(&self.system)?,
+            classifier: self.classifier_kind()?,
         })
+    }
+
+    /// The classifier; the random one's stream is derived from the seed.
+    ///
+    /// # Errors
+    /// An unknown name.
+    pub fn classifier_kind(&self) -> Result<psp_core::ClassifierKind> {
+        psp_core::ClassifierKind::parse(&self.classifier, self.seed ^ 0x5eed)
+            .map_err(anyhow::Error::msg)
     }
 }
 
@@ -181,6 +203,10 @@ struct BenchArgs {
     /// Policies to time.
     #[arg(long, default_value = "c-fcfs,darc")]
     policies: String,
+    /// System cost models to time each policy under (`;`-separated, see
+    /// `--system` of `psp sim`).
+    #[arg(long, default_value = "ideal;psp")]
+    systems: String,
     /// Print the figures as JSON.
     #[arg(long)]
     json: bool,
@@ -195,6 +221,8 @@ pub fn default_point_args() -> PointArgs {
         seed: 1,
         warmup: 0.1,
         queue_capacity: 4096,
+        classifier: "header".into(),
+        system: "ideal".into(),
     }
 }
 
@@ -311,19 +339,32 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     for spec in &specs {
         limits::time_slices(spec, &workload, limits::requests(rate, config.duration_ns)?)?;
     }
+    let systems = a
+        .systems
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| Ok((s.to_string(), system::parse(s)?)))
+        .collect::<Result<Vec<_>>>()?;
+    limits::POLICIES.check(systems.len())?;
     let mut rows = Vec::new();
-    for spec in specs {
+    for (spec, (system_name, system)) in specs
+        .iter()
+        .flat_map(|p| systems.iter().map(move |s| (p, s)))
+    {
         let mut rates: Vec<f64> = Vec::with_capacity(a.reps);
         for rep in 0..a.reps {
             let mut cfg = config.clone();
             cfg.seed = rep as u64 + 1;
-            let (_, stats) = psp_sim::simulate(&workload, &spec, &cfg)?;
+            cfg.system = *system;
+            let (_, stats) = psp_sim::simulate(&workload, spec, &cfg)?;
             rates.push(stats.sim_requests_per_s);
         }
         rates.sort_by(f64::total_cmp);
         let median = rates[rates.len() / 2];
         rows.push(serde_json::json!({
             "policy": spec.to_string(),
+            "system": system_name,
             "workload": workload.name,
             "workers": workers,
             "load": 0.9,
@@ -342,8 +383,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         );
         for r in &rows {
             println!(
-                "  {:<12} median {:>6.2} M simulated requests/s (min {:.2}, max {:.2})",
+                "  {:<12} {:<8} median {:>6.2} M simulated requests/s (min {:.2}, max {:.2})",
                 r["policy"].as_str().unwrap_or(""),
+                r["system"].as_str().unwrap_or(""),
                 r["median_sim_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
                 r["min_sim_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
                 r["max_sim_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,

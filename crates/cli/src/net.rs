@@ -711,6 +711,7 @@ pub fn measure(
     cfg: &SimConfig,
     opts: &NetOptions,
 ) -> Result<PointResult> {
+    crate::run::ideal_system_only(cfg)?;
     let server = match opts.server {
         Some(_) => None,
         None => Some(Server::start(ServerConfig {
@@ -728,7 +729,7 @@ pub fn measure(
             },
             policy: *spec,
             types: workload.type_infos(),
-            classifier: ClassifierKind::Header,
+            classifier: cfg.classifier,
             app: app.start(&type_names(workload))?,
         })?),
     };
@@ -860,6 +861,8 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
         warmup_fraction: 0.1,
         seed: 1,
         queue_capacity: 4096,
+        system: psp_sim::SystemCosts::default(),
+        classifier: ClassifierKind::Header,
     };
     spec.build(&psp_core::PolicyContext {
         workers: a.workers,

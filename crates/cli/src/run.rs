@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 use psp_apps::AppConfig;
-use psp_core::{ClassifierKind, PolicySpec};
+use psp_core::PolicySpec;
 use psp_metrics::{PointMeta, PointResult};
 use psp_runtime::{IdleStrategy, RequestCounts, RuntimeConfig, StatsConfig};
 use psp_sim::{PoissonArrivals, Workload, simulate_point};
@@ -32,10 +32,6 @@ pub struct RunArgs {
     /// with fewer cores than threads), or park:SPIN_US (poll this long first).
     #[arg(long, default_value = "park")]
     idle: String,
-    /// Classifier: header (reads the type from the request) or random
-    /// (misclassification experiment).
-    #[arg(long, default_value = "header")]
-    classifier: String,
     /// Print live statistics every interval (e.g. 1s) on stderr.
     #[arg(long, allow_hyphen_values = true)]
     stats_interval: Option<String>,
@@ -89,8 +85,6 @@ pub struct RunOptions {
     pub cores: Option<Vec<usize>>,
     /// Idle strategy.
     pub idle: IdleStrategy,
-    /// `header` or `random`.
-    pub classifier: String,
     /// Live statistics.
     pub stats: Option<StatsConfig>,
     /// Longest drain.
@@ -102,7 +96,6 @@ impl Default for RunOptions {
         Self {
             cores: None,
             idle: IdleStrategy::default(),
-            classifier: "header".into(),
             stats: None,
             drain_timeout: Duration::from_secs(10),
         }
@@ -124,7 +117,6 @@ pub fn run(a: RunArgs) -> Result<()> {
     let opts = RunOptions {
         cores: a.cores.as_deref().map(parse_cores).transpose()?,
         idle: limits::idle(&a.idle)?,
-        classifier: a.classifier.clone(),
         stats,
         drain_timeout: limits::DRAIN_TIMEOUT.parse(&a.drain_timeout)?,
     };
@@ -157,6 +149,18 @@ pub fn run(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a system cost model for a real measurement: the runtime pays its
+/// own costs.
+///
+/// # Errors
+/// A `--system` other than `ideal`.
+pub fn ideal_system_only(cfg: &psp_sim::SimConfig) -> Result<()> {
+    if cfg.system != psp_sim::SystemCosts::default() {
+        bail!("--system models a system's costs in the simulator; the runtime pays its own");
+    }
+    Ok(())
+}
+
 /// Measures one point on the real runtime: `spec` on `workload`, served by
 /// `app`, at `cfg`'s rate, workers, duration, warm-up, seed and queue bound.
 ///
@@ -170,12 +174,11 @@ pub fn measure(
     sim_cfg: &psp_sim::SimConfig,
     opts: &RunOptions,
 ) -> Result<(PointResult, RequestCounts)> {
-    let classifier = ClassifierKind::parse(&opts.classifier, sim_cfg.seed ^ 0x5eed)
-        .map_err(anyhow::Error::msg)?
-        .build(
-            psp_runtime::generator::TYPE_OFFSET,
-            workload.types.len() as u16,
-        );
+    ideal_system_only(sim_cfg)?;
+    let classifier = sim_cfg.classifier.build(
+        psp_runtime::generator::TYPE_OFFSET,
+        workload.types.len() as u16,
+    );
     let rate = sim_cfg.rate_rps;
     let cfg = RuntimeConfig {
         workers: sim_cfg.workers,
@@ -231,7 +234,7 @@ pub fn measure(
     extra.insert("abandoned_workers".into(), json!(report.abandoned_workers));
     extra.insert("pinned".into(), json!(report.pinned));
     extra.insert("idle".into(), json!(format!("{:?}", opts.idle)));
-    extra.insert("classifier".into(), json!(opts.classifier));
+    extra.insert("classifier".into(), json!(sim_cfg.classifier.name()));
     extra.insert("app".into(), json!(service.describe()));
     if let Some(check) = service.finish() {
         extra.insert("app_check".into(), json!(check));

@@ -5,15 +5,27 @@
 //!
 //! After every event the engine drains the policy's actions (dispatches and
 //! preemptions). Requests in flight live in a slab indexed by the request's token.
+//!
+//! With a system cost model ([`SystemCosts`]), the dispatcher has a clock of its
+//! own that runs ahead of the event time while it has a backlog: each step it
+//! takes starts when both it and the step's input are ready and lasts the
+//! step's cost. Steps enter in event order, so this is the serial FIFO server
+//! the model describes, without an event per step. The policy is called at the
+//! dispatcher's time; a dispatched request starts when the dispatch is done.
+//! With every cost zero the dispatcher's time is the event time: the ideal
+//! system, bit for bit.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
+use psp_core::classifier::{Classifier, ClassifierKind, RandomClassifier};
 use psp_core::policy::PolicyStats;
-use psp_core::{Action, Nanos, Policy, PolicyContext, PolicySpec, Request, WorkerId};
+use psp_core::{Action, Nanos, Policy, PolicyContext, PolicySpec, Request, TypeId, WorkerId};
 use psp_metrics::{PointMeta, PointResult, Recorder};
 
 use psp_workload::{ArrivalSource, PoissonArrivals, Workload};
+
+use crate::system::SystemCosts;
 
 /// One simulated point's parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +42,12 @@ pub struct SimConfig {
     pub seed: u64,
     /// Bound of each queue of the policy.
     pub queue_capacity: usize,
+    /// The system's costs (default: the ideal system).
+    pub system: SystemCosts,
+    /// How requests are classified: by their true type (`header`) or at random
+    /// (the type the policy sees is drawn uniformly; latency is still recorded
+    /// under the true type).
+    pub classifier: ClassifierKind,
 }
 
 /// Why a point could not be simulated.
@@ -81,6 +99,8 @@ impl Ord for Event {
 #[derive(Debug, Clone, Copy)]
 struct InFlight {
     req: Request,
+    /// The request's true type (the policy sees `req.type_id`, the classifier's).
+    true_type: TypeId,
     service_ns: Nanos,
     remaining_ns: Nanos,
 }
@@ -116,8 +136,10 @@ pub struct SimOutcome {
     pub generated: u64,
     /// Requests completed, warm-up included.
     pub completed: u64,
-    /// Requests dropped at a full queue, warm-up included.
+    /// Requests dropped at a full queue or receive ring, warm-up included.
     pub dropped: u64,
+    /// Of those, requests dropped at the full receive ring (system cost model).
+    pub ingress_dropped: u64,
     /// Requests still queued when no event was left (a policy bug if non-zero).
     pub stranded: u64,
     /// Requests generated after warm-up.
@@ -154,6 +176,15 @@ pub struct Simulator<'p> {
     events: u64,
     now: Nanos,
     probe: Option<DispatchProbe<'p>>,
+    costs: SystemCosts,
+    /// The policy pays the dispatcher's costs (centralized, non-zero costs).
+    dispatcher_on: bool,
+    /// When the dispatcher is next free (see the module doc).
+    dispatcher_clock: Nanos,
+    /// When each arrival in the receive ring is read by the dispatcher.
+    ingress: VecDeque<Nanos>,
+    ingress_dropped: u64,
+    classifier: Option<RandomClassifier>,
 }
 
 impl<'p> Simulator<'p> {
@@ -188,7 +219,47 @@ impl<'p> Simulator<'p> {
             events: 0,
             now: 0,
             probe: None,
+            costs: SystemCosts::default(),
+            dispatcher_on: false,
+            dispatcher_clock: 0,
+            ingress: VecDeque::new(),
+            ingress_dropped: 0,
+            classifier: None,
         }
+    }
+
+    /// Runs under `costs` (centralized policies pay the dispatcher's costs;
+    /// every policy pays the network).
+    pub fn with_system(mut self, costs: SystemCosts) -> Self {
+        self.dispatcher_on = self.policy.centralized() && costs.has_dispatcher_cost();
+        self.ingress = VecDeque::with_capacity(if self.dispatcher_on {
+            costs.ingress_capacity
+        } else {
+            0
+        });
+        self.costs = costs;
+        self
+    }
+
+    /// Classifies requests with `kind` for `types` types (the policy sees the
+    /// classifier's type; latency is recorded under the true type).
+    pub fn with_classifier(mut self, kind: ClassifierKind, types: usize) -> Self {
+        self.classifier = match kind {
+            ClassifierKind::Header => None,
+            ClassifierKind::Random(seed) => Some(RandomClassifier::new(types as u16, seed)),
+        };
+        self
+    }
+
+    /// The dispatcher takes a step costing `cost_ns` now (or when it is free):
+    /// the time the step is done. Without a dispatcher, now.
+    #[inline]
+    fn dispatcher_step(&mut self, cost_ns: Nanos) -> Nanos {
+        if !self.dispatcher_on {
+            return self.now;
+        }
+        self.dispatcher_clock = self.dispatcher_clock.max(self.now) + cost_ns;
+        self.dispatcher_clock
     }
 
     /// Calls `probe` with the policy (before the dispatch is applied), the worker
@@ -211,25 +282,36 @@ impl<'p> Simulator<'p> {
         });
     }
 
-    /// Runs `token` on `worker` from now for one segment (to completion or quantum).
+    /// Runs `token` on `worker` from `at` (now, or when the dispatcher's
+    /// dispatch is done) for one segment (to completion or quantum).
     #[inline]
-    fn start_segment(&mut self, worker: WorkerId, token: u32, quantum: Option<Nanos>) {
+    fn start_segment(&mut self, worker: WorkerId, token: u32, quantum: Option<Nanos>, at: Nanos) {
         let remaining = self.slab[token as usize].remaining_ns;
         let w = &mut self.workers[worker as usize];
         w.gen_ = w.gen_.wrapping_add(1);
         w.state = WorkerState::Running {
             token,
-            since: self.now,
+            since: at,
             quantum,
         };
         match quantum {
-            Some(q) if remaining > q => self.push(self.now + q, worker, EventKind::QuantumEnd),
-            _ => self.push(self.now + remaining, worker, EventKind::Complete),
+            Some(q) if remaining > q => self.push(at + q, worker, EventKind::QuantumEnd),
+            _ => self.push(at + remaining, worker, EventKind::Complete),
         }
     }
 
+    /// Whether the receive ring has room for an arrival now (system cost model:
+    /// arrivals wait there until the dispatcher reads them).
     #[inline]
-    fn arrive(&mut self, type_id: psp_core::TypeId, service_ns: Nanos) {
+    fn ingress_admits(&mut self) -> bool {
+        while self.ingress.front().is_some_and(|&read| read <= self.now) {
+            self.ingress.pop_front();
+        }
+        self.ingress.len() < self.costs.ingress_capacity
+    }
+
+    #[inline]
+    fn arrive(&mut self, type_id: TypeId, service_ns: Nanos) {
         let token = match self.free_slots.pop() {
             Some(t) => t,
             None => {
@@ -240,28 +322,46 @@ impl<'p> Simulator<'p> {
                         type_id: 0,
                         arrival_ns: 0,
                     },
+                    true_type: 0,
                     service_ns: 0,
                     remaining_ns: 0,
                 });
                 (self.slab.len() - 1) as u32
             }
         };
+        let seen_type = match self.classifier.as_mut() {
+            Some(c) => c.classify(&[]),
+            None => type_id,
+        };
         let req = Request {
             id: self.next_id,
             token,
-            type_id,
+            type_id: seen_type,
             arrival_ns: self.now,
         };
         self.next_id += 1;
         self.slab[token as usize] = InFlight {
             req,
+            true_type: type_id,
             service_ns,
             remaining_ns: service_ns,
         };
         self.generated += 1;
         let measured = self.now >= self.measure_from_ns;
         self.measured_generated += u64::from(measured);
-        if self.policy.on_arrival(req, self.now).is_err() {
+        let admitted = if self.dispatcher_on {
+            if self.ingress_admits() {
+                let at = self.dispatcher_step(self.costs.arrival_ns);
+                self.ingress.push_back(at - self.costs.arrival_ns);
+                self.policy.on_arrival(req, at).is_ok()
+            } else {
+                self.ingress_dropped += 1;
+                false
+            }
+        } else {
+            self.policy.on_arrival(req, self.now).is_ok()
+        };
+        if !admitted {
             self.dropped += 1;
             if measured {
                 self.recorder.record_drop(type_id as usize);
@@ -278,15 +378,15 @@ impl<'p> Simulator<'p> {
         w.gen_ = w.gen_.wrapping_add(1);
         if f.req.arrival_ns >= self.measure_from_ns {
             self.recorder.record(
-                f.req.type_id as usize,
-                self.now - f.req.arrival_ns,
+                f.true_type as usize,
+                self.now - f.req.arrival_ns + self.costs.network_ns,
                 f.service_ns,
             );
         }
         self.completed += 1;
         self.free_slots.push(token);
-        self.policy
-            .on_completion(worker, &f.req, f.service_ns, self.now);
+        let at = self.dispatcher_step(self.costs.completion_ns);
+        self.policy.on_completion(worker, &f.req, f.service_ns, at);
     }
 
     /// Stops the segment running on `worker` now; returns its token.
@@ -296,7 +396,7 @@ impl<'p> Simulator<'p> {
             return None;
         };
         let f = &mut self.slab[token as usize];
-        f.remaining_ns -= (self.now - since).min(f.remaining_ns);
+        f.remaining_ns -= self.now.saturating_sub(since).min(f.remaining_ns);
         Some(token)
     }
 
@@ -318,9 +418,15 @@ impl<'p> Simulator<'p> {
             }
             (EventKind::QuantumEnd, WorkerState::Running { quantum, .. }) => {
                 let token = self.stop_segment(worker).expect("running");
-                match self.policy.on_quantum_expired(worker, self.now) {
-                    Some(cost) => self.begin_switch(worker, token, cost),
-                    None => self.start_segment(worker, token, quantum),
+                let at = self.dispatcher_step(0);
+                match self.policy.on_quantum_expired(worker, at) {
+                    Some(cost) => {
+                        // The dispatcher orders the preemption; the worker's
+                        // switch is the policy's cost.
+                        self.dispatcher_step(self.costs.preempt_ns);
+                        self.begin_switch(worker, token, cost);
+                    }
+                    None => self.start_segment(worker, token, quantum, self.now),
                 }
             }
             (EventKind::PreemptSignal { switch_ns }, WorkerState::Running { .. }) => {
@@ -336,7 +442,8 @@ impl<'p> Simulator<'p> {
                 w.state = WorkerState::Idle;
                 w.gen_ = w.gen_.wrapping_add(1);
                 let req = self.slab[token as usize].req;
-                self.policy.on_preempted(worker, req, self.now);
+                let at = self.dispatcher_step(self.costs.completion_ns);
+                self.policy.on_preempted(worker, req, at);
             }
             (kind, state) => unreachable!("event {kind:?} on worker {worker} in state {state:?}"),
         }
@@ -344,7 +451,11 @@ impl<'p> Simulator<'p> {
 
     #[inline]
     fn drain_actions(&mut self) {
-        while let Some(action) = self.policy.next_action(self.now) {
+        loop {
+            let now = self.dispatcher_step(0);
+            let Some(action) = self.policy.next_action(now) else {
+                break;
+            };
             match action {
                 Action::Dispatch {
                     worker,
@@ -359,15 +470,17 @@ impl<'p> Simulator<'p> {
                     if let Some(probe) = self.probe.as_mut() {
                         probe(&*self.policy, worker, &req);
                     }
-                    self.start_segment(worker, req.token, quantum_ns);
+                    let at = self.dispatcher_step(self.costs.dispatch_ns);
+                    self.start_segment(worker, req.token, quantum_ns, at);
                 }
                 Action::Preempt {
                     worker,
                     signal_ns,
                     switch_ns,
                 } => {
+                    let at = self.dispatcher_step(self.costs.preempt_ns);
                     self.push(
-                        self.now + signal_ns,
+                        at + signal_ns,
                         worker,
                         EventKind::PreemptSignal { switch_ns },
                     );
@@ -404,6 +517,7 @@ impl<'p> Simulator<'p> {
             generated: self.generated,
             completed: self.completed,
             dropped: self.dropped,
+            ingress_dropped: self.ingress_dropped,
             measured_generated: self.measured_generated,
             end_ns: self.now,
             policy_stats: self.policy.stats(),
@@ -457,7 +571,10 @@ fn simulate_outcome(
     let measure_from_ns = (cfg.duration_ns as f64 * cfg.warmup_fraction) as Nanos;
     let mut arrivals = PoissonArrivals::new(workload, cfg.rate_rps, cfg.duration_ns, cfg.seed);
     let started = std::time::Instant::now();
-    let out = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns).run(&mut arrivals);
+    let out = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns)
+        .with_system(cfg.system)
+        .with_classifier(cfg.classifier, names.len())
+        .run(&mut arrivals);
     let wall_s = started.elapsed().as_secs_f64();
     Ok((out, policy.name(), wall_s))
 }
@@ -469,8 +586,14 @@ pub struct SimStats {
     pub generated_total: u64,
     /// Requests completed, warm-up included.
     pub completed_total: u64,
-    /// Requests dropped at a full queue, warm-up included.
+    /// Requests dropped at a full queue or receive ring, warm-up included.
     pub dropped_total: u64,
+    /// Of those, requests dropped at the full receive ring (system cost model).
+    pub ingress_dropped_total: u64,
+    /// The system cost model.
+    pub system: String,
+    /// The classifier (`header`: the true type; `random`).
+    pub classifier: &'static str,
     /// Requests left queued with no event pending (a policy bug if non-zero).
     pub stranded: u64,
     /// Preemptions the policy asked for.
@@ -500,17 +623,20 @@ pub fn simulate(
     cfg: &SimConfig,
 ) -> Result<(PointResult, SimStats), SimError> {
     let (out, name, wall_s) = simulate_outcome(workload, spec, cfg)?;
-    let stats = out.stats(wall_s);
+    let stats = out.stats(wall_s, cfg);
     Ok((out.into_point(workload, &name, cfg, wall_s), stats))
 }
 
 impl SimOutcome {
     /// The simulator's figures; `wall_s` is the simulation's wall time.
-    pub fn stats(&self, wall_s: f64) -> SimStats {
+    pub fn stats(&self, wall_s: f64, cfg: &SimConfig) -> SimStats {
         SimStats {
             generated_total: self.generated,
             completed_total: self.completed,
             dropped_total: self.dropped,
+            ingress_dropped_total: self.ingress_dropped,
+            system: cfg.system.describe(),
+            classifier: cfg.classifier.name(),
             stranded: self.stranded,
             preemptions: self.policy_stats.preemptions,
             reservation_updates: self.policy_stats.reservation_updates,
@@ -530,7 +656,7 @@ impl SimOutcome {
         cfg: &SimConfig,
         wall_s: f64,
     ) -> PointResult {
-        let extra = match serde_json::to_value(self.stats(wall_s)) {
+        let extra = match serde_json::to_value(self.stats(wall_s, cfg)) {
             Ok(serde_json::Value::Object(m)) => m,
             _ => unreachable!("a struct serializes to an object"),
         };

@@ -5,12 +5,18 @@
 //! - [`engine`]: the event loop (workers, service, quanta, preemption), recording
 //!   latency and slowdown per type.
 //!
-//! Workloads and arrivals come from `psp-workload`. The simulator is an ideal system: no network, no dispatcher cost; each worker
-//! runs one request at a time; preemption costs are the policy's parameters.
+//! - [`system`]: the system cost model (dispatcher time per step, network
+//!   latency, receive ring), off by default.
+//!
+//! Workloads and arrivals come from `psp-workload`. By default the simulator is
+//! an ideal system: no network, no dispatcher cost; each worker runs one request
+//! at a time; preemption costs are the policy's parameters.
 
 pub mod engine;
+pub mod system;
 
 pub use engine::{SimConfig, SimError, SimOutcome, SimStats, Simulator, simulate, simulate_point};
+pub use system::SystemCosts;
 // Workloads and arrivals live in `psp-workload`; re-exported for convenience.
 pub use psp_workload::{
     Arrival, ArrivalSource, PoissonArrivals, ServiceDist, TraceArrivals, Workload, WorkloadError,

@@ -1,8 +1,10 @@
 //! Black-box properties of the simulator driving the shared policy core.
 
-use psp_core::{Policy, PolicyContext, PolicySpec, Request, WorkerId};
+use psp_core::{ClassifierKind, Policy, PolicyContext, PolicySpec, Request, WorkerId};
 use psp_metrics::PointResult;
-use psp_sim::{Arrival, SimConfig, Simulator, TraceArrivals, Workload, simulate_point};
+use psp_sim::{
+    Arrival, SimConfig, Simulator, SystemCosts, TraceArrivals, Workload, simulate_point,
+};
 
 const ALL_POLICIES: &[&str] = &[
     "d-fcfs",
@@ -25,6 +27,8 @@ fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u
         warmup_fraction: 0.1,
         seed,
         queue_capacity: 256,
+        system: SystemCosts::default(),
+        classifier: ClassifierKind::Header,
     }
 }
 

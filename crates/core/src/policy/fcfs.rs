@@ -107,6 +107,12 @@ impl Policy for DFcfs {
         "d-fcfs".into()
     }
 
+    /// Requests are steered to worker queues by flow hash, as RSS does: no
+    /// dispatcher on the request path.
+    fn centralized(&self) -> bool {
+        false
+    }
+
     #[inline]
     fn on_arrival(&mut self, req: Request, _now: Nanos) -> Result<(), Request> {
         let w = self.worker_for(req.id);

@@ -124,6 +124,13 @@ pub trait Policy: Send {
     fn stats(&self) -> PolicyStats {
         PolicyStats::default()
     }
+
+    /// Whether one dispatcher sees every request (a central queue or typed
+    /// queues). A decentralized policy (requests steered straight to worker
+    /// queues, as by RSS) pays no dispatcher in the simulator's system cost model.
+    fn centralized(&self) -> bool {
+        true
+    }
 }
 
 /// What a policy is built for.
