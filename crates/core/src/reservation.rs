@@ -60,6 +60,19 @@ pub struct ReservationConfig {
     pub spillway: usize,
     /// Rounding of fractional demands.
     pub rounding: Rounding,
+    /// `darc+`: when the longest group's mean is less than this many times the
+    /// next shorter group's, the longest group, which cannot steal, is sized
+    /// first: it gets `ceil(d)` workers (as far as the shorter groups keep at
+    /// least `max(1, floor(d))` each) and every worker the shorter groups leave.
+    /// 0 (never) is the paper's shortest-first hand-out, where the longest group
+    /// takes what is left and a noisy round-up above it can starve it. A group
+    /// far longer than the rest tolerates waiting (its slowdown is counted in
+    /// its own long service time) and is left to the paper's rule.
+    pub protect_longest: f64,
+    /// `darc+`: a group other than the shortest whose demand is below this many
+    /// workers joins the next shorter group instead of taking a whole worker of
+    /// its own (0: never, the paper's one-worker minimum).
+    pub merge_below: f64,
 }
 
 impl Default for ReservationConfig {
@@ -68,6 +81,8 @@ impl Default for ReservationConfig {
             delta: 0.2,
             spillway: 1,
             rounding: Rounding::Paper,
+            protect_longest: 0.0,
+            merge_below: 0.0,
         }
     }
 }
@@ -123,6 +138,12 @@ pub struct Reservation {
     pub spillway: WorkerSet,
     /// Scratch: each type's sort key (see `compute_into`).
     sort_keys: Vec<u64>,
+    /// Scratch: each active group's span of `order` and demand, before workers
+    /// are handed out.
+    spans: Vec<(usize, usize, f64)>,
+    /// Scratch: per span, the workers kept back for the longer groups
+    /// (`protect_longest`).
+    keep_for_later: Vec<usize>,
 }
 
 impl Reservation {
@@ -137,6 +158,8 @@ impl Reservation {
             type_demand: vec![0.0; types],
             spillway: WorkerSet::EMPTY,
             sort_keys: vec![0; types],
+            spans: Vec::with_capacity(types),
+            keep_for_later: Vec::with_capacity(types),
         }
     }
 
@@ -189,8 +212,9 @@ impl Reservation {
         // Demand in workers per unit of S x R: one division, not one per type.
         let workers_per_unit = w as f64 / total;
         self.groups.clear();
+        self.spans.clear();
         self.type_demand.fill(0.0);
-        let mut next = 0usize;
+        // Groups: types within `delta` of the group's first member.
         let mut i = 0usize;
         while i < active {
             let first = stats[self.order[i] as usize].mean;
@@ -205,7 +229,33 @@ impl Reservation {
                 self.type_demand[t as usize] = d;
                 demand += d;
             }
-            let take = cfg.rounding.workers_for(demand).min(w - next);
+            match self.spans.last_mut() {
+                Some(prev) if demand < cfg.merge_below => {
+                    prev.1 = end;
+                    prev.2 += demand;
+                }
+                _ => self.spans.push((i, end, demand)),
+            }
+            i = end;
+        }
+        let protect = self.plan_longest_first(stats, cfg);
+        // Workers, shortest group first, in index order.
+        let mut next = 0usize;
+        let last = self.spans.len().saturating_sub(1);
+        for g in 0..self.spans.len() {
+            let (start, end, demand) = self.spans[g];
+            let take = if protect && g == last {
+                w - next
+            } else if protect {
+                let room = (w - next).saturating_sub(self.keep_for_later[g]);
+                cfg.rounding
+                    .workers_for(demand)
+                    .min(room)
+                    .max(1)
+                    .min(w - next)
+            } else {
+                cfg.rounding.workers_for(demand).min(w - next)
+            };
             let (reserved, on_spillway) = if take == 0 {
                 (self.spillway, true)
             } else {
@@ -217,8 +267,7 @@ impl Reservation {
             } else {
                 WorkerSet::range(next, w)
             };
-            self.push_group(i, end, demand, reserved, stealable, on_spillway, false);
-            i = end;
+            self.push_group(start, end, demand, reserved, stealable, on_spillway, false);
         }
         if active < self.order.len() {
             let spill = self.spillway;
@@ -232,6 +281,38 @@ impl Reservation {
                 true,
             );
         }
+    }
+
+    /// `protect_longest`: whether it applies, and then per span the workers to
+    /// keep back for the longer groups: `max(1, floor(d))` for each middle group
+    /// and `ceil(d)` for the longest, which is lowered (to no less than
+    /// `floor(d)`, 1 at least) when the shorter groups' own floors do not leave
+    /// room for it.
+    fn plan_longest_first(&mut self, stats: &[TypeDemand], cfg: &ReservationConfig) -> bool {
+        self.keep_for_later.clear();
+        if self.spans.len() < 2 {
+            return false;
+        }
+        let last = self.spans.len() - 1;
+        let first_mean = |span: &(usize, usize, f64)| stats[self.order[span.0] as usize].mean;
+        if first_mean(&self.spans[last]) >= cfg.protect_longest * first_mean(&self.spans[last - 1])
+        {
+            return false;
+        }
+        let floor_of = |d: f64| (d.floor() as usize).max(1);
+        let shorter: usize = self.spans[..last].iter().map(|s| floor_of(s.2)).sum();
+        let d_last = self.spans[last].2;
+        let longest = (d_last.ceil() as usize)
+            .max(1)
+            .min(self.workers.saturating_sub(shorter))
+            .max(floor_of(d_last).min(self.workers));
+        let mut keep = longest;
+        self.keep_for_later.resize(self.spans.len(), 0);
+        for g in (0..last).rev() {
+            self.keep_for_later[g] = keep;
+            keep += floor_of(self.spans[g].2);
+        }
+        true
     }
 
     /// DARC-static's fixed reservation: the shortest group (types within `delta` of
@@ -379,6 +460,32 @@ impl Reservation {
             .iter()
             .zip(&fresh.type_demand)
             .any(|(&old, &new)| ((old > 0.0) != (new > 0.0)) || (new - old).abs() > threshold * old)
+    }
+}
+
+impl Reservation {
+    /// `darc+`'s hysteresis: whether `fresh` moves workers for a reason larger than
+    /// window noise. True when the groups differ (other types, other grouping),
+    /// or when some group's number of reserved workers changes and its demand
+    /// moved by more than `margin` workers since this reservation was made;
+    /// a demand wobbling around a rounding boundary changes nothing.
+    pub fn shifts(&self, fresh: &Reservation, margin: f64) -> bool {
+        if self.groups.len() != fresh.groups.len() || self.group_of != fresh.group_of {
+            return true;
+        }
+        let active = |d: f64| d > 0.0;
+        if self
+            .type_demand
+            .iter()
+            .zip(&fresh.type_demand)
+            .any(|(&old, &new)| active(old) != active(new))
+        {
+            return true;
+        }
+        self.groups.iter().zip(&fresh.groups).any(|(old, new)| {
+            (old.reserved.len() != new.reserved.len() || old.on_spillway != new.on_spillway)
+                && (new.demand - old.demand).abs() > margin
+        })
     }
 }
 
@@ -537,6 +644,152 @@ mod tests {
         );
         assert!(r.dispatch_violation(crate::UNKNOWN_TYPE, 0).is_some());
         assert_eq!(r.dispatch_violation(crate::UNKNOWN_TYPE, 3), None);
+    }
+
+    /// TPC-C with NewOrder's ratio moved so that its demand is `new_order`
+    /// workers (the profiled means; the other ratios as in the mix).
+    fn tpcc_with_new_order_demand(new_order: f64) -> Vec<TypeDemand> {
+        // Demand d = S R / sum(S R) * 14; solve R_no for d.
+        let rest: f64 = 5.7 * 0.44 + 6.0 * 0.04 + 88.0 * 0.04 + 100.0 * 0.04;
+        let r_no = new_order * rest / (20.0 * (14.0 - new_order));
+        td(&[
+            (5.7, 0.44),
+            (6.0, 0.04),
+            (20.0, r_no),
+            (88.0, 0.04),
+            (100.0, 0.04),
+        ])
+    }
+
+    fn sizes(r: &Reservation) -> Vec<usize> {
+        r.groups.iter().map(|g| g.reserved.len()).collect()
+    }
+
+    #[test]
+    fn paper_rounding_flips_tpcc_at_the_boundary() {
+        let cfg = ReservationConfig::default();
+        let low = Reservation::compute(&tpcc_with_new_order_demand(6.42), 14, &cfg);
+        let high = Reservation::compute(&tpcc_with_new_order_demand(6.55), 14, &cfg);
+        assert!((low.groups[1].demand - 6.42).abs() < 1e-9);
+        assert_eq!(sizes(&low), [2, 6, 6]);
+        // A window 0.05 workers above the boundary starves Delivery/StockLevel
+        // (demand 5.4, no stealing) with 5 workers.
+        assert_eq!(sizes(&high), [2, 7, 5]);
+    }
+
+    #[test]
+    fn protecting_the_longest_group_decides_the_tpcc_boundary_robustly() {
+        let cfg = ReservationConfig {
+            protect_longest: 10.0,
+            ..Default::default()
+        };
+        for d in [6.3, 6.42, 6.46, 6.5, 6.55, 6.6] {
+            let r = Reservation::compute(&tpcc_with_new_order_demand(d), 14, &cfg);
+            assert_eq!(sizes(&r), [2, 6, 6], "NewOrder demand {d}: {r}");
+            assert_eq!(r.groups[2].reserved, ws(8, 14));
+            assert_eq!(r.groups[1].stealable, ws(8, 14));
+        }
+        // Far from the boundary NewOrder grows, but not at the longest group's
+        // expense: Delivery/StockLevel (demand 4.6) keep ceil = 5, the paper 4.
+        let r = Reservation::compute(&tpcc_with_new_order_demand(7.7), 14, &cfg);
+        assert_eq!(sizes(&r), [2, 7, 5], "{r}");
+        let paper = Reservation::compute(&tpcc_with_new_order_demand(7.7), 14, &Default::default());
+        assert_eq!(sizes(&paper), [2, 8, 4], "{paper}");
+    }
+
+    #[test]
+    fn protecting_the_longest_group_keeps_the_paper_examples() {
+        let cfg = ReservationConfig {
+            protect_longest: 10.0,
+            ..Default::default()
+        };
+        for (s, want) in [
+            (td(&[(1.0, 0.5), (100.0, 0.5)]), [1, 13]),
+            (td(&[(0.5, 0.995), (500.0, 0.005)]), [2, 12]),
+            (td(&[(1.5, 0.5), (635.0, 0.5)]), [1, 13]),
+        ] {
+            let paper = Reservation::compute(&s, 14, &Default::default());
+            let r = Reservation::compute(&s, 14, &cfg);
+            assert_eq!(sizes(&r), want, "{r}");
+            assert_eq!((&r.order, &r.groups), (&paper.order, &paper.groups));
+        }
+        let tpcc = tpcc_with_new_order_demand(6.46);
+        let r = Reservation::compute(&tpcc, 14, &cfg);
+        let paper = Reservation::compute(&tpcc, 14, &Default::default());
+        assert_eq!((&r.order, &r.groups), (&paper.order, &paper.groups));
+    }
+
+    #[test]
+    fn a_far_longer_longest_group_is_left_to_the_paper_rule() {
+        // Extreme Bimodal with a window that saw few long requests: short demand
+        // 2.6 rounds up to 3, and long (1000x longer, protected only within 10x)
+        // keeps the 11 left: the short requests are the ones that need workers.
+        let s = td(&[(0.5, 0.9955), (500.0, 0.0045)]);
+        let cfg = ReservationConfig {
+            protect_longest: 10.0,
+            ..Default::default()
+        };
+        let r = Reservation::compute(&s, 14, &cfg);
+        assert!(r.groups[0].demand > 2.5, "{r}");
+        assert_eq!(sizes(&r), [3, 11], "{r}");
+        let all = ReservationConfig {
+            protect_longest: 1e6,
+            ..Default::default()
+        };
+        assert_eq!(sizes(&Reservation::compute(&s, 14, &all)), [2, 12]);
+    }
+
+    #[test]
+    fn more_groups_than_workers_still_use_the_spillway_when_protected() {
+        let s = td(&[
+            (1.0, 0.25),
+            (10.0, 0.025),
+            (100.0, 0.0025),
+            (1000.0, 0.00025),
+        ]);
+        let cfg = ReservationConfig {
+            protect_longest: 10.0,
+            ..Default::default()
+        };
+        let r = Reservation::compute(&s, 3, &cfg);
+        assert_eq!(r.groups.len(), 4);
+        assert!(r.groups.iter().all(|g| !g.reserved.is_empty()), "{r}");
+        assert!(r.groups[3].on_spillway, "{r}");
+        for t in 0..4 {
+            for w in r.allowed(t).iter() {
+                assert_eq!(r.dispatch_violation(t, w), None);
+            }
+        }
+    }
+
+    #[test]
+    fn a_tiny_longer_group_merges_into_the_shorter_one() {
+        // ZippyDB-like: 0.5 us 78%, 2.5 us 19%, 500 us 3%: demands 0.34, 0.42, 13.2.
+        let s = td(&[(0.5, 0.78), (2.5, 0.19), (500.0, 0.03)]);
+        let paper = Reservation::compute(&s, 14, &Default::default());
+        assert_eq!(sizes(&paper), [1, 1, 12]);
+        let cfg = ReservationConfig {
+            merge_below: 0.5,
+            ..Default::default()
+        };
+        let r = Reservation::compute(&s, 14, &cfg);
+        assert_eq!(sizes(&r), [1, 13], "{r}");
+        assert_eq!(r.group_types(0), &[0, 1]);
+    }
+
+    #[test]
+    fn hysteresis_ignores_a_boundary_wobble_but_not_a_real_move() {
+        let cfg = ReservationConfig::default();
+        let a = Reservation::compute(&tpcc_with_new_order_demand(6.46), 14, &cfg);
+        let wobble = Reservation::compute(&tpcc_with_new_order_demand(6.55), 14, &cfg);
+        let moved = Reservation::compute(&tpcc_with_new_order_demand(7.7), 14, &cfg);
+        assert_ne!(sizes(&a), sizes(&wobble));
+        assert!(!a.shifts(&wobble, 0.25));
+        assert!(a.shifts(&wobble, 0.05));
+        assert!(a.shifts(&moved, 0.25));
+        let fewer = Reservation::compute(&td(&[(1.0, 0.5), (100.0, 0.5)]), 14, &cfg);
+        let other = Reservation::compute(&td(&[(1.0, 1.0), (100.0, 0.0)]), 14, &cfg);
+        assert!(fewer.shifts(&other, 10.0), "the type set changed");
     }
 
     #[test]

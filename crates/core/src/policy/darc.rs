@@ -13,8 +13,18 @@
 //! of one: each dispatch obeys exactly one reservation.
 //!
 //! UNKNOWN requests wait in their own queue, served last and only by the spillway.
+//!
+//! `darc+` (docs/darc-variant.md) is the same machine with other rules, chosen in
+//! [`DarcConfig`]: FCFS among a group's typed queues ([`GroupOrder::Oldest`]),
+//! ratios from arrivals ([`RatioSource::Arrivals`]), the longest group sized first
+//! when it is not far longer than the rest (`ReservationConfig::protect_longest`)
+//! and hysteresis on updates. With the
+//! paper's settings every added branch is skipped and `darc` is unchanged.
 
-use super::{Action, DarcConfig, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
+use super::{
+    Action, DarcConfig, GroupOrder, Policy, PolicyContext, PolicyError, PolicyStats, RatioSource,
+    mean_hints,
+};
 use crate::profile::ProfileWindow;
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request, TypeId, UNKNOWN_TYPE};
@@ -44,6 +54,10 @@ pub struct Darc {
     /// The last `spillway` workers: UNKNOWN requests run only there, in every mode.
     spillway: WorkerSet,
     window: ProfileWindow,
+    /// Arrivals per type in the current window (`RatioSource::Arrivals`).
+    arrivals: Vec<u64>,
+    /// Arrivals of known types in the current window.
+    arrivals_total: u64,
     /// Last profiled mean per type (infinite until measured).
     known_mean_ns: Vec<f64>,
     /// Per type, the queueing delay that makes a dispatch consider an update
@@ -85,6 +99,8 @@ impl Darc {
                 ctx.workers,
             ),
             window: ProfileWindow::new(n),
+            arrivals: vec![0; n],
+            arrivals_total: 0,
             known_mean_ns: vec![f64::INFINITY; n],
             trigger_ns: vec![u64::MAX; n],
             type_workers: vec![(WorkerSet::EMPTY, WorkerSet::EMPTY); n],
@@ -145,9 +161,25 @@ impl Darc {
     /// Computes a reservation from the current window; applies it when it is the
     /// first or deviates enough. Starts a new window either way.
     fn update_reservation(&mut self) {
+        let by_arrivals = self.cfg.ratios == RatioSource::Arrivals && self.arrivals_total > 0;
         for (t, d) in self.demand.iter_mut().enumerate() {
             let t = t as TypeId;
-            if self.window.count(t) > 0 {
+            if by_arrivals {
+                if self.window.count(t) > 0 {
+                    self.known_mean_ns[t as usize] = self.window.mean_ns(t);
+                }
+                // A type that arrived but completed nothing this window (starved)
+                // keeps its last mean: it is still offered load.
+                let ratio = self.arrivals[t as usize] as f64 / self.arrivals_total as f64;
+                *d = TypeDemand {
+                    mean: self.known_mean_ns[t as usize],
+                    ratio: if self.known_mean_ns[t as usize].is_finite() {
+                        ratio
+                    } else {
+                        0.0
+                    },
+                };
+            } else if self.window.count(t) > 0 {
                 self.known_mean_ns[t as usize] = self.window.mean_ns(t);
                 *d = TypeDemand {
                     mean: self.window.mean_ns(t),
@@ -167,17 +199,23 @@ impl Darc {
         self.candidate
             .compute_into(&self.demand, &self.cfg.reservation);
         self.stats.updates_considered += 1;
-        if self.mode == Mode::Warmup
-            || self
+        let apply = self.mode == Mode::Warmup
+            || (self
                 .reservation
                 .deviates(&self.candidate, self.cfg.deviation)
-        {
+                && (self.cfg.hysteresis <= 0.0
+                    || self
+                        .reservation
+                        .shifts(&self.candidate, self.cfg.hysteresis)));
+        if apply {
             std::mem::swap(&mut self.reservation, &mut self.candidate);
             self.refresh_type_workers();
             self.stats.reservation_updates += 1;
             self.mode = Mode::Dynamic;
         }
         self.window.reset();
+        self.arrivals.fill(0);
+        self.arrivals_total = 0;
     }
 
     fn take(&mut self, t: TypeId, worker: WorkerId) -> Request {
@@ -202,6 +240,35 @@ impl Darc {
             .filter_map(|(t, q)| q.front().map(|r| (r.arrival_ns, r.id, t as TypeId)))
             .min();
         oldest.map(|(_, _, t)| (t, worker))
+    }
+
+    /// `darc+`'s Algorithm 1: groups shortest first; within a group the oldest
+    /// head among its typed queues (FCFS); reserved workers, then stealable ones.
+    fn darc_pick_oldest(&self) -> Option<(TypeId, WorkerId)> {
+        for (g, grp) in self.reservation.groups.iter().enumerate() {
+            let Some((_, _, t)) = self
+                .reservation
+                .group_types(g)
+                .iter()
+                .filter_map(|&t| {
+                    self.queues[t as usize]
+                        .front()
+                        .map(|r| (r.arrival_ns, r.id, t))
+                })
+                .min()
+            else {
+                continue;
+            };
+            if let Some(w) = grp
+                .reserved
+                .and(self.free)
+                .first()
+                .or_else(|| grp.stealable.and(self.free).first())
+            {
+                return Some((t, w));
+            }
+        }
+        None
     }
 
     /// Algorithm 1: types by ascending mean; reserved workers, then stealable ones.
@@ -231,7 +298,13 @@ impl Policy for Darc {
     #[inline]
     fn on_arrival(&mut self, req: Request, _now: Nanos) -> Result<(), Request> {
         let q = match self.queues.get_mut(req.type_id as usize) {
-            Some(q) => q,
+            Some(q) => {
+                if self.cfg.ratios == RatioSource::Arrivals && self.mode != Mode::Static {
+                    self.arrivals[req.type_id as usize] += 1;
+                    self.arrivals_total += 1;
+                }
+                q
+            }
             None => &mut self.unknown,
         };
         q.push(req)?;
@@ -261,6 +334,7 @@ impl Policy for Darc {
         }
         let pick = match self.mode {
             Mode::Warmup => self.warmup_pick(),
+            Mode::Dynamic if self.cfg.order == GroupOrder::Oldest => self.darc_pick_oldest(),
             Mode::Dynamic | Mode::Static => self.darc_pick(),
         };
         let (t, worker) = match pick {
@@ -398,6 +472,77 @@ mod tests {
         let r = p.reservation().expect("reservation after the first window");
         assert_eq!(r.groups[0].reserved, WorkerSet::range(0, 2), "{r}");
         assert_eq!(r.groups[1].reserved, WorkerSet::range(2, 14), "{r}");
+    }
+
+    /// A policy past its warm-up on `means` (one group when the means are close).
+    fn warmed(spec: &str, workers: usize, means_us: &[f64]) -> Box<dyn Policy> {
+        let spec: PolicySpec = spec.parse().unwrap();
+        let mut p = spec.build(&ctx(workers, means_us)).unwrap();
+        for i in 0..10u64 {
+            let t = (i % means_us.len() as u64) as TypeId;
+            let req = Request {
+                id: i,
+                token: 0,
+                type_id: t,
+                arrival_ns: i,
+            };
+            p.on_arrival(req, i).unwrap();
+            let Some(Action::Dispatch { worker, req, .. }) = p.next_action(i) else {
+                panic!("no dispatch")
+            };
+            p.on_completion(worker, &req, (means_us[t as usize] * 1e3) as u64, i);
+        }
+        assert!(p.next_action(10).is_none());
+        assert!(p.reservation().is_some(), "still in warm-up");
+        p
+    }
+
+    /// The order in which one worker serves three queued requests of a group of
+    /// two types (type 1 arrived first).
+    fn group_service_order(spec: &str) -> Vec<TypeId> {
+        let mut p = warmed(spec, 1, &[1.0, 1.05]);
+        assert_eq!(p.reservation().unwrap().groups.len(), 1);
+        for (id, t) in [(100, 1), (101, 0), (102, 1)] {
+            let req = Request {
+                id,
+                token: 0,
+                type_id: t,
+                arrival_ns: id,
+            };
+            p.on_arrival(req, id).unwrap();
+        }
+        let mut order = Vec::new();
+        while let Some(Action::Dispatch { worker, req, .. }) = p.next_action(200) {
+            order.push(req.type_id);
+            p.on_completion(worker, &req, 1_000, 200);
+        }
+        order
+    }
+
+    #[test]
+    fn paper_darc_serves_a_groups_queues_in_fixed_order() {
+        assert_eq!(group_service_order("darc:samples=10"), [0, 1, 1]);
+    }
+
+    #[test]
+    fn darc_plus_serves_the_oldest_head_of_a_group_first() {
+        assert_eq!(group_service_order("darc+:samples=10"), [1, 0, 1]);
+        assert_eq!(
+            group_service_order("darc+:samples=10,order=type"),
+            [0, 1, 1]
+        );
+    }
+
+    #[test]
+    fn darc_plus_never_runs_long_requests_on_shorter_groups_workers() {
+        for seed in 0..30 {
+            let means = [0.5, 0.55, 5.0, 500.0];
+            let spec: PolicySpec = "darc+:samples=200,delay=1".parse().unwrap();
+            let mut d = Driver::new(spec.build(&ctx(6, &means)).unwrap(), seed).with_means(&means);
+            d.run(4_000, assert_never_on_shorter_groups_worker);
+            assert!(d.policy.stats().reservation_updates >= 1);
+            assert_eq!(d.generated(), d.completed + d.dropped + d.in_flight());
+        }
     }
 
     #[test]

@@ -19,8 +19,8 @@ pub mod ts;
 pub mod ts_block;
 
 pub use spec::{
-    DarcConfig, PARAM_RANGES, POLICY_NAMES, ParamRange, PolicySpec, Requeue, TsBlockConfig,
-    TsConfig, TsPreempt, TsQueues, split_policy_list,
+    DarcConfig, GroupOrder, PARAM_RANGES, POLICY_NAMES, ParamRange, PolicySpec, RatioSource,
+    Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues, split_policy_list,
 };
 
 use crate::request::{Nanos, Request};
@@ -160,7 +160,7 @@ pub struct TypeInfo {
 pub enum PolicyError {
     /// The name is not a policy.
     #[error(
-        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, ts, ts-block:COST_US)"
+        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US)"
     )]
     Unknown(String),
     /// A parameter is malformed or out of range.

@@ -32,6 +32,33 @@ pub struct DarcConfig {
     /// A reservation is replaced when some type's demand moved by more than this
     /// fraction.
     pub deviation: f64,
+    /// Which of a group's typed queues is served first.
+    pub order: GroupOrder,
+    /// Where a window's occurrence ratios come from.
+    pub ratios: RatioSource,
+    /// `darc+`: a reservation that moves workers is applied only when the moving
+    /// group's demand changed by more than this many workers (0: the paper's rule
+    /// alone, [`DarcConfig::deviation`]).
+    pub hysteresis: f64,
+}
+
+/// Which of a group's typed queues a worker of the group serves first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupOrder {
+    /// The paper's Algorithm 1: by ascending profiled mean, i.e. a fixed order.
+    Type,
+    /// The oldest head among the group's queues (FCFS within a group).
+    Oldest,
+}
+
+/// Where a profiling window takes each type's occurrence ratio from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RatioSource {
+    /// Completions in the window (the paper and its reference code).
+    Completions,
+    /// Arrivals in the window, dropped ones included: what is offered, not what
+    /// got served, so an overloaded type does not look smaller.
+    Arrivals,
 }
 
 impl Default for DarcConfig {
@@ -41,6 +68,26 @@ impl Default for DarcConfig {
             min_samples: 50_000,
             delay_factor: 10.0,
             deviation: 0.1,
+            order: GroupOrder::Type,
+            ratios: RatioSource::Completions,
+            hysteresis: 0.0,
+        }
+    }
+}
+
+impl DarcConfig {
+    /// `darc+`: the paper's DARC with the rules of docs/darc-variant.md.
+    pub fn plus() -> Self {
+        Self {
+            reservation: ReservationConfig {
+                protect_longest: 10.0,
+                merge_below: 0.0,
+                ..ReservationConfig::default()
+            },
+            order: GroupOrder::Oldest,
+            ratios: RatioSource::Arrivals,
+            hysteresis: 0.25,
+            ..Self::default()
         }
     }
 }
@@ -163,6 +210,8 @@ pub enum PolicySpec {
     },
     /// Dynamic DARC.
     Darc(DarcConfig),
+    /// Dynamic DARC with the `darc+` rules as defaults (docs/darc-variant.md).
+    DarcPlus(DarcConfig),
     /// Shinjuku time sharing.
     Ts(TsConfig),
     /// Preempt as soon as a short request is blocked.
@@ -243,6 +292,9 @@ const SPILLWAY: ParamRange = ParamRange::closed("spillway", 1.0, MAX_WORKERS as 
 const SAMPLES: ParamRange = ParamRange::closed("samples", 1.0, 1e9);
 const DELAY: ParamRange = ParamRange::closed("delay", 0.0, MAX_FACTOR);
 const DEVIATION: ParamRange = ParamRange::closed("deviation", 0.0, 1000.0);
+const LONGEST: ParamRange = ParamRange::closed("longest", 0.0, MAX_FACTOR);
+const MERGE: ParamRange = ParamRange::closed("merge", 0.0, MAX_WORKERS as f64);
+const HYSTERESIS: ParamRange = ParamRange::closed("hysteresis", 0.0, MAX_WORKERS as f64);
 /// A quantum below 0.1 µs would make the simulator step through time slices of
 /// a few instructions.
 const QUANTUM: ParamRange = ParamRange::closed("quantum", 0.1, MAX_US).us();
@@ -262,6 +314,17 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("darc", SAMPLES),
     ("darc", DELAY),
     ("darc", DEVIATION),
+    ("darc", LONGEST),
+    ("darc", MERGE),
+    ("darc", HYSTERESIS),
+    ("darc+", DELTA),
+    ("darc+", SPILLWAY),
+    ("darc+", SAMPLES),
+    ("darc+", DELAY),
+    ("darc+", DEVIATION),
+    ("darc+", LONGEST),
+    ("darc+", MERGE),
+    ("darc+", HYSTERESIS),
     ("ts", QUANTUM),
     ("ts", TS_COST),
     ("ts", TARGET),
@@ -315,6 +378,82 @@ fn requeue(policy: &str, v: &str) -> Result<Requeue, PolicyError> {
             format!("requeue must be head or tail, not '{v}'"),
         )),
     }
+}
+
+fn choice<T: Copy>(
+    policy: &str,
+    key: &str,
+    v: &str,
+    options: &[(&str, T)],
+) -> Result<T, PolicyError> {
+    options
+        .iter()
+        .find(|(name, _)| *name == v)
+        .map(|&(_, x)| x)
+        .ok_or_else(|| {
+            let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+            bad(
+                policy,
+                format!("{key} must be one of {}, not '{v}'", names.join(", ")),
+            )
+        })
+}
+
+/// DARC's keyed parameters over `c` (the defaults of `darc` or `darc+`).
+fn darc_params(
+    s: &str,
+    mut c: DarcConfig,
+    positional: &[&str],
+    keyed: &[(&str, &str)],
+) -> Result<DarcConfig, PolicyError> {
+    if !positional.is_empty() {
+        return Err(bad(s, "parameters are key=value".into()));
+    }
+    for &(key, v) in keyed {
+        match key {
+            "delta" => c.reservation.delta = real(s, &DELTA, v)?,
+            "spillway" => c.reservation.spillway = count(s, &SPILLWAY, v)?,
+            "round" => {
+                c.reservation.rounding = choice(
+                    s,
+                    "round",
+                    v,
+                    &[
+                        ("paper", Rounding::Paper),
+                        ("ceil", Rounding::Ceil),
+                        ("floor", Rounding::Floor),
+                    ],
+                )?
+            }
+            "samples" => c.min_samples = count(s, &SAMPLES, v)?,
+            "delay" => c.delay_factor = real(s, &DELAY, v)?,
+            "deviation" => c.deviation = real(s, &DEVIATION, v)?,
+            "order" => {
+                c.order = choice(
+                    s,
+                    "order",
+                    v,
+                    &[("type", GroupOrder::Type), ("oldest", GroupOrder::Oldest)],
+                )?
+            }
+            "ratios" => {
+                c.ratios = choice(
+                    s,
+                    "ratios",
+                    v,
+                    &[
+                        ("completions", RatioSource::Completions),
+                        ("arrivals", RatioSource::Arrivals),
+                    ],
+                )?
+            }
+            "longest" => c.reservation.protect_longest = real(s, &LONGEST, v)?,
+            "merge" => c.reservation.merge_below = real(s, &MERGE, v)?,
+            "hysteresis" => c.hysteresis = real(s, &HYSTERESIS, v)?,
+            _ => return Err(bad(s, format!("unknown parameter '{key}'"))),
+        }
+    }
+    Ok(c)
 }
 
 impl FromStr for PolicySpec {
@@ -382,36 +521,18 @@ impl FromStr for PolicySpec {
                 }
                 Ok(PolicySpec::DarcStatic { reserved, delta })
             }
-            "darc" => {
-                let mut c = DarcConfig::default();
-                if !positional.is_empty() {
-                    return Err(bad(s, "parameters are key=value".into()));
-                }
-                for &(key, v) in &keyed {
-                    match key {
-                        "delta" => c.reservation.delta = real(s, &DELTA, v)?,
-                        "spillway" => c.reservation.spillway = count(s, &SPILLWAY, v)?,
-                        "round" => {
-                            c.reservation.rounding = match v {
-                                "paper" => Rounding::Paper,
-                                "ceil" => Rounding::Ceil,
-                                "floor" => Rounding::Floor,
-                                _ => {
-                                    return Err(bad(
-                                        s,
-                                        format!("round must be paper, ceil or floor, not '{v}'"),
-                                    ));
-                                }
-                            }
-                        }
-                        "samples" => c.min_samples = count(s, &SAMPLES, v)?,
-                        "delay" => c.delay_factor = real(s, &DELAY, v)?,
-                        "deviation" => c.deviation = real(s, &DEVIATION, v)?,
-                        _ => return Err(unknown_key(key)),
-                    }
-                }
-                Ok(PolicySpec::Darc(c))
-            }
+            "darc" => Ok(PolicySpec::Darc(darc_params(
+                s,
+                DarcConfig::default(),
+                &positional,
+                &keyed,
+            )?)),
+            "darc+" => Ok(PolicySpec::DarcPlus(darc_params(
+                s,
+                DarcConfig::plus(),
+                &positional,
+                &keyed,
+            )?)),
             "ts" => {
                 let mut c = TsConfig::default();
                 for p in &positional {
@@ -481,6 +602,55 @@ impl FromStr for PolicySpec {
     }
 }
 
+/// The parameters of `c` that differ from `d`.
+fn darc_parts(c: &DarcConfig, d: &DarcConfig, parts: &mut Vec<String>) {
+    if c.reservation.delta != d.reservation.delta {
+        parts.push(format!("delta={}", c.reservation.delta));
+    }
+    if c.reservation.spillway != d.reservation.spillway {
+        parts.push(format!("spillway={}", c.reservation.spillway));
+    }
+    if c.reservation.rounding != d.reservation.rounding {
+        parts.push(format!("round={}", c.reservation.rounding.name()));
+    }
+    if c.min_samples != d.min_samples {
+        parts.push(format!("samples={}", c.min_samples));
+    }
+    if c.delay_factor != d.delay_factor {
+        parts.push(format!("delay={}", c.delay_factor));
+    }
+    if c.deviation != d.deviation {
+        parts.push(format!("deviation={}", c.deviation));
+    }
+    if c.order != d.order {
+        parts.push(
+            match c.order {
+                GroupOrder::Type => "order=type",
+                GroupOrder::Oldest => "order=oldest",
+            }
+            .into(),
+        );
+    }
+    if c.ratios != d.ratios {
+        parts.push(
+            match c.ratios {
+                RatioSource::Completions => "ratios=completions",
+                RatioSource::Arrivals => "ratios=arrivals",
+            }
+            .into(),
+        );
+    }
+    if c.reservation.protect_longest != d.reservation.protect_longest {
+        parts.push(format!("longest={}", c.reservation.protect_longest));
+    }
+    if c.reservation.merge_below != d.reservation.merge_below {
+        parts.push(format!("merge={}", c.reservation.merge_below));
+    }
+    if c.hysteresis != d.hysteresis {
+        parts.push(format!("hysteresis={}", c.hysteresis));
+    }
+}
+
 fn us(ns: u64) -> String {
     let v = ns as f64 / 1e3;
     format!("{v}")
@@ -508,26 +678,12 @@ impl fmt::Display for PolicySpec {
                 "darc-static"
             }
             PolicySpec::Darc(c) => {
-                let d = DarcConfig::default();
-                if c.reservation.delta != d.reservation.delta {
-                    parts.push(format!("delta={}", c.reservation.delta));
-                }
-                if c.reservation.spillway != d.reservation.spillway {
-                    parts.push(format!("spillway={}", c.reservation.spillway));
-                }
-                if c.reservation.rounding != d.reservation.rounding {
-                    parts.push(format!("round={}", c.reservation.rounding.name()));
-                }
-                if c.min_samples != d.min_samples {
-                    parts.push(format!("samples={}", c.min_samples));
-                }
-                if c.delay_factor != d.delay_factor {
-                    parts.push(format!("delay={}", c.delay_factor));
-                }
-                if c.deviation != d.deviation {
-                    parts.push(format!("deviation={}", c.deviation));
-                }
+                darc_parts(c, &DarcConfig::default(), &mut parts);
                 "darc"
+            }
+            PolicySpec::DarcPlus(c) => {
+                darc_parts(c, &DarcConfig::plus(), &mut parts);
+                "darc+"
             }
             PolicySpec::Ts(c) => {
                 let d = TsConfig::default();
@@ -583,6 +739,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "edf",
     "darc-static",
     "darc",
+    "darc+",
     "ts",
     "ts-block",
 ];
@@ -649,7 +806,7 @@ impl PolicySpec {
             PolicySpec::DarcStatic { reserved, delta } => {
                 Box::new(Darc::new_static(ctx, reserved, delta, name)?)
             }
-            PolicySpec::Darc(c) => {
+            PolicySpec::Darc(c) | PolicySpec::DarcPlus(c) => {
                 if c.reservation.spillway > ctx.workers {
                     return Err(ctx_err(format!(
                         "{} spillway workers on {} workers",
@@ -680,6 +837,10 @@ mod tests {
             "darc",
             "darc:round=ceil",
             "darc:delta=0.5,spillway=2,samples=1000,delay=1,deviation=0.2",
+            "darc:order=oldest,ratios=arrivals,longest=10,merge=0.5,hysteresis=0.2",
+            "darc+",
+            "darc+:samples=1000,delay=1",
+            "darc+:order=type,ratios=completions,longest=0,hysteresis=0",
             "ts",
             "ts:sq",
             "ts:quantum=10,cost=0.5,requeue=head,preempt=waiting",
@@ -689,6 +850,24 @@ mod tests {
             let spec: PolicySpec = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
             assert_eq!(spec.to_string(), s);
         }
+    }
+
+    #[test]
+    fn darc_plus_is_darc_with_other_defaults() {
+        let plus: PolicySpec = "darc+".parse().unwrap();
+        assert_eq!(plus, PolicySpec::DarcPlus(DarcConfig::plus()));
+        let paper: PolicySpec = "darc".parse().unwrap();
+        assert_eq!(paper, PolicySpec::Darc(DarcConfig::default()));
+        assert_ne!(DarcConfig::plus(), DarcConfig::default());
+        // Every darc+ rule can be turned off one by one; all off is the paper's DARC.
+        let off: PolicySpec = "darc+:order=type,ratios=completions,longest=0,hysteresis=0"
+            .parse()
+            .unwrap();
+        assert_eq!(off, PolicySpec::DarcPlus(DarcConfig::default()));
+        assert_eq!(
+            split_policy_list("darc,darc+:samples=10,delay=1,c-fcfs"),
+            vec!["darc", "darc+:samples=10,delay=1", "c-fcfs"]
+        );
     }
 
     #[test]
@@ -719,6 +898,11 @@ mod tests {
             "darc:delta=-1",
             "darc:bogus=1",
             "darc:spillway=0",
+            "darc:order=fifo",
+            "darc+:ratios=x",
+            "darc+:longest=yes",
+            "darc+:longest=-1",
+            "darc+:1",
             "ts:quantum=0",
             "ts:xq",
             "ts-block",
