@@ -713,8 +713,7 @@ fn fig7(ctx: &Ctx) -> Result<Section> {
             let last = series
                 .windows
                 .iter()
-                .filter(|x| x.end_s <= end)
-                .last()
+                .rfind(|x| x.end_s <= end)
                 .and_then(|x| x.reservation.clone())
                 .unwrap_or_else(|| "–".into());
             let _ = writeln!(
