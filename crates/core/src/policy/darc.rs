@@ -15,10 +15,11 @@
 //! UNKNOWN requests wait in their own queue, served last and only by the spillway.
 //!
 //! `darc+` (docs/darc-variant.md) is the same machine with other rules, chosen in
-//! [`DarcConfig`]: FCFS among a group's typed queues ([`GroupOrder::Oldest`]),
-//! ratios from arrivals ([`RatioSource::Arrivals`]), the longest group sized first
-//! when it is not far longer than the rest (`ReservationConfig::protect_longest`)
-//! and hysteresis on updates. With the
+//! [`DarcConfig`]: FCFS among a group's typed queues ([`GroupOrder::Oldest`]) and
+//! the longest group sized first when it is not far longer than the rest
+//! (`ReservationConfig::protect_longest`). Rules that were tried and did not win
+//! stay available as parameters, off: ratios from arrivals
+//! ([`RatioSource::Arrivals`]), hysteresis on updates, merging tiny groups. With the
 //! paper's settings every added branch is skipped and `darc` is unchanged.
 
 use super::{
