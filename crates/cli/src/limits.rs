@@ -236,6 +236,8 @@ pub const REFINE: Count = Count::new("--refine", 0, 20);
 pub const LOAD_POINTS: Count = Count::new("--loads (number of loads)", 1, 1000);
 /// `psp sweep --policies`, `psp bench --policies`: policies compared.
 pub const POLICIES: Count = Count::new("--policies (number of policies)", 1, 32);
+/// `psp bench --systems`: cost models each policy is timed under.
+pub const SYSTEMS: Count = Count::new("--systems (number of systems)", 1, 8);
 /// `psp netbench --rates`: rates tried.
 pub const RATE_POINTS: Count = Count::new("--rates (number of rates)", 1, 64);
 /// `--cores`: core ids (below Linux's CPU_SETSIZE).
@@ -335,6 +337,7 @@ const COUNTS: &[Count] = &[
     REFINE,
     LOAD_POINTS,
     POLICIES,
+    SYSTEMS,
     RATE_POINTS,
     CORE_ID,
     IDLE_SPIN_US,

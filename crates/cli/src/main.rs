@@ -385,14 +385,17 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     for spec in &specs {
         limits::time_slices(spec, &workload, limits::requests(rate, config.duration_ns)?)?;
     }
-    let systems = a
+    let names: Vec<&str> = a
         .systems
         .split(';')
         .map(str::trim)
         .filter(|s| !s.is_empty())
+        .collect();
+    limits::SYSTEMS.check(names.len())?;
+    let systems = names
+        .into_iter()
         .map(|s| Ok((s.to_string(), system::parse(s)?)))
         .collect::<Result<Vec<_>>>()?;
-    limits::POLICIES.check(systems.len())?;
     let mut rows = Vec::new();
     for (spec, (system_name, system)) in specs
         .iter()

@@ -348,6 +348,15 @@ fn sustained(r: &SweepResult, policy: &str) -> Option<f64> {
         .and_then(|p| p.max_rps_within_slo)
 }
 
+/// `policy`'s sustainable rate in `r` with its share of the peak, for a table cell.
+fn sustained_cell(r: &SweepResult, policy: &str) -> String {
+    let (div, u) = rate_unit(r.peak_rps);
+    match sustained(r, policy) {
+        Some(x) => format!("{:.3} {u} ({:.0}%)", x / div, x / r.peak_rps * 100.0),
+        None => "none".into(),
+    }
+}
+
 /// `a / b` as "1.23x", or "–" when either is missing.
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
@@ -634,11 +643,7 @@ fn fig6(ctx: &Ctx) -> Result<Section> {
             )?;
             cmds.push(cmd);
             files.extend(f);
-            let (div, u) = rate_unit(r.peak_rps);
-            let cell = |p: &str| match sustained(&r, p) {
-                Some(x) => format!("{:.3} {u} ({:.0}%)", x / div, x / r.peak_rps * 100.0),
-                None => "none".into(),
-            };
+            let cell = |p: &str| sustained_cell(&r, p);
             let _ = writeln!(
                 table,
                 "| {w} | {sys} | {} | {} | {} | {} | {} |",
@@ -764,11 +769,7 @@ fn fig9(ctx: &Ctx) -> Result<Section> {
             )?;
             cmds.push(cmd);
             files.extend(f);
-            let (div, u) = rate_unit(r.peak_rps);
-            let cell = |p: &str| match sustained(&r, p) {
-                Some(x) => format!("{:.3} {u} ({:.0}%)", x / div, x / r.peak_rps * 100.0),
-                None => "none".into(),
-            };
+            let cell = |p: &str| sustained_cell(&r, p);
             let _ = writeln!(
                 table,
                 "| {w} | {c} | {} | {} | {} |",

@@ -10,8 +10,8 @@ use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 use crate::plot::{
-    FONT, PALETTE, PlotError, ensure_font, format_tick, is_plottable, linear_range, log_range,
-    with_suffix,
+    FONT, PALETTE, PlotError, draw_axes, draw_legend, draw_line, ensure_font, is_plottable,
+    legend_line, linear_range, log_range, output_paths,
 };
 
 /// One line: a name and its (x, y) points.
@@ -49,16 +49,7 @@ const SIZE: (u32, u32) = (900, 560);
 /// # Errors
 /// A directory that cannot be created or a figure that cannot be drawn.
 pub fn plot_lines(figure: &LineFigure, out_stem: &Path) -> Result<Vec<PathBuf>, PlotError> {
-    if let Some(dir) = out_stem.parent()
-        && !dir.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(dir).map_err(|source| PlotError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
-    let svg = with_suffix(out_stem, "svg");
-    let png = with_suffix(out_stem, "png");
+    let (svg, png) = output_paths(out_stem)?;
     let err = |path: &Path| {
         let path = path.to_path_buf();
         move |message: String| PlotError::Draw { path, message }
@@ -93,8 +84,7 @@ fn draw<DB: DrawingBackend>(
             )
         })
         .collect();
-    let xs = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0));
-    let x_range = linear_range(xs);
+    let x_range = linear_range(lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)));
     let ys = lines
         .iter()
         .flat_map(|l| l.1.iter().map(|p| p.1))
@@ -137,36 +127,11 @@ fn finish<'a, DB: DrawingBackend + 'a, Y>(
 where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    chart
-        .configure_mesh()
-        .x_desc(f.x_label.as_str())
-        .y_desc(f.y_label.as_str())
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 16))
-        .x_label_formatter(&|v| format_tick(*v))
-        .y_label_formatter(&|v| format_tick(*v))
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()
-        .map_err(err)?;
+    draw_axes(&mut chart, &f.x_label, &f.y_label, None)?;
     for (i, (name, points)) in lines.iter().enumerate() {
-        if points.is_empty() {
-            continue;
+        if !points.is_empty() {
+            draw_line(&mut chart, name, points, PALETTE[i % PALETTE.len()])?;
         }
-        let color = PALETTE[i % PALETTE.len()];
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
-            .map_err(err)?;
-        chart
-            .draw_series(LineSeries::new(
-                points.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .map_err(err)?
-            .label(name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
     }
     if let Some((y, name)) = &f.reference {
         let c = RGBColor(60, 60, 60);
@@ -177,17 +142,11 @@ where
                 6,
                 c.stroke_width(2),
             ))
-            .map_err(err)?
+            .map_err(|e| e.to_string())?
             .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            .legend(legend_line(c));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 14))
-        .draw()
-        .map_err(err)
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 #[cfg(test)]

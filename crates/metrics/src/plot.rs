@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
@@ -115,7 +116,7 @@ pub fn plot_sweep(
 }
 
 /// `<out_stem>.svg` and `<out_stem>.png`, with their directory created.
-fn output_paths(out_stem: &Path) -> Result<(PathBuf, PathBuf), PlotError> {
+pub(crate) fn output_paths(out_stem: &Path) -> Result<(PathBuf, PathBuf), PlotError> {
     if let Some(dir) = out_stem.parent()
         && !dir.as_os_str().is_empty()
     {
@@ -238,17 +239,7 @@ fn draw_series<DB: DrawingBackend>(
         .y_label_area_size(70)
         .build_cartesian_2d(x_range.clone(), lat_range.clone().log_scale())
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("Time (s)")
-        .y_desc("p99.9 latency (µs)")
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 16))
-        .x_label_formatter(&|v| format_tick(*v))
-        .y_label_formatter(&|v| format_tick(*v))
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()
-        .map_err(err)?;
+    draw_axes(&mut chart, "Time (s)", "p99.9 latency (µs)", None)?;
     for (t, name) in series.types.iter().enumerate() {
         let color = PALETTE[t % PALETTE.len()];
         for (i, run) in lat[t].iter().enumerate() {
@@ -256,9 +247,7 @@ fn draw_series<DB: DrawingBackend>(
                 .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
                 .map_err(err)?;
             if i == 0 {
-                s.label(name.as_str()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+                s.label(name.as_str()).legend(legend_line(color));
             }
         }
     }
@@ -281,14 +270,7 @@ fn draw_series<DB: DrawingBackend>(
             .map_err(err)?;
     }
     if !series.types.is_empty() {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
 
     let y_top = most_workers + 1.0;
@@ -299,18 +281,12 @@ fn draw_series<DB: DrawingBackend>(
         .y_label_area_size(70)
         .build_cartesian_2d(x_range.clone(), 0.0..y_top)
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("Time (s)")
-        .y_desc("workers")
-        .y_labels((y_top as usize + 1).min(12))
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 16))
-        .x_label_formatter(&|v| format_tick(*v))
-        .y_label_formatter(&|v| format_tick(*v))
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()
-        .map_err(err)?;
+    draw_axes(
+        &mut chart,
+        "Time (s)",
+        "workers",
+        Some((y_top as usize + 1).min(12)),
+    )?;
     for (t, name) in series.types.iter().enumerate() {
         let color = PALETTE[t % PALETTE.len()];
         for (i, run) in reserved[t].iter().enumerate() {
@@ -318,9 +294,7 @@ fn draw_series<DB: DrawingBackend>(
                 .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
                 .map_err(err)?;
             if i == 0 {
-                s.label(name.as_str()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+                s.label(name.as_str()).legend(legend_line(color));
             }
         }
         for run in &stealable[t] {
@@ -345,16 +319,83 @@ fn draw_series<DB: DrawingBackend>(
             .map_err(err)?;
     }
     if reserved.iter().any(|r| !r.is_empty()) {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     root.present().map_err(err)
+}
+
+/// The axes of every panel: descriptions, fonts, tick format and a light grid;
+/// `y_labels` caps the number of y ticks.
+pub(crate) fn draw_axes<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    x_desc: &str,
+    y_desc: &str,
+    y_labels: Option<usize>,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .x_label_formatter(&|v| format_tick(*v))
+        .y_label_formatter(&|v| format_tick(*v))
+        .light_line_style(RGBColor(235, 235, 235));
+    if let Some(n) = y_labels {
+        mesh.y_labels(n);
+    }
+    mesh.draw().map_err(|e| e.to_string())
+}
+
+/// A legend entry: a short solid line in `color`.
+pub(crate) fn legend_line(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+}
+
+/// The legend box at `position`.
+pub(crate) fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
+/// One named line with a dot at each point, in `color`.
+pub(crate) fn draw_line<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    name: &str,
+    points: &[(f64, f64)],
+    color: RGBColor,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    chart
+        .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
+        .map_err(err)?;
+    chart
+        .draw_series(LineSeries::new(
+            points.iter().copied(),
+            color.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label(name)
+        .legend(legend_line(color));
+    Ok(())
 }
 
 /// `stem` with `.ext` appended (not replacing any dot already in the file name).
@@ -516,17 +557,12 @@ impl Figure {
             .y_label_area_size(70)
             .build_cartesian_2d(x_range.clone(), y_range.log_scale())
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("Offered load ({})", self.unit.1))
-            .y_desc(y_desc)
-            .label_style((FONT, 14))
-            .axis_desc_style((FONT, 16))
-            .x_label_formatter(&|v| format_tick(*v))
-            .y_label_formatter(&|v| format_tick(*v))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(err)?;
+        draw_axes(
+            &mut chart,
+            &format!("Offered load ({})", self.unit.1),
+            y_desc,
+            None,
+        )?;
 
         let mut labelled = false;
         for s in &self.series {
@@ -534,20 +570,7 @@ impl Figure {
             if points.is_empty() {
                 continue;
             }
-            let color = s.color;
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
-                .map_err(err)?;
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().copied(),
-                    color.stroke_width(2),
-                ))
-                .map_err(err)?
-                .label(s.name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+            draw_line(&mut chart, &s.name, points, s.color)?;
             labelled = true;
         }
 
@@ -574,14 +597,7 @@ impl Figure {
         }
 
         if labelled {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .label_font((FONT, 14))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(err)?;
+            draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         }
         Ok(())
     }

@@ -745,6 +745,7 @@ impl SimOutcome {
             Ok(serde_json::Value::Object(m)) => m,
             _ => unreachable!("a struct serializes to an object"),
         };
+        let period_ns = workload.arrival_period_ns(cfg.duration_ns) as f64;
         let meta = PointMeta {
             mode: "sim",
             workload: workload.name.clone(),
@@ -752,10 +753,8 @@ impl SimOutcome {
             workers: cfg.workers,
             load: cfg.rate_rps / workload.peak_rps(cfg.workers),
             offered_rps: cfg.rate_rps,
-            duration_s: workload.arrival_period_ns(cfg.duration_ns) as f64 / 1e9,
-            measured_s: workload.arrival_period_ns(cfg.duration_ns) as f64
-                * (1.0 - cfg.warmup_fraction)
-                / 1e9,
+            duration_s: period_ns / 1e9,
+            measured_s: period_ns * (1.0 - cfg.warmup_fraction) / 1e9,
             seed: cfg.seed,
         };
         PointResult::from_recorder(meta, &self.recorder, self.measured_generated, extra)
