@@ -204,6 +204,23 @@ pub fn slowdown(latency_ns: u64, service_ns: u64) -> f64 {
     latency_ns as f64 / service_ns.max(1) as f64
 }
 
+/// `slowdown(latency_ns, service_ns)` in thousandths, rounded half away from
+/// zero: `(slowdown * SLOWDOWN_SCALE).round() as u64`, exactly, without the
+/// `round` library call (x86-64's baseline has no rounding instruction, and
+/// this runs once per simulated request).
+#[inline]
+pub(crate) fn slowdown_milli(latency_ns: u64, service_ns: u64) -> u64 {
+    let x = slowdown(latency_ns, service_ns) * SLOWDOWN_SCALE;
+    let whole = x as u64; // truncates; x >= 0
+    // Exact: for x >= 1 the truncation is at least x / 2 (Sterbenz), and for
+    // x < 1 it is 0. Above 2^53 x is whole and the difference is 0.
+    if x - whole as f64 >= 0.5 {
+        whole.saturating_add(1)
+    } else {
+        whole
+    }
+}
+
 impl Recorder {
     /// A recorder for the given type names (index = type id).
     pub fn new<I: IntoIterator<Item = S>, S: Into<String>>(type_names: I) -> Self {
@@ -223,7 +240,7 @@ impl Recorder {
     #[inline]
     pub fn record(&mut self, type_id: usize, latency_ns: u64, service_ns: u64) {
         let t = &mut self.types[type_id];
-        let sd = (slowdown(latency_ns, service_ns) * SLOWDOWN_SCALE).round() as u64;
+        let sd = slowdown_milli(latency_ns, service_ns);
         // Values beyond MAX_VALUE are clamped rather than lost.
         t.latency_ns.saturating_record(latency_ns.max(1));
         t.slowdown_milli.saturating_record(sd.max(1));
@@ -373,6 +390,39 @@ mod tests {
     fn brute(sorted: &[u64], q: f64) -> u64 {
         let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
         sorted[rank - 1]
+    }
+
+    fn rounded_milli(latency_ns: u64, service_ns: u64) -> u64 {
+        (slowdown(latency_ns, service_ns) * SLOWDOWN_SCALE).round() as u64
+    }
+
+    #[test]
+    fn slowdown_milli_rounds_like_round_at_the_edges() {
+        // Halves (x.5 thousandths) and values around them, tiny and huge ones.
+        for (l, s) in [
+            (1, 2000),
+            (3, 2000),
+            (1, 1),
+            (0, 5),
+            (1, 3),
+            (2, 3),
+            (u64::MAX, 1),
+            (1 << 53, 1),
+            ((1 << 53) + 1, 3),
+            (1_000_000_000_007, 2_000),
+        ] {
+            assert_eq!(slowdown_milli(l, s), rounded_milli(l, s), "{l}/{s}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn slowdown_milli_is_round(l in 0u64..u64::MAX, s in 0u64..u64::MAX,
+                                   small_l in 0u64..100_000, small_s in 0u64..100_000) {
+            prop_assert_eq!(slowdown_milli(l, s), rounded_milli(l, s));
+            prop_assert_eq!(slowdown_milli(small_l, small_s), rounded_milli(small_l, small_s));
+            prop_assert_eq!(slowdown_milli(l >> 20, s >> 40), rounded_milli(l >> 20, s >> 40));
+        }
     }
 
     fn within(a: f64, b: f64, rel: f64) -> bool {

@@ -27,7 +27,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::recorder::{SLOWDOWN_SCALE, new_histogram, slowdown};
+use crate::recorder::{SLOWDOWN_SCALE, new_histogram, slowdown_milli};
 
 /// Shortest window, in ns (1 µs).
 pub const MIN_WINDOW_NS: u64 = 1_000;
@@ -190,7 +190,7 @@ impl SeriesRecorder {
             self.roll(completion_ns);
         }
         let c = &mut self.current[type_idx];
-        let sd = (slowdown(latency_ns, service_ns) * SLOWDOWN_SCALE).round() as u64;
+        let sd = slowdown_milli(latency_ns, service_ns);
         c.latency_ns.saturating_record(latency_ns.max(1));
         c.slowdown_milli.saturating_record(sd.max(1));
     }
