@@ -613,40 +613,66 @@ fn fig6(ctx: &Ctx) -> Result<Section> {
         ("tpcc", "1s"),
         ("rocksdb", "10s"),
     ];
-    let systems = ["ideal", "persephone"];
+    // (system, SLO as shown, SLO flags, file-name suffix). The per-type SLO is the
+    // paper's for simulations; the testbed's is on all requests (20x or 50x).
+    // Under `persephone` a 1 µs request's slowdown is at least 11 from the
+    // network alone, so only the testbed's SLOs can be met there.
+    let conditions: [(&str, &str, &[&str], &str); 4] = [
+        ("ideal", "≤ 10 per type", &[], "ideal"),
+        (
+            "ideal",
+            "≤ 20 overall",
+            &["--slo-overall", "20"],
+            "ideal-o20",
+        ),
+        (
+            "persephone",
+            "≤ 20 overall",
+            &["--slo-overall", "20"],
+            "persephone-o20",
+        ),
+        (
+            "persephone",
+            "≤ 50 overall",
+            &["--slo-overall", "50"],
+            "persephone-o50",
+        ),
+    ];
     let mut cmds = Vec::new();
     let mut files = Vec::new();
     let mut table = String::from(
-        "| workload | system | `c-fcfs` | `ts` | `darc` | DARC / c-FCFS | DARC / TS |\n|---|---|---|---|---|---|---|\n",
+        "| workload | system | SLO (p99.9 slowdown) | `c-fcfs` | `ts` | `darc` | DARC / c-FCFS | DARC / TS |\n|---|---|---|---|---|---|---|---|\n",
     );
     let mut images = String::new();
     for (w, d) in setups {
-        for sys in systems {
-            let name = format!("fig6-{w}-{sys}");
+        for (sys, slo, slo_flags, suffix) in conditions {
+            let name = format!("fig6-{w}-{suffix}");
+            let mut args = vec![
+                "--workload",
+                w,
+                "--workers",
+                "14",
+                "--duration",
+                d,
+                "--system",
+                sys,
+                "--policies",
+                "c-fcfs,ts,darc",
+                "--refine",
+                "2",
+            ];
+            args.extend_from_slice(slo_flags);
             let (r, cmd, f) = ctx.sweep(
                 &name,
-                &format!("{w}, 14 workers, system {sys}"),
-                &[
-                    "--workload",
-                    w,
-                    "--workers",
-                    "14",
-                    "--duration",
-                    d,
-                    "--system",
-                    sys,
-                    "--policies",
-                    "c-fcfs,ts,darc",
-                    "--refine",
-                    "2",
-                ],
+                &format!("{w}, 14 workers, system {sys}, SLO {slo}"),
+                &args,
             )?;
             cmds.push(cmd);
             files.extend(f);
             let cell = |p: &str| sustained_cell(&r, p);
             let _ = writeln!(
                 table,
-                "| {w} | {sys} | {} | {} | {} | {} | {} |",
+                "| {w} | {sys} | {slo} | {} | {} | {} | {} | {} |",
                 cell("c-fcfs"),
                 cell("ts"),
                 cell("darc"),
@@ -657,11 +683,16 @@ fn fig6(ctx: &Ctx) -> Result<Section> {
         }
     }
     let body = format!(
-        "**Setup.** 14 workers, SLO p99.9 slowdown ≤ 10 per type, 1 s per point (rocksdb 10 s: \
-         at its peak of 44k requests/s, DARC's first 50,000-sample window needs more than 1 s). \
-         Two systems: `ideal` (no costs, the paper's simulations) and `persephone` (the \
-         paper's dispatcher at ~7 M packets/s, i.e. 143 ns per request, and ~10 µs of network \
-         added to every response, which also adds to every slowdown).\n\n{}{table}\n{images}",
+        "**Setup.** 14 workers, 1 s per point (rocksdb 10 s: at its peak of 44k requests/s, \
+         DARC's first 50,000-sample window needs more than 1 s). Two systems: `ideal` (no costs, \
+         the paper's simulations) and `persephone` (the paper's dispatcher at ~7 M packets/s, \
+         i.e. 143 ns per request, and ~10 µs of network added to every response, which also \
+         adds to every slowdown). The SLO decides the result, so each is shown: the paper's \
+         simulation SLO (p99.9 slowdown ≤ 10 for every type) and its testbed SLOs (p99.9 \
+         slowdown ≤ 20 or ≤ 50 over all requests). The per-type SLO cannot hold under \
+         `persephone` (a 1 µs request's slowdown is at least 11 from the network alone) and is \
+         not run there; ≤ 20 overall cannot hold there on extreme-bimodal (0.5 µs requests: \
+         at least 21).\n\n{}{table}\n{images}",
         commands_block(&cmds)
     );
     Ok(Section { body, files })
