@@ -18,7 +18,9 @@ pub mod reservation;
 pub mod workers;
 
 pub use classifier::{Classifier, ClassifierKind, HeaderClassifier, RandomClassifier};
-pub use policy::{Action, Policy, PolicyContext, PolicyError, PolicySpec, TypeInfo};
+pub use policy::{
+    Action, Policy, PolicyContext, PolicyError, PolicySpec, PreemptionCost, TypeInfo,
+};
 pub use profile::ProfileWindow;
 pub use queue::TypedQueue;
 pub use request::{Nanos, Request, TypeId, UNKNOWN_TYPE};

@@ -213,6 +213,10 @@ pub struct DispatchCore {
     /// quantiles the next snapshot reads.
     digests: Vec<(Digest, Digest)>,
     next_quantiles: usize,
+    /// The policy's tick period ([`Policy::tick_interval`]) and when the next
+    /// tick is due.
+    tick_ns: Option<u64>,
+    next_tick: u64,
 }
 
 impl DispatchCore {
@@ -222,6 +226,8 @@ impl DispatchCore {
         let n = parts.type_names.len();
         let n_workers = parts.jobs.len();
         Self {
+            tick_ns: parts.policy.tick_interval().filter(|&t| t > 0),
+            next_tick: 0,
             policy: parts.policy,
             jobs: parts.jobs,
             done: parts.done,
@@ -442,6 +448,12 @@ impl DispatchCore {
     #[inline]
     pub fn feed_workers(&mut self, now: u64) -> bool {
         let done = self.complete(now);
+        if let Some(tick) = self.tick_ns
+            && now >= self.next_tick
+        {
+            self.policy.on_tick(now);
+            self.next_tick = now.saturating_add(tick);
+        }
         !self.dispatch(now).is_empty() | done
     }
 

@@ -22,13 +22,19 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use psp_core::classifier::{Classifier, ClassifierKind, RandomClassifier};
 use psp_core::policy::PolicyStats;
-use psp_core::{Action, Nanos, Policy, PolicyContext, PolicySpec, Request, TypeId, WorkerId};
+use psp_core::{
+    Action, Nanos, Policy, PolicyContext, PolicySpec, PreemptionCost, Request, TypeId, WorkerId,
+};
 use psp_metrics::{PointMeta, PointResult, Recorder};
 
 use psp_metrics::series::{ReservationView, SeriesRecorder, TimeSeries};
 use psp_workload::{ArrivalSource, Arrivals, Workload};
 
 use crate::system::SystemCosts;
+
+/// Ticks in a row with no other event pending after which a policy that still
+/// holds queued requests stops getting ticks (they are then counted stranded).
+const MAX_IDLE_TICKS: u32 = 1_000;
 
 /// One simulated point's parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,9 +77,10 @@ pub enum SimError {
 enum EventKind {
     Complete,
     QuantumEnd,
-    /// The switch cost it orders is the worker's `signal_switch_ns`.
     PreemptSignal,
     SwitchDone,
+    /// The policy's tick (`Policy::tick_interval`); not tied to a worker.
+    Tick,
 }
 
 /// 24 bytes: the heap moves these on every push and pop.
@@ -142,9 +149,6 @@ struct Worker {
     state: WorkerState,
     /// Bumped whenever the worker's current segment ends: stale events are ignored.
     gen_: u32,
-    /// The switch cost of the last preemption signal sent to this worker (kept
-    /// here, not in the event, so that events stay small).
-    signal_switch_ns: Nanos,
 }
 
 /// What a simulation produced.
@@ -203,6 +207,10 @@ pub struct Simulator<'p> {
     now: Nanos,
     probe: Option<DispatchProbe<'p>>,
     costs: SystemCosts,
+    /// The simulated preemption mechanism.
+    preemption: PreemptionCost,
+    /// The policy's tick period, if it asked for one.
+    tick_ns: Option<Nanos>,
     /// The policy pays the dispatcher's costs (centralized, non-zero costs).
     dispatcher_on: bool,
     /// When the dispatcher is next free (see the module doc).
@@ -236,7 +244,6 @@ impl<'p> Simulator<'p> {
                 Worker {
                     state: WorkerState::Idle,
                     gen_: 0,
-                    signal_switch_ns: 0,
                 };
                 workers
             ],
@@ -253,6 +260,8 @@ impl<'p> Simulator<'p> {
             now: 0,
             probe: None,
             costs: SystemCosts::default(),
+            preemption: PreemptionCost::default(),
+            tick_ns: None,
             dispatcher_on: false,
             dispatcher_clock: 0,
             ingress: VecDeque::new(),
@@ -301,6 +310,12 @@ impl<'p> Simulator<'p> {
             }
             None => series.close_windows_until(self.now, None),
         }
+    }
+
+    /// Charges `cost` for each preemption (the mechanism the policy runs on).
+    pub fn with_preemption(mut self, cost: PreemptionCost) -> Self {
+        self.preemption = cost;
+        self
     }
 
     /// Runs under `costs` (centralized policies pay the dispatcher's costs;
@@ -502,14 +517,13 @@ impl<'p> Simulator<'p> {
             (EventKind::QuantumEnd, WorkerState::Running { quantum, .. }) => {
                 let token = self.stop_segment(worker).expect("running");
                 let at = self.dispatcher_step(0);
-                match self.policy.on_quantum_expired(worker, at) {
-                    Some(cost) => {
-                        // The dispatcher orders the preemption; the worker's
-                        // switch is the policy's cost.
-                        self.dispatcher_step(self.costs.preempt_ns);
-                        self.begin_switch(worker, token, cost);
-                    }
-                    None => self.start_segment(worker, token, quantum, self.now),
+                if self.policy.on_quantum_expired(worker, at) {
+                    // The dispatcher orders the preemption; the worker's own
+                    // timer fired, so only the switch is paid.
+                    self.dispatcher_step(self.costs.preempt_ns);
+                    self.begin_switch(worker, token, self.preemption.switch_ns);
+                } else {
+                    self.start_segment(worker, token, quantum, self.now);
                 }
             }
             (EventKind::PreemptSignal, WorkerState::Running { .. }) => {
@@ -517,8 +531,7 @@ impl<'p> Simulator<'p> {
                 if self.slab[token as usize].remaining_ns == 0 {
                     self.complete(worker, token);
                 } else {
-                    let switch_ns = self.workers[worker as usize].signal_switch_ns;
-                    self.begin_switch(worker, token, switch_ns);
+                    self.begin_switch(worker, token, self.preemption.switch_ns);
                 }
             }
             (EventKind::SwitchDone, WorkerState::Switching { token }) => {
@@ -557,14 +570,13 @@ impl<'p> Simulator<'p> {
                     let at = self.dispatcher_step(self.costs.dispatch_ns);
                     self.start_segment(worker, req.token, quantum_ns, at);
                 }
-                Action::Preempt {
-                    worker,
-                    signal_ns,
-                    switch_ns,
-                } => {
+                Action::Preempt { worker } => {
                     let at = self.dispatcher_step(self.costs.preempt_ns);
-                    self.workers[worker as usize].signal_switch_ns = switch_ns;
-                    self.push(at + signal_ns, worker, EventKind::PreemptSignal);
+                    self.push(
+                        at + self.preemption.signal_ns,
+                        worker,
+                        EventKind::PreemptSignal,
+                    );
                 }
             }
         }
@@ -573,6 +585,11 @@ impl<'p> Simulator<'p> {
     /// Runs until `arrivals` is exhausted and every admitted request is done.
     pub fn run<A: ArrivalSource + ?Sized>(mut self, arrivals: &mut A) -> SimOutcome {
         let mut next = arrivals.next_arrival();
+        self.tick_ns = self.policy.tick_interval().filter(|&t| t > 0);
+        if let Some(tick) = self.tick_ns {
+            self.push(tick, 0, EventKind::Tick);
+        }
+        let (mut tick_due, mut idle_ticks) = (false, 0u32);
         loop {
             let arrival_first = match (&next, self.heap.peek()) {
                 (None, None) => break,
@@ -590,9 +607,33 @@ impl<'p> Simulator<'p> {
                 let ev = *self.heap.peek().expect("checked");
                 self.top_spent = true;
                 self.now = ev.at;
-                self.handle(ev);
+                if ev.kind == EventKind::Tick {
+                    let at = self.dispatcher_step(0);
+                    self.policy.on_tick(at);
+                    tick_due = true;
+                } else {
+                    self.handle(ev);
+                }
             }
             self.drain_actions();
+            if tick_due {
+                tick_due = false;
+                // Ticks go on while anything else may happen: an arrival, an
+                // event other than the spent tick, or queued requests the
+                // policy may release on a later tick (for a bounded number of
+                // ticks with nothing else going on).
+                let others = self.heap.len() - usize::from(self.top_spent);
+                idle_ticks = if others > 0 || next.is_some() {
+                    0
+                } else {
+                    idle_ticks + 1
+                };
+                let go_on =
+                    idle_ticks == 0 || (self.policy.queued() > 0 && idle_ticks <= MAX_IDLE_TICKS);
+                if let Some(tick) = self.tick_ns.filter(|_| go_on) {
+                    self.push(self.now + tick, 0, EventKind::Tick);
+                }
+            }
             if self.top_spent {
                 self.top_spent = false;
                 self.heap.pop();
@@ -669,6 +710,7 @@ fn simulate_outcome(
     );
     let started = std::time::Instant::now();
     let mut sim = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns)
+        .with_preemption(spec.preemption_cost())
         .with_system(cfg.system)
         .with_classifier(cfg.classifier, names.len());
     if let Some(window) = cfg.series_window_ns {

@@ -171,7 +171,8 @@ fn timeline(policy: &str, arrivals: &[(u64, u16, u64)]) -> Vec<f64> {
         types: w.type_infos(),
         queue_capacity: 16,
     };
-    let mut p = policy.parse::<PolicySpec>().unwrap().build(&ctx).unwrap();
+    let spec = policy.parse::<PolicySpec>().unwrap();
+    let mut p = spec.build(&ctx).unwrap();
     let trace = arrivals
         .iter()
         .map(|&(at_ns, type_id, service_ns)| Arrival {
@@ -181,7 +182,9 @@ fn timeline(policy: &str, arrivals: &[(u64, u16, u64)]) -> Vec<f64> {
         })
         .collect();
     let names = vec!["short".to_string(), "long".to_string()];
-    let out = Simulator::new(&mut *p, 1, &names, 0).run(&mut TraceArrivals::new(trace));
+    let out = Simulator::new(&mut *p, 1, &names, 0)
+        .with_preemption(spec.preemption_cost())
+        .run(&mut TraceArrivals::new(trace));
     assert_eq!(out.completed, arrivals.len() as u64);
     out.recorder
         .type_stats()
@@ -261,4 +264,113 @@ fn darc_idles_reserved_workers_rather_than_run_long_requests_on_them() {
     };
     assert!((lat[0] - 0.5).abs() < 1e-9, "short waited: {lat:?}");
     assert!((lat[1] - 750.0).abs() < 1e-9, "longs: {lat:?}"); // (500 + 1000) / 2
+}
+
+/// Holds every arrival until the next tick, then serves them FIFO on one worker:
+/// a policy that only makes progress through `on_tick`.
+struct TickBatcher {
+    queue: std::collections::VecDeque<Request>,
+    released: usize,
+    free: bool,
+    ticks: Vec<u64>,
+}
+
+impl Policy for TickBatcher {
+    fn name(&self) -> String {
+        "tick-batcher".into()
+    }
+    fn on_arrival(&mut self, req: Request, _now: u64) -> Result<(), Request> {
+        self.queue.push_back(req);
+        Ok(())
+    }
+    fn on_completion(&mut self, _: WorkerId, _: &Request, _: u64, _: u64) {
+        self.free = true;
+    }
+    fn next_action(&mut self, _now: u64) -> Option<psp_core::Action> {
+        if !self.free || self.released == 0 {
+            return None;
+        }
+        let req = self.queue.pop_front()?;
+        self.released -= 1;
+        self.free = false;
+        Some(psp_core::Action::Dispatch {
+            worker: 0,
+            req,
+            quantum_ns: None,
+        })
+    }
+    fn tick_interval(&self) -> Option<u64> {
+        Some(10_000)
+    }
+    fn on_tick(&mut self, now: u64) {
+        self.ticks.push(now);
+        self.released = self.queue.len();
+    }
+    fn queued(&self) -> usize {
+        self.queue.len()
+    }
+    fn idle_workers(&self) -> psp_core::WorkerSet {
+        if self.free {
+            psp_core::WorkerSet::range(0, 1)
+        } else {
+            psp_core::WorkerSet::EMPTY
+        }
+    }
+}
+
+#[test]
+fn a_policy_that_asks_for_a_tick_gets_one_every_period_until_the_run_ends() {
+    let mut p = TickBatcher {
+        queue: Default::default(),
+        released: 0,
+        free: true,
+        ticks: Vec::new(),
+    };
+    // Arrivals at 1, 12 and 35 µs, 1 µs each: each waits for the next tick.
+    let trace = [1_000, 12_000, 35_000]
+        .into_iter()
+        .map(|at_ns| Arrival {
+            at_ns,
+            type_id: 0,
+            service_ns: 1_000,
+        })
+        .collect();
+    let names = vec!["only".to_string()];
+    let out = Simulator::new(&mut p, 1, &names, 0).run(&mut TraceArrivals::new(trace));
+    assert_eq!(out.completed, 3);
+    assert_eq!(out.stranded, 0);
+    let t = &out.recorder.type_stats()[0];
+    // Latencies 9 + 1, 8 + 1, 5 + 1 µs: served at the ticks of 10, 20 and 40 µs.
+    assert!(
+        (t.mean_latency_us - (10.0 + 9.0 + 6.0) / 3.0).abs() < 1e-9,
+        "{t:?}"
+    );
+    // Every tick on the period, until nothing else is left to happen: the
+    // last request completes at 41 µs, so the tick of 50 µs is the last.
+    assert!(
+        p.ticks
+            .iter()
+            .enumerate()
+            .all(|(i, &at)| at == (i as u64 + 1) * 10_000)
+    );
+    assert_eq!(p.ticks.last(), Some(&50_000), "{:?}", p.ticks);
+}
+
+#[test]
+fn ticks_stop_when_a_policy_holds_requests_it_never_releases() {
+    let mut p = TickBatcher {
+        queue: Default::default(),
+        released: 0,
+        free: false, // never frees its worker: nothing is ever dispatched
+        ticks: Vec::new(),
+    };
+    let trace = vec![Arrival {
+        at_ns: 0,
+        type_id: 0,
+        service_ns: 1_000,
+    }];
+    let names = vec!["only".to_string()];
+    let out = Simulator::new(&mut p, 1, &names, 0).run(&mut TraceArrivals::new(trace));
+    assert_eq!(out.stranded, 1);
+    assert_eq!(p.ticks.len(), 1_001, "bounded idle ticks");
 }

@@ -3,9 +3,15 @@
 //! An executor (simulator or runtime dispatcher) calls [`Policy::on_arrival`] when a
 //! request arrives, [`Policy::on_completion`] when a worker finishes one, and then
 //! drains [`Policy::next_action`] until it returns `None`. Preemptive policies also
-//! receive [`Policy::on_quantum_expired`] and [`Policy::on_preempted`]. The policy
-//! tracks which workers it considers free; it never sees service times except the
-//! measured ones handed to `on_completion`.
+//! receive [`Policy::on_quantum_expired`] and [`Policy::on_preempted`]; a policy
+//! that asks for a tick ([`Policy::tick_interval`]) gets [`Policy::on_tick`] at
+//! least that often. The policy tracks which workers it considers free; it never
+//! sees service times except the measured ones handed to `on_completion`.
+//!
+//! A policy decides *what* happens (dispatch, preempt, re-queue); what carrying
+//! it out costs belongs to the executor: the simulator models a mechanism
+//! ([`PreemptionCost`], from the policy's parameters or the system cost model),
+//! the runtime pays its real one.
 //!
 //! One file per policy family: [`fcfs`] (c-FCFS, d-FCFS), [`edf`], [`darc`] (DARC,
 //! DARC-static, FP), [`ts`] (Shinjuku time sharing), [`ts_block`] (preempt as soon
@@ -40,19 +46,27 @@ pub enum Action {
         /// Time slice, for preemptive policies.
         quantum_ns: Option<Nanos>,
     },
-    /// Preempt whatever `worker` runs: the signal reaches the worker after
-    /// `signal_ns` (the request keeps running meanwhile), the switch then takes
-    /// `switch_ns` of the worker's time, and the executor calls
-    /// [`Policy::on_preempted`]. If the request completes before the signal lands,
-    /// the preemption is void and the policy sees a completion instead.
+    /// Preempt whatever `worker` runs: the executor interrupts the worker (the
+    /// request keeps running until the interrupt lands), the worker switches
+    /// away, and the executor calls [`Policy::on_preempted`]. If the request
+    /// completes before the interrupt lands, the preemption is void and the
+    /// policy sees a completion instead.
     Preempt {
         /// The worker to interrupt.
         worker: WorkerId,
-        /// Delay before the interrupt reaches the worker.
-        signal_ns: Nanos,
-        /// Worker time lost to the context switch.
-        switch_ns: Nanos,
     },
+}
+
+/// What one preemption costs in the simulator's model of the mechanism. The
+/// runtime ignores it: it pays its real mechanism.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PreemptionCost {
+    /// From a [`Action::Preempt`] to the interrupt reaching the worker (the
+    /// request keeps running meanwhile). A quantum expiry needs no signal: the
+    /// worker's own timer fires.
+    pub signal_ns: Nanos,
+    /// Worker time lost to the switch, after which the worker is free.
+    pub switch_ns: Nanos,
 }
 
 /// Counters a policy keeps about its own decisions.
@@ -85,11 +99,23 @@ pub trait Policy: Send {
     /// The next dispatch or preemption, if any. Executors call it until `None`.
     fn next_action(&mut self, now: Nanos) -> Option<Action>;
 
-    /// The request on `worker` used up its quantum and is not finished. Returns the
-    /// context-switch cost to preempt it, or `None` to let it run another quantum.
-    fn on_quantum_expired(&mut self, worker: WorkerId, now: Nanos) -> Option<Nanos> {
+    /// The request on `worker` used up its quantum and is not finished: whether
+    /// to preempt it (`false`: it runs another quantum).
+    fn on_quantum_expired(&mut self, worker: WorkerId, now: Nanos) -> bool {
         let _ = (worker, now);
+        false
+    }
+
+    /// How often the policy wants [`Policy::on_tick`]; `None` (the default):
+    /// never. Read once, when the executor starts.
+    fn tick_interval(&self) -> Option<Nanos> {
         None
+    }
+
+    /// Time passed: at least every [`Policy::tick_interval`], followed by a
+    /// drain of [`Policy::next_action`] like any other hook.
+    fn on_tick(&mut self, now: Nanos) {
+        let _ = now;
     }
 
     /// `worker` was preempted (its switch is over) and hands `req` back, with its

@@ -774,6 +774,24 @@ impl PolicySpec {
         matches!(self, PolicySpec::Ts(_) | PolicySpec::TsBlock(_))
     }
 
+    /// The preemption mechanism the simulator charges for this policy, from its
+    /// parameters: `ts`'s `cost` is the worker's switch (its own timer fires, no
+    /// signal); `ts-block`'s total cost is half signal, half switch. Zero for
+    /// policies that never preempt. The runtime pays its real mechanism instead.
+    pub fn preemption_cost(&self) -> super::PreemptionCost {
+        match *self {
+            PolicySpec::Ts(c) => super::PreemptionCost {
+                signal_ns: 0,
+                switch_ns: c.cost_ns,
+            },
+            PolicySpec::TsBlock(c) => super::PreemptionCost {
+                signal_ns: c.cost_ns / 2,
+                switch_ns: c.cost_ns - c.cost_ns / 2,
+            },
+            _ => super::PreemptionCost::default(),
+        }
+    }
+
     /// Builds the policy for `ctx`.
     ///
     /// # Errors

@@ -2,7 +2,7 @@
 //! and preemptions in random order, with invariants checked after every decision.
 //! Pure like the policies: a tiny xorshift generator, time as a counter.
 
-use super::{Action, Policy, PolicyContext, TypeInfo};
+use super::{Action, Policy, PolicyContext, PreemptionCost, TypeInfo};
 use crate::request::{Nanos, Request, TypeId};
 use crate::workers::WorkerId;
 
@@ -33,6 +33,8 @@ pub struct Driver {
     pub dropped: u64,
     pub preempted: u64,
     pub dispatched: Vec<(WorkerId, Request)>,
+    /// The switch cost charged per preemption (the interrupt lands at once).
+    pub cost: PreemptionCost,
 }
 
 impl Driver {
@@ -49,7 +51,14 @@ impl Driver {
             dropped: 0,
             preempted: 0,
             dispatched: Vec::new(),
+            cost: PreemptionCost::default(),
         }
+    }
+
+    /// Charges `cost` per preemption.
+    pub fn with_cost(mut self, cost: PreemptionCost) -> Self {
+        self.cost = cost;
+        self
     }
 
     /// Types are drawn 80% type 0, the rest evenly; services are the means given.
@@ -111,9 +120,9 @@ impl Driver {
                     self.policy
                         .on_completion(w as WorkerId, &req, svc, self.now);
                     self.completed += 1;
-                } else if let Some(cost) = self.policy.on_quantum_expired(w as WorkerId, self.now) {
+                } else if self.policy.on_quantum_expired(w as WorkerId, self.now) {
                     self.running[w] = None;
-                    self.now += cost;
+                    self.now += self.cost.switch_ns;
                     self.policy.on_preempted(w as WorkerId, req, self.now);
                     self.preempted += 1;
                 }
@@ -131,12 +140,10 @@ impl Driver {
                         self.dispatched.push((worker, req));
                         check(&*self.policy, Some((worker, req)));
                     }
-                    Action::Preempt {
-                        worker, switch_ns, ..
-                    } => {
+                    Action::Preempt { worker } => {
                         // Lands at once in this driver.
                         if let Some((req, _)) = self.running[worker as usize].take() {
-                            self.now += switch_ns;
+                            self.now += self.cost.switch_ns;
                             self.policy.on_preempted(worker, req, self.now);
                             self.preempted += 1;
                         }

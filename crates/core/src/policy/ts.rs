@@ -115,7 +115,7 @@ impl Policy for TimeSharing {
         })
     }
 
-    fn on_quantum_expired(&mut self, _worker: WorkerId, _now: Nanos) -> Option<Nanos> {
+    fn on_quantum_expired(&mut self, _worker: WorkerId, _now: Nanos) -> bool {
         let preempt = match self.cfg.preempt {
             TsPreempt::Always => true,
             TsPreempt::IfWaiting => self.queued > 0,
@@ -123,7 +123,7 @@ impl Policy for TimeSharing {
         if preempt {
             self.stats.preemptions += 1;
         }
-        preempt.then_some(self.cfg.cost_ns)
+        preempt
     }
 
     fn on_preempted(&mut self, worker: WorkerId, req: Request, _now: Nanos) {
@@ -165,8 +165,9 @@ mod tests {
             let spec: PolicySpec = s.parse().unwrap();
             let means = [1.0, 100.0];
             for seed in 0..10 {
-                let mut d =
-                    Driver::new(spec.build(&ctx(3, &means)).unwrap(), seed).with_means(&means);
+                let mut d = Driver::new(spec.build(&ctx(3, &means)).unwrap(), seed)
+                    .with_means(&means)
+                    .with_cost(spec.preemption_cost());
                 d.run(3_000, |p, disp| {
                     if disp.is_none() {
                         assert!(

@@ -153,12 +153,7 @@ impl Policy for TsBlock {
             .min_by_key(|&w| self.started_ns[w as usize])?;
         self.pending.insert(worker);
         self.stats.preemptions += 1;
-        let signal_ns = self.cfg.cost_ns / 2;
-        Some(Action::Preempt {
-            worker,
-            signal_ns,
-            switch_ns: self.cfg.cost_ns - signal_ns,
-        })
+        Some(Action::Preempt { worker })
     }
 
     fn on_preempted(&mut self, worker: WorkerId, req: Request, _now: Nanos) {
@@ -210,8 +205,9 @@ mod tests {
             let spec: PolicySpec = s.parse().unwrap();
             let means = [1.0, 100.0];
             for seed in 0..10 {
-                let mut d =
-                    Driver::new(spec.build(&ctx(2, &means)).unwrap(), seed).with_means(&means);
+                let mut d = Driver::new(spec.build(&ctx(2, &means)).unwrap(), seed)
+                    .with_means(&means)
+                    .with_cost(spec.preemption_cost());
                 d.run(3_000, |_, _| {});
                 assert!(d.preempted > 0, "{s}: never preempted");
                 assert_eq!(
@@ -250,13 +246,13 @@ mod tests {
             10,
         )
         .unwrap();
+        assert_eq!(p.next_action(10), Some(Action::Preempt { worker: 0 }));
         assert_eq!(
-            p.next_action(10),
-            Some(Action::Preempt {
-                worker: 0,
+            spec.preemption_cost(),
+            crate::policy::PreemptionCost {
                 signal_ns: 2_000,
                 switch_ns: 2_000
-            })
+            }
         );
         assert_eq!(p.next_action(10), None, "one blocked short, one preemption");
     }
