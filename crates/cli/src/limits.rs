@@ -483,7 +483,7 @@ pub fn point_work(
         time_slices(spec, workload, n)?;
         return Ok(n);
     }
-    let PolicySpec::Ts(c) = spec else {
+    let Some(quantum_ns) = spec.quantum_ns() else {
         return Ok(n);
     };
     let slices: f64 = workload
@@ -491,13 +491,13 @@ pub fn point_work(
         .iter()
         .enumerate()
         .map(|(k, &(rate, d))| {
-            rate * d as f64 / 1e9 * workload.phase(k).mean_service_ns() / c.quantum_ns.max(1) as f64
+            rate * d as f64 / 1e9 * workload.phase(k).mean_service_ns() / quantum_ns.max(1) as f64
         })
         .sum();
     if slices > MAX_TIME_SLICES {
         bail!(
             "policy '{spec}': a {}us quantum cuts the {n:.3e} requests of '{}' into {slices:.3e} time slices; at most {MAX_TIME_SLICES:e} per point (raise quantum, shorten the phases or lower their rates)",
-            c.quantum_ns as f64 / 1e3,
+            quantum_ns as f64 / 1e3,
             workload.name
         );
     }
@@ -524,14 +524,14 @@ pub fn slots(types: usize, workers: usize, queue_capacity: usize) -> Result<u64>
 /// # Errors
 /// More than [`MAX_TIME_SLICES`].
 pub fn time_slices(spec: &PolicySpec, workload: &Workload, requests: f64) -> Result<f64> {
-    let PolicySpec::Ts(c) = spec else {
+    let Some(quantum_ns) = spec.quantum_ns() else {
         return Ok(0.0);
     };
-    let n = requests * workload.mean_service_ns() / c.quantum_ns.max(1) as f64;
+    let n = requests * workload.mean_service_ns() / quantum_ns.max(1) as f64;
     if n > MAX_TIME_SLICES {
         bail!(
             "policy '{spec}': a {}us quantum cuts {requests:.3e} requests of '{}' into {n:.3e} time slices; at most {MAX_TIME_SLICES:e} per point (raise quantum, shorten --duration or lower the load)",
-            c.quantum_ns as f64 / 1e3,
+            quantum_ns as f64 / 1e3,
             workload.name
         );
     }
@@ -724,8 +724,8 @@ mod tests {
                 prop_assert!((0.0..1.0).contains(&cfg.warmup_fraction));
                 let mean = w.mean_service_ns();
                 prop_assert!((1.0..=1e9).contains(&mean), "mean {}", mean);
-                if let PolicySpec::Ts(c) = spec {
-                    prop_assert!(requests * mean / c.quantum_ns as f64 <= MAX_TIME_SLICES);
+                if let Some(q) = spec.quantum_ns() {
+                    prop_assert!(requests * mean / q as f64 <= MAX_TIME_SLICES);
                 }
             }
         }

@@ -194,6 +194,10 @@ pub struct Simulator<'p> {
     top_spent: bool,
     seq: u64,
     workers: Vec<Worker>,
+    /// Per worker, requests handed to it while busy (token, quantum), started
+    /// in order as it frees: `Policy::local_queue_depth` of them at most.
+    local: Vec<VecDeque<(u32, Option<Nanos>)>>,
+    local_depth: usize,
     slab: Vec<InFlight>,
     free_slots: Vec<u32>,
     recorder: Recorder,
@@ -235,6 +239,7 @@ impl<'p> Simulator<'p> {
         type_names: &[String],
         measure_from_ns: Nanos,
     ) -> Self {
+        let local_depth = policy.local_queue_depth();
         Self {
             policy,
             heap: BinaryHeap::with_capacity(4 * workers + 4),
@@ -247,6 +252,10 @@ impl<'p> Simulator<'p> {
                 };
                 workers
             ],
+            local_depth,
+            local: (0..workers)
+                .map(|_| VecDeque::with_capacity(local_depth))
+                .collect(),
             slab: Vec::with_capacity(1024),
             free_slots: Vec::with_capacity(1024),
             recorder: Recorder::new(type_names.iter().cloned()),
@@ -485,6 +494,19 @@ impl<'p> Simulator<'p> {
         self.free_slots.push(token);
         let at = self.dispatcher_step(self.costs.completion_ns);
         self.policy.on_completion(worker, &f.req, f.service_ns, at);
+        self.start_local(worker);
+    }
+
+    /// `worker` is free: it starts the head of its own queue, if any, at once
+    /// (no dispatcher in between).
+    #[inline]
+    fn start_local(&mut self, worker: WorkerId) {
+        if self.local_depth == 0 {
+            return;
+        }
+        if let Some((token, quantum)) = self.local[worker as usize].pop_front() {
+            self.start_segment(worker, token, quantum, self.now);
+        }
     }
 
     /// Stops the segment running on `worker` now; returns its token.
@@ -541,6 +563,7 @@ impl<'p> Simulator<'p> {
                 let req = self.slab[token as usize].req;
                 let at = self.dispatcher_step(self.costs.completion_ns);
                 self.policy.on_preempted(worker, req, at);
+                self.start_local(worker);
             }
             (kind, state) => unreachable!("event {kind:?} on worker {worker} in state {state:?}"),
         }
@@ -559,16 +582,21 @@ impl<'p> Simulator<'p> {
                     req,
                     quantum_ns,
                 } => {
+                    let idle = self.workers[worker as usize].state == WorkerState::Idle;
                     assert!(
-                        self.workers[worker as usize].state == WorkerState::Idle,
-                        "{} dispatched to busy worker {worker}",
+                        idle || self.local[worker as usize].len() < self.local_depth,
+                        "{} dispatched to busy worker {worker} beyond its local queue",
                         self.policy.name()
                     );
                     if let Some(probe) = self.probe.as_mut() {
                         probe(&*self.policy, worker, &req);
                     }
                     let at = self.dispatcher_step(self.costs.dispatch_ns);
-                    self.start_segment(worker, req.token, quantum_ns, at);
+                    if idle {
+                        self.start_segment(worker, req.token, quantum_ns, at);
+                    } else {
+                        self.local[worker as usize].push_back((req.token, quantum_ns));
+                    }
                 }
                 Action::Preempt { worker } => {
                     let at = self.dispatcher_step(self.costs.preempt_ns);

@@ -17,6 +17,8 @@ const ALL_POLICIES: &[&str] = &[
     "ts:sq,requeue=head,preempt=waiting",
     "ts-block:1",
     "ts-block:0,pick=short",
+    "concord",
+    "concord:k=1,quantum=2",
 ];
 
 fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u64) -> SimConfig {
@@ -373,4 +375,30 @@ fn ticks_stop_when_a_policy_holds_requests_it_never_releases() {
     let out = Simulator::new(&mut p, 1, &names, 0).run(&mut TraceArrivals::new(trace));
     assert_eq!(out.stranded, 1);
     assert_eq!(p.ticks.len(), 1_001, "bounded idle ticks");
+}
+
+#[test]
+fn concord_protects_short_requests_from_long_ones_at_a_cost_to_them() {
+    let w = Workload::resolve("extreme-bimodal").unwrap();
+    let run = |policy: &str| {
+        let c = cfg(16, &w, 0.7, 100, 3);
+        simulate_point(&w, &policy.parse::<PolicySpec>().unwrap(), &c).unwrap()
+    };
+    let (fcfs, concord) = (run("c-fcfs"), run("concord"));
+    assert_eq!(extra(&concord, "stranded"), 0);
+    let short = |p: &PointResult| p.types[0].p999_slowdown;
+    let long = |p: &PointResult| p.types[1].p999_latency_us;
+    assert!(
+        short(&concord) * 5.0 < short(&fcfs),
+        "short p99.9 slowdown: concord {} vs c-fcfs {}",
+        short(&concord),
+        short(&fcfs)
+    );
+    // Long requests pay: they are sliced and wait behind short ones.
+    assert!(
+        long(&concord) > long(&fcfs),
+        "{} vs {}",
+        long(&concord),
+        long(&fcfs)
+    );
 }

@@ -15,8 +15,9 @@
 //!
 //! One file per policy family: [`fcfs`] (c-FCFS, d-FCFS), [`edf`], [`darc`] (DARC,
 //! DARC-static, FP), [`ts`] (Shinjuku time sharing), [`ts_block`] (preempt as soon
-//! as a short request is blocked). [`spec`] parses policy names.
+//! as a short request is blocked), [`concord`] (JBSQ(k) with a fixed quantum). [`spec`] parses policy names.
 
+pub mod concord;
 pub mod darc;
 pub mod edf;
 pub mod fcfs;
@@ -25,8 +26,8 @@ pub mod ts;
 pub mod ts_block;
 
 pub use spec::{
-    DarcConfig, GroupOrder, PARAM_RANGES, POLICY_NAMES, ParamRange, PolicySpec, RatioSource,
-    Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues, split_policy_list,
+    ConcordConfig, DarcConfig, GroupOrder, PARAM_RANGES, POLICY_NAMES, ParamRange, PolicySpec,
+    RatioSource, Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues, split_policy_list,
 };
 
 use crate::request::{Nanos, Request};
@@ -104,6 +105,14 @@ pub trait Policy: Send {
     fn on_quantum_expired(&mut self, worker: WorkerId, now: Nanos) -> bool {
         let _ = (worker, now);
         false
+    }
+
+    /// How many requests the policy may hand a busy worker beyond the one it
+    /// runs (0, the default: dispatches go to free workers only). The executor
+    /// keeps them in the worker's own FIFO, and a worker that frees starts its
+    /// head without the dispatcher (Concord's JBSQ).
+    fn local_queue_depth(&self) -> usize {
+        0
     }
 
     /// How often the policy wants [`Policy::on_tick`]; `None` (the default):
@@ -186,7 +195,7 @@ pub struct TypeInfo {
 pub enum PolicyError {
     /// The name is not a policy.
     #[error(
-        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US)"
+        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord)"
     )]
     Unknown(String),
     /// A parameter is malformed or out of range.

@@ -10,6 +10,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::concord::Concord;
 use super::darc::Darc;
 use super::edf::Edf;
 use super::fcfs::{CFcfs, DFcfs};
@@ -189,6 +190,28 @@ impl Default for TsBlockConfig {
     }
 }
 
+/// Concord: JBSQ(k) dispatch with a fixed quantum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConcordConfig {
+    /// Requests outstanding per worker at most (the running one included).
+    pub k: usize,
+    /// Time slice; an expired one always preempts.
+    pub quantum_ns: u64,
+    /// Worker time lost per preemption, in the simulator (the runtime pays its
+    /// real mechanism).
+    pub cost_ns: u64,
+}
+
+impl Default for ConcordConfig {
+    fn default() -> Self {
+        Self {
+            k: 2,
+            quantum_ns: 5_000,
+            cost_ns: 1_000,
+        }
+    }
+}
+
 /// A parsed policy with its parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PolicySpec {
@@ -218,6 +241,8 @@ pub enum PolicySpec {
     Ts(TsConfig),
     /// Preempt as soon as a short request is blocked.
     TsBlock(TsBlockConfig),
+    /// Concord's JBSQ(k) with a fixed quantum.
+    Concord(ConcordConfig),
 }
 
 /// The valid values of a numeric policy parameter: `[lo, hi]`, or `(lo, hi]`
@@ -304,6 +329,8 @@ const TS_COST: ParamRange = ParamRange::closed("cost", 0.0, MAX_US).us();
 const TARGET: ParamRange = ParamRange::positive("target", MAX_FACTOR);
 const BLOCK_COST: ParamRange = ParamRange::closed("COST", 0.0, MAX_US).us();
 const LONG: ParamRange = ParamRange::closed("long", 1.0, MAX_FACTOR);
+/// JBSQ's bound: a worker's own queue is sized by it.
+const JBSQ_K: ParamRange = ParamRange::closed("k", 1.0, 64.0);
 
 /// Every numeric policy parameter with its range, by policy (for documentation
 /// and tests).
@@ -332,6 +359,9 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("ts", TARGET),
     ("ts-block", BLOCK_COST),
     ("ts-block", LONG),
+    ("concord", JBSQ_K),
+    ("concord", QUANTUM),
+    ("concord", TS_COST),
 ];
 
 /// A real parameter in `range`.
@@ -599,6 +629,21 @@ impl FromStr for PolicySpec {
                 }
                 Ok(PolicySpec::TsBlock(c))
             }
+            "concord" => {
+                if !positional.is_empty() {
+                    return Err(bad(s, "parameters are key=value".into()));
+                }
+                let mut c = ConcordConfig::default();
+                for &(key, v) in &keyed {
+                    match key {
+                        "k" => c.k = count(s, &JBSQ_K, v)?,
+                        "quantum" => c.quantum_ns = micros(s, &QUANTUM, v)?,
+                        "cost" => c.cost_ns = micros(s, &TS_COST, v)?,
+                        _ => return Err(unknown_key(key)),
+                    }
+                }
+                Ok(PolicySpec::Concord(c))
+            }
             _ => Err(PolicyError::Unknown(s.to_string())),
         }
     }
@@ -723,6 +768,19 @@ impl fmt::Display for PolicySpec {
                 }
                 "ts-block"
             }
+            PolicySpec::Concord(c) => {
+                let d = ConcordConfig::default();
+                if c.k != d.k {
+                    parts.push(format!("k={}", c.k));
+                }
+                if c.quantum_ns != d.quantum_ns {
+                    parts.push(format!("quantum={}", us(c.quantum_ns)));
+                }
+                if c.cost_ns != d.cost_ns {
+                    parts.push(format!("cost={}", us(c.cost_ns)));
+                }
+                "concord"
+            }
         };
         if parts.is_empty() {
             f.write_str(name)
@@ -744,6 +802,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "darc+",
     "ts",
     "ts-block",
+    "concord",
 ];
 
 /// Splits a comma-separated list of policies whose parameters are themselves
@@ -771,7 +830,19 @@ impl PolicySpec {
     /// Whether the policy preempts running requests (its executor must be able
     /// to interrupt a worker).
     pub fn needs_preemption(&self) -> bool {
-        matches!(self, PolicySpec::Ts(_) | PolicySpec::TsBlock(_))
+        matches!(
+            self,
+            PolicySpec::Ts(_) | PolicySpec::TsBlock(_) | PolicySpec::Concord(_)
+        )
+    }
+
+    /// The time slice of a policy that runs requests in quanta (`ts`, `concord`).
+    pub fn quantum_ns(&self) -> Option<u64> {
+        match *self {
+            PolicySpec::Ts(c) => Some(c.quantum_ns),
+            PolicySpec::Concord(c) => Some(c.quantum_ns),
+            _ => None,
+        }
     }
 
     /// The preemption mechanism the simulator charges for this policy, from its
@@ -787,6 +858,10 @@ impl PolicySpec {
             PolicySpec::TsBlock(c) => super::PreemptionCost {
                 signal_ns: c.cost_ns / 2,
                 switch_ns: c.cost_ns - c.cost_ns / 2,
+            },
+            PolicySpec::Concord(c) => super::PreemptionCost {
+                signal_ns: 0,
+                switch_ns: c.cost_ns,
             },
             _ => super::PreemptionCost::default(),
         }
@@ -837,6 +912,7 @@ impl PolicySpec {
             }
             PolicySpec::Ts(c) => Box::new(TimeSharing::new(ctx, c, name)?),
             PolicySpec::TsBlock(c) => Box::new(TsBlock::new(ctx, c, name)?),
+            PolicySpec::Concord(c) => Box::new(Concord::new(ctx, c, name)),
         })
     }
 }

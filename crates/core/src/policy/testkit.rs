@@ -28,6 +28,8 @@ pub struct Driver {
     pub now: Nanos,
     next_id: u64,
     running: Vec<Option<(Request, bool)>>,
+    /// Jobs handed to a busy worker, started when it frees (local queues).
+    local: Vec<std::collections::VecDeque<(Request, bool)>>,
     means_ns: Vec<f64>,
     pub completed: u64,
     pub dropped: u64,
@@ -46,6 +48,7 @@ impl Driver {
             now: 0,
             next_id: 0,
             running: vec![None; workers],
+            local: vec![Default::default(); workers],
             means_ns: Vec::new(),
             completed: 0,
             dropped: 0,
@@ -65,6 +68,11 @@ impl Driver {
     pub fn with_means(mut self, means_us: &[f64]) -> Self {
         self.means_ns = means_us.iter().map(|m| m * 1e3).collect();
         self
+    }
+
+    /// `w` freed: it starts its local head, if any.
+    fn start_local(&mut self, w: usize) {
+        self.running[w] = self.local[w].pop_front();
     }
 
     fn next(&mut self) -> u64 {
@@ -120,11 +128,13 @@ impl Driver {
                     self.policy
                         .on_completion(w as WorkerId, &req, svc, self.now);
                     self.completed += 1;
+                    self.start_local(w);
                 } else if self.policy.on_quantum_expired(w as WorkerId, self.now) {
                     self.running[w] = None;
                     self.now += self.cost.switch_ns;
                     self.policy.on_preempted(w as WorkerId, req, self.now);
                     self.preempted += 1;
+                    self.start_local(w);
                 }
             }
             while let Some(action) = self.policy.next_action(self.now) {
@@ -134,9 +144,17 @@ impl Driver {
                         req,
                         quantum_ns,
                     } => {
-                        let slot = &mut self.running[worker as usize];
-                        assert!(slot.is_none(), "dispatch to busy worker {worker}");
-                        *slot = Some((req, quantum_ns.is_some()));
+                        let w = worker as usize;
+                        let job = (req, quantum_ns.is_some());
+                        if self.running[w].is_none() {
+                            self.running[w] = Some(job);
+                        } else {
+                            assert!(
+                                self.local[w].len() < self.policy.local_queue_depth(),
+                                "dispatch to busy worker {worker} beyond its local queue"
+                            );
+                            self.local[w].push_back(job);
+                        }
                         self.dispatched.push((worker, req));
                         check(&*self.policy, Some((worker, req)));
                     }
@@ -146,6 +164,7 @@ impl Driver {
                             self.now += self.cost.switch_ns;
                             self.policy.on_preempted(worker, req, self.now);
                             self.preempted += 1;
+                            self.start_local(worker as usize);
                         }
                     }
                 }
@@ -156,7 +175,9 @@ impl Driver {
 
     /// Requests inside the policy or on a worker.
     pub fn in_flight(&self) -> u64 {
-        self.policy.queued() as u64 + self.running.iter().filter(|r| r.is_some()).count() as u64
+        self.policy.queued() as u64
+            + self.running.iter().filter(|r| r.is_some()).count() as u64
+            + self.local.iter().map(|q| q.len() as u64).sum::<u64>()
     }
 
     /// Requests generated so far.
