@@ -418,6 +418,24 @@ fn points(
     })
 }
 
+/// Per workload, the point length (ms) whose discarded first 10% holds DARC's
+/// first profiling window (50,000 completions, c-FCFS until then) from 30% load
+/// up. Shorter points measure DARC's warm-up: at 1 s on high-bimodal, DARC's
+/// short p99.9 slowdown at 60% load is 29.9; at 5 s it is 1.9.
+fn darc_point_ms(workload: &str) -> u64 {
+    match workload {
+        "high-bimodal" => 6_000,
+        "tpcc" => 2_000,
+        "rocksdb" => 40_000,
+        _ => 1_000,
+    }
+}
+
+/// [`darc_point_ms`] as a `--duration` value.
+fn darc_duration(workload: &str) -> String {
+    format!("{}s", darc_point_ms(workload) / 1000)
+}
+
 fn point_args(ctx: &Ctx, full_ms: u64) -> PointArgs {
     PointArgs {
         duration: ctx.duration(full_ms),
@@ -484,6 +502,8 @@ fn fig3(ctx: &Ctx) -> Result<Section> {
             "high-bimodal",
             "--workers",
             "14",
+            "--duration",
+            &darc_duration("high-bimodal"),
             "--policies",
             "c-fcfs,darc",
             "--refine",
@@ -493,18 +513,24 @@ fn fig3(ctx: &Ctx) -> Result<Section> {
     let w = Workload::resolve("high-bimodal")?;
     let rate = 260e3;
     let load = rate / w.peak_rps(14);
+    let ms = darc_point_ms("high-bimodal");
     let at = points(
         ctx,
         &[
-            (w.clone(), "c-fcfs".into(), 14, load, point_args(ctx, 1000)),
-            (w.clone(), "darc".into(), 14, load, point_args(ctx, 1000)),
+            (w.clone(), "c-fcfs".into(), 14, load, point_args(ctx, ms)),
+            (w.clone(), "darc".into(), 14, load, point_args(ctx, ms)),
         ],
     )?;
     let mut body = format!(
-        "**Setup.** 14 workers, 1 s per point, ideal system.\n\n{}",
+        "**Setup.** 14 workers, {} s per point (so that the discarded 10% holds DARC's first \
+         profiling window), ideal system.\n\n{}",
+        ms / 1000,
         commands_block(&[
             cmd,
-            "for p in c-fcfs darc; do psp sim --workload high-bimodal --workers 14 --rps 260e3 --policy $p; done".into(),
+            format!(
+                "for p in c-fcfs darc; do psp sim --workload high-bimodal --workers 14 --duration {} --rps 260e3 --policy $p; done",
+                darc_duration("high-bimodal")
+            ),
         ])
     );
     body += &sustain_table(&r, "c-fcfs");
@@ -535,9 +561,7 @@ fn fig3(ctx: &Ctx) -> Result<Section> {
 }
 
 fn fig4(ctx: &Ctx) -> Result<Section> {
-    // Long enough that the discarded 10% holds DARC's first 50,000-sample
-    // profiling window (c-FCFS until then): 0.2 s on high-bimodal at 95%.
-    let workloads = [("extreme-bimodal", 1000), ("high-bimodal", 5000)];
+    let workloads = ["extreme-bimodal", "high-bimodal"].map(|w| (w, darc_point_ms(w)));
     let mut jobs = Vec::new();
     for (name, ms) in workloads {
         let w = Workload::resolve(name)?;
@@ -556,13 +580,13 @@ fn fig4(ctx: &Ctx) -> Result<Section> {
     let mut lines = Vec::new();
     let mut body = format!(
         "**Setup.** 14 workers, 95% load, ideal system, 1 s per point on extreme-bimodal and \
-         5 s on high-bimodal (so that the discarded first 10% holds DARC's first profiling \
+         6 s on high-bimodal (so that the discarded first 10% holds DARC's first profiling \
          window of 50,000 completions, during which DARC is c-FCFS). DARC-static:k reserves \
          workers 0..k for the short type, which is served first and may use every worker; \
          with k = 0 it is plain fixed priority.\n\n{}",
         commands_block(&[
             "for k in $(seq 0 13); do psp sim --workload extreme-bimodal --workers 14 --load 0.95 --policy darc-static:$k; done; psp sim --workload extreme-bimodal --workers 14 --load 0.95 --policy darc".into(),
-            "for k in $(seq 0 13); do psp sim --workload high-bimodal --workers 14 --load 0.95 --duration 5s --policy darc-static:$k; done; psp sim --workload high-bimodal --workers 14 --load 0.95 --duration 5s --policy darc".into(),
+            "for k in $(seq 0 13); do psp sim --workload high-bimodal --workers 14 --load 0.95 --duration 6s --policy darc-static:$k; done; psp sim --workload high-bimodal --workers 14 --load 0.95 --duration 6s --policy darc".into(),
         ])
     );
     body += "| workload | reserved | short p99.9 slowdown | long p99.9 slowdown | loss |\n|---|---|---|---|---|\n";
@@ -611,16 +635,8 @@ fn fig4(ctx: &Ctx) -> Result<Section> {
 }
 
 fn fig6(ctx: &Ctx) -> Result<Section> {
-    // Each point is long enough that its discarded first 10% holds DARC's first
-    // profiling window (50,000 completions; DARC is c-FCFS until then) from 30%
-    // load up: at 1 s, that window is a third of a high-bimodal point at 50%
-    // load, and DARC's short p99.9 is then c-FCFS's.
-    let setups: [(&str, &str); 4] = [
-        ("high-bimodal", "6s"),
-        ("extreme-bimodal", "1s"),
-        ("tpcc", "2s"),
-        ("rocksdb", "40s"),
-    ];
+    let setups =
+        ["high-bimodal", "extreme-bimodal", "tpcc", "rocksdb"].map(|w| (w, darc_duration(w)));
     // (system, SLO as shown, SLO flags, file-name suffix). The per-type SLO is the
     // paper's for simulations; the testbed's is on all requests (20x or 50x).
     // Under `persephone` a 1 µs request's slowdown is at least 11 from the
@@ -652,7 +668,8 @@ fn fig6(ctx: &Ctx) -> Result<Section> {
         "| workload | system | SLO (p99.9 slowdown) | `c-fcfs` | `ts` | `darc` | DARC / c-FCFS | DARC / TS |\n|---|---|---|---|---|---|---|---|\n",
     );
     let mut images = String::new();
-    for (w, d) in setups {
+    for (w, d) in &setups {
+        let (w, d) = (*w, d.as_str());
         for (sys, slo, slo_flags, suffix) in conditions {
             let name = format!("fig6-{w}-{suffix}");
             let mut args = vec![
@@ -801,6 +818,8 @@ fn fig9(ctx: &Ctx) -> Result<Section> {
                     w,
                     "--workers",
                     "14",
+                    "--duration",
+                    &darc_duration(w),
                     "--classifier",
                     c,
                     "--policies",
@@ -823,7 +842,9 @@ fn fig9(ctx: &Ctx) -> Result<Section> {
         }
     }
     let body = format!(
-        "**Setup.** 14 workers, ideal system, 1 s per point. The random classifier draws each \
+        "**Setup.** 14 workers, ideal system, 6 s per point on high-bimodal and 1 s on \
+         extreme-bimodal (the discarded 10% holds DARC's first profiling window). The random \
+         classifier draws each \
          request's type uniformly; the policy schedules by that type and profiles it, while \
          latency is reported under the true type.\n\n{}{table}\n{images}",
         commands_block(&cmds)
