@@ -175,12 +175,19 @@ pub enum Refusal {
 }
 
 /// A fiber start refused: the work handed back, and why.
-#[derive(Debug)]
 pub struct Refused<T> {
     /// What was to run (a closure, or a [`RequestSlot`]).
     pub work: T,
     /// Why it did not start.
     pub reason: Refusal,
+}
+
+impl<T> fmt::Debug for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refused")
+            .field("reason", &self.reason)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A [`StackPool`]'s counters at one moment.
@@ -286,15 +293,16 @@ impl StackPool {
     fn map(&self) -> Result<DefaultStack, std::io::Error> {
         let stack = DefaultStack::new(self.stack_bytes)?;
         if self.prefault {
-            let (low, high) = (stack.limit().get(), stack.base().get());
-            let mut page = low;
-            while page < high {
-                // SAFETY: `DefaultStack` maps [limit, base) read-write for its
-                // whole life (the guard page lies below `limit`), and no
-                // coroutine runs on this stack yet: nothing else reads or
-                // writes these bytes.
-                unsafe { std::ptr::write_volatile(page as *mut u8, 0) };
-                page += 4096;
+            let base = stack.base().get();
+            let low = base - self.stack_bytes;
+            let mut byte = base - 1;
+            while byte >= low {
+                // SAFETY: `DefaultStack::new(n)` maps at least `n` bytes
+                // read-write right below `base` (its guard page lies below
+                // them), and no coroutine runs on this stack yet: nothing else
+                // reads or writes these bytes.
+                unsafe { std::ptr::write_volatile(byte as *mut u8, 0) };
+                byte -= 4096;
             }
         }
         Ok(stack)
@@ -590,7 +598,10 @@ impl<'y> FiberCx<'y> {
     /// the end).
     fn yield_for(&self, cause: Cause) {
         if self.guards.get() > 0 || std::thread::panicking() {
-            self.pending.set(Some(cause));
+            // The first reason asked for is the one reported.
+            if self.pending.get().is_none() {
+                self.pending.set(Some(cause));
+            }
             return;
         }
         self.flag.set(&NEVER_RAISED);
