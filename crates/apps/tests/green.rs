@@ -32,7 +32,7 @@ fn serve(
     // SAFETY: the applications hold no lock and no thread-local across their
     // preemption points (kv.rs, tpcc/db.rs).
     let mut fiber = unsafe { RequestFiber::serve(pool, slot) }.expect("a stack");
-    let resume = |f: RequestFiber<Served<Box<dyn Handler>>>| {
+    let resume = |f: &mut RequestFiber<Served<Box<dyn Handler>>>| {
         let flag = PreemptFlag::new();
         if preempt {
             flag.raise();
@@ -42,16 +42,13 @@ fn serve(
     let mut yields = 0;
     loop {
         let r = if hop {
-            thread::scope(|s| s.spawn(|| resume(fiber)).join().unwrap())
+            thread::scope(|s| s.spawn(|| resume(&mut fiber)).join().unwrap())
         } else {
-            resume(fiber)
+            resume(&mut fiber)
         };
         match r {
             Resumed::Finished(served) => return (served, yields),
-            Resumed::Yielded(f, _) => {
-                yields += 1;
-                fiber = f;
-            }
+            Resumed::Yielded(_) => yields += 1,
         }
     }
 }

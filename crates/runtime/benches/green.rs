@@ -80,10 +80,11 @@ fn work(p: Preemption<'_>, every: u64, seed: u64) -> u64 {
     h
 }
 
-/// Resumes a fiber that yields at every resume; keeps it for the next.
-fn step<R: Send + 'static>(slot: &mut Option<RequestFiber<R>>, limits: &RunLimits<'_>) {
-    match slot.take().unwrap().resume(limits) {
-        Resumed::Yielded(f, _) => *slot = Some(f),
+/// Resumes a fiber that yields at every resume.
+#[inline]
+fn step<R: Send + 'static>(fiber: &mut RequestFiber<R>, limits: &RunLimits<'_>) {
+    match fiber.resume(limits) {
+        Resumed::Yielded(_) => {}
         Resumed::Finished(_) => unreachable!("the fiber loops"),
     }
 }
@@ -106,31 +107,27 @@ fn switch(c: &mut Criterion) {
     let flag = PreemptFlag::new();
     let limits = RunLimits::new(&flag);
     // SAFETY: the closure holds nothing tied to its thread.
-    let mut fiber = Some(
-        unsafe {
-            RequestFiber::new(&pool, |p| {
-                while !black_box(false) {
-                    p.yield_now();
-                }
-            })
-        }
-        .unwrap(),
-    );
+    let mut fiber = unsafe {
+        RequestFiber::new(&pool, |p| {
+            while !black_box(false) {
+                p.yield_now();
+            }
+        })
+    }
+    .unwrap();
     g.bench_function("fiber_yield_now_round_trip", |b| {
         b.iter(|| step(&mut fiber, &limits))
     });
 
     // SAFETY: the closure holds nothing tied to its thread.
-    let mut fiber = Some(
-        unsafe {
-            RequestFiber::new(&pool, |p| {
-                while !black_box(false) {
-                    p.point();
-                }
-            })
-        }
-        .unwrap(),
-    );
+    let mut fiber = unsafe {
+        RequestFiber::new(&pool, |p| {
+            while !black_box(false) {
+                p.point();
+            }
+        })
+    }
+    .unwrap();
     g.bench_function("fiber_flag_preemption_round_trip", |b| {
         b.iter(|| {
             flag.raise();
@@ -148,7 +145,7 @@ fn start(c: &mut Criterion) {
     g.bench_function("pooled_stack", |b| {
         b.iter(|| {
             // SAFETY: the closure holds nothing tied to its thread.
-            let f = unsafe { RequestFiber::new(&pool, |_| black_box(1u64)) }.unwrap();
+            let mut f = unsafe { RequestFiber::new(&pool, |_| black_box(1u64)) }.unwrap();
             match f.resume(&limits) {
                 Resumed::Finished(r) => r,
                 Resumed::Yielded(..) => unreachable!(),
@@ -184,7 +181,7 @@ fn start(c: &mut Criterion) {
             let mut s = slot.take().unwrap();
             s.load(0, 0, &body);
             // SAFETY: the spin handler holds nothing tied to its thread.
-            let f = unsafe { RequestFiber::serve(&pool, s) }.unwrap();
+            let mut f = unsafe { RequestFiber::serve(&pool, s) }.unwrap();
             match f.resume(&limits) {
                 Resumed::Finished(served) => slot = Some(served.slot),
                 Resumed::Yielded(..) => unreachable!(),
@@ -203,18 +200,16 @@ fn points(c: &mut Criterion) {
     for every in [0u64, 1, 10, 100] {
         // A fiber running the loop once per resume, then yielding.
         // SAFETY: the closure holds nothing tied to its thread.
-        let mut fiber = Some(
-            unsafe {
-                RequestFiber::new(&pool, move |p| {
-                    let mut seed = 1;
-                    while !black_box(false) {
-                        seed = black_box(work(p, black_box(every), seed));
-                        p.yield_now();
-                    }
-                })
-            }
-            .unwrap(),
-        );
+        let mut fiber = unsafe {
+            RequestFiber::new(&pool, move |p| {
+                let mut seed = 1;
+                while !black_box(false) {
+                    seed = black_box(work(p, black_box(every), seed));
+                    p.yield_now();
+                }
+            })
+        }
+        .unwrap();
         let name = if every == 0 {
             "none".to_string()
         } else {
@@ -233,18 +228,16 @@ fn points(c: &mut Criterion) {
     // The deadline's clock read at every point (rdtsc per unit).
     let clocked = RunLimits::new(&flag).clock_every(1);
     // SAFETY: the closure holds nothing tied to its thread.
-    let mut fiber = Some(
-        unsafe {
-            RequestFiber::new(&pool, move |p| {
-                let mut seed = 1;
-                while !black_box(false) {
-                    seed = black_box(work(p, black_box(1), seed));
-                    p.yield_now();
-                }
-            })
-        }
-        .unwrap(),
-    );
+    let mut fiber = unsafe {
+        RequestFiber::new(&pool, move |p| {
+            let mut seed = 1;
+            while !black_box(false) {
+                seed = black_box(work(p, black_box(1), seed));
+                p.yield_now();
+            }
+        })
+    }
+    .unwrap();
     g.bench_function(BenchmarkId::new("on_fiber", "every_1_clock_every_1"), |b| {
         b.iter(|| step(&mut fiber, &clocked))
     });
@@ -297,27 +290,24 @@ fn flag_latency(spinner: &Spinner, every: u64, samples: usize) -> String {
         })
     };
     // SAFETY: the closure holds nothing tied to its thread.
-    let mut fiber = Some(
-        unsafe {
-            RequestFiber::new(&pool, move |p| {
-                let mut h = 1;
-                while !black_box(false) {
-                    h = black_box(work(p, every, h));
-                }
-            })
-        }
-        .unwrap(),
-    );
+    let mut fiber = unsafe {
+        RequestFiber::new(&pool, move |p| {
+            let mut h = 1;
+            while !black_box(false) {
+                h = black_box(work(p, every, h));
+            }
+        })
+    }
+    .unwrap();
     let mut lat = Vec::with_capacity(samples);
     let limits = RunLimits::new(&flag);
     while lat.len() < samples {
-        match fiber.take().unwrap().resume(&limits) {
-            Resumed::Yielded(f, Cause::Flag) => {
+        match fiber.resume(&limits) {
+            Resumed::Yielded(Cause::Flag) => {
                 let now = ticks();
                 // The flag's acquire (in the point) orders the store before it.
                 lat.push(now.saturating_sub(raised_at.load(Ordering::Relaxed)));
                 acked.fetch_add(1, Ordering::Release);
-                fiber = Some(f);
             }
             other => unreachable!("{other:?}"),
         }
@@ -333,26 +323,23 @@ fn deadline_overshoot(spinner: &Spinner, clock_every: u32, samples: usize) -> St
     let pool = pool();
     let flag = PreemptFlag::new();
     // SAFETY: the closure holds nothing tied to its thread.
-    let mut fiber = Some(
-        unsafe {
-            RequestFiber::new(&pool, move |p| {
-                let mut h = 1;
-                while !black_box(false) {
-                    h = black_box(work(p, 1, h));
-                }
-            })
-        }
-        .unwrap(),
-    );
+    let mut fiber = unsafe {
+        RequestFiber::new(&pool, move |p| {
+            let mut h = 1;
+            while !black_box(false) {
+                h = black_box(work(p, 1, h));
+            }
+        })
+    }
+    .unwrap();
     let mut over = Vec::with_capacity(samples);
     while over.len() < samples {
         let limits = RunLimits::new(&flag)
             .quantum_ns(5_000, spinner)
             .clock_every(clock_every);
-        match fiber.take().unwrap().resume(&limits) {
-            Resumed::Yielded(f, Cause::Deadline) => {
+        match fiber.resume(&limits) {
+            Resumed::Yielded(Cause::Deadline) => {
                 over.push(ticks().saturating_sub(limits.deadline_ticks()));
-                fiber = Some(f);
             }
             other => unreachable!("{other:?}"),
         }
@@ -382,8 +369,14 @@ criterion_group!(benches, switch, start, points);
 
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs each
-    // benchmark once, without the distributions.
-    if std::env::args().any(|a| a == "--bench") {
+    // benchmark once, without the distributions. A name filter (an argument
+    // that is neither an option nor a number) skips them unless it names
+    // them ("latency").
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filter = args
+        .iter()
+        .find(|a| !a.starts_with('-') && a.parse::<f64>().is_err());
+    if args.iter().any(|a| a == "--bench") && filter.is_none_or(|f| f.contains("latency")) {
         latency_report();
     }
     benches();

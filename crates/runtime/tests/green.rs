@@ -67,11 +67,13 @@ fn drive<R: Send + 'static>(
         let l = limits();
         let run = l.apply(RunLimits::new(&flag));
         match fiber.resume(&run) {
-            Resumed::Finished(r) => return (r, yields),
-            Resumed::Yielded(f, _) => {
+            Resumed::Finished(r) => {
+                assert!(fiber.is_finished());
+                return (r, yields);
+            }
+            Resumed::Yielded(_) => {
                 yields += 1;
-                assert_eq!(f.yields(), yields);
-                fiber = f;
+                assert_eq!(fiber.yields(), yields);
             }
         }
     }
@@ -104,7 +106,7 @@ fn a_raised_flag_yields_at_the_next_point_and_the_fiber_resumes_to_completion() 
     let steps = Arc::new(AtomicU32::new(0));
     let seen = steps.clone();
     // SAFETY: the closure holds nothing tied to its thread.
-    let fiber = unsafe {
+    let mut fiber = unsafe {
         RequestFiber::new(&pool, move |p| {
             for _ in 0..100 {
                 seen.fetch_add(1, Ordering::Relaxed);
@@ -116,10 +118,10 @@ fn a_raised_flag_yields_at_the_next_point_and_the_fiber_resumes_to_completion() 
     .unwrap();
     assert!(!fiber.started());
     flag.raise();
-    let fiber = match fiber.resume(&RunLimits::new(&flag)) {
-        Resumed::Yielded(f, Cause::Flag) => f,
+    match fiber.resume(&RunLimits::new(&flag)) {
+        Resumed::Yielded(Cause::Flag) => {}
         other => panic!("expected a yield on the flag, got {other:?}"),
-    };
+    }
     // It stopped at the first point, and took the flag down.
     assert_eq!(steps.load(Ordering::Relaxed), 1);
     assert!(!flag.is_raised());
@@ -137,7 +139,7 @@ fn a_suspended_fiber_resumes_on_another_thread() {
     let pool = pool(1, 4);
     // SAFETY: the closure holds nothing tied to its thread across the
     // point (it asks for the thread's id afresh after it).
-    let fiber = unsafe {
+    let mut fiber = unsafe {
         RequestFiber::new(&pool, |p| {
             let before = thread::current().id();
             p.yield_now();
@@ -146,11 +148,12 @@ fn a_suspended_fiber_resumes_on_another_thread() {
     }
     .unwrap();
     let flag = PreemptFlag::new();
-    let Resumed::Yielded(fiber, Cause::Voluntary) = fiber.resume(&RunLimits::new(&flag)) else {
+    let Resumed::Yielded(Cause::Voluntary) = fiber.resume(&RunLimits::new(&flag)) else {
         panic!("expected a voluntary yield");
     };
     let main = thread::current().id();
     let (started, finished, yields) = thread::spawn(move || {
+        let mut fiber = fiber;
         let flag = PreemptFlag::new();
         match fiber.resume(&RunLimits::new(&flag)) {
             Resumed::Finished(r) => r,
@@ -215,7 +218,7 @@ fn a_guard_defers_the_yield_to_the_first_point_after_it() {
     let step = Arc::new(AtomicU32::new(0));
     let (f2, s2) = (flag.clone(), step.clone());
     // SAFETY: the closure holds nothing tied to its thread.
-    let fiber = unsafe {
+    let mut fiber = unsafe {
         RequestFiber::new(&pool, move |p| {
             let outer = p.no_preempt();
             f2.raise();
@@ -238,10 +241,10 @@ fn a_guard_defers_the_yield_to_the_first_point_after_it() {
         })
     }
     .unwrap();
-    let fiber = match fiber.resume(&RunLimits::new(&flag)) {
-        Resumed::Yielded(f, Cause::Flag) => f,
+    match fiber.resume(&RunLimits::new(&flag)) {
+        Resumed::Yielded(Cause::Flag) => {}
         other => panic!("{other:?}"),
-    };
+    }
     assert_eq!(step.load(Ordering::Relaxed), 4);
     match fiber.resume(&RunLimits::new(&flag)) {
         Resumed::Finished(yields) => assert_eq!(yields, 1),
@@ -257,7 +260,7 @@ fn a_passed_deadline_yields_and_a_new_quantum_lets_the_request_go_on() {
     let done = Arc::new(AtomicBool::new(false));
     let d2 = done.clone();
     // SAFETY: the closure holds nothing tied to its thread.
-    let fiber = unsafe {
+    let mut fiber = unsafe {
         RequestFiber::new(&pool, move |p| {
             // Spin, with points, until told to stop.
             while !d2.load(Ordering::Relaxed) {
@@ -272,10 +275,10 @@ fn a_passed_deadline_yields_and_a_new_quantum_lets_the_request_go_on() {
         .quantum_ns(200_000, &spinner)
         .clock_every(4);
     let deadline = limits.deadline_ticks();
-    let fiber = match fiber.resume(&limits) {
-        Resumed::Yielded(f, Cause::Deadline) => f,
+    match fiber.resume(&limits) {
+        Resumed::Yielded(Cause::Deadline) => {}
         other => panic!("{other:?}"),
-    };
+    }
     assert!(ticks() >= deadline, "yielded before its deadline");
     done.store(true, Ordering::Relaxed);
     match fiber.resume(&RunLimits::new(&flag).quantum_ns(1_000_000_000, &spinner)) {
@@ -289,7 +292,7 @@ fn stacks_are_reused_and_a_dropped_suspended_fiber_unwinds_and_returns_its_stack
     let pool = pool(1, 8);
     let flag = PreemptFlag::new();
     for i in 0..100 {
-        let f = checksum_fiber(&pool, i);
+        let mut f = checksum_fiber(&pool, i);
         assert!(matches!(
             f.resume(&RunLimits::new(&flag)),
             Resumed::Finished(_)
@@ -310,7 +313,7 @@ fn stacks_are_reused_and_a_dropped_suspended_fiber_unwinds_and_returns_its_stack
         .map(|_| {
             let d = dropped.clone();
             // SAFETY: the closure holds nothing tied to its thread.
-            let f = unsafe {
+            let mut f = unsafe {
                 RequestFiber::new(&pool, move |p| {
                     let _on_stack = SetOnDrop(d);
                     p.yield_now();
@@ -319,7 +322,7 @@ fn stacks_are_reused_and_a_dropped_suspended_fiber_unwinds_and_returns_its_stack
             }
             .unwrap();
             match f.resume(&RunLimits::new(&flag)) {
-                Resumed::Yielded(f, _) => f,
+                Resumed::Yielded(_) => f,
                 other => panic!("{other:?}"),
             }
         })
@@ -348,13 +351,13 @@ fn an_exhausted_pool_refuses_and_hands_the_work_back() {
     let flag = PreemptFlag::new();
     let suspend = |pool: &Arc<StackPool>| {
         // SAFETY: the closure holds nothing tied to its thread.
-        let f = unsafe { RequestFiber::new(pool, |p| p.yield_now()) }.unwrap();
+        let mut f = unsafe { RequestFiber::new(pool, |p| p.yield_now()) }.unwrap();
         match f.resume(&RunLimits::new(&flag)) {
-            Resumed::Yielded(f, _) => f,
+            Resumed::Yielded(_) => f,
             other => panic!("{other:?}"),
         }
     };
-    let a = suspend(&pool);
+    let mut a = suspend(&pool);
     let _b = suspend(&pool);
     // SAFETY: the closure holds nothing tied to its thread.
     let refused = unsafe { RequestFiber::new(&pool, |_| 42) };
@@ -373,7 +376,7 @@ fn an_exhausted_pool_refuses_and_hands_the_work_back() {
         a.resume(&RunLimits::new(&flag)),
         Resumed::Finished(())
     ));
-    let f = checksum_fiber(&pool, 3);
+    let mut f = checksum_fiber(&pool, 3);
     assert!(matches!(
         f.resume(&RunLimits::new(&flag)),
         Resumed::Finished(_)
@@ -384,7 +387,7 @@ fn an_exhausted_pool_refuses_and_hands_the_work_back() {
 fn a_panic_in_a_fiber_reaches_the_resumer_and_the_stack_goes_back() {
     let pool = pool(1, 2);
     // SAFETY: the closure holds nothing tied to its thread.
-    let f = unsafe {
+    let mut f = unsafe {
         RequestFiber::new(&pool, |p| {
             p.yield_now();
             if p.yields() == 1 {
@@ -394,7 +397,7 @@ fn a_panic_in_a_fiber_reaches_the_resumer_and_the_stack_goes_back() {
     }
     .unwrap();
     let flag = PreemptFlag::new();
-    let Resumed::Yielded(f, _) = f.resume(&RunLimits::new(&flag)) else {
+    let Resumed::Yielded(_) = f.resume(&RunLimits::new(&flag)) else {
         panic!("expected a yield");
     };
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -402,7 +405,9 @@ fn a_panic_in_a_fiber_reaches_the_resumer_and_the_stack_goes_back() {
     }));
     let msg = r.expect_err("the panic propagates");
     assert_eq!(msg.downcast_ref::<&str>(), Some(&"handler bug"));
+    // The stack is back although the fiber is not dropped; it is finished.
     assert_eq!(stats(&pool).in_use, 0);
+    assert!(f.is_finished());
 }
 
 /// Serves one request of `slot` to completion, raising the flag before every
@@ -473,7 +478,7 @@ fn stress_threads_pass_suspended_fibers_around() {
             thread::spawn(move || {
                 let flag = PreemptFlag::new();
                 let mut resumes = 0u32;
-                while let Ok(Some((id, fiber))) = rx.recv() {
+                while let Ok(Some((id, mut fiber))) = rx.recv() {
                     resumes += 1;
                     // Yield every 1 to 31 points, by deadline (reading the
                     // clock at each) or by flag.
@@ -484,9 +489,9 @@ fn stress_threads_pass_suspended_fibers_around() {
                     }
                     match fiber.resume(&limits) {
                         Resumed::Finished(h) => done.send((id, h)).unwrap(),
-                        Resumed::Yielded(f, _) => {
+                        Resumed::Yielded(_) => {
                             yields.fetch_add(1, Ordering::Relaxed);
-                            next.send(Some((id, f))).unwrap();
+                            next.send(Some((id, fiber))).unwrap();
                         }
                     }
                     flag.clear();

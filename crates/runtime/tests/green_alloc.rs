@@ -68,7 +68,7 @@ fn a_warm_pool_serves_preempted_requests_without_allocating() {
                     *slot = Some(served.slot);
                     return;
                 }
-                Resumed::Yielded(f, _) => fiber = f,
+                Resumed::Yielded(_) => {}
             }
         }
     };
