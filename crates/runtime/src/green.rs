@@ -58,6 +58,41 @@
 //! to whichever thread holds the [`RequestFiber`] (ownership moves it); a
 //! [`PreemptFlag`] is raised by any thread and read and cleared by its worker;
 //! the pool is shared by all.
+//!
+//! # A worker's use
+//!
+//! ```
+//! use std::time::Duration;
+//! use psp_runtime::green::{RequestFiber, RequestSlot, Resumed, RunLimits, StackPool};
+//! use psp_runtime::{PreemptFlag, SpinHandler, Spinner, handler::synthetic};
+//!
+//! // At start-up: the pool, the worker's flag, a few slots (one handler each).
+//! let pool = StackPool::with_defaults().unwrap();
+//! let flag = PreemptFlag::new();
+//! let spinner = Spinner::calibrate(Duration::from_millis(10));
+//! let mut slot = RequestSlot::new(SpinHandler::new(spinner), 256, 4096);
+//!
+//! // Per request: load the slot, start a fiber on it, run it a quantum.
+//! slot.load(0, 0, &synthetic::encode(0, 20_000));
+//! // SAFETY: the spin handler holds nothing tied to its thread.
+//! let mut fiber = unsafe { RequestFiber::serve(&pool, slot) }.unwrap();
+//! flag.clear();
+//! let served = loop {
+//!     // A 5 us quantum; the spin handler's points are 1 us apart: read the
+//!     // clock at each.
+//!     let quantum = RunLimits::new(&flag).quantum_ns(5_000, &spinner).clock_every(1);
+//!     match fiber.resume(&quantum) {
+//!         Resumed::Finished(served) => break served,
+//!         // Preempted: the dispatcher would requeue `fiber` (any worker may
+//!         // resume it) and run something else here meanwhile.
+//!         Resumed::Yielded(_cause) => {}
+//!     }
+//! };
+//! assert!(fiber.yields() >= 1);
+//! assert_eq!(served.slot.response, 20_000u64.to_le_bytes());
+//! let slot = served.slot; // reused for the next request
+//! # drop(slot);
+//! ```
 
 use std::cell::Cell;
 use std::fmt;
@@ -761,10 +796,10 @@ pub struct RequestFiber<R> {
     yields: u32,
 }
 
-// SAFETY: a `RequestFiber` is owned by one thread at a time (every method
-// takes `self` or `&mut self`, and it is not `Sync`), and moving it to another
-// thread is synchronized by whatever moves it (a channel or a ring: release /
-// acquire). What its suspended stack holds is `Send` or private to the fiber:
+// SAFETY: one thread at a time runs a `RequestFiber` (`resume` and drop take
+// it by `&mut` or by value; through `&` only its counters are read), and
+// moving it to another thread is synchronized by whatever moves it (a channel
+// or a ring: release / acquire). What its suspended stack holds is `Send` or private to the fiber:
 // the closure (or slot) it started from is `Send` (a bound of its
 // constructors), its result `R: Send`, and the `!Send` values the fiber
 // creates itself (its `FiberCx`, a `Preemption`, a guard) are reachable only
