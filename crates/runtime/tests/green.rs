@@ -135,6 +135,23 @@ fn a_raised_flag_yields_at_the_next_point_and_the_fiber_resumes_to_completion() 
 }
 
 #[test]
+fn a_handler_without_points_completes_and_leaves_a_raise_up() {
+    let pool = pool(1, 2);
+    let flag = PreemptFlag::new();
+    flag.raise();
+    // SAFETY: the closure holds nothing tied to its thread.
+    let mut fiber =
+        unsafe { RequestFiber::new(&pool, |_| checksum(1_000, Preemption::none())) }.unwrap();
+    match fiber.resume(&RunLimits::new(&flag).deadline_at(0).clock_every(1)) {
+        Resumed::Finished(h) => assert_eq!(h, checksum(1_000, Preemption::none())),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(fiber.yields(), 0);
+    // No point took it: it is the worker's to clear before its next request.
+    assert!(flag.is_raised());
+}
+
+#[test]
 fn a_suspended_fiber_resumes_on_another_thread() {
     let pool = pool(1, 4);
     // SAFETY: the closure holds nothing tied to its thread across the
