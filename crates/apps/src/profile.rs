@@ -112,12 +112,12 @@ pub fn profile(
         response.clear();
         encoder.encode(type_id as u16, 0, &mut body);
         let t0 = Instant::now();
-        let r: Result<(), HandlerError> = handler.handle(&mut RequestContext {
-            type_id: type_id as u16,
-            body: &body,
-            response: &mut response,
-            worker: 0,
-        });
+        let r: Result<(), HandlerError> = handler.handle(&mut RequestContext::new(
+            type_id as u16,
+            &body,
+            &mut response,
+            0,
+        ));
         let ns = (t0.elapsed().as_nanos() as u64).max(1);
         let t = &mut tallies[type_id];
         if !record {

@@ -31,12 +31,7 @@ fn start(keys: u64) -> Arc<dyn Service> {
 
 fn call(h: &mut dyn Handler, type_id: u16, body: &[u8]) -> Result<Vec<u8>, HandlerError> {
     let mut response = Vec::new();
-    h.handle(&mut RequestContext {
-        type_id,
-        body,
-        response: &mut response,
-        worker: 0,
-    })?;
+    h.handle(&mut RequestContext::new(type_id, body, &mut response, 0))?;
     Ok(response)
 }
 

@@ -3,7 +3,9 @@
 //!
 //! On x86_64 the spin counts TSC cycles (one `rdtsc`, ~22 ns here, per check),
 //! with the TSC rate measured against the monotonic clock at start-up; elsewhere
-//! it polls the monotonic clock.
+//! it polls the monotonic clock. [`ticks`] is the same counter, for deadlines
+//! checked in hot loops (the green threads' preemption points); a calibrated
+//! [`Spinner`] converts nanoseconds to ticks.
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,22 @@ impl Clock {
 impl Default for Clock {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A cheap timestamp for deadlines checked in hot loops: TSC cycles on x86_64,
+/// nanoseconds since a process-wide origin elsewhere ([`Spinner::ns_to_ticks`]
+/// converts). Readable from any thread; compare only values of one machine.
+#[inline]
+pub fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        cycles()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
     }
 }
 
@@ -114,6 +132,49 @@ impl Spinner {
         self.cycles_per_ns
     }
 
+    /// [`ticks`] in `ns` nanoseconds (TSC cycles at the calibrated rate on
+    /// x86_64; on a spinner that fell back to the monotonic clock, one tick per
+    /// nanosecond, exact off x86_64 and approximate on it).
+    #[inline]
+    pub fn ns_to_ticks(&self, ns: u64) -> u64 {
+        if cfg!(target_arch = "x86_64") && self.cycles_per_ns > 0.0 {
+            (ns as f64 * self.cycles_per_ns) as u64
+        } else {
+            ns
+        }
+    }
+
+    /// Nanoseconds in `ticks` [`ticks`] (the inverse of [`Spinner::ns_to_ticks`]).
+    #[inline]
+    pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        if cfg!(target_arch = "x86_64") && self.cycles_per_ns > 0.0 {
+            (ticks as f64 / self.cycles_per_ns) as u64
+        } else {
+            ticks
+        }
+    }
+
+    /// Spins for `ns` nanoseconds of its own time in steps of `step_ns`,
+    /// calling `between` after every step but the last. `between` returns
+    /// whether the spinning thread was away in it (a preemption point that
+    /// suspended the request): then the time away does not count as spun, and
+    /// the remaining steps start afresh; otherwise step ends follow each other
+    /// exactly, so an uninterrupted stepped spin lasts as long as
+    /// [`Spinner::spin_ns`].
+    #[inline]
+    pub fn spin_ns_in_steps(&self, ns: u64, step_ns: u64, mut between: impl FnMut() -> bool) {
+        let ns = ns.saturating_sub(self.overhead_ns);
+        #[cfg(target_arch = "x86_64")]
+        if self.cycles_per_ns > 0.0 {
+            let total = (ns as f64 * self.cycles_per_ns) as u64;
+            let step = (step_ns as f64 * self.cycles_per_ns) as u64;
+            return spin_stepped(cycles, total, step, &mut between);
+        }
+        let t0 = Instant::now();
+        let now = || t0.elapsed().as_nanos() as u64;
+        spin_stepped(now, ns, step_ns, &mut between);
+    }
+
     /// Spins for `ns` nanoseconds.
     #[inline]
     pub fn spin_ns(&self, ns: u64) {
@@ -131,6 +192,29 @@ impl Spinner {
         while t0.elapsed() < d {
             std::hint::spin_loop();
         }
+    }
+}
+
+/// Spins `total` units of `now` in steps of `step` (see
+/// [`Spinner::spin_ns_in_steps`]).
+#[inline]
+fn spin_stepped(now: impl Fn() -> u64, total: u64, step: u64, between: &mut impl FnMut() -> bool) {
+    let step = step.max(1);
+    let mut left = total;
+    let mut chunk = left.min(step);
+    let mut end = now().saturating_add(chunk);
+    loop {
+        while now() < end {
+            std::hint::spin_loop();
+        }
+        left -= chunk;
+        if left == 0 {
+            return;
+        }
+        let away = between();
+        chunk = left.min(step);
+        let from = if away { now() } else { end };
+        end = from.saturating_add(chunk);
     }
 }
 
@@ -177,5 +261,29 @@ mod tests {
         assert!(b - a >= 190_000, "spun {} ns for 200 us", b - a);
         let acc = spin_accuracy(&s, &[50_000], Duration::from_millis(5), 3);
         assert!(acc[0].1 > 45_000.0 && acc[0].1 < 100_000.0, "{acc:?}");
+    }
+
+    #[test]
+    fn stepped_spin_calls_between_steps_and_discounts_time_away() {
+        let s = Spinner::calibrate(Duration::from_millis(20));
+        let mut calls = 0;
+        s.spin_ns_in_steps(10_000, 1_000, || {
+            calls += 1;
+            false
+        });
+        assert_eq!(calls, 9);
+        // Time away (here: a sleep reported as such) is not spun time: the
+        // spin still spins its full 200 us after it.
+        let c = Clock::new();
+        let mut away_ns = 0;
+        s.spin_ns_in_steps(200_000, 100_000, || {
+            let t = c.now_ns();
+            std::thread::sleep(Duration::from_millis(2));
+            away_ns = c.now_ns() - t;
+            true
+        });
+        assert!(c.now_ns() - away_ns >= 190_000, "{} {away_ns}", c.now_ns());
+        let back = s.ticks_to_ns(s.ns_to_ticks(1_000_000));
+        assert!(back.abs_diff(1_000_000) < 1_000, "{back}");
     }
 }

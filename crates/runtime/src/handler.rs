@@ -2,10 +2,15 @@
 //! request (given as a [`RequestContext`]) and writes its response into a
 //! reusable buffer; the encoder of generated request bodies; and the synthetic
 //! application, which spins for the service time carried in the request.
+//!
+//! A request may run on a green thread ([`crate::green`]): then its handler's
+//! [`RequestContext::preemption_point`]s can suspend it, and it may finish on
+//! another worker's thread. Off a green thread the points cost a branch.
 
 use psp_core::TypeId;
 
 use crate::clock::Spinner;
+use crate::green::{NoPreempt, Preemption};
 
 /// Why a handler could not serve a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -35,12 +40,51 @@ pub struct RequestContext<'a> {
     /// Where the response body goes: empty on entry, reused across requests
     /// (do not shrink it).
     pub response: &'a mut Vec<u8>,
-    /// The worker serving the request.
+    /// The worker serving the request (that started it, for a request on a
+    /// green thread: a resumed one may run on another).
     pub worker: usize,
+    /// The request's preemption points: inert unless it runs on a green
+    /// thread ([`crate::green::RequestFiber`]).
+    pub preempt: Preemption<'a>,
+}
+
+impl<'a> RequestContext<'a> {
+    /// The context of a request run to completion (no green thread: its
+    /// preemption points do nothing).
+    pub fn new(type_id: TypeId, body: &'a [u8], response: &'a mut Vec<u8>, worker: usize) -> Self {
+        Self {
+            type_id,
+            body,
+            response,
+            worker,
+            preempt: Preemption::none(),
+        }
+    }
+
+    /// A preemption point ([`Preemption::point`]): call it inside long loops,
+    /// where nothing tied to the thread (a lock guard, a thread-local) is
+    /// held. Yields if the worker was asked to or the run's quantum is over;
+    /// one branch when the request is not on a green thread.
+    #[inline]
+    pub fn preemption_point(&self) {
+        self.preempt.point();
+    }
+
+    /// Defers preemption until the guard drops ([`Preemption::no_preempt`]).
+    #[inline]
+    pub fn no_preempt(&self) -> NoPreempt<'a> {
+        self.preempt.no_preempt()
+    }
 }
 
 /// An application: one instance per worker (its state is the worker's own;
-/// state shared between workers, such as a database, sits behind an `Arc`).
+/// state shared between workers, such as a database, sits behind an `Arc`),
+/// or, when requests run on green threads, one per
+/// [`crate::green::RequestSlot`] (a suspended request keeps its instance).
+///
+/// Across a preemption point a handler holds nothing tied to its thread (a
+/// `MutexGuard`, a reference into a thread-local): the request may go on on
+/// another thread. Such sections go inside [`RequestContext::no_preempt`].
 pub trait Handler: Send {
     /// Serves one request.
     ///
@@ -100,12 +144,19 @@ pub mod synthetic {
     }
 }
 
+/// How often [`SpinHandler`] reaches a preemption point by default: every
+/// microsecond of spinning.
+pub const DEFAULT_SPIN_POINT_NS: u64 = 1_000;
+
 /// Busy-spins for the service time in the payload (at most its cap); responds
-/// with the 8-byte service time it spun.
+/// with the 8-byte service time it spun. On a green thread it reaches a
+/// preemption point every [`DEFAULT_SPIN_POINT_NS`] (configurable) of
+/// spinning, and time spent suspended does not count as spun.
 #[derive(Debug, Clone, Copy)]
 pub struct SpinHandler {
     spinner: Spinner,
     max_ns: u64,
+    point_every_ns: u64,
 }
 
 impl SpinHandler {
@@ -118,7 +169,20 @@ impl SpinHandler {
     /// A handler that refuses (with an error, at once) payloads asking for more
     /// than `max_ns`: for payloads from the network.
     pub fn with_cap(spinner: Spinner, max_ns: u64) -> Self {
-        Self { spinner, max_ns }
+        Self {
+            spinner,
+            max_ns,
+            point_every_ns: DEFAULT_SPIN_POINT_NS,
+        }
+    }
+
+    /// Reaches a preemption point every `ns` of spinning (0: never) when the
+    /// request runs on a green thread.
+    pub fn with_point_interval(self, ns: u64) -> Self {
+        Self {
+            point_every_ns: ns,
+            ..self
+        }
     }
 }
 
@@ -131,7 +195,16 @@ impl Handler for SpinHandler {
         if ns > self.max_ns {
             return Err(HandlerError::Failed("service time above the server's cap"));
         }
-        self.spinner.spin_ns(ns);
+        let p = ctx.preempt;
+        if p.is_active() && self.point_every_ns > 0 {
+            self.spinner.spin_ns_in_steps(ns, self.point_every_ns, || {
+                let before = p.yields();
+                p.point();
+                p.yields() != before
+            });
+        } else {
+            self.spinner.spin_ns(ns);
+        }
         ctx.response.extend_from_slice(&ns.to_le_bytes());
         Ok(())
     }

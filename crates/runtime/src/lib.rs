@@ -8,6 +8,9 @@
 //! - [`generator`]: the in-process open-loop front end (`psp run`).
 //! - [`control`]: stop and failure flags, the workers' response gates.
 //! - [`worker`]: the worker loop around an application [`Handler`].
+//! - [`green`]: green threads for preemptible requests (pooled stacks,
+//!   request fibers that yield at preemption points and resume on any
+//!   worker).
 //! - [`handler`]: the application interface (a [`Handler`] serving a
 //!   [`RequestContext`], a [`BodyEncoder`] writing generated requests) and the
 //!   synthetic spin application.
@@ -32,6 +35,7 @@ pub mod control;
 pub mod dispatcher;
 #[cfg(not(loom))]
 pub mod generator;
+pub mod green;
 pub mod handler;
 pub mod idle;
 pub mod pool;
@@ -52,6 +56,10 @@ pub use dispatcher::{
 };
 #[cfg(not(loom))]
 pub use generator::Generator;
+pub use green::{
+    Cause, NoPreempt, PreemptFlag, Preemption, RequestFiber, RequestSlot, Resumed, RunLimits,
+    Served, StackPool, StackPoolConfig,
+};
 pub use handler::{
     BodyEncoder, Handler, HandlerError, RequestContext, SpinHandler, SyntheticEncoder,
 };

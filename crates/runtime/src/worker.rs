@@ -176,12 +176,12 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                     picked_up = None;
                     response.clear();
                     let t0 = self.clock.now_ns();
-                    let outcome = self.handler.handle(&mut RequestContext {
-                        type_id: job.type_id,
-                        body: self.io.request(&job),
-                        response: &mut response,
-                        worker: self.index,
-                    });
+                    let outcome = self.handler.handle(&mut RequestContext::new(
+                        job.type_id,
+                        self.io.request(&job),
+                        &mut response,
+                        self.index,
+                    ));
                     let t1 = self.clock.now_ns();
                     let outcome = match outcome {
                         Ok(()) if response.len() > self.io.max_response() => Err(

@@ -4,6 +4,8 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use psp_runtime::Preemption;
+
 use super::input::{
     CustomerSelector, DeliveryInput, NewOrderInput, OrderStatusInput, PaymentInput,
     StockLevelInput, TxnInput,
@@ -323,13 +325,32 @@ impl Database {
     /// NewOrder rolled back on an unused item, a last name no customer of
     /// the district has, or a poisoned lock. None leaves an effect.
     pub fn execute(&self, input: &TxnInput, out: &mut Vec<u8>) -> Result<(), TxnError> {
+        self.execute_with(input, out, Preemption::none())
+    }
+
+    /// [`Database::execute`] with preemption points, for a request on a
+    /// green thread: Delivery reaches one before each district, StockLevel
+    /// one before its first lock. None is reached while a lock is held (a
+    /// suspended transaction would hold its locks, and a `MutexGuard` must
+    /// not move to another thread); the locked sections also sit inside a
+    /// [`Preemption::no_preempt`] guard, so that a point added inside them
+    /// later defers its yield instead.
+    ///
+    /// # Errors
+    /// As [`Database::execute`].
+    pub fn execute_with(
+        &self,
+        input: &TxnInput,
+        out: &mut Vec<u8>,
+        preempt: Preemption<'_>,
+    ) -> Result<(), TxnError> {
         input.validate()?;
         match input {
             TxnInput::Payment(p) => self.payment(p, out),
             TxnInput::OrderStatus(o) => self.order_status(o, out),
             TxnInput::NewOrder(n) => self.new_order(n, out),
-            TxnInput::Delivery(d) => self.delivery(d, out),
-            TxnInput::StockLevel(s) => self.stock_level(s, out),
+            TxnInput::Delivery(d) => self.delivery(d, out, preempt),
+            TxnInput::StockLevel(s) => self.stock_level(s, out, preempt),
         }
     }
 
@@ -531,12 +552,22 @@ impl Database {
     }
 
     /// Clause 2.7.4.2, one district at a time.
-    fn delivery(&self, input: &DeliveryInput, out: &mut Vec<u8>) -> Result<(), TxnError> {
+    fn delivery(
+        &self,
+        input: &DeliveryInput,
+        out: &mut Vec<u8>,
+        preempt: Preemption<'_>,
+    ) -> Result<(), TxnError> {
         let wh = self.warehouse("w_id", input.w_id)?;
         let now = now();
         let mut delivered = [0u32; 10];
         let mut count = 0u8;
         for (slot, district) in delivered.iter_mut().zip(&wh.districts) {
+            // Between two districts' transactions no lock is held: the one
+            // place to yield.
+            preempt.point();
+            // Dropped after the district's lock (declared before it).
+            let _no_preempt = preempt.no_preempt();
             let mut guard = lock(&district.state)?;
             let state = &mut *guard;
             let Some(&o_id) = state.new_orders.front() else {
@@ -567,9 +598,19 @@ impl Database {
     }
 
     /// Clause 2.8.2.2.
-    fn stock_level(&self, input: &StockLevelInput, out: &mut Vec<u8>) -> Result<(), TxnError> {
+    fn stock_level(
+        &self,
+        input: &StockLevelInput,
+        out: &mut Vec<u8>,
+        preempt: Preemption<'_>,
+    ) -> Result<(), TxnError> {
         let wh = self.warehouse("w_id", input.w_id)?;
         let district = wh.district("d_id", input.d_id)?;
+        // The only point: from the district's lock on, the transaction holds
+        // every lock it took until it ends (two-phase locking), so its loops
+        // over stock rows cannot yield.
+        preempt.point();
+        let _no_preempt = preempt.no_preempt();
         let state = lock(&district.state)?;
         // The last 20 orders: o_id in [next_o_id - 20, next_o_id).
         let end = state.next_o_id as usize - 1;

@@ -8,6 +8,9 @@
 //! the benchmark, answered OK), then [`Database::execute`]'s output. A body that
 //! does not decode, or names a warehouse, district, customer or item the
 //! database does not have, is BAD_REQUEST.
+//!
+//! On a green thread, Delivery and StockLevel reach preemption points where
+//! they hold no lock ([`Database::execute_with`]).
 
 use std::sync::Arc;
 
@@ -167,7 +170,7 @@ impl Handler for TpccHandler {
         let input = TxnInput::decode_reusing(kind, ctx.body, &mut self.spare)
             .map_err(|_| HandlerError::BadBody("TPC-C: malformed transaction input"))?;
         ctx.response.push(1);
-        let r = self.db.execute(&input, ctx.response);
+        let r = self.db.execute_with(&input, ctx.response, ctx.preempt);
         input.recycle_into(&mut self.spare);
         match r {
             Ok(()) => Ok(()),
