@@ -494,6 +494,12 @@ impl Handler for KvHandler {
             _ => Err(HandlerError::BadBody("not a key-value operation")),
         }
     }
+
+    /// SCAN's point is between keys: it holds the RocksDB iterator (usable
+    /// from any thread, one at a time) and no key or value slice.
+    fn fiber_safe(&self) -> bool {
+        true
+    }
 }
 
 /// Writes generated requests: GETs and PUTs of uniformly drawn loaded keys,

@@ -80,6 +80,11 @@ impl Handler for EchoHandler {
         ctx.response.extend_from_slice(ctx.body);
         Ok(())
     }
+
+    /// Copies its body: no point, nothing held.
+    fn fiber_safe(&self) -> bool {
+        true
+    }
 }
 
 impl Service for EchoService {

@@ -278,7 +278,9 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         queue_capacity,
     })?;
     if policy.needs_preemption() {
-        bail!("policy '{policy}' needs preemption, which the runtime does not implement yet");
+        bail!(
+            "policy '{policy}' preempts requests, which the network server does not do yet (psp run does)"
+        );
     }
     let cores = src.pick(&a.cores, &f.cores, |c| crate::run::parse_cores(&c))?;
     let idle = src

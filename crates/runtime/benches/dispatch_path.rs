@@ -82,6 +82,7 @@ impl Loopback {
             .map(|_| Arc::new(Wakeup::for_current()))
             .collect();
         let core = DispatchCore::new(CoreParts {
+            quanta: None,
             policy,
             jobs: jobs_tx,
             done: done_rx,
@@ -161,6 +162,7 @@ impl Loopback {
                     ok: true,
                     refused: false,
                     sent: true,
+                    preempted: false,
                     service_ns,
                     finished_ns: now,
                 };

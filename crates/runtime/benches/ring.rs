@@ -71,6 +71,7 @@ fn echo(mut jobs: Consumer<Job>, mut done: Producer<Done>, stop: Arc<AtomicBool>
                     ok: true,
                     refused: false,
                     sent: true,
+                    preempted: false,
                     service_ns: 0,
                     finished_ns: 0,
                 };

@@ -32,6 +32,7 @@ use rtrb::{Consumer, Producer};
 use crate::clock::Clock;
 use crate::control::RunControl;
 use crate::idle::Wakeup;
+use crate::preempt::QuantumMonitor;
 use crate::snapshot::{PUBLISH_INTERVAL, SnapshotPublisher};
 use crate::worker::{Done, Job};
 
@@ -158,6 +159,8 @@ pub struct CoreParts {
     pub max_in_flight: usize,
     /// Periodic statistics on stderr.
     pub stats: Option<StatsConfig>,
+    /// For a preemptive policy: the workers' flags and segment clocks.
+    pub quanta: Option<QuantumMonitor>,
     /// Whether workers may park when idle: then every dispatch pays the wake-up
     /// protocol (a SeqCst fence and a flag check); workers that only spin or
     /// yield never need it.
@@ -217,6 +220,10 @@ pub struct DispatchCore {
     /// tick is due.
     tick_ns: Option<u64>,
     next_tick: u64,
+    /// For a preemptive policy: the quantum watch, and per token the run time
+    /// of the request's segments before the one running.
+    quanta: Option<QuantumMonitor>,
+    served_ns: Vec<u64>,
 }
 
 impl DispatchCore {
@@ -228,6 +235,12 @@ impl DispatchCore {
         Self {
             tick_ns: parts.policy.tick_interval().filter(|&t| t > 0),
             next_tick: 0,
+            served_ns: if parts.quanta.is_some() {
+                vec![0; parts.max_in_flight]
+            } else {
+                Vec::new()
+            },
+            quanta: parts.quanta,
             policy: parts.policy,
             jobs: parts.jobs,
             done: parts.done,
@@ -339,6 +352,9 @@ impl DispatchCore {
         self.note_arrival(slot.true_type, slot.measured);
         slot.req.token = token;
         self.slots[token as usize] = slot;
+        if let Some(s) = self.served_ns.get_mut(token as usize) {
+            *s = 0;
+        }
         if self.policy.on_arrival(slot.req, now).is_ok() {
             self.in_flight += 1;
             self.counts.admitted += 1;
@@ -365,6 +381,16 @@ impl DispatchCore {
                 if self.outstanding[w as usize] == 0 {
                     self.busy.remove(w);
                 }
+                if d.preempted {
+                    // Still in flight under its token; the policy queues it
+                    // again.
+                    self.served_ns[d.token as usize] += d.service_ns;
+                    let req = self.slots[d.token as usize].req;
+                    self.policy.on_preempted(w, req, now);
+                    continue;
+                }
+                let service_ns =
+                    d.service_ns + self.served_ns.get(d.token as usize).copied().unwrap_or(0);
                 let slot = &self.slots[d.token as usize];
                 let t = slot.true_type as usize;
                 let tc = &mut self.by_type[t];
@@ -384,12 +410,12 @@ impl DispatchCore {
                     (false, _) => {}
                     (true, true) => {
                         let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
-                        self.recorder.record(t, latency, d.service_ns);
+                        self.recorder.record(t, latency, service_ns);
                     }
                     (true, false) => self.recorder.record_error(t),
                 }
                 self.free.push(d.token);
-                self.policy.on_completion(w, &slot.req, d.service_ns, now);
+                self.policy.on_completion(w, &slot.req, service_ns, now);
             }
         }
         worked
@@ -406,7 +432,14 @@ impl DispatchCore {
         let mut dispatched = WorkerSet::EMPTY;
         while let Some(action) = self.policy.next_action(now) {
             match action {
-                Action::Dispatch { worker, req, .. } => {
+                Action::Dispatch {
+                    worker,
+                    req,
+                    quantum_ns,
+                } => {
+                    if let Some(q) = self.quanta.as_mut() {
+                        q.set_quantum(worker, quantum_ns);
+                    }
                     debug_assert!(
                         self.policy
                             .reservation()
@@ -434,12 +467,21 @@ impl DispatchCore {
                     self.busy.insert(worker);
                     dispatched.insert(worker);
                 }
-                Action::Preempt { .. } => {
-                    panic!("preemptive policies are rejected at start-up")
-                }
+                Action::Preempt { worker } => match self.quanta.as_mut() {
+                    Some(q) => q.raise(worker),
+                    None => panic!("a preemptive policy runs only with fibers"),
+                },
             }
         }
         dispatched
+    }
+
+    /// When the dispatcher must look at the workers again even if nothing
+    /// arrives or completes: the earliest quantum end of a running request
+    /// (preemptive policies), so that an idle dispatcher wakes for it.
+    #[inline]
+    pub fn next_quantum_end(&self) -> Option<u64> {
+        self.quanta.as_ref()?.next_check(self.busy)
     }
 
     /// Completions, then the policy's decisions: what a front end calls between
@@ -453,6 +495,10 @@ impl DispatchCore {
         {
             self.policy.on_tick(now);
             self.next_tick = now.saturating_add(tick);
+        }
+        if let Some(q) = self.quanta.as_mut() {
+            let policy = &mut self.policy;
+            q.check(self.busy, now, |w| policy.on_quantum_expired(w, now));
         }
         !self.dispatch(now).is_empty() | done
     }

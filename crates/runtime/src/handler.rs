@@ -92,12 +92,25 @@ pub trait Handler: Send {
     /// When the request cannot be served; the worker answers it with the error
     /// and goes on.
     fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError>;
+
+    /// Whether this handler may run on a fiber and be preempted at its points
+    /// (a preemptive policy's requests run so): it holds nothing tied to its
+    /// thread across a preemption point outside a `no_preempt` section. The
+    /// runtime refuses a preemptive policy with a handler that does not say
+    /// so. Answer `true` only after checking every point the handler reaches.
+    fn fiber_safe(&self) -> bool {
+        false
+    }
 }
 
 impl<H: Handler + ?Sized> Handler for Box<H> {
     #[inline]
     fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
         (**self).handle(ctx)
+    }
+
+    fn fiber_safe(&self) -> bool {
+        (**self).fiber_safe()
     }
 }
 
@@ -207,5 +220,10 @@ impl Handler for SpinHandler {
         }
         ctx.response.extend_from_slice(&ns.to_le_bytes());
         Ok(())
+    }
+
+    /// Spinning holds nothing; its points are between spin steps.
+    fn fiber_safe(&self) -> bool {
+        true
     }
 }

@@ -40,6 +40,8 @@ pub mod handler;
 pub mod idle;
 pub mod pool;
 #[cfg(not(loom))]
+pub mod preempt;
+#[cfg(not(loom))]
 pub mod runtime;
 #[cfg(not(loom))]
 pub mod snapshot;

@@ -2,6 +2,8 @@
 //! of wake-up handles, and joining.
 
 use std::sync::Arc;
+
+use crossbeam_queue::ArrayQueue;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -14,8 +16,10 @@ use crate::dispatcher::{
     CoreParts, DispatchCore, DispatcherReport, FrontEnd, LoopEnd, StatsConfig, dispatch_loop,
 };
 use crate::generator::Generator;
+use crate::green::{PreemptFlag, RequestSlot, StackPool, StackPoolConfig};
 use crate::handler::{BodyEncoder, Handler};
 use crate::idle::{IdleStrategy, Wakeup};
+use crate::preempt::{GreenWorker, HandlerFiber, QuantumMonitor, SegmentClock, SuspendedFibers};
 use crate::worker::{Done, Job, JobIo, WorkerThread};
 
 /// How the runtime is laid out.
@@ -62,11 +66,14 @@ pub enum RuntimeError {
     /// The policy cannot be built.
     #[error(transparent)]
     Policy(#[from] psp_core::PolicyError),
-    /// The runtime does not support this policy.
+    /// A preemptive policy with a handler that cannot run on fibers.
     #[error(
-        "policy '{0}' needs preemption, which the runtime does not implement yet; use it in the simulator"
+        "policy '{0}' preempts requests, and this application's handler cannot be preempted (it does not run on fibers); use a non-preemptive policy or the simulator"
     )]
     Preemptive(String),
+    /// The green threads could not be set up.
+    #[error("green threads: {0}")]
+    Green(String),
     /// A bad core list.
     #[error("{0}")]
     Cores(String),
@@ -192,7 +199,8 @@ const WORKER_EXIT_GRACE: Duration = Duration::from_millis(500);
 /// bodies.
 ///
 /// # Errors
-/// A policy that cannot be built or needs preemption, a bad core list, a thread
+/// A policy that cannot be built, a preemptive policy with a handler that
+/// cannot be preempted ([`Handler::fiber_safe`]), a bad core list, a thread
 /// that could not start or panicked.
 #[allow(clippy::too_many_arguments)]
 pub fn run<H, F>(
@@ -228,6 +236,75 @@ where
     )
 }
 
+/// Request slots (a handler instance each) per worker in a preemptive run: how
+/// many requests may be started and unfinished (running or preempted) at once.
+/// A request that finds none free is answered with a handler error.
+pub const FIBER_SLOTS_PER_WORKER: usize = 64;
+
+/// The green threads of a preemptive run: stacks, request slots and parked
+/// fibers shared by every worker; a flag and a segment clock per worker.
+struct GreenSetup<H> {
+    pool: Arc<StackPool>,
+    flags: Vec<Arc<PreemptFlag>>,
+    segments: Vec<Arc<SegmentClock>>,
+    slots: Arc<ArrayQueue<RequestSlot<H>>>,
+    suspended: Arc<SuspendedFibers<HandlerFiber<H>>>,
+}
+
+impl<H: Handler + 'static> GreenSetup<H> {
+    /// Slots with handlers from `make_worker` (each must be fiber-safe), and
+    /// as many stacks at most.
+    fn new<IO>(
+        workers: usize,
+        max_in_flight: usize,
+        make_worker: &mut impl FnMut(usize) -> (H, IO),
+        spec: &PolicySpec,
+    ) -> Result<Self, RuntimeError> {
+        let n = (workers * FIBER_SLOTS_PER_WORKER)
+            .min(max_in_flight)
+            .max(workers);
+        let slots = ArrayQueue::new(n);
+        for i in 0..n {
+            let (handler, _) = make_worker(i % workers);
+            if !handler.fiber_safe() {
+                return Err(RuntimeError::Preemptive(spec.to_string()));
+            }
+            let _ = slots.push(RequestSlot::new(handler, 256, 4096));
+        }
+        let pool = StackPool::new(StackPoolConfig {
+            preallocate: (2 * workers).min(n),
+            max_stacks: n,
+            ..StackPoolConfig::default()
+        })
+        .map_err(|e| RuntimeError::Green(e.to_string()))?;
+        Ok(Self {
+            pool,
+            flags: (0..workers).map(|_| Arc::new(PreemptFlag::new())).collect(),
+            segments: (0..workers)
+                .map(|_| Arc::new(SegmentClock::new()))
+                .collect(),
+            slots: Arc::new(slots),
+            suspended: Arc::new(SuspendedFibers::new(max_in_flight)),
+        })
+    }
+
+    /// The dispatcher's watch over these workers.
+    fn monitor(&self) -> QuantumMonitor {
+        QuantumMonitor::new(self.flags.clone(), self.segments.clone())
+    }
+
+    /// Worker `i`'s share.
+    fn worker(&self, i: usize) -> GreenWorker<H> {
+        GreenWorker {
+            pool: self.pool.clone(),
+            flag: self.flags[i].clone(),
+            segment: self.segments[i].clone(),
+            slots: self.slots.clone(),
+            suspended: self.suspended.clone(),
+        }
+    }
+}
+
 /// The text of a panic's payload.
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
@@ -247,7 +324,8 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// `poll`) instead of unparking it.
 ///
 /// # Errors
-/// A policy that cannot be built or needs preemption, a bad core list, a thread
+/// A policy that cannot be built, a preemptive policy with a handler that
+/// cannot be preempted ([`Handler::fiber_safe`]), a bad core list, a thread
 /// that could not start, a thread that panicked (the run then ends at once:
 /// workers are released and joined, nothing hangs).
 pub fn start<H, IO, F>(
@@ -263,9 +341,6 @@ where
     IO: JobIo + 'static,
     F: FrontEnd + Send,
 {
-    if spec.needs_preemption() {
-        return Err(RuntimeError::Preemptive(spec.to_string()));
-    }
     let type_names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
     let ctx = PolicyContext {
         workers: cfg.workers,
@@ -274,6 +349,20 @@ where
     };
     let policy = spec.build(&ctx)?;
     let cores = plan_cores(cfg)?;
+    let max_in_flight = max_in_flight(cfg, ctx.types.len());
+    // A preemptive policy's requests run on fibers: shared stacks, request
+    // slots (a handler instance each) and parked fibers, a flag and a segment
+    // clock per worker.
+    let green = if spec.needs_preemption() {
+        Some(GreenSetup::new(
+            cfg.workers,
+            max_in_flight,
+            &mut make_worker,
+            spec,
+        )?)
+    } else {
+        None
+    };
     // The run's one clock: arrivals, receive times and completions all read it.
     let clock = Clock::new();
     let control = Arc::new(RunControl::new(cfg.workers));
@@ -282,7 +371,8 @@ where
     let (mut job_tx, mut job_rx, mut done_tx, mut done_rx) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..cfg.workers {
-        let (p, c) = rtrb::RingBuffer::<Job>::new(4);
+        // Room for the policy's worker-local queue too (Concord's JBSQ).
+        let (p, c) = rtrb::RingBuffer::<Job>::new(4 + policy.local_queue_depth());
         job_tx.push(p);
         job_rx.push(c);
         let (p, c) = rtrb::RingBuffer::<Done>::new(4);
@@ -290,8 +380,8 @@ where
         done_rx.push(c);
     }
     let started = Instant::now();
-    let max_in_flight = max_in_flight(cfg, ctx.types.len());
     let parts = CoreParts {
+        quanta: green.as_ref().map(GreenSetup::monitor),
         policy,
         jobs: job_tx,
         done: done_rx,
@@ -311,6 +401,7 @@ where
     for (i, (jobs, done)) in job_rx.into_iter().zip(done_tx).enumerate() {
         let (tx, rx) = mpsc::channel::<(Arc<Wakeup>, Arc<Wakeup>)>();
         let (handler, io) = make_worker(i);
+        let green_worker = green.as_ref().map(|g| g.worker(i));
         let core = cores.as_ref().and_then(|c| c[i + 1]);
         let (control, idle) = (control.clone(), cfg.idle);
         let spawned = std::thread::Builder::new()
@@ -333,6 +424,7 @@ where
                     dispatcher,
                     control,
                     index: i,
+                    green: green_worker,
                 }
                 .run(&me)
             });

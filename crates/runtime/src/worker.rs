@@ -16,9 +16,11 @@ use rtrb::{Consumer, Producer};
 
 use crate::clock::Clock;
 use crate::control::RunControl;
+use crate::green::{RequestFiber, Resumed, RunLimits};
 use crate::handler::{Handler, HandlerError, RequestContext};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
 use crate::pool::{GeneratedBody, TokenPool};
+use crate::preempt::GreenWorker;
 
 /// How long a worker polls, instead of idling, for the dispatcher to take its
 /// last completion: the dispatcher's answer (often the worker's next job)
@@ -59,6 +61,41 @@ pub struct Done {
     pub finished_ns: u64,
     /// Whether the answer went out (the `JobIo` could send it).
     pub sent: bool,
+    /// The request yielded at a preemption point and waits, parked under its
+    /// token, to be dispatched again (nothing was answered; `service_ns` is
+    /// the segment's run time).
+    pub preempted: bool,
+}
+
+impl Done {
+    /// The completion of a request whose handler returned `outcome`, run from
+    /// `t0` to `t1` (its last segment); `sent` is set once it is answered.
+    fn finished(token: u32, outcome: &Result<(), HandlerError>, t0: u64, t1: u64) -> Self {
+        Done {
+            token,
+            ok: outcome.is_ok(),
+            refused: matches!(outcome, Err(HandlerError::BadBody(_))),
+            service_ns: t1 - t0,
+            finished_ns: t1,
+            sent: false,
+            preempted: false,
+        }
+    }
+}
+
+/// `outcome`, or a handler failure when the response is longer than the
+/// datapath carries (counted as what the client receives).
+fn fits(
+    outcome: Result<(), HandlerError>,
+    response: &[u8],
+    max_response: usize,
+) -> Result<(), HandlerError> {
+    match outcome {
+        Ok(()) if response.len() > max_response => Err(HandlerError::Failed(
+            "response longer than the datapath carries",
+        )),
+        o => o,
+    }
 }
 
 /// Where a worker finds a job's request body and where its response goes: the
@@ -134,6 +171,9 @@ pub struct WorkerThread<H: Handler, IO: JobIo = GeneratedIo> {
     pub control: Arc<RunControl>,
     /// This worker's index.
     pub index: usize,
+    /// For a preemptive policy: requests run on fibers
+    /// ([`crate::preempt`]).
+    pub green: Option<GreenWorker<H>>,
 }
 
 /// Raises the run's failure flag and wakes the dispatcher if the worker unwinds.
@@ -151,7 +191,7 @@ impl Drop for FailOnPanic<'_> {
     }
 }
 
-impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
+impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
     /// The worker loop; `me` is this thread's wake-up handle (already shared with
     /// the dispatcher). Returns when the run stops, or when the dispatcher
     /// abandoned the job this worker was serving.
@@ -171,6 +211,22 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
         let mut picked_up: Option<u64> = None;
         loop {
             match self.jobs.pop() {
+                Ok(job) if self.green.is_some() => {
+                    idler.reset();
+                    picked_up = None;
+                    let Some(mut done) = self.serve_on_fiber(&job) else {
+                        return; // abandoned at the drain deadline
+                    };
+                    while let Err(rtrb::PushError::Full(d)) = self.done.push(done) {
+                        done = d;
+                        std::hint::spin_loop();
+                    }
+                    if !done.preempted {
+                        control.answered(self.index);
+                    }
+                    dispatcher.notify();
+                    awaiting = Some(done.finished_ns);
+                }
                 Ok(job) => {
                     idler.reset();
                     picked_up = None;
@@ -183,14 +239,8 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                         self.index,
                     ));
                     let t1 = self.clock.now_ns();
-                    let outcome = match outcome {
-                        Ok(()) if response.len() > self.io.max_response() => Err(
-                            HandlerError::Failed("response longer than the datapath carries"),
-                        ),
-                        o => o,
-                    };
-                    let ok = outcome.is_ok();
-                    let refused = matches!(outcome, Err(HandlerError::BadBody(_)));
+                    let outcome = fits(outcome, &response, self.io.max_response());
+                    let mut done = Done::finished(job.token, &outcome, t0, t1);
                     if !control.begin_answer(self.index) {
                         // Abandoned at the drain deadline: counted stranded, so
                         // it must stay unanswered.
@@ -198,15 +248,7 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                     }
                     // The response leaves before the completion is reported: the
                     // dispatcher may reuse the job's buffer once it sees it.
-                    let sent = self.io.respond(&job, outcome, &response);
-                    let mut done = Done {
-                        token: job.token,
-                        ok,
-                        refused,
-                        service_ns: t1 - t0,
-                        finished_ns: t1,
-                        sent,
-                    };
+                    done.sent = self.io.respond(&job, outcome, &response);
                     // The ring holds as many slots as jobs can be outstanding on this
                     // worker, so this never spins in practice.
                     while let Err(rtrb::PushError::Full(d)) = self.done.push(done) {
@@ -239,6 +281,94 @@ impl<H: Handler, IO: JobIo> WorkerThread<H, IO> {
                         !jobs.is_empty() || control.stopping()
                     });
                 }
+            }
+        }
+    }
+
+    /// Runs `job` on a fiber for one segment (`green` is set): resumes the
+    /// request parked under its token, or starts it on a free slot. `None`:
+    /// the dispatcher abandoned the job at the drain deadline (the worker
+    /// exits without answering).
+    fn serve_on_fiber(&mut self, job: &Job) -> Option<Done> {
+        let Some(g) = self.green.as_ref() else {
+            unreachable!("called in fiber mode only");
+        };
+        // SAFETY: this worker owns the job's token from the job ring's pop
+        // until it pushes the completion below.
+        let parked = unsafe { g.suspended.take(job.token) };
+        let fiber = match parked {
+            Some(f) => Ok(f),
+            None => match g.slots.pop() {
+                None => Err("no request slot free for a fiber"),
+                Some(mut slot) => {
+                    slot.load(job.type_id, self.index, self.io.request(job));
+                    // SAFETY: the run was started for a preemptive policy with
+                    // handlers that keep `RequestFiber::serve`'s contract
+                    // (`start`'s documentation: nothing tied to the thread
+                    // across a preemption point outside a `NoPreempt` guard).
+                    match unsafe { RequestFiber::serve(&g.pool, slot) } {
+                        Ok(f) => Ok(f),
+                        Err(refused) => {
+                            // The slot came from the queue: there is room.
+                            let _ = g.slots.push(refused.work);
+                            Err("no fiber stack free")
+                        }
+                    }
+                }
+            },
+        };
+        let mut fiber = match fiber {
+            Ok(f) => f,
+            Err(why) => {
+                let t = self.clock.now_ns();
+                let outcome = Err(HandlerError::Failed(why));
+                if !self.control.begin_answer(self.index) {
+                    return None;
+                }
+                let sent = self.io.respond(job, outcome, &[]);
+                return Some(Done {
+                    token: job.token,
+                    ok: false,
+                    refused: false,
+                    service_ns: 0,
+                    finished_ns: t,
+                    sent,
+                    preempted: false,
+                });
+            }
+        };
+        g.flag.clear();
+        let t0 = self.clock.now_ns();
+        g.segment.begin(t0);
+        let r = fiber.resume(&RunLimits::new(&g.flag));
+        let t1 = self.clock.now_ns();
+        g.segment.end();
+        match r {
+            Resumed::Yielded(_) => {
+                // SAFETY: as above, the token is still this worker's.
+                unsafe { g.suspended.put(job.token, fiber) };
+                Some(Done {
+                    token: job.token,
+                    ok: true,
+                    refused: false,
+                    service_ns: t1 - t0,
+                    finished_ns: t1,
+                    sent: false,
+                    preempted: true,
+                })
+            }
+            Resumed::Finished(served) => {
+                let outcome = fits(
+                    served.outcome,
+                    &served.slot.response,
+                    self.io.max_response(),
+                );
+                let mut done = Done::finished(job.token, &outcome, t0, t1);
+                let answer = self.control.begin_answer(self.index);
+                done.sent = answer && self.io.respond(job, outcome, &served.slot.response);
+                // Back to the queue it came from: there is room.
+                let _ = g.slots.push(served.slot);
+                answer.then_some(done)
             }
         }
     }

@@ -344,23 +344,3 @@ fn shutdown_with_a_request_in_flight_reports_it_and_does_not_hang() {
     assert_eq!(r.dispatcher.counts.stranded, 1);
     assert_eq!(r.dispatcher.counts.completed, 0);
 }
-
-#[test]
-fn preemptive_policies_are_refused_with_a_clear_error() {
-    let w = Workload::fixed("one", &[("x", 10.0, 1.0)]);
-    let err = psp_runtime::run(
-        &cfg(2, 16),
-        &"ts".parse().unwrap(),
-        w.type_infos(),
-        poisson(&w, 2, 0.1, 10, 1),
-        Box::new(SyntheticEncoder),
-        Box::new(HeaderClassifier {
-            offset: 0,
-            types: 1,
-        }),
-        0,
-        |_| SpinHandler::new(spinner()),
-    )
-    .expect_err("ts must be refused");
-    assert!(err.to_string().contains("preemption"), "{err}");
-}

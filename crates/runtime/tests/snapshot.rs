@@ -118,6 +118,7 @@ impl Loopback {
             done_rx.push(c);
         }
         let core = DispatchCore::new(CoreParts {
+            quanta: None,
             policy,
             jobs: jobs_tx,
             done: done_rx,
@@ -174,6 +175,7 @@ impl Loopback {
                     ok: matches!(outcome, Outcome::Ok | Outcome::Unsent),
                     refused: matches!(outcome, Outcome::BadBody),
                     sent: !matches!(outcome, Outcome::Unsent),
+                    preempted: false,
                     service_ns,
                     finished_ns: self.now + service_ns,
                 };

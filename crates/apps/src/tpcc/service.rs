@@ -187,6 +187,11 @@ impl Handler for TpccHandler {
             )),
         }
     }
+
+    /// Points only where no lock is held; locked sections are `no_preempt`.
+    fn fiber_safe(&self) -> bool {
+        true
+    }
 }
 
 /// Writes generated transactions: inputs drawn per the specification's input

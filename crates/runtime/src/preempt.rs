@@ -1,0 +1,300 @@
+//! Dispatcher-driven preemption on green threads: what a worker needs to run
+//! requests on fibers ([`GreenWorker`]), where a preempted request waits
+//! ([`SuspendedFibers`]), and how the dispatcher watches quanta
+//! ([`QuantumMonitor`]).
+//!
+//! The protocol, for a policy that preempts (`ts`, `ts-block`, `concord`):
+//!
+//! 1. A worker pops a job. If its token holds a suspended fiber, the worker
+//!    resumes it (a request preempted on any worker); otherwise it loads a free
+//!    [`RequestSlot`] (a handler instance made at start-up) and starts a fiber.
+//! 2. Before running it lowers its [`PreemptFlag`] and publishes the start of
+//!    the run segment on its [`SegmentClock`]; after, it publishes the end.
+//! 3. The dispatcher, each pass, reads the segment clocks of busy workers: a
+//!    segment past its quantum is the policy's `on_quantum_expired`; a `true`
+//!    raises the worker's flag (once per segment). A policy's
+//!    `Action::Preempt` raises it at once.
+//! 4. The fiber yields at its next preemption point; the worker parks it under
+//!    its token and reports `Done { preempted: true }` with the segment's run
+//!    time; the dispatcher calls `on_preempted`, and the policy queues the
+//!    request again under the same token. Its service time is the sum of its
+//!    segments.
+//!
+//! A request that never reaches a point runs to completion, unpreempted. A
+//! raise can land on the segment after the one it was meant for (the worker
+//! finished and started its next job between the dispatcher's read and its
+//! raise): that segment is then preempted early, which costs a switch but loses
+//! nothing.
+//!
+//! Nothing here allocates or locks after start-up.
+
+use std::cell::UnsafeCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
+use psp_core::{WorkerId, WorkerSet};
+
+use crate::green::{PreemptFlag, RequestFiber, RequestSlot, Served, StackPool};
+
+/// When the run segment on a worker's fiber began (the run's clock, in ns), or
+/// nothing: written by the worker, read by the dispatcher.
+#[derive(Debug, Default)]
+pub struct SegmentClock {
+    /// `start + 1`; 0 while no segment runs.
+    start: CachePadded<AtomicU64>,
+}
+
+impl SegmentClock {
+    /// No segment running.
+    pub const fn new() -> Self {
+        Self {
+            start: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// A segment begins at `now_ns`.
+    #[inline]
+    pub fn begin(&self, now_ns: u64) {
+        self.start
+            .store(now_ns.saturating_add(1), Ordering::Release);
+    }
+
+    /// The segment ended.
+    #[inline]
+    pub fn end(&self) {
+        self.start.store(0, Ordering::Release);
+    }
+
+    /// The running segment's start, if one runs.
+    #[inline]
+    pub fn running_since(&self) -> Option<u64> {
+        match self.start.load(Ordering::Acquire) {
+            0 => None,
+            s => Some(s - 1),
+        }
+    }
+}
+
+/// Preempted requests' fibers, by token. The thread that owns a token (the
+/// worker between the job ring's pop and the completion ring's push) is the only
+/// one that touches its cell.
+pub struct SuspendedFibers<T> {
+    cells: Box<[UnsafeCell<Option<T>>]>,
+}
+
+// SAFETY: a cell is only reached through `put`/`take`, whose callers promise to
+// own the token; ownership moves between threads through the job and
+// completion rings (release/acquire), so no two threads touch a cell at once.
+unsafe impl<T: Send> Sync for SuspendedFibers<T> {}
+
+impl<T> SuspendedFibers<T> {
+    /// Empty cells for `tokens` tokens.
+    pub fn new(tokens: usize) -> Self {
+        Self {
+            cells: (0..tokens).map(|_| UnsafeCell::new(None)).collect(),
+        }
+    }
+
+    /// Parks `fiber` under `token`.
+    ///
+    /// # Safety
+    /// The calling thread owns `token`.
+    #[inline]
+    pub unsafe fn put(&self, token: u32, fiber: T) {
+        // SAFETY: the caller owns the token, so no other thread reaches the cell.
+        unsafe { *self.cells[token as usize].get() = Some(fiber) };
+    }
+
+    /// Takes the fiber parked under `token`, if any.
+    ///
+    /// # Safety
+    /// The calling thread owns `token`.
+    #[inline]
+    pub unsafe fn take(&self, token: u32) -> Option<T> {
+        // SAFETY: the caller owns the token, so no other thread reaches the cell.
+        unsafe { (*self.cells[token as usize].get()).take() }
+    }
+}
+
+/// The fiber of a request served by handler `H`.
+pub type HandlerFiber<H> = RequestFiber<Served<H>>;
+
+/// What a worker needs to serve requests on fibers.
+pub struct GreenWorker<H> {
+    /// Stacks, shared by every worker.
+    pub pool: Arc<StackPool>,
+    /// This worker's preemption flag (the dispatcher raises it).
+    pub flag: Arc<PreemptFlag>,
+    /// This worker's run segments (the dispatcher reads them).
+    pub segment: Arc<SegmentClock>,
+    /// Free request slots (a handler instance each), shared by every worker:
+    /// a request preempted on one worker may finish on another.
+    pub slots: Arc<ArrayQueue<RequestSlot<H>>>,
+    /// Preempted requests, by token, shared by every worker.
+    pub suspended: Arc<SuspendedFibers<HandlerFiber<H>>>,
+}
+
+/// The dispatcher's watch over the workers' quanta.
+#[derive(Debug)]
+pub struct QuantumMonitor {
+    flags: Vec<Arc<PreemptFlag>>,
+    segments: Vec<Arc<SegmentClock>>,
+    /// Per worker: the quantum of the requests dispatched to it (0: none).
+    quantum: Vec<u64>,
+    /// Per worker: the segment start last seen, and when it is next checked.
+    seen: Vec<(u64, u64)>,
+    /// Per worker: its flag was raised for the segment last seen.
+    raised: WorkerSet,
+}
+
+impl QuantumMonitor {
+    /// A monitor over each worker's flag and segment clock.
+    pub fn new(flags: Vec<Arc<PreemptFlag>>, segments: Vec<Arc<SegmentClock>>) -> Self {
+        let n = flags.len();
+        Self {
+            flags,
+            segments,
+            quantum: vec![0; n],
+            seen: vec![(u64::MAX, u64::MAX); n],
+            raised: WorkerSet::EMPTY,
+        }
+    }
+
+    /// Requests dispatched to `worker` run in slices of `quantum_ns`.
+    #[inline]
+    pub fn set_quantum(&mut self, worker: WorkerId, quantum_ns: Option<u64>) {
+        self.quantum[worker as usize] = quantum_ns.unwrap_or(0);
+    }
+
+    /// Asks `worker`'s running request to yield (a policy's `Preempt`).
+    #[inline]
+    pub fn raise(&mut self, worker: WorkerId) {
+        self.flags[worker as usize].raise();
+        self.raised.insert(worker);
+    }
+
+    /// When the next check is due, for a dispatcher about to sleep: the
+    /// earliest quantum end among the segments running on `busy` workers.
+    pub fn next_check(&self, busy: WorkerSet) -> Option<u64> {
+        busy.iter()
+            .filter(|&w| self.quantum[w as usize] > 0 && !self.raised.contains(w))
+            .filter_map(|w| {
+                let i = w as usize;
+                let start = self.segments[i].running_since()?;
+                Some(if self.seen[i].0 == start {
+                    self.seen[i].1
+                } else {
+                    start.saturating_add(self.quantum[i])
+                })
+            })
+            .min()
+    }
+
+    /// For each worker of `busy` whose running segment used up its quantum,
+    /// asks `expired` (the policy's `on_quantum_expired`): `true` raises the
+    /// worker's flag, once per segment; `false` lets it run another quantum.
+    #[inline]
+    pub fn check(&mut self, busy: WorkerSet, now: u64, mut expired: impl FnMut(WorkerId) -> bool) {
+        for w in busy.iter() {
+            let i = w as usize;
+            let q = self.quantum[i];
+            if q == 0 {
+                continue;
+            }
+            let Some(start) = self.segments[i].running_since() else {
+                continue;
+            };
+            if self.seen[i].0 != start {
+                self.seen[i] = (start, start.saturating_add(q));
+                self.raised.remove(w);
+            }
+            if now < self.seen[i].1 || self.raised.contains(w) {
+                continue;
+            }
+            if expired(w) {
+                self.raise(w);
+            } else {
+                self.seen[i].1 = now.saturating_add(q);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_past_its_quantum_is_asked_about_once_and_raised() {
+        let flags: Vec<_> = (0..2).map(|_| Arc::new(PreemptFlag::new())).collect();
+        let segs: Vec<_> = (0..2).map(|_| Arc::new(SegmentClock::new())).collect();
+        let mut m = QuantumMonitor::new(flags.clone(), segs.clone());
+        m.set_quantum(0, Some(5_000));
+        m.set_quantum(1, Some(5_000));
+        let busy = WorkerSet::range(0, 2);
+        segs[0].begin(1_000);
+        segs[1].begin(2_000);
+        let mut asked = Vec::new();
+        m.check(busy, 5_999, |w| {
+            asked.push(w);
+            true
+        });
+        assert!(asked.is_empty(), "no quantum used up yet");
+        // Worker 0's quantum ends at 6,000: asked, raised; worker 1 answered no.
+        m.check(busy, 6_500, |w| {
+            asked.push(w);
+            true
+        });
+        assert_eq!(asked, vec![0]);
+        assert!(flags[0].is_raised() && !flags[1].is_raised());
+        m.check(busy, 7_100, |w| {
+            asked.push(w);
+            false
+        });
+        assert_eq!(
+            asked,
+            vec![0, 1],
+            "worker 0 not asked twice for one segment"
+        );
+        assert!(!flags[1].is_raised());
+        // Worker 1 runs on: asked again a quantum later.
+        m.check(busy, 12_099, |w| {
+            asked.push(w);
+            true
+        });
+        assert_eq!(asked, vec![0, 1]);
+        m.check(busy, 12_100, |w| {
+            asked.push(w);
+            true
+        });
+        assert_eq!(asked, vec![0, 1, 1]);
+        // A new segment on worker 0 starts a new quantum.
+        segs[0].end();
+        segs[0].begin(20_000);
+        m.check(busy, 24_999, |_| panic!("too early"));
+        m.check(busy, 25_000, |w| {
+            asked.push(w);
+            true
+        });
+        assert_eq!(asked, vec![0, 1, 1, 0]);
+    }
+
+    #[test]
+    fn idle_workers_and_policies_without_quantum_are_left_alone() {
+        let flags: Vec<_> = (0..1).map(|_| Arc::new(PreemptFlag::new())).collect();
+        let segs: Vec<_> = (0..1).map(|_| Arc::new(SegmentClock::new())).collect();
+        let mut m = QuantumMonitor::new(flags, segs.clone());
+        m.check(WorkerSet::range(0, 1), 1 << 40, |_| panic!("no quantum"));
+        m.set_quantum(0, Some(1_000));
+        m.check(WorkerSet::range(0, 1), 1 << 40, |_| panic!("nothing runs"));
+        segs[0].begin(0);
+        let mut n = 0;
+        m.check(WorkerSet::range(0, 1), 1 << 40, |_| {
+            n += 1;
+            true
+        });
+        assert_eq!(n, 1);
+    }
+}
