@@ -591,13 +591,10 @@ fn load_config(
 
 /// Runs the client with a progress bar on stderr (hidden when not a terminal).
 fn load_with_progress(cfg: &LoadConfig) -> Result<LoadReport> {
-    let expected: f64 = cfg
+    let expected = cfg
         .workload
-        .arrival_plan(cfg.rate_rps, cfg.duration_ns, cfg.workers)
-        .iter()
-        .map(|&(rate, d)| rate * d as f64 / 1e9)
-        .sum();
-    let expected = expected.round() as u64;
+        .expected_requests(cfg.rate_rps, cfg.duration_ns, cfg.workers)
+        .round() as u64;
     let bar = ProgressBar::new(expected.max(1));
     bar.set_style(
         ProgressStyle::with_template(

@@ -235,12 +235,9 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
         cfg.workers,
         cfg.seed,
     );
-    let expected: f64 = cfg
+    let expected = cfg
         .workload
-        .arrival_plan(cfg.rate_rps, cfg.duration_ns, cfg.workers)
-        .iter()
-        .map(|&(rate, d)| rate * d as f64 / 1e9)
-        .sum();
+        .expected_requests(cfg.rate_rps, cfg.duration_ns, cfg.workers);
     let mut plan = Vec::with_capacity((expected * 1.1) as usize + 16);
     while let Some(a) = arrivals.next_arrival() {
         plan.push(Planned {

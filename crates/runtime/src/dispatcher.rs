@@ -490,6 +490,14 @@ impl DispatchCore {
     #[inline]
     pub fn feed_workers(&mut self, now: u64) -> bool {
         let done = self.complete(now);
+        !self.dispatch(now).is_empty() | done
+    }
+
+    /// Time's hooks, once per pass of the loop: the policy's tick when due,
+    /// and the quantum of each running request (preemptive policies). Their
+    /// decisions follow in the pass's [`feed_workers`](Self::feed_workers).
+    #[inline]
+    pub fn watch_time(&mut self, now: u64) {
         if let Some(tick) = self.tick_ns
             && now >= self.next_tick
         {
@@ -500,7 +508,6 @@ impl DispatchCore {
             let policy = &mut self.policy;
             q.check(self.busy, now, |w| policy.on_quantum_expired(w, now));
         }
-        !self.dispatch(now).is_empty() | done
     }
 
     /// The drain deadline passed: closes the response gate of every worker
@@ -775,7 +782,8 @@ pub fn dispatch_loop<F: FrontEnd>(
             worked |= front.poll(&mut core, now);
         }
 
-        // 2.-3. Completions and the policy's decisions.
+        // 2.-3. Completions, time (ticks, quanta) and the policy's decisions.
+        core.watch_time(now);
         worked |= core.feed_workers(now);
 
         // 4. Reservation log, live statistics and snapshots.

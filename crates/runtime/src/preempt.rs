@@ -168,11 +168,27 @@ impl QuantumMonitor {
         self.quantum[worker as usize] = quantum_ns.unwrap_or(0);
     }
 
-    /// Asks `worker`'s running request to yield (a policy's `Preempt`).
+    /// Asks `worker`'s running request to yield (a policy's `Preempt`), and
+    /// notes the segment it was raised for, so that its quantum end does not
+    /// ask (and raise) again.
     #[inline]
     pub fn raise(&mut self, worker: WorkerId) {
-        self.flags[worker as usize].raise();
+        let i = worker as usize;
+        if let Some(start) = self.segments[i].running_since() {
+            self.note_segment(i, start);
+        }
+        self.flags[i].raise();
         self.raised.insert(worker);
+    }
+
+    /// The segment running on worker `i` began at `start`: a new one starts a
+    /// new quantum, with no raise for it yet.
+    #[inline]
+    fn note_segment(&mut self, i: usize, start: u64) {
+        if self.seen[i].0 != start {
+            self.seen[i] = (start, start.saturating_add(self.quantum[i]));
+            self.raised.remove(i as WorkerId);
+        }
     }
 
     /// When the next check is due, for a dispatcher about to sleep: the
@@ -206,10 +222,7 @@ impl QuantumMonitor {
             let Some(start) = self.segments[i].running_since() else {
                 continue;
             };
-            if self.seen[i].0 != start {
-                self.seen[i] = (start, start.saturating_add(q));
-                self.raised.remove(w);
-            }
+            self.note_segment(i, start);
             if now < self.seen[i].1 || self.raised.contains(w) {
                 continue;
             }
@@ -279,6 +292,19 @@ mod tests {
             true
         });
         assert_eq!(asked, vec![0, 1, 1, 0]);
+    }
+
+    #[test]
+    fn a_preempt_action_counts_as_the_segments_raise() {
+        let flags = vec![Arc::new(PreemptFlag::new())];
+        let segs = vec![Arc::new(SegmentClock::new())];
+        let mut m = QuantumMonitor::new(flags.clone(), segs.clone());
+        m.set_quantum(0, Some(1_000));
+        segs[0].begin(0);
+        m.raise(0);
+        assert!(flags[0].is_raised());
+        // Its quantum ends: already raised for this segment, not asked again.
+        m.check(WorkerSet::range(0, 1), 5_000, |_| panic!("asked twice"));
     }
 
     #[test]

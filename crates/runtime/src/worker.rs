@@ -322,19 +322,12 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
             Err(why) => {
                 let t = self.clock.now_ns();
                 let outcome = Err(HandlerError::Failed(why));
+                let mut done = Done::finished(job.token, &outcome, t, t);
                 if !self.control.begin_answer(self.index) {
                     return None;
                 }
-                let sent = self.io.respond(job, outcome, &[]);
-                return Some(Done {
-                    token: job.token,
-                    ok: false,
-                    refused: false,
-                    service_ns: 0,
-                    finished_ns: t,
-                    sent,
-                    preempted: false,
-                });
+                done.sent = self.io.respond(job, outcome, &[]);
+                return Some(done);
             }
         };
         g.flag.clear();
@@ -348,13 +341,8 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
                 // SAFETY: as above, the token is still this worker's.
                 unsafe { g.suspended.put(job.token, fiber) };
                 Some(Done {
-                    token: job.token,
-                    ok: true,
-                    refused: false,
-                    service_ns: t1 - t0,
-                    finished_ns: t1,
-                    sent: false,
                     preempted: true,
+                    ..Done::finished(job.token, &Ok(()), t0, t1)
                 })
             }
             Resumed::Finished(served) => {

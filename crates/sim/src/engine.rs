@@ -194,9 +194,10 @@ pub struct Simulator<'p> {
     top_spent: bool,
     seq: u64,
     workers: Vec<Worker>,
-    /// Per worker, requests handed to it while busy (token, quantum), started
-    /// in order as it frees: `Policy::local_queue_depth` of them at most.
-    local: Vec<VecDeque<(u32, Option<Nanos>)>>,
+    /// Per worker, requests handed to it while busy (token, quantum, when the
+    /// dispatch is done), started in order as it frees:
+    /// `Policy::local_queue_depth` of them at most.
+    local: Vec<VecDeque<(u32, Option<Nanos>, Nanos)>>,
     local_depth: usize,
     slab: Vec<InFlight>,
     free_slots: Vec<u32>,
@@ -497,15 +498,15 @@ impl<'p> Simulator<'p> {
         self.start_local(worker);
     }
 
-    /// `worker` is free: it starts the head of its own queue, if any, at once
-    /// (no dispatcher in between).
+    /// `worker` is free: it starts the head of its own queue, if any, without
+    /// the dispatcher (once the dispatcher has handed it over).
     #[inline]
     fn start_local(&mut self, worker: WorkerId) {
         if self.local_depth == 0 {
             return;
         }
-        if let Some((token, quantum)) = self.local[worker as usize].pop_front() {
-            self.start_segment(worker, token, quantum, self.now);
+        if let Some((token, quantum, ready)) = self.local[worker as usize].pop_front() {
+            self.start_segment(worker, token, quantum, ready.max(self.now));
         }
     }
 
@@ -595,7 +596,7 @@ impl<'p> Simulator<'p> {
                     if idle {
                         self.start_segment(worker, req.token, quantum_ns, at);
                     } else {
-                        self.local[worker as usize].push_back((req.token, quantum_ns));
+                        self.local[worker as usize].push_back((req.token, quantum_ns, at));
                     }
                 }
                 Action::Preempt { worker } => {

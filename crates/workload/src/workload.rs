@@ -766,6 +766,20 @@ impl Workload {
             .collect()
     }
 
+    /// Requests a point offering `point_rate_rps` for `duration_ns` on
+    /// `workers` workers is expected to generate, all phases together.
+    pub fn expected_requests(
+        &self,
+        point_rate_rps: f64,
+        duration_ns: Nanos,
+        workers: usize,
+    ) -> f64 {
+        self.arrival_plan(point_rate_rps, duration_ns, workers)
+            .iter()
+            .map(|&(rate, d)| rate * d as f64 / 1e9)
+            .sum()
+    }
+
     /// Mean service time over the mix, in nanoseconds.
     pub fn mean_service_ns(&self) -> f64 {
         self.types
