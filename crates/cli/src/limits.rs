@@ -222,8 +222,11 @@ pub const WORKERS: Count = Count::new("--workers", 1, psp_core::MAX_WORKERS as u
 /// `--queue-capacity`: bound of each queue a policy keeps (see also
 /// [`MAX_SLOTS`]).
 pub const QUEUE_CAPACITY: Count = Count::new("--queue-capacity", 1, 1 << 20);
-/// `--flows`: client sockets (two descriptors each).
+/// `--flows` of `psp load`: client sockets (two descriptors each).
 pub const FLOWS: Count = Count::new("--flows", 1, 256);
+/// `--flows` of the simulator and `psp run`: the arrivals' client flows (a
+/// flow id is 16 bits).
+pub const ARRIVAL_FLOWS: Count = Count::new("--flows", 1, psp_workload::MAX_FLOWS as u64);
 /// `psp echo --threads`: echo server threads.
 pub const ECHO_THREADS: Count = Count::new("--threads", 1, 256);
 /// `psp sweep --threads`: simulator threads.
@@ -331,6 +334,7 @@ const COUNTS: &[Count] = &[
     WORKERS,
     QUEUE_CAPACITY,
     FLOWS,
+    ARRIVAL_FLOWS,
     ECHO_THREADS,
     SWEEP_THREADS,
     REPS,

@@ -98,6 +98,13 @@ pub struct PointArgs {
     /// Random seed.
     #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
     pub seed: u64,
+    /// Client flows. Simulator and `psp run`: each request comes on one of
+    /// this many flows, at random; decentralized policies (d-fcfs, ws) steer a
+    /// flow to a worker queue by hash, as RSS does [default: 512, at most
+    /// 65536]. `psp load`: the client's sockets (source ports) [default: 16, at
+    /// most 256].
+    #[arg(long, allow_hyphen_values = true)]
+    pub flows: Option<usize>,
     /// Fraction of the arrival period discarded as warm-up.
     #[arg(long, allow_hyphen_values = true, default_value_t = 0.1)]
     pub warmup: f64,
@@ -153,12 +160,16 @@ impl PointArgs {
         let warmup_fraction = limits::WARMUP.check(self.warmup)?;
         let duration_ns = limits::DURATION.parse_ns(&self.duration)?;
         limits::requests(rate_rps, duration_ns)?;
+        let flows = limits::ARRIVAL_FLOWS
+            .check(self.flows.unwrap_or(psp_workload::DEFAULT_FLOWS as usize))?
+            as u32;
         Ok(SimConfig {
             workers,
             rate_rps,
             duration_ns,
             warmup_fraction,
             seed: self.seed,
+            flows,
             queue_capacity,
             system: system::parse(&self.system)?,
             classifier: self.classifier_kind()?,
@@ -231,6 +242,7 @@ pub fn default_point_args() -> PointArgs {
         workers: None,
         duration: "1s".into(),
         seed: 1,
+        flows: None,
         warmup: 0.1,
         queue_capacity: 4096,
         classifier: "header".into(),

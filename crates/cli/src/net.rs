@@ -58,8 +58,9 @@ fn stop_on_signals(flag: &Arc<AtomicBool>) -> Result<()> {
 /// Client options shared by `psp load`, `psp sweep --mode net` and `psp netbench`.
 #[derive(Args, Clone, Debug)]
 pub struct ClientArgs {
-    /// Sockets (source ports) the client spreads its requests over.
-    #[arg(long, allow_hyphen_values = true, default_value_t = 16)]
+    /// Sockets (source ports) the client spreads its requests over: `--flows`,
+    /// a flag of the point ([`PointArgs`]) or of `psp netbench`.
+    #[arg(skip = DEFAULT_SOCKETS)]
     pub flows: usize,
     /// How long a request may wait for its response before it counts as a timeout.
     #[arg(long, allow_hyphen_values = true, default_value = "1s")]
@@ -71,7 +72,16 @@ pub struct ClientArgs {
     pub no_raise_priority: bool,
 }
 
+/// The client's sockets unless `--flows` says otherwise.
+pub const DEFAULT_SOCKETS: usize = 16;
+
 impl ClientArgs {
+    /// These options with `flows` sockets when given.
+    pub fn with_flows(mut self, flows: Option<usize>) -> Self {
+        self.flows = flows.unwrap_or(DEFAULT_SOCKETS);
+        self
+    }
+
     /// Checks the flags; returns the timeout.
     ///
     /// # Errors
@@ -665,7 +675,7 @@ pub fn load(a: LoadArgs) -> Result<()> {
         &workload,
         &app,
         &sim,
-        &a.client,
+        &a.client.clone().with_flows(a.point.flows),
         a.samples.is_some(),
     )?;
     let rep = load_with_progress(&cfg)?;
@@ -834,6 +844,9 @@ pub struct NetbenchArgs {
     /// Largest tolerated fraction of lost requests for a rate to count as sustained.
     #[arg(long, allow_hyphen_values = true, default_value_t = 0.001)]
     max_loss: f64,
+    /// Sockets (source ports) the client spreads its requests over.
+    #[arg(long, allow_hyphen_values = true, default_value_t = DEFAULT_SOCKETS)]
+    flows: usize,
     #[command(flatten)]
     client: ClientArgs,
     /// Print the results as JSON.
@@ -843,7 +856,8 @@ pub struct NetbenchArgs {
 
 /// Runs `psp netbench`: at each rate, the same client measures psp serve (0 us
 /// requests, echo application) and then the plain echo server.
-pub fn netbench(a: NetbenchArgs) -> Result<()> {
+pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
+    a.client = a.client.with_flows(Some(a.flows));
     limits::RATE_POINTS.check(a.rates.split(',').count())?;
     let rates: Vec<f64> = a
         .rates
@@ -869,6 +883,7 @@ pub fn netbench(a: NetbenchArgs) -> Result<()> {
         duration_ns,
         warmup_fraction: 0.1,
         seed: 1,
+        flows: psp_workload::DEFAULT_FLOWS,
         queue_capacity: 4096,
         system: psp_sim::SystemCosts::default(),
         classifier: ClassifierKind::Header,

@@ -142,6 +142,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         point
             .extra
             .insert("sim_prediction".into(), serde_json::to_value(p)?);
+        point
+            .extra
+            .insert("sim_agreement".into(), json!(sim_agreement(&point, p)));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&point)?);
@@ -150,6 +153,13 @@ pub fn run(a: RunArgs) -> Result<()> {
         if let Some(p) = &prediction {
             println!("\nsimulator's prediction for the same point:");
             print!("{}", report::point_table(p));
+            println!("\nmeasured / predicted, per type:");
+            for r in sim_agreement(&point, p) {
+                println!(
+                    "  {:<12} p99.9 latency {:>6.2}x   p50 latency {:>6.2}x",
+                    r.name, r.p999_ratio, r.p50_ratio
+                );
+            }
         }
     }
     if counts.stranded > 0 {
@@ -159,6 +169,33 @@ pub fn run(a: RunArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// How far a measurement is from the simulator's prediction of the same
+/// point, for one request type.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Agreement {
+    /// The type.
+    pub name: String,
+    /// Measured p99.9 latency over predicted.
+    pub p999_ratio: f64,
+    /// Measured median latency over predicted.
+    pub p50_ratio: f64,
+}
+
+/// Measured over predicted latency quantiles, per type of `measured` (same
+/// arrivals: same workload, rate, seed and flows).
+pub fn sim_agreement(measured: &PointResult, predicted: &PointResult) -> Vec<Agreement> {
+    measured
+        .types
+        .iter()
+        .zip(&predicted.types)
+        .map(|(m, p)| Agreement {
+            name: m.name.clone(),
+            p999_ratio: m.p999_latency_us / p.p999_latency_us,
+            p50_ratio: m.p50_latency_us / p.p50_latency_us,
+        })
+        .collect()
 }
 
 /// Refuses a system cost model for a real measurement: the runtime pays its
@@ -210,7 +247,8 @@ pub fn measure(
         sim_cfg.duration_ns,
         sim_cfg.workers,
         sim_cfg.seed,
-    );
+    )
+    .with_flows(sim_cfg.flows);
     let period_ns = workload.arrival_period_ns(sim_cfg.duration_ns);
     let warmup_ns = (period_ns as f64 * sim_cfg.warmup_fraction) as u64;
     let report = psp_runtime::run(
@@ -268,6 +306,12 @@ pub fn measure(
         );
     }
     extra.insert("served_per_worker".into(), json!(report.served_per_worker));
+    extra.insert(
+        "steals_total".into(),
+        json!(report.steals_per_worker.iter().sum::<u64>()),
+    );
+    extra.insert("steals_per_worker".into(), json!(report.steals_per_worker));
+    extra.insert("preemptions".into(), json!(d.policy_stats.preemptions));
     extra.insert("abandoned_workers".into(), json!(report.abandoned_workers));
     extra.insert("pinned".into(), json!(report.pinned));
     extra.insert("idle".into(), json!(format!("{:?}", opts.idle)));

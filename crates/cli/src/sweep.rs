@@ -199,7 +199,7 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
         limits::point_work(s, &workload, workers, top, cfg.duration_ns)?;
     }
     if a.mode == Mode::Net {
-        a.client.check()?;
+        a.client.clone().with_flows(a.point.flows).check()?;
     }
     if server.is_some() && specs.len() != 1 {
         bail!("with --server, --policies names the one policy that server runs");
@@ -228,7 +228,7 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
         specs,
         net: crate::net::NetOptions {
             server,
-            client: a.client.clone(),
+            client: a.client.clone().with_flows(a.point.flows),
             cores: a
                 .cores
                 .as_deref()

@@ -19,10 +19,11 @@ pub mod workers;
 
 pub use classifier::{Classifier, ClassifierKind, HeaderClassifier, RandomClassifier};
 pub use policy::{
-    Action, Policy, PolicyContext, PolicyError, PolicySpec, PreemptionCost, TypeInfo,
+    Action, PerWorkerRules, Policy, PolicyContext, PolicyError, PolicySpec, PreemptionCost,
+    StealRule, TypeInfo,
 };
 pub use profile::ProfileWindow;
 pub use queue::TypedQueue;
-pub use request::{Nanos, Request, TypeId, UNKNOWN_TYPE};
+pub use request::{FlowId, Nanos, Request, TypeId, UNKNOWN_TYPE};
 pub use reservation::{Group, Reservation, ReservationConfig, Rounding, TypeDemand};
 pub use workers::{MAX_WORKERS, WorkerId, WorkerSet};

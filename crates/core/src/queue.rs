@@ -96,6 +96,7 @@ mod tests {
             id,
             token: 0,
             type_id: 0,
+            flow: 0,
             arrival_ns: id,
         }
     }

@@ -55,6 +55,30 @@ impl PeerAddr {
         }
     }
 
+    /// The flow this client address and port stand for: a hash of both,
+    /// folded to a [`psp_core::FlowId`] (what a NIC's RSS hash of the packet's
+    /// source does; decentralized policies steer by it).
+    #[inline]
+    pub fn flow(&self) -> psp_core::FlowId {
+        use psp_core::policy::ws::flow_hash;
+        let key = match i32::from(self.storage.ss_family) {
+            libc::AF_INET if self.len as usize >= std::mem::size_of::<libc::sockaddr_in>() => {
+                // SAFETY: as in `to_socket_addr`.
+                let a = unsafe { *(&raw const self.storage).cast::<libc::sockaddr_in>() };
+                u64::from(a.sin_addr.s_addr) << 16 | u64::from(a.sin_port)
+            }
+            libc::AF_INET6 if self.len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
+                // SAFETY: as in `to_socket_addr`.
+                let a = unsafe { *(&raw const self.storage).cast::<libc::sockaddr_in6>() };
+                let ip = u128::from_ne_bytes(a.sin6_addr.s6_addr);
+                flow_hash(ip as u64 ^ (ip >> 64) as u64) << 16 | u64::from(a.sin6_port)
+            }
+            _ => 0,
+        };
+        let h = flow_hash(key);
+        (h ^ h >> 16 ^ h >> 32 ^ h >> 48) as psp_core::FlowId
+    }
+
     /// The kernel's view of `addr`.
     pub fn from(addr: SocketAddr) -> Self {
         let sa = socket2::SockAddr::from(addr);
@@ -151,5 +175,20 @@ mod tests {
         let storage = unsafe { std::mem::zeroed() };
         let unknown = PeerAddr { storage, len: 0 };
         assert_eq!(unknown.to_socket_addr(), None);
+    }
+
+    #[test]
+    fn a_client_socket_is_one_flow_and_its_ports_spread_over_workers() {
+        let flow = |a: &str| PeerAddr::from(a.parse::<SocketAddr>().unwrap()).flow();
+        assert_eq!(flow("127.0.0.1:40000"), flow("127.0.0.1:40000"));
+        assert_ne!(flow("127.0.0.1:40000"), flow("127.0.0.1:40001"));
+        assert_ne!(flow("127.0.0.1:40000"), flow("127.0.0.2:40000"));
+        assert_ne!(flow("[::1]:40000"), flow("[::2]:40000"));
+        // 16 client ports (psp load's default) reach every one of 2 workers.
+        let rules = psp_core::PerWorkerRules::new(2, None);
+        let homes: std::collections::HashSet<_> = (0..16)
+            .map(|p| rules.home(flow(&format!("127.0.0.1:{}", 40_000 + p))))
+            .collect();
+        assert_eq!(homes.len(), 2);
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! Ownership of a buffer follows its token ([`psp_runtime::pool`]): the
 //! dispatcher owns free and queued tokens, a worker owns the token of the job it
-//! runs, from the job ring's pop to the completion ring's push. The rings'
-//! release/acquire ordering publishes the buffer's contents with the token.
+//! runs, from the pop of its job (job ring or worker queue) to the completion
+//! ring's push. Their release/acquire ordering publishes the buffer's contents
+//! with the token.
 
 use psp_runtime::pool::{TokenPool, ZeroInit};
 

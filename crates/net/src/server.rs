@@ -144,7 +144,7 @@ struct NetIo<T: Transmit> {
 impl<T: Transmit> JobIo for NetIo<T> {
     #[inline]
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
-        // SAFETY: this worker owns the job's token from the job ring's pop until it
+        // SAFETY: this worker owns the job's token from its job's pop until it
         // pushes the completion, after `respond`.
         let pkt = unsafe { self.pool.get_mut(job.token) };
         &pkt.data[HEADER_LEN..HEADER_LEN + usize::from(job.len)]
@@ -277,6 +277,7 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                             id: self.seq,
                             token,
                             type_id: self.classifier.classify(bytes),
+                            flow: pkt.peer.flow(),
                             arrival_ns: now,
                         },
                         true_type: h.type_id,

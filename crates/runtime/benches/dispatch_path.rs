@@ -92,6 +92,7 @@ impl Loopback {
             max_in_flight: QUEUE_CAPACITY,
             stats: None,
             workers_park,
+            worker_queues: None,
         });
         Self {
             core,
@@ -133,6 +134,7 @@ impl Loopback {
                 id,
                 token,
                 type_id,
+                flow: 0,
                 arrival_ns: now,
             },
             true_type,

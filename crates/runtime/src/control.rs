@@ -28,6 +28,7 @@ const CLOSED: u8 = 2;
 pub struct WorkerLine {
     gate: AtomicU8,
     served: AtomicU64,
+    stolen: AtomicU64,
 }
 
 /// The run's shared flags and per-worker lines.
@@ -109,6 +110,20 @@ impl RunControl {
     /// Jobs worker `w` answered.
     pub fn served(&self, w: usize) -> u64 {
         self.workers[w].served.load(Ordering::Relaxed)
+    }
+
+    /// Worker `w` took a job from another worker's queue.
+    #[inline]
+    pub fn stole(&self, w: usize) {
+        let line = &self.workers[w];
+        // Only worker `w` writes its counter: a load and a store, no RMW.
+        line.stolen
+            .store(line.stolen.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Jobs worker `w` took from other workers' queues.
+    pub fn stolen(&self, w: usize) -> u64 {
+        self.workers[w].stolen.load(Ordering::Relaxed)
     }
 }
 

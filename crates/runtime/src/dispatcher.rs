@@ -13,7 +13,11 @@
 //! received (a bounded batch), drains every completion ring, drains the policy's
 //! decisions, logs reservation changes, checks for a failed thread and for the
 //! end (input over and everything answered, or the drain deadline), and lets the
-//! front end idle if nothing happened. Nothing on this path allocates or locks;
+//! front end idle if nothing happened. A decentralized policy (one with
+//! per-worker rules: `d-fcfs`, `ws`) is not driven on the request path: the
+//! core steers each admitted request straight to its flow's worker queue
+//! ([`crate::worker_queues`]) and the workers take and steal by the policy's
+//! rules; the core still records every completion. Nothing on this path allocates or locks;
 //! request state lives in a slab sized at start-up. Only the dispatcher thread
 //! touches the core. When a front end asks for live metrics
 //! ([`DispatchCore::publish_snapshots`]), the end of a pass also publishes a
@@ -35,6 +39,7 @@ use crate::idle::Wakeup;
 use crate::preempt::QuantumMonitor;
 use crate::snapshot::{PUBLISH_INTERVAL, SnapshotPublisher};
 use crate::worker::{Done, Job};
+use crate::worker_queues::WorkerQueues;
 
 /// Requests admitted per pass at most, so completions are never starved.
 pub const ARRIVAL_BATCH: usize = 64;
@@ -66,6 +71,7 @@ impl Slot {
             id: 0,
             token: 0,
             type_id: 0,
+            flow: 0,
             arrival_ns: 0,
         },
         true_type: 0,
@@ -165,6 +171,8 @@ pub struct CoreParts {
     /// protocol (a SeqCst fence and a flag check); workers that only spin or
     /// yield never need it.
     pub workers_park: bool,
+    /// For a decentralized policy: the worker queues admitted requests go to.
+    pub worker_queues: Option<Arc<WorkerQueues>>,
 }
 
 /// Per-type counters of the live statistics and snapshots. Unlike
@@ -224,6 +232,11 @@ pub struct DispatchCore {
     /// of the request's segments before the one running.
     quanta: Option<QuantumMonitor>,
     served_ns: Vec<u64>,
+    /// For a decentralized policy: the worker queues (the policy itself is
+    /// then off the request path), and every worker, whose completion rings
+    /// are all worth a look while requests are in flight.
+    worker_queues: Option<Arc<WorkerQueues>>,
+    all_workers: WorkerSet,
 }
 
 impl DispatchCore {
@@ -241,6 +254,8 @@ impl DispatchCore {
                 Vec::new()
             },
             quanta: parts.quanta,
+            worker_queues: parts.worker_queues,
+            all_workers: WorkerSet::range(0, n_workers),
             policy: parts.policy,
             jobs: parts.jobs,
             done: parts.done,
@@ -296,9 +311,18 @@ impl DispatchCore {
         &self.counts
     }
 
-    /// Whether requests wait in the policy's queues for a worker.
+    /// Requests waiting for a worker: in the policy's queues, or in the
+    /// worker queues of the decentralized executor.
+    pub fn queued(&self) -> usize {
+        match &self.worker_queues {
+            Some(q) => q.len(),
+            None => self.policy.queued(),
+        }
+    }
+
+    /// Whether requests wait for a worker.
     pub fn has_queued(&self) -> bool {
-        self.policy.queued() > 0
+        self.queued() > 0
     }
 
     /// Whether a completion waits in some worker's ring.
@@ -355,7 +379,18 @@ impl DispatchCore {
         if let Some(s) = self.served_ns.get_mut(token as usize) {
             *s = 0;
         }
-        if self.policy.on_arrival(slot.req, now).is_ok() {
+        let taken = match self.worker_queues.as_deref() {
+            Some(q) => {
+                let steered = steer(q, &slot, &self.workers, self.workers_park);
+                if steered {
+                    // Any worker may complete a job from now on.
+                    self.busy = self.all_workers;
+                }
+                steered
+            }
+            None => self.policy.on_arrival(slot.req, now).is_ok(),
+        };
+        if taken {
             self.in_flight += 1;
             self.counts.admitted += 1;
             true
@@ -377,9 +412,13 @@ impl DispatchCore {
             let ring = &mut self.done[w as usize];
             while let Ok(d) = ring.pop() {
                 worked = true;
-                self.outstanding[w as usize] -= 1;
-                if self.outstanding[w as usize] == 0 {
-                    self.busy.remove(w);
+                // The decentralized executor hands no job to a worker: every
+                // ring stays in view while requests are in flight.
+                if self.worker_queues.is_none() {
+                    self.outstanding[w as usize] -= 1;
+                    if self.outstanding[w as usize] == 0 {
+                        self.busy.remove(w);
+                    }
                 }
                 if d.preempted {
                     // Still in flight under its token; the policy queues it
@@ -415,8 +454,13 @@ impl DispatchCore {
                     (true, false) => self.recorder.record_error(t),
                 }
                 self.free.push(d.token);
-                self.policy.on_completion(w, &slot.req, service_ns, now);
+                if self.worker_queues.is_none() {
+                    self.policy.on_completion(w, &slot.req, service_ns, now);
+                }
             }
+        }
+        if self.in_flight == 0 && self.worker_queues.is_some() {
+            self.busy = WorkerSet::EMPTY;
         }
         worked
     }
@@ -583,7 +627,10 @@ impl DispatchCore {
         s.uptime_ns = now.saturating_sub(self.base);
         s.finished = finished;
         s.counts = self.counts;
-        s.queued = policy.queued() as u64;
+        s.queued = match &self.worker_queues {
+            Some(q) => q.len() as u64,
+            None => policy.queued() as u64,
+        };
         s.in_flight = self.in_flight as u64;
         s.reservation_updates = policy.stats().reservation_updates;
         s.has_reservation = reservation.is_some();
@@ -665,8 +712,7 @@ impl DispatchCore {
             .map(|r| r.to_string())
             .unwrap_or_else(|| "none (c-FCFS warm-up or not DARC)".into());
         let c = &self.counts;
-        let (queued, in_flight, updates) =
-            (self.policy.queued(), self.in_flight, self.last_updates);
+        let (queued, in_flight, updates) = (self.queued(), self.in_flight, self.last_updates);
         let mut per_type = String::new();
         for (i, name) in self.type_names.iter().enumerate() {
             let q = self.policy.queued_by_type(i as TypeId);
@@ -711,6 +757,33 @@ impl DispatchCore {
             reservation: self.policy.reservation().map(|r| r.to_string()),
         }
     }
+}
+
+/// The decentralized executor's admission of the request in `slot`: its job
+/// goes to its flow's worker queue; with parking workers, that worker is
+/// woken, and so are the others when they may steal it (one parked meanwhile
+/// would not look before its timeout). `false`: the queue is full.
+#[inline]
+fn steer(queues: &WorkerQueues, slot: &Slot, workers: &[Arc<Wakeup>], park: bool) -> bool {
+    let job = Job {
+        token: slot.req.token,
+        type_id: slot.req.type_id,
+        len: slot.len,
+    };
+    let Ok(home) = queues.steer(slot.req.flow, job) else {
+        return false;
+    };
+    if park {
+        workers[home as usize].notify();
+        if queues.stealable(home) {
+            for (w, wake) in workers.iter().enumerate() {
+                if w != home as usize {
+                    wake.notify();
+                }
+            }
+        }
+    }
+    true
 }
 
 /// Where requests come from and how an idle dispatcher waits for them: the part

@@ -122,6 +122,7 @@ impl FrontEnd for Generator {
                             id: self.seq,
                             token,
                             type_id: self.classifier.classify(&header),
+                            flow: a.flow,
                             arrival_ns: now,
                         },
                         true_type: a.type_id,

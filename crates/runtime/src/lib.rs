@@ -19,12 +19,15 @@
 //! - [`idle`]: spin / spin-then-yield / spin-then-park, with lost-wake-up-free
 //!   parking.
 //! - [`clock`]: the shared monotonic clock and the calibrated spin.
+//! - [`worker_queues`]: the decentralized executor's per-worker queues, fed
+//!   by flow and drained by their workers and thieves (`d-fcfs`, `ws`).
 //! - [`runtime`]: threads, rings, pinning, start and shutdown.
 //! - [`snapshot`]: the live metrics the dispatcher publishes for an exporter
 //!   on another thread (a triple buffer: no lock, no allocation).
 //!
-//! The runtime runs centralized, non-preemptive policies (c-FCFS, d-FCFS, FP,
-//! EDF, DARC-static, DARC); preemptive ones stay in the simulator for now.
+//! The runtime runs centralized policies (c-FCFS, FP, EDF, DARC-static, DARC),
+//! preemptive ones on green threads (`ts`, `ts-block`, `concord`), and
+//! decentralized ones on per-worker queues (`d-fcfs`, `ws`).
 
 pub mod clock;
 // Under `--cfg loom` only the wake-up protocol is built (over loom's primitives,
@@ -47,6 +50,8 @@ pub mod runtime;
 pub mod snapshot;
 #[cfg(not(loom))]
 pub mod worker;
+#[cfg(not(loom))]
+pub mod worker_queues;
 
 pub use clock::{Clock, Spinner};
 #[cfg(not(loom))]
@@ -73,4 +78,6 @@ pub use snapshot::{
     PUBLISH_INTERVAL, Snapshot, SnapshotPublisher, SnapshotReader, TypeSnapshot, snapshot_channel,
 };
 #[cfg(not(loom))]
-pub use worker::{GeneratedIo, Job, JobIo};
+pub use worker::{GeneratedIo, Inbox, Job, JobIo};
+#[cfg(not(loom))]
+pub use worker_queues::WorkerQueues;

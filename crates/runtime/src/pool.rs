@@ -6,8 +6,10 @@
 //!
 //! Ownership of a buffer follows its token: the dispatcher (front end) owns
 //! free and queued tokens, a worker owns the token of the job it runs, from the
-//! job ring's pop to the completion ring's push. The rings' release/acquire
-//! ordering publishes the buffer's contents with the token.
+//! pop of its job (from its job ring, or from a worker queue of the
+//! decentralized executor: each job is popped once) to the completion ring's
+//! push. The rings' and queues' release/acquire ordering publishes the
+//! buffer's contents with the token.
 
 use std::cell::UnsafeCell;
 

@@ -20,7 +20,8 @@ use crate::green::{PreemptFlag, RequestSlot, StackPool, StackPoolConfig};
 use crate::handler::{BodyEncoder, Handler};
 use crate::idle::{IdleStrategy, Wakeup};
 use crate::preempt::{GreenWorker, HandlerFiber, QuantumMonitor, SegmentClock, SuspendedFibers};
-use crate::worker::{Done, Job, JobIo, WorkerThread};
+use crate::worker::{Done, Inbox, Job, JobIo, WorkerThread};
+use crate::worker_queues::WorkerQueues;
 
 /// How the runtime is laid out.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,6 +90,9 @@ pub struct RunReport<R = DispatcherReport> {
     pub dispatcher: R,
     /// Jobs answered per worker.
     pub served_per_worker: Vec<u64>,
+    /// Jobs each worker took from another worker's queue (work stealing in
+    /// the decentralized executor; zeros otherwise).
+    pub steals_per_worker: Vec<u64>,
     /// Workers still inside their handler after the drain deadline and a short
     /// grace: left running (they answer nothing more), not joined.
     pub abandoned_workers: Vec<usize>,
@@ -348,12 +352,22 @@ where
         queue_capacity: cfg.queue_capacity,
     };
     let policy = spec.build(&ctx)?;
+    // A decentralized policy runs on worker queues fed by flow, without the
+    // dispatcher deciding (crate::worker_queues).
+    let worker_queues = policy
+        .per_worker_rules()
+        .map(|rules| Arc::new(WorkerQueues::new(rules, cfg.queue_capacity)));
     let cores = plan_cores(cfg)?;
     let max_in_flight = max_in_flight(cfg, ctx.types.len());
     // A preemptive policy's requests run on fibers: shared stacks, request
     // slots (a handler instance each) and parked fibers, a flag and a segment
     // clock per worker.
     let green = if spec.needs_preemption() {
+        if worker_queues.is_some() {
+            return Err(RuntimeError::Thread(format!(
+                "policy '{spec}' preempts and runs on worker queues: not supported yet"
+            )));
+        }
         Some(GreenSetup::new(
             cfg.workers,
             max_in_flight,
@@ -370,12 +384,16 @@ where
     // workers); a little slack costs nothing.
     let (mut job_tx, mut job_rx, mut done_tx, mut done_rx) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Workers of the decentralized executor complete jobs back to back,
+    // without waiting for the dispatcher: their completion rings get room for
+    // a burst (a full ring only makes the worker wait for the next pass).
+    let done_capacity = if worker_queues.is_some() { 256 } else { 4 };
     for _ in 0..cfg.workers {
         // Room for the policy's worker-local queue too (Concord's JBSQ).
         let (p, c) = rtrb::RingBuffer::<Job>::new(4 + policy.local_queue_depth());
         job_tx.push(p);
         job_rx.push(c);
-        let (p, c) = rtrb::RingBuffer::<Done>::new(4);
+        let (p, c) = rtrb::RingBuffer::<Done>::new(done_capacity);
         done_tx.push(p);
         done_rx.push(c);
     }
@@ -391,6 +409,7 @@ where
         max_in_flight,
         stats: cfg.stats,
         workers_park: matches!(cfg.idle, IdleStrategy::SpinPark { .. }),
+        worker_queues: worker_queues.clone(),
     };
     let spawn_err = |e: std::io::Error| RuntimeError::Thread(e.to_string());
 
@@ -402,6 +421,10 @@ where
         let (tx, rx) = mpsc::channel::<(Arc<Wakeup>, Arc<Wakeup>)>();
         let (handler, io) = make_worker(i);
         let green_worker = green.as_ref().map(|g| g.worker(i));
+        let jobs = match &worker_queues {
+            Some(q) => Inbox::Queues(q.clone()),
+            None => Inbox::Ring(jobs),
+        };
         let core = cores.as_ref().and_then(|c| c[i + 1]);
         let (control, idle) = (control.clone(), cfg.idle);
         let spawned = std::thread::Builder::new()
@@ -506,6 +529,7 @@ where
         }
     }
     let served = (0..cfg.workers).map(|w| control.served(w)).collect();
+    let steals = (0..cfg.workers).map(|w| control.stolen(w)).collect();
 
     let (report, end) = match dispatched? {
         Err(p) => {
@@ -526,6 +550,7 @@ where
     Ok(RunReport {
         dispatcher: report,
         served_per_worker: served,
+        steals_per_worker: steals,
         abandoned_workers: abandoned,
         pinned: cores.is_some(),
         wall: started.elapsed(),

@@ -1,7 +1,9 @@
-//! An application worker: pops a job from its ring, runs the handler, measures
-//! the service time and pushes the completion back. One thread per worker, pinned
-//! when the machine has the cores. Only this thread touches the handler, the job
-//! consumer, the completion producer and its line of the [`RunControl`].
+//! An application worker: takes a job from its [`Inbox`] (its ring from the
+//! dispatcher, or, in the decentralized executor, its own worker queue and the
+//! queues it steals from), runs the handler, measures the service time and
+//! pushes the completion back. One thread per worker, pinned when the machine
+//! has the cores. Only this thread touches the handler, the job consumer, the
+//! completion producer and its line of the [`RunControl`].
 //!
 //! A job is answered only through the worker's response gate: once the
 //! dispatcher has abandoned it at the drain deadline, the worker drops the
@@ -21,6 +23,7 @@ use crate::handler::{Handler, HandlerError, RequestContext};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
 use crate::pool::{GeneratedBody, TokenPool};
 use crate::preempt::GreenWorker;
+use crate::worker_queues::WorkerQueues;
 
 /// How long a worker polls, instead of idling, for the dispatcher to take its
 /// last completion: the dispatcher's answer (often the worker's next job)
@@ -135,8 +138,9 @@ impl GeneratedIo {
 impl JobIo for GeneratedIo {
     #[inline]
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
-        // SAFETY: this worker owns the job's token from the job ring's pop until
-        // it pushes the completion (after the handler is done with the body).
+        // SAFETY: this worker owns the job's token from the job's pop (from its
+        // ring or a worker queue: each job is popped once) until it pushes the
+        // completion (after the handler is done with the body).
         unsafe { self.bodies.get(job.token) }.bytes()
     }
 
@@ -151,10 +155,39 @@ impl JobIo for GeneratedIo {
     }
 }
 
+/// Where a worker's jobs come from.
+pub enum Inbox {
+    /// The dispatcher's ring to this worker (centralized policies).
+    Ring(Consumer<Job>),
+    /// The decentralized executor's worker queues: this worker's own, and
+    /// those it may steal from.
+    Queues(Arc<WorkerQueues>),
+}
+
+impl Inbox {
+    /// The next job for worker `me`, and whether it was stolen.
+    #[inline]
+    fn take(&mut self, me: usize) -> Option<(Job, bool)> {
+        match self {
+            Inbox::Ring(ring) => ring.pop().ok().map(|job| (job, false)),
+            Inbox::Queues(q) => q.take(me as psp_core::WorkerId),
+        }
+    }
+
+    /// Whether a job is there for worker `me`.
+    #[inline]
+    fn has_job(&self, me: usize) -> bool {
+        match self {
+            Inbox::Ring(ring) => !ring.is_empty(),
+            Inbox::Queues(q) => q.has_work_for(me as psp_core::WorkerId),
+        }
+    }
+}
+
 /// Everything a worker thread owns.
 pub struct WorkerThread<H: Handler, IO: JobIo = GeneratedIo> {
-    /// Jobs from the dispatcher.
-    pub jobs: Consumer<Job>,
+    /// Jobs from the dispatcher, or from the worker queues.
+    pub jobs: Inbox,
     /// Completions to the dispatcher.
     pub done: Producer<Done>,
     /// The application state of this worker.
@@ -209,9 +242,15 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
         // dispatcher took it.
         let mut awaiting: Option<u64> = None;
         let mut picked_up: Option<u64> = None;
+        // Only a dispatcher that hands out the next job is worth waiting for.
+        let centralized = matches!(self.jobs, Inbox::Ring(_));
         loop {
-            match self.jobs.pop() {
-                Ok(job) if self.green.is_some() => {
+            let next = self.jobs.take(self.index);
+            if let Some((_, true)) = next {
+                control.stole(self.index);
+            }
+            match next.map(|(job, _)| job) {
+                Some(job) if self.green.is_some() => {
                     idler.reset();
                     picked_up = None;
                     let Some(mut done) = self.serve_on_fiber(&job) else {
@@ -225,9 +264,9 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
                         control.answered(self.index);
                     }
                     dispatcher.notify();
-                    awaiting = Some(done.finished_ns);
+                    awaiting = centralized.then_some(done.finished_ns);
                 }
-                Ok(job) => {
+                Some(job) => {
                     idler.reset();
                     picked_up = None;
                     response.clear();
@@ -257,10 +296,10 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
                     }
                     control.answered(self.index);
                     dispatcher.notify();
-                    awaiting = Some(t1);
+                    awaiting = centralized.then_some(t1);
                 }
-                Err(_) => {
-                    if control.stopping() && self.jobs.is_empty() {
+                None => {
+                    if control.stopping() && !self.jobs.has_job(self.index) {
                         return;
                     }
                     if let Some(since) = awaiting {
@@ -276,9 +315,9 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
                         }
                         (awaiting, picked_up) = (None, None);
                     }
-                    let jobs = &self.jobs;
+                    let (jobs, index) = (&self.jobs, self.index);
                     idler.idle(me, Duration::from_millis(1), || {
-                        !jobs.is_empty() || control.stopping()
+                        jobs.has_job(index) || control.stopping()
                     });
                 }
             }

@@ -64,6 +64,7 @@ fn trace(n: u64, gap_ns: u64, service_ns: u64) -> Box<dyn ArrivalSource + Send> 
     Box::new(TraceArrivals::new(
         (0..n)
             .map(|i| Arrival {
+                flow: 0,
                 at_ns: i * gap_ns,
                 type_id: 0,
                 service_ns,

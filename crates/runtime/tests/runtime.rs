@@ -160,6 +160,7 @@ fn exact_mix(w: &Workload, rate: f64, n: usize, scale: f64) -> Box<dyn ArrivalSo
             let u = (x >> 11) as f64 / (1u64 << 53) as f64;
             t += -(1.0 - u).ln() / rate * 1e9;
             Arrival {
+                flow: 0,
                 at_ns: t as u64,
                 type_id: i as u16,
                 service_ns: (w.types[i].service.mean_us() * scale * 1e3) as u64,
@@ -328,6 +329,7 @@ fn shutdown_with_a_request_in_flight_reports_it_and_does_not_hang() {
     // (the worker, still spinning, is abandoned) and reports it stranded.
     let w = Workload::fixed("one", &[("slow", 3_000_000.0, 1.0)]);
     let trace = vec![Arrival {
+        flow: 0,
         at_ns: 0,
         type_id: 0,
         service_ns: 3_000_000_000,

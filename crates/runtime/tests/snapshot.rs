@@ -130,6 +130,7 @@ impl Loopback {
             max_in_flight: 256,
             stats: None,
             workers_park: false,
+            worker_queues: None,
         });
         Self {
             core,
@@ -150,6 +151,7 @@ impl Loopback {
                 id: self.next_id,
                 token,
                 type_id: t,
+                flow: 0,
                 arrival_ns: self.now,
             },
             true_type: t,

@@ -23,7 +23,8 @@ use std::collections::{BinaryHeap, VecDeque};
 use psp_core::classifier::{Classifier, ClassifierKind, RandomClassifier};
 use psp_core::policy::PolicyStats;
 use psp_core::{
-    Action, Nanos, Policy, PolicyContext, PolicySpec, PreemptionCost, Request, TypeId, WorkerId,
+    Action, FlowId, Nanos, Policy, PolicyContext, PolicySpec, PreemptionCost, Request, TypeId,
+    WorkerId,
 };
 use psp_metrics::{PointMeta, PointResult, Recorder};
 
@@ -49,6 +50,9 @@ pub struct SimConfig {
     pub warmup_fraction: f64,
     /// Random seed.
     pub seed: u64,
+    /// Client flows the arrivals come on (steered to worker queues by hash in
+    /// decentralized policies), 1..=[`psp_workload::MAX_FLOWS`].
+    pub flows: u32,
     /// Bound of each queue of the policy.
     pub queue_capacity: usize,
     /// The system's costs (default: the ideal system).
@@ -418,7 +422,7 @@ impl<'p> Simulator<'p> {
     }
 
     #[inline]
-    fn arrive(&mut self, type_id: TypeId, service_ns: Nanos) {
+    fn arrive(&mut self, type_id: TypeId, service_ns: Nanos, flow: FlowId) {
         let token = match self.free_slots.pop() {
             Some(t) => t,
             None => {
@@ -427,6 +431,7 @@ impl<'p> Simulator<'p> {
                         id: 0,
                         token: 0,
                         type_id: 0,
+                        flow: 0,
                         arrival_ns: 0,
                     },
                     true_type: 0,
@@ -444,6 +449,7 @@ impl<'p> Simulator<'p> {
             id: self.next_id,
             token,
             type_id: seen_type,
+            flow,
             arrival_ns: self.now,
         };
         self.next_id += 1;
@@ -630,7 +636,7 @@ impl<'p> Simulator<'p> {
             if arrival_first {
                 let a = next.take().expect("checked");
                 self.now = a.at_ns;
-                self.arrive(a.type_id, a.service_ns);
+                self.arrive(a.type_id, a.service_ns, a.flow);
                 next = arrivals.next_arrival();
             } else {
                 let ev = *self.heap.peek().expect("checked");
@@ -736,7 +742,8 @@ fn simulate_outcome(
         cfg.duration_ns,
         cfg.workers,
         cfg.seed,
-    );
+    )
+    .with_flows(cfg.flows);
     let started = std::time::Instant::now();
     let mut sim = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns)
         .with_preemption(spec.preemption_cost())
@@ -771,6 +778,8 @@ pub struct SimStats {
     pub stranded: u64,
     /// Preemptions the policy asked for.
     pub preemptions: u64,
+    /// Requests idle workers stole from other workers' queues (`ws`).
+    pub steals: u64,
     /// Reservation changes applied.
     pub reservation_updates: u64,
     /// The final reservation, for reservation-based policies.
@@ -827,6 +836,7 @@ impl SimOutcome {
             classifier: cfg.classifier.name(),
             stranded: self.stranded,
             preemptions: self.policy_stats.preemptions,
+            steals: self.policy_stats.steals,
             reservation_updates: self.policy_stats.reservation_updates,
             reservation: self.reservation.clone(),
             simulated_end_s: self.end_ns as f64 / 1e9,

@@ -22,6 +22,6 @@ pub use engine::{
 pub use system::SystemCosts;
 // Workloads and arrivals live in `psp-workload`; re-exported for convenience.
 pub use psp_workload::{
-    Arrival, ArrivalSource, PoissonArrivals, ServiceDist, TraceArrivals, Workload, WorkloadError,
-    arrivals, workload,
+    Arrival, ArrivalSource, DEFAULT_FLOWS, MAX_FLOWS, PoissonArrivals, ServiceDist, TraceArrivals,
+    Workload, WorkloadError, arrivals, workload,
 };

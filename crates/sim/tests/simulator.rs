@@ -19,6 +19,8 @@ const ALL_POLICIES: &[&str] = &[
     "ts-block:0,pick=short",
     "concord",
     "concord:k=1,quantum=2",
+    "ws",
+    "ws:threshold=2",
 ];
 
 fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u64) -> SimConfig {
@@ -28,6 +30,7 @@ fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u
         duration_ns: duration_ms * 1_000_000,
         warmup_fraction: 0.1,
         seed,
+        flows: psp_sim::DEFAULT_FLOWS,
         queue_capacity: 256,
         system: SystemCosts::default(),
         classifier: ClassifierKind::Header,
@@ -84,7 +87,7 @@ fn same_seed_same_result() {
         }
         p
     };
-    for policy in ["c-fcfs", "darc:samples=1000", "ts", "d-fcfs"] {
+    for policy in ["c-fcfs", "darc:samples=1000", "ts", "d-fcfs", "ws"] {
         let spec: PolicySpec = policy.parse().unwrap();
         let a = strip(simulate_point(&w, &spec, &cfg(4, &w, 0.8, 10, 42)).unwrap());
         let b = strip(simulate_point(&w, &spec, &cfg(4, &w, 0.8, 10, 42)).unwrap());
@@ -178,6 +181,7 @@ fn timeline(policy: &str, arrivals: &[(u64, u16, u64)]) -> Vec<f64> {
     let trace = arrivals
         .iter()
         .map(|&(at_ns, type_id, service_ns)| Arrival {
+            flow: 0,
             at_ns,
             type_id,
             service_ns,
@@ -241,16 +245,19 @@ fn darc_idles_reserved_workers_rather_than_run_long_requests_on_them() {
             .unwrap();
         let trace = vec![
             Arrival {
+                flow: 0,
                 at_ns: 0,
                 type_id: 1,
                 service_ns: 500_000,
             },
             Arrival {
+                flow: 0,
                 at_ns: 0,
                 type_id: 1,
                 service_ns: 500_000,
             },
             Arrival {
+                flow: 0,
                 at_ns: 1_000,
                 type_id: 0,
                 service_ns: 500,
@@ -332,6 +339,7 @@ fn a_policy_that_asks_for_a_tick_gets_one_every_period_until_the_run_ends() {
     let trace = [1_000, 12_000, 35_000]
         .into_iter()
         .map(|at_ns| Arrival {
+            flow: 0,
             at_ns,
             type_id: 0,
             service_ns: 1_000,
@@ -367,6 +375,7 @@ fn ticks_stop_when_a_policy_holds_requests_it_never_releases() {
         ticks: Vec::new(),
     };
     let trace = vec![Arrival {
+        flow: 0,
         at_ns: 0,
         type_id: 0,
         service_ns: 1_000,
@@ -401,4 +410,33 @@ fn concord_protects_short_requests_from_long_ones_at_a_cost_to_them() {
         long(&concord),
         long(&fcfs)
     );
+}
+
+#[test]
+fn work_stealing_sits_between_d_fcfs_and_c_fcfs_and_flows_decide_d_fcfs() {
+    let w = Workload::resolve("high-bimodal").unwrap();
+    let p999 = |policy: &str, flows: u32| {
+        let mut c = cfg(8, &w, 0.7, 200, 5);
+        c.flows = flows;
+        c.queue_capacity = 1 << 16;
+        let p = simulate_point(&w, &policy.parse().unwrap(), &c).unwrap();
+        (p.overall.p999_slowdown, extra(&p, "steals"))
+    };
+    let (d, d_steals) = p999("d-fcfs", 512);
+    let (ws, ws_steals) = p999("ws", 512);
+    let (c, _) = p999("c-fcfs", 512);
+    assert_eq!(d_steals, 0);
+    assert!(ws_steals > 0);
+    // Stealing recovers most of what per-worker queues lose to imbalance.
+    assert!(ws < d / 2.0, "ws {ws} vs d-fcfs {d}");
+    assert!(ws < c * 1.5, "ws {ws} vs c-fcfs {c}");
+    // With as many flows as workers, some workers get none: d-FCFS saturates
+    // the others; ws still serves everything.
+    let (d_few, _) = p999("d-fcfs", 2);
+    let (ws_few, _) = p999("ws", 2);
+    assert!(
+        d_few > d * 3.0,
+        "d-fcfs on 2 flows {d_few} vs 512 flows {d}"
+    );
+    assert!(ws_few < c * 3.0, "ws on 2 flows {ws_few} vs c-fcfs {c}");
 }

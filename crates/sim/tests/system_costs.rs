@@ -13,6 +13,7 @@ fn cfg(workers: usize, rate_rps: f64, duration_ms: u64, system: SystemCosts) -> 
         duration_ns: duration_ms * 1_000_000,
         warmup_fraction: 0.1,
         seed: 1,
+        flows: psp_sim::DEFAULT_FLOWS,
         queue_capacity: 4096,
         system,
         classifier: ClassifierKind::Header,

@@ -10,7 +10,24 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp1};
 
 use crate::workload::{ServiceSampler, Workload};
-use psp_core::{Nanos, TypeId};
+use psp_core::policy::ws::flow_hash;
+use psp_core::{FlowId, Nanos, TypeId};
+
+/// Client flows a point's arrivals come from unless set otherwise (SYNERGY's
+/// load generator's default).
+pub const DEFAULT_FLOWS: u32 = 512;
+/// Most flows: a flow id is a [`FlowId`].
+pub const MAX_FLOWS: u32 = 1 << 16;
+
+/// Which of `flows` flows arrival number `n` of a stream keyed `key` comes
+/// on: uniform and independent of everything else drawn (a hash, not the
+/// stream's generator, so that flows never change the arrival times, types
+/// or service times of a seed), as when each request picks a client
+/// connection at random.
+#[inline]
+fn flow_of(key: u64, n: u64, flows: u32) -> FlowId {
+    (flow_hash(key ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) % u64::from(flows.max(1))) as FlowId
+}
 
 /// One request arrival.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +38,8 @@ pub struct Arrival {
     pub type_id: TypeId,
     /// Pure service time the request needs.
     pub service_ns: Nanos,
+    /// The client flow it comes on (RSS steering in decentralized policies).
+    pub flow: FlowId,
 }
 
 /// Produces arrivals in non-decreasing time order.
@@ -39,6 +58,9 @@ pub struct PoissonArrivals {
     end_ns: f64,
     cumulative: Vec<f64>,
     samplers: Vec<ServiceSampler>,
+    flows: u32,
+    flow_key: u64,
+    n: u64,
 }
 
 impl PoissonArrivals {
@@ -65,7 +87,17 @@ impl PoissonArrivals {
             end_ns: duration_ns as f64,
             cumulative,
             samplers: workload.types.iter().map(|t| t.service.sampler()).collect(),
+            flows: DEFAULT_FLOWS,
+            flow_key: flow_hash(seed ^ 0xf10f),
+            n: 0,
         }
+    }
+
+    /// The same arrivals, coming on `flows` (1..=[`MAX_FLOWS`], clamped) client
+    /// flows instead of [`DEFAULT_FLOWS`].
+    pub fn with_flows(mut self, flows: u32) -> Self {
+        self.flows = flows.clamp(1, MAX_FLOWS);
+        self
     }
 }
 
@@ -80,10 +112,12 @@ impl ArrivalSource for PoissonArrivals {
         let u: f64 = self.rng.random();
         let t = self.cumulative.iter().position(|&c| u < c).unwrap_or(0);
         let service_ns = self.samplers[t].sample(&mut self.rng);
+        self.n += 1;
         Some(Arrival {
             at_ns: self.t_ns as Nanos,
             type_id: t as TypeId,
             service_ns,
+            flow: flow_of(self.flow_key, self.n, self.flows),
         })
     }
 }
@@ -127,6 +161,17 @@ impl PhasedArrivals {
             current: 0,
             offset_ns: 0,
         }
+    }
+}
+
+impl PhasedArrivals {
+    /// Every phase's arrivals on `flows` client flows
+    /// ([`PoissonArrivals::with_flows`]).
+    pub fn with_flows(mut self, flows: u32) -> Self {
+        for (p, _) in &mut self.phases {
+            p.flows = flows.clamp(1, MAX_FLOWS);
+        }
+        self
     }
 }
 
@@ -186,6 +231,17 @@ impl Arrivals {
             .map(|(w, &(rate, d))| (w, rate, d))
             .collect();
         Self::Phased(PhasedArrivals::new(&spec, seed))
+    }
+}
+
+impl Arrivals {
+    /// The same arrivals on `flows` client flows
+    /// ([`PoissonArrivals::with_flows`]).
+    pub fn with_flows(self, flows: u32) -> Self {
+        match self {
+            Self::Poisson(p) => Self::Poisson(p.with_flows(flows)),
+            Self::Phased(p) => Self::Phased(p.with_flows(flows)),
+        }
     }
 }
 

@@ -11,7 +11,8 @@ pub mod arrivals;
 pub mod workload;
 
 pub use arrivals::{
-    Arrival, ArrivalSource, Arrivals, PhasedArrivals, PoissonArrivals, TraceArrivals,
+    Arrival, ArrivalSource, Arrivals, DEFAULT_FLOWS, MAX_FLOWS, PhasedArrivals, PoissonArrivals,
+    TraceArrivals,
 };
 pub use workload::{
     MAX_FILE_BYTES, MAX_NAME_CHARS, MAX_PHASE_LOAD, MAX_PHASE_RPS, MAX_PHASE_S, MAX_PHASES,

@@ -461,6 +461,7 @@ mod tests {
                 id: i,
                 token: 0,
                 type_id: long as TypeId,
+                flow: 0,
                 arrival_ns: i,
             };
             p.on_arrival(req, i).unwrap();
@@ -485,6 +486,7 @@ mod tests {
                 id: i,
                 token: 0,
                 type_id: t,
+                flow: 0,
                 arrival_ns: i,
             };
             p.on_arrival(req, i).unwrap();
@@ -508,6 +510,7 @@ mod tests {
                 id,
                 token: 0,
                 type_id: t,
+                flow: 0,
                 arrival_ns: id,
             };
             p.on_arrival(req, id).unwrap();
@@ -554,6 +557,7 @@ mod tests {
             id: 0,
             token: 0,
             type_id: UNKNOWN_TYPE,
+            flow: 0,
             arrival_ns: 0,
         };
         p.on_arrival(req, 0).unwrap();

@@ -13,9 +13,11 @@
 //! ([`PreemptionCost`], from the policy's parameters or the system cost model),
 //! the runtime pays its real one.
 //!
-//! One file per policy family: [`fcfs`] (c-FCFS, d-FCFS), [`edf`], [`darc`] (DARC,
+//! One file per policy family: [`fcfs`] (c-FCFS), [`edf`], [`darc`] (DARC,
 //! DARC-static, FP), [`ts`] (Shinjuku time sharing), [`ts_block`] (preempt as soon
-//! as a short request is blocked), [`concord`] (JBSQ(k) with a fixed quantum). [`spec`] parses policy names.
+//! as a short request is blocked), [`concord`] (JBSQ(k) with a fixed quantum),
+//! [`ws`] (per-worker queues fed by flow: d-FCFS, work stealing; the per-worker rules
+//! the runtime's decentralized executor applies). [`spec`] parses policy names.
 
 pub mod concord;
 pub mod darc;
@@ -24,11 +26,13 @@ pub mod fcfs;
 pub mod spec;
 pub mod ts;
 pub mod ts_block;
+pub mod ws;
 
 pub use spec::{
     ConcordConfig, DarcConfig, GroupOrder, PARAM_RANGES, POLICY_NAMES, ParamRange, PolicySpec,
     RatioSource, Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues, split_policy_list,
 };
+pub use ws::{PerWorkerRules, StealRule};
 
 use crate::request::{Nanos, Request};
 use crate::reservation::Reservation;
@@ -79,6 +83,10 @@ pub struct PolicyStats {
     pub reservation_updates: u64,
     /// Reservation updates considered (DARC).
     pub updates_considered: u64,
+    /// Requests an idle worker took from another worker's queue (decided by
+    /// the policy in the simulator; counted by the workers in the runtime's
+    /// decentralized executor).
+    pub steals: u64,
 }
 
 /// A scheduling policy: a state machine over arrivals, completions and time.
@@ -166,6 +174,16 @@ pub trait Policy: Send {
     fn centralized(&self) -> bool {
         true
     }
+
+    /// The per-worker rules of a decentralized policy (`d-fcfs`, `ws`): which
+    /// worker's queue a flow joins and whom an idle worker steals from. With
+    /// them, the runtime runs its decentralized executor (requests go straight
+    /// to worker queues, workers steal by these rules) and does not drive the
+    /// policy on the request path; the simulator drives the policy, which
+    /// applies the same rules.
+    fn per_worker_rules(&self) -> Option<PerWorkerRules> {
+        None
+    }
 }
 
 /// What a policy is built for.
@@ -195,7 +213,7 @@ pub struct TypeInfo {
 pub enum PolicyError {
     /// The name is not a policy.
     #[error(
-        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord)"
+        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord, ws)"
     )]
     Unknown(String),
     /// A parameter is malformed or out of range.

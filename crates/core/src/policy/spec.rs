@@ -13,9 +13,10 @@ use std::str::FromStr;
 use super::concord::Concord;
 use super::darc::Darc;
 use super::edf::Edf;
-use super::fcfs::{CFcfs, DFcfs};
+use super::fcfs::CFcfs;
 use super::ts::TimeSharing;
 use super::ts_block::TsBlock;
+use super::ws::{PerWorkerFcfs, StealRule};
 use super::{Policy, PolicyContext, PolicyError};
 use crate::reservation::{ReservationConfig, Rounding};
 use crate::workers::MAX_WORKERS;
@@ -243,6 +244,11 @@ pub enum PolicySpec {
     TsBlock(TsBlockConfig),
     /// Concord's JBSQ(k) with a fixed quantum.
     Concord(ConcordConfig),
+    /// Work stealing: per-worker queues fed by flow, idle workers steal.
+    Ws {
+        /// An idle worker steals only from a queue holding more than this.
+        threshold: usize,
+    },
 }
 
 /// The valid values of a numeric policy parameter: `[lo, hi]`, or `(lo, hi]`
@@ -331,6 +337,8 @@ const BLOCK_COST: ParamRange = ParamRange::closed("COST", 0.0, MAX_US).us();
 const LONG: ParamRange = ParamRange::closed("long", 1.0, MAX_FACTOR);
 /// JBSQ's bound: a worker's own queue is sized by it.
 const JBSQ_K: ParamRange = ParamRange::closed("k", 1.0, 64.0);
+/// Work stealing's threshold: a queue length (queues hold at most 2^20).
+const STEAL_THRESHOLD: ParamRange = ParamRange::closed("threshold", 0.0, 1_048_576.0);
 
 /// Every numeric policy parameter with its range, by policy (for documentation
 /// and tests).
@@ -362,6 +370,7 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("concord", JBSQ_K),
     ("concord", QUANTUM),
     ("concord", TS_COST),
+    ("ws", STEAL_THRESHOLD),
 ];
 
 /// A real parameter in `range`.
@@ -644,6 +653,19 @@ impl FromStr for PolicySpec {
                 }
                 Ok(PolicySpec::Concord(c))
             }
+            "ws" => {
+                if !positional.is_empty() {
+                    return Err(bad(s, "expects ws or ws:threshold=N".into()));
+                }
+                let mut threshold = 0;
+                for &(key, v) in &keyed {
+                    match key {
+                        "threshold" => threshold = count(s, &STEAL_THRESHOLD, v)?,
+                        _ => return Err(unknown_key(key)),
+                    }
+                }
+                Ok(PolicySpec::Ws { threshold })
+            }
             _ => Err(PolicyError::Unknown(s.to_string())),
         }
     }
@@ -781,6 +803,12 @@ impl fmt::Display for PolicySpec {
                 }
                 "concord"
             }
+            PolicySpec::Ws { threshold } => {
+                if *threshold != 0 {
+                    parts.push(format!("threshold={threshold}"));
+                }
+                "ws"
+            }
         };
         if parts.is_empty() {
             f.write_str(name)
@@ -803,6 +831,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "ts",
     "ts-block",
     "concord",
+    "ws",
 ];
 
 /// Splits a comma-separated list of policies whose parameters are themselves
@@ -894,7 +923,7 @@ impl PolicySpec {
             return Err(ctx_err("queue capacity must be positive".into()));
         }
         Ok(match *self {
-            PolicySpec::DFcfs => Box::new(DFcfs::new(ctx)),
+            PolicySpec::DFcfs => Box::new(PerWorkerFcfs::new(ctx, None, name)),
             PolicySpec::CFcfs => Box::new(CFcfs::new(ctx)),
             PolicySpec::Fp => Box::new(Darc::new_static(ctx, 0, 0.2, name)?),
             PolicySpec::Edf { k } => Box::new(Edf::new(ctx, k, name)?),
@@ -913,6 +942,9 @@ impl PolicySpec {
             PolicySpec::Ts(c) => Box::new(TimeSharing::new(ctx, c, name)?),
             PolicySpec::TsBlock(c) => Box::new(TsBlock::new(ctx, c, name)?),
             PolicySpec::Concord(c) => Box::new(Concord::new(ctx, c, name)),
+            PolicySpec::Ws { threshold } => {
+                Box::new(PerWorkerFcfs::new(ctx, Some(StealRule { threshold }), name))
+            }
         })
     }
 }
@@ -943,6 +975,9 @@ mod tests {
             "ts:quantum=10,cost=0.5,requeue=head,preempt=waiting",
             "ts-block:4",
             "ts-block:0.5,pick=short",
+            "concord:k=1,quantum=10",
+            "ws",
+            "ws:threshold=3",
         ] {
             let spec: PolicySpec = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
             assert_eq!(spec.to_string(), s);

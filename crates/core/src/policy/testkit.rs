@@ -113,6 +113,8 @@ impl Driver {
                     id: self.next_id,
                     token: 0,
                     type_id: t,
+                    // A few flows, so that some queues stay longer than others.
+                    flow: (self.next() % 16) as u16,
                     arrival_ns: self.now,
                 };
                 self.next_id += 1;
