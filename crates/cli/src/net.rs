@@ -397,6 +397,7 @@ struct ServerSummary {
     reservation_updates: u64,
     reservation: Option<String>,
     served_per_worker: Vec<u64>,
+    steals_per_worker: Vec<u64>,
     pinned: bool,
     wall_s: f64,
     server_side_latency: Vec<ServerTypeLatency>,
@@ -430,6 +431,7 @@ impl ServerSummary {
             reservation_updates: d.policy_stats.reservation_updates,
             reservation: d.reservation.clone(),
             served_per_worker: s.served_per_worker.clone(),
+            steals_per_worker: s.steals_per_worker.clone(),
             pinned: s.pinned,
             wall_s: s.wall.as_secs_f64(),
             server_side_latency: d

@@ -126,6 +126,8 @@ pub struct ServerReport {
     pub net: NetCounters,
     /// Jobs answered per worker.
     pub served_per_worker: Vec<u64>,
+    /// Jobs each worker stole from another's queue (`ws`).
+    pub steals_per_worker: Vec<u64>,
     /// Workers still inside their handler after the drain deadline: left
     /// running, answering nothing more.
     pub abandoned_workers: Vec<usize>,
@@ -529,6 +531,7 @@ impl Server {
             dispatcher,
             net,
             served_per_worker: r.served_per_worker,
+            steals_per_worker: r.steals_per_worker,
             abandoned_workers: r.abandoned_workers,
             pinned: r.pinned,
             wall: r.wall,

@@ -158,7 +158,7 @@ fn request(type_id: u16, id: u64, service_ns: u64) -> Vec<u8> {
 #[test]
 fn every_request_is_answered_and_counted_on_both_sides() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for policy in ["c-fcfs", "darc"] {
+    for policy in ["c-fcfs", "darc", "d-fcfs", "ws"] {
         let srv = server(policy, 2, 1024);
         let cfg = load(srv.local_addr(), 2_000.0, 400, 5_000);
         let rep = run_load(&cfg, &Progress::default()).unwrap();
