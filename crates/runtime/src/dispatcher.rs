@@ -482,7 +482,8 @@ impl DispatchCore {
                     quantum_ns,
                 } => {
                     if let Some(q) = self.quanta.as_mut() {
-                        q.set_quantum(worker, quantum_ns);
+                        let idle = self.outstanding[worker as usize] == 0;
+                        q.on_dispatch(worker, quantum_ns, now, idle);
                     }
                     debug_assert!(
                         self.policy

@@ -147,6 +147,9 @@ pub struct QuantumMonitor {
     seen: Vec<(u64, u64)>,
     /// Per worker: its flag was raised for the segment last seen.
     raised: WorkerSet,
+    /// Per worker: when its latest job was dispatched (its next segment
+    /// starts no earlier).
+    dispatched: Vec<u64>,
 }
 
 impl QuantumMonitor {
@@ -159,13 +162,25 @@ impl QuantumMonitor {
             quantum: vec![0; n],
             seen: vec![(u64::MAX, u64::MAX); n],
             raised: WorkerSet::EMPTY,
+            dispatched: vec![0; n],
         }
     }
 
-    /// Requests dispatched to `worker` run in slices of `quantum_ns`.
+    /// A request is dispatched to `worker` at `now`, to run in slices of
+    /// `quantum_ns`. `idle`: the worker holds no other job, so a raise still
+    /// up on its flag was meant for a request that finished before it
+    /// yielded (the worker lowers its flag when a segment ends, but a raise
+    /// may land after that and before the dispatcher saw the completion): it
+    /// is withdrawn, or the new request would yield at its first point.
     #[inline]
-    pub fn set_quantum(&mut self, worker: WorkerId, quantum_ns: Option<u64>) {
-        self.quantum[worker as usize] = quantum_ns.unwrap_or(0);
+    pub fn on_dispatch(&mut self, worker: WorkerId, quantum_ns: Option<u64>, now: u64, idle: bool) {
+        let i = worker as usize;
+        self.quantum[i] = quantum_ns.unwrap_or(0);
+        self.dispatched[i] = now;
+        if idle {
+            self.flags[i].clear();
+            self.raised.remove(worker);
+        }
     }
 
     /// Asks `worker`'s running request to yield (a policy's `Preempt`), and
@@ -192,18 +207,20 @@ impl QuantumMonitor {
     }
 
     /// When the next check is due, for a dispatcher about to sleep: the
-    /// earliest quantum end among the segments running on `busy` workers.
+    /// earliest quantum end among the segments running on `busy` workers. A
+    /// busy worker whose segment has not begun (its job was just dispatched)
+    /// counts from the dispatch: its quantum cannot end earlier, and a
+    /// dispatcher that slept past it would let the segment run on unchecked.
     pub fn next_check(&self, busy: WorkerSet) -> Option<u64> {
         busy.iter()
             .filter(|&w| self.quantum[w as usize] > 0 && !self.raised.contains(w))
-            .filter_map(|w| {
+            .map(|w| {
                 let i = w as usize;
-                let start = self.segments[i].running_since()?;
-                Some(if self.seen[i].0 == start {
-                    self.seen[i].1
-                } else {
-                    start.saturating_add(self.quantum[i])
-                })
+                match self.segments[i].running_since() {
+                    Some(start) if self.seen[i].0 == start => self.seen[i].1,
+                    Some(start) => start.saturating_add(self.quantum[i]),
+                    None => self.dispatched[i].saturating_add(self.quantum[i]),
+                }
             })
             .min()
     }
@@ -244,8 +261,8 @@ mod tests {
         let flags: Vec<_> = (0..2).map(|_| Arc::new(PreemptFlag::new())).collect();
         let segs: Vec<_> = (0..2).map(|_| Arc::new(SegmentClock::new())).collect();
         let mut m = QuantumMonitor::new(flags.clone(), segs.clone());
-        m.set_quantum(0, Some(5_000));
-        m.set_quantum(1, Some(5_000));
+        m.on_dispatch(0, Some(5_000), 0, true);
+        m.on_dispatch(1, Some(5_000), 0, true);
         let busy = WorkerSet::range(0, 2);
         segs[0].begin(1_000);
         segs[1].begin(2_000);
@@ -299,7 +316,7 @@ mod tests {
         let flags = vec![Arc::new(PreemptFlag::new())];
         let segs = vec![Arc::new(SegmentClock::new())];
         let mut m = QuantumMonitor::new(flags.clone(), segs.clone());
-        m.set_quantum(0, Some(1_000));
+        m.on_dispatch(0, Some(1_000), 0, true);
         segs[0].begin(0);
         m.raise(0);
         assert!(flags[0].is_raised());
@@ -313,7 +330,7 @@ mod tests {
         let segs: Vec<_> = (0..1).map(|_| Arc::new(SegmentClock::new())).collect();
         let mut m = QuantumMonitor::new(flags, segs.clone());
         m.check(WorkerSet::range(0, 1), 1 << 40, |_| panic!("no quantum"));
-        m.set_quantum(0, Some(1_000));
+        m.on_dispatch(0, Some(1_000), 0, true);
         m.check(WorkerSet::range(0, 1), 1 << 40, |_| panic!("nothing runs"));
         segs[0].begin(0);
         let mut n = 0;
@@ -322,5 +339,29 @@ mod tests {
             true
         });
         assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn a_just_dispatched_job_is_watched_from_its_dispatch_and_a_stale_raise_withdrawn() {
+        let flags = vec![Arc::new(PreemptFlag::new())];
+        let segs = vec![Arc::new(SegmentClock::new())];
+        let mut m = QuantumMonitor::new(flags.clone(), segs.clone());
+        let busy = WorkerSet::range(0, 1);
+        // A raise for a request that finished first, then a new job for the
+        // idle worker: withdrawn.
+        flags[0].raise();
+        m.on_dispatch(0, Some(1_000), 7_000, true);
+        assert!(!flags[0].is_raised());
+        // Not begun yet: the dispatcher wakes a quantum after the dispatch.
+        assert_eq!(m.next_check(busy), Some(8_000));
+        // A raise for the new job before it begins stays up for it.
+        m.raise(0);
+        m.on_dispatch(0, Some(1_000), 7_500, false);
+        assert!(flags[0].is_raised(), "a busy worker's raise is kept");
+        // Raised: nothing to wake for until the segment is seen.
+        assert_eq!(m.next_check(busy), None);
+        segs[0].begin(9_000);
+        m.check(busy, 9_000, |_| panic!("not expired"));
+        assert_eq!(m.next_check(busy), Some(10_000));
     }
 }

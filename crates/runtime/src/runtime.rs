@@ -240,10 +240,14 @@ where
     )
 }
 
-/// Request slots (a handler instance each) per worker in a preemptive run: how
+/// Request slots (a handler instance and 4.3 KB of buffers each; a stack, up
+/// to as many, is taken only while a request is started) per worker in a
+/// preemptive run, at most (never more than the run's request slots): how
 /// many requests may be started and unfinished (running or preempted) at once.
-/// A request that finds none free is answered with a handler error.
-pub const FIBER_SLOTS_PER_WORKER: usize = 64;
+/// Time sharing starts every queued request in turn, so with 64 a queue of a
+/// few hundred ran out under load. A request that finds none free is answered
+/// with a handler error ("no request slot free for a fiber"), counted.
+pub const FIBER_SLOTS_PER_WORKER: usize = 1024;
 
 /// The green threads of a preemptive run: stacks, request slots and parked
 /// fibers shared by every worker; a flag and a segment clock per worker.

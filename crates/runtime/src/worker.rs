@@ -369,12 +369,18 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
                 return Some(done);
             }
         };
-        g.flag.clear();
+        // A flag raised before the segment begins is kept: the dispatcher
+        // raised it for this job (it withdraws a stale one when it hands an
+        // idle worker a job), which then yields at its first point.
         let t0 = self.clock.now_ns();
         g.segment.begin(t0);
         let r = fiber.resume(&RunLimits::new(&g.flag));
         let t1 = self.clock.now_ns();
         g.segment.end();
+        // The segment is over: a raise for it that did not land is void (it
+        // must not cut the next one). Lowered before the completion is
+        // pushed, so a raise the dispatcher makes after seeing it is kept.
+        g.flag.clear();
         match r {
             Resumed::Yielded(_) => {
                 // SAFETY: as above, the token is still this worker's.

@@ -641,6 +641,7 @@ fn burst(longs: u64, shorts: u64) -> (Box<dyn ArrivalSource + Send>, Arc<Tally>)
             s += 1;
         }
         trace.push(Arrival {
+            flow: 0,
             at_ns: i * 3_000,
             type_id: u16::from(long),
             service_ns: 0,
