@@ -151,6 +151,7 @@ fn serve(policy: &str, idle: IdleStrategy, spinner: Spinner) -> Sample {
     // All at once (1 ns apart, to keep their order).
     let trace = (0..REQUESTS)
         .map(|i| Arrival {
+            flow: 0,
             at_ns: i,
             type_id: 0,
             service_ns: SPIN_US * 1_000,
