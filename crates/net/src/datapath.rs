@@ -57,23 +57,18 @@ impl PeerAddr {
 
     /// The flow this client address and port stand for: a hash of both,
     /// folded to a [`psp_core::FlowId`] (what a NIC's RSS hash of the packet's
-    /// source does; decentralized policies steer by it).
+    /// source does; decentralized policies steer by it). An address of an
+    /// unknown family is flow 0.
     #[inline]
     pub fn flow(&self) -> psp_core::FlowId {
         use psp_core::policy::ws::flow_hash;
-        let key = match i32::from(self.storage.ss_family) {
-            libc::AF_INET if self.len as usize >= std::mem::size_of::<libc::sockaddr_in>() => {
-                // SAFETY: as in `to_socket_addr`.
-                let a = unsafe { *(&raw const self.storage).cast::<libc::sockaddr_in>() };
-                u64::from(a.sin_addr.s_addr) << 16 | u64::from(a.sin_port)
+        let key = match self.to_socket_addr() {
+            Some(SocketAddr::V4(a)) => u64::from(a.ip().to_bits()) << 16 | u64::from(a.port()),
+            Some(SocketAddr::V6(a)) => {
+                let ip = a.ip().to_bits();
+                flow_hash(ip as u64 ^ (ip >> 64) as u64) << 16 | u64::from(a.port())
             }
-            libc::AF_INET6 if self.len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
-                // SAFETY: as in `to_socket_addr`.
-                let a = unsafe { *(&raw const self.storage).cast::<libc::sockaddr_in6>() };
-                let ip = u128::from_ne_bytes(a.sin6_addr.s6_addr);
-                flow_hash(ip as u64 ^ (ip >> 64) as u64) << 16 | u64::from(a.sin6_port)
-            }
-            _ => 0,
+            None => 0,
         };
         let h = flow_hash(key);
         (h ^ h >> 16 ^ h >> 32 ^ h >> 48) as psp_core::FlowId

@@ -4,6 +4,8 @@
 //! a [`Done`] over the completion ring.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::hint::{black_box, spin_loop};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,21 +44,7 @@ fn same_thread(c: &mut Criterion) {
     });
 }
 
-/// Spins before yielding the CPU in a wait: on an oversubscribed machine (2
-/// cores, shared) a pure spin could wait out the other thread's whole time slice.
-const SPINS_BEFORE_YIELD: u32 = 1 << 14;
-
-/// One step of a spin-wait: `spins` counts the steps of this wait.
-#[inline]
-fn wait(spins: &mut u32) {
-    *spins += 1;
-    if *spins < SPINS_BEFORE_YIELD {
-        spin_loop();
-    } else {
-        *spins = 0;
-        thread::yield_now();
-    }
-}
+use common::wait;
 
 /// The worker side of the round trip: echoes every job back until `stop`.
 fn echo(mut jobs: Consumer<Job>, mut done: Producer<Done>, stop: Arc<AtomicBool>) -> u64 {

@@ -13,6 +13,8 @@
 //!   end-to-end cost, cache misses included.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::hint::{black_box, spin_loop};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,20 +71,7 @@ fn same_thread(c: &mut Criterion) {
     g.finish();
 }
 
-/// Spins before yielding in a wait (2 shared cores: a pure spin could wait out
-/// the other thread's whole time slice).
-const SPINS_BEFORE_YIELD: u32 = 1 << 14;
-
-#[inline]
-fn wait(spins: &mut u32) {
-    *spins += 1;
-    if *spins < SPINS_BEFORE_YIELD {
-        spin_loop();
-    } else {
-        *spins = 0;
-        thread::yield_now();
-    }
-}
+use common::wait;
 
 /// Pins the calling thread to the `i`-th core available, when there is one:
 /// two unpinned threads the scheduler puts on one core wait out each other's

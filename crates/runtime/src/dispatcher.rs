@@ -65,6 +65,16 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// The job that hands this request to a worker.
+    #[inline]
+    pub fn job(&self) -> Job {
+        Job {
+            token: self.req.token,
+            type_id: self.req.type_id,
+            len: self.len,
+        }
+    }
+
     /// An empty slot.
     pub const BLANK: Slot = Slot {
         req: Request {
@@ -492,12 +502,7 @@ impl DispatchCore {
                             .is_none(),
                         "reservation violated"
                     );
-                    let slot = &self.slots[req.token as usize];
-                    let job = Job {
-                        token: req.token,
-                        type_id: req.type_id,
-                        len: slot.len,
-                    };
+                    let job = self.slots[req.token as usize].job();
                     // Policies dispatch only to workers they consider free, so the
                     // worker's ring always has room.
                     if self.jobs[worker as usize].push(job).is_err() {
@@ -613,6 +618,7 @@ impl DispatchCore {
         finished: bool,
         fill_front: impl FnOnce(&mut [u64]),
     ) {
+        let queued = self.queued() as u64;
         let Some(p) = &mut self.publisher else {
             return;
         };
@@ -628,10 +634,7 @@ impl DispatchCore {
         s.uptime_ns = now.saturating_sub(self.base);
         s.finished = finished;
         s.counts = self.counts;
-        s.queued = match &self.worker_queues {
-            Some(q) => q.len() as u64,
-            None => policy.queued() as u64,
-        };
+        s.queued = queued;
         s.in_flight = self.in_flight as u64;
         s.reservation_updates = policy.stats().reservation_updates;
         s.has_reservation = reservation.is_some();
@@ -766,12 +769,7 @@ impl DispatchCore {
 /// would not look before its timeout). `false`: the queue is full.
 #[inline]
 fn steer(queues: &WorkerQueues, slot: &Slot, workers: &[Arc<Wakeup>], park: bool) -> bool {
-    let job = Job {
-        token: slot.req.token,
-        type_id: slot.req.type_id,
-        len: slot.len,
-    };
-    let Ok(home) = queues.steer(slot.req.flow, job) else {
+    let Ok(home) = queues.steer(slot.req.flow, slot.job()) else {
         return false;
     };
     if park {

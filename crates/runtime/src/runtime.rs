@@ -72,6 +72,9 @@ pub enum RuntimeError {
         "policy '{0}' preempts requests, and this application's handler cannot be preempted (it does not run on fibers); use a non-preemptive policy or the simulator"
     )]
     Preemptive(String),
+    /// A policy needing a mechanism the runtime does not have.
+    #[error("{0}")]
+    Unsupported(String),
     /// The green threads could not be set up.
     #[error("green threads: {0}")]
     Green(String),
@@ -368,8 +371,8 @@ where
     // clock per worker.
     let green = if spec.needs_preemption() {
         if worker_queues.is_some() {
-            return Err(RuntimeError::Thread(format!(
-                "policy '{spec}' preempts and runs on worker queues: not supported yet"
+            return Err(RuntimeError::Unsupported(format!(
+                "policy '{spec}' preempts and runs on worker queues: the runtime cannot run both yet"
             )));
         }
         Some(GreenSetup::new(

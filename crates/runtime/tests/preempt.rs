@@ -19,9 +19,11 @@ use psp_runtime::handler::synthetic;
 use psp_runtime::{
     BodyEncoder, GeneratedIo, Generator, Handler, HandlerError, Job, JobIo, PreemptFlag,
     Preemption, RequestContext, RequestFiber, Resumed, RunLimits, RunReport, RuntimeConfig,
-    SpinHandler, Spinner, StackPool, SyntheticEncoder, max_in_flight,
+    StackPool, SyntheticEncoder, max_in_flight,
 };
 use psp_workload::{Arrival, ArrivalSource, PoissonArrivals, TraceArrivals, Workload};
+
+mod common;
 
 /// Runs one test at a time: each run's dispatcher and two workers expect the
 /// machine's cores to themselves (with more threads than cores, queues grow
@@ -32,35 +34,9 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 fn run(w: &Workload, policy: &str, load: f64, cap: usize, ms: u64) -> RunReport {
-    let spec: PolicySpec = policy.parse().unwrap();
-    let classifier = HeaderClassifier {
-        offset: synthetic::TYPE_OFFSET,
-        types: w.types.len() as u16,
-    };
-    let spinner = Spinner::calibrate(Duration::from_millis(20));
-    let cfg = RuntimeConfig {
-        workers: 2,
-        queue_capacity: cap,
-        drain_timeout: Duration::from_secs(20),
-        ..Default::default()
-    };
-    psp_runtime::run(
-        &cfg,
-        &spec,
-        w.type_infos(),
-        Box::new(PoissonArrivals::new(
-            w,
-            load * w.peak_rps(2),
-            ms * 1_000_000,
-            11,
-        )),
-        Box::new(SyntheticEncoder),
-        Box::new(classifier),
-        0,
-        // A preemption point every 2 µs of spinning.
-        move |_| SpinHandler::new(spinner).with_point_interval(2_000),
-    )
-    .unwrap_or_else(|e| panic!("{policy}: {e}"))
+    let arrivals = PoissonArrivals::new(w, load * w.peak_rps(2), ms * 1_000_000, 11);
+    // A preemption point every 2 µs of spinning.
+    common::run_spin(w, policy, arrivals, cap, Some(2_000))
 }
 
 #[test]

@@ -7,14 +7,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::time::Duration;
 
-use psp_core::{HeaderClassifier, PerWorkerRules, PolicySpec, StealRule};
-use psp_runtime::handler::synthetic;
-use psp_runtime::{
-    Job, RunReport, RuntimeConfig, SpinHandler, Spinner, SyntheticEncoder, WorkerQueues,
-};
+use psp_core::{PerWorkerRules, StealRule};
+use psp_runtime::{Job, RunReport, WorkerQueues};
 use psp_workload::{PoissonArrivals, Workload};
+
+mod common;
 
 /// One producer steers `jobs` jobs over `flows` flows into small queues
 /// (pushes often find them full and retry); `thieves` workers take and steal
@@ -81,29 +79,8 @@ fn under_stress_every_job_is_taken_exactly_once_and_idle_workers_steal() {
 
 fn run(policy: &str, flows: u32, load: f64, cap: usize) -> RunReport {
     let w = Workload::fixed("mix", &[("short", 20.0, 0.9), ("long", 500.0, 0.1)]);
-    let spec: PolicySpec = policy.parse().unwrap();
-    let classifier = HeaderClassifier {
-        offset: synthetic::TYPE_OFFSET,
-        types: 2,
-    };
-    let spinner = Spinner::calibrate(Duration::from_millis(20));
-    let cfg = RuntimeConfig {
-        workers: 2,
-        queue_capacity: cap,
-        drain_timeout: Duration::from_secs(20),
-        ..Default::default()
-    };
-    psp_runtime::run(
-        &cfg,
-        &spec,
-        w.type_infos(),
-        Box::new(PoissonArrivals::new(&w, load * w.peak_rps(2), 300_000_000, 7).with_flows(flows)),
-        Box::new(SyntheticEncoder),
-        Box::new(classifier),
-        0,
-        move |_| SpinHandler::new(spinner),
-    )
-    .unwrap_or_else(|e| panic!("{policy}: {e}"))
+    let arrivals = PoissonArrivals::new(&w, load * w.peak_rps(2), 300_000_000, 7).with_flows(flows);
+    common::run_spin(&w, policy, arrivals, cap, None)
 }
 
 fn assert_conserved(r: &RunReport, what: &str) {
