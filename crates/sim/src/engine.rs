@@ -131,6 +131,9 @@ struct InFlight {
     true_type: TypeId,
     service_ns: Nanos,
     remaining_ns: Nanos,
+    /// Whether it has begun running (the simulated application's feedback
+    /// happens when it begins).
+    begun: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,6 +223,10 @@ pub struct Simulator<'p> {
     preemption: PreemptionCost,
     /// The policy's tick period, if it asked for one.
     tick_ns: Option<Nanos>,
+    /// The simulated application's feedback rule (`Policy::feedback_threshold_ns`).
+    feedback_ns: Option<Nanos>,
+    /// Workers pick from their own queues (`Policy::local_dispatch`).
+    local_dispatch: bool,
     /// The policy pays the dispatcher's costs (centralized, non-zero costs).
     dispatcher_on: bool,
     /// When the dispatcher is next free (see the module doc).
@@ -245,7 +252,11 @@ impl<'p> Simulator<'p> {
         measure_from_ns: Nanos,
     ) -> Self {
         let local_depth = policy.local_queue_depth();
+        let feedback_ns = policy.feedback_threshold_ns();
+        let local_dispatch = policy.local_dispatch();
         Self {
+            feedback_ns,
+            local_dispatch,
             policy,
             heap: BinaryHeap::with_capacity(4 * workers + 4),
             top_spent: false,
@@ -396,8 +407,23 @@ impl<'p> Simulator<'p> {
     /// Runs `token` on `worker` from `at` (now, or when the dispatcher's
     /// dispatch is done) for one segment (to completion or quantum).
     #[inline]
-    fn start_segment(&mut self, worker: WorkerId, token: u32, quantum: Option<Nanos>, at: Nanos) {
-        let remaining = self.slab[token as usize].remaining_ns;
+    fn start_segment(
+        &mut self,
+        worker: WorkerId,
+        token: u32,
+        mut quantum: Option<Nanos>,
+        at: Nanos,
+    ) {
+        let f = &mut self.slab[token as usize];
+        let remaining = f.remaining_ns;
+        if !f.begun {
+            f.begun = true;
+            // The application recognises a long request as it begins and
+            // calls feedback_start(), which arms the worker's timer.
+            if self.feedback_ns.is_some_and(|t| f.service_ns >= t) {
+                quantum = self.policy.on_feedback_start(worker, at);
+            }
+        }
         let w = &mut self.workers[worker as usize];
         w.gen_ = w.gen_.wrapping_add(1);
         w.state = WorkerState::Running {
@@ -437,6 +463,7 @@ impl<'p> Simulator<'p> {
                     true_type: 0,
                     service_ns: 0,
                     remaining_ns: 0,
+                    begun: false,
                 });
                 (self.slab.len() - 1) as u32
             }
@@ -458,14 +485,23 @@ impl<'p> Simulator<'p> {
             true_type: type_id,
             service_ns,
             remaining_ns: service_ns,
+            begun: false,
         };
         self.generated += 1;
         let measured = self.now >= self.measure_from_ns;
         self.measured_generated += u64::from(measured);
         let admitted = if self.dispatcher_on {
             if self.ingress_admits() {
-                let at = self.dispatcher_step(self.costs.arrival_ns);
-                self.ingress.push_back(at - self.costs.arrival_ns);
+                // Workers that pick locally leave the dispatcher one step
+                // per arrival: choose the worker queue and push to it.
+                let cost = self.costs.arrival_ns
+                    + if self.local_dispatch {
+                        self.costs.dispatch_ns
+                    } else {
+                        0
+                    };
+                let at = self.dispatcher_step(cost);
+                self.ingress.push_back(at - cost);
                 self.policy.on_arrival(req, at).is_ok()
             } else {
                 self.ingress_dropped += 1;
@@ -548,9 +584,20 @@ impl<'p> Simulator<'p> {
                 let at = self.dispatcher_step(0);
                 if self.policy.on_quantum_expired(worker, at) {
                     // The dispatcher orders the preemption; the worker's own
-                    // timer fired, so only the switch is paid.
+                    // timer fired, so only the switch is paid — unless the
+                    // mechanism must carry the decision to the worker (a
+                    // timer core's signal): the request runs on meanwhile.
                     self.dispatcher_step(self.costs.preempt_ns);
-                    self.begin_switch(worker, token, self.preemption.switch_ns);
+                    if self.preemption.signal_ns > 0 {
+                        self.start_segment(worker, token, None, self.now);
+                        self.push(
+                            self.now + self.preemption.signal_ns,
+                            worker,
+                            EventKind::PreemptSignal,
+                        );
+                    } else {
+                        self.begin_switch(worker, token, self.preemption.switch_ns);
+                    }
                 } else {
                     self.start_segment(worker, token, quantum, self.now);
                 }
@@ -568,7 +615,14 @@ impl<'p> Simulator<'p> {
                 w.state = WorkerState::Idle;
                 w.gen_ = w.gen_.wrapping_add(1);
                 let req = self.slab[token as usize].req;
-                let at = self.dispatcher_step(self.costs.completion_ns);
+                // A local yield (workers pick their own next request) does
+                // not go through the dispatcher.
+                let cost = if self.local_dispatch {
+                    0
+                } else {
+                    self.costs.completion_ns
+                };
+                let at = self.dispatcher_step(cost);
                 self.policy.on_preempted(worker, req, at);
                 self.start_local(worker);
             }
@@ -598,7 +652,11 @@ impl<'p> Simulator<'p> {
                     if let Some(probe) = self.probe.as_mut() {
                         probe(&*self.policy, worker, &req);
                     }
-                    let at = self.dispatcher_step(self.costs.dispatch_ns);
+                    let at = self.dispatcher_step(if self.local_dispatch {
+                        0
+                    } else {
+                        self.costs.dispatch_ns
+                    });
                     if idle {
                         self.start_segment(worker, req.token, quantum_ns, at);
                     } else {
@@ -780,6 +838,12 @@ pub struct SimStats {
     pub preemptions: u64,
     /// Requests idle workers stole from other workers' queues (`ws`).
     pub steals: u64,
+    /// Expired quanta that did not preempt (conditional preemption).
+    pub preemptions_avoided: u64,
+    /// Preempted requests that went through the global wait queue (`synergy`).
+    pub wait_queue_passes: u64,
+    /// Times the wait queue became congested (`synergy`'s THRESH_WQD).
+    pub congestion_episodes: u64,
     /// Reservation changes applied.
     pub reservation_updates: u64,
     /// The final reservation, for reservation-based policies.
@@ -837,6 +901,9 @@ impl SimOutcome {
             stranded: self.stranded,
             preemptions: self.policy_stats.preemptions,
             steals: self.policy_stats.steals,
+            preemptions_avoided: self.policy_stats.preemptions_avoided,
+            wait_queue_passes: self.policy_stats.wait_queue_passes,
+            congestion_episodes: self.policy_stats.congestion_episodes,
             reservation_updates: self.policy_stats.reservation_updates,
             reservation: self.reservation.clone(),
             simulated_end_s: self.end_ns as f64 / 1e9,

@@ -17,13 +17,17 @@
 //! DARC-static, FP), [`ts`] (Shinjuku time sharing), [`ts_block`] (preempt as soon
 //! as a short request is blocked), [`concord`] (JBSQ(k) with a fixed quantum),
 //! [`ws`] (per-worker queues fed by flow: d-FCFS, work stealing; the per-worker rules
-//! the runtime's decentralized executor applies). [`spec`] parses policy names.
+//! the runtime's decentralized executor applies), [`synergy`] (SYNERGY: feedback,
+//! conditional preemption, the wait queue), [`tq`] (Tiny Quanta: JSQ plus
+//! per-worker processor sharing). [`spec`] parses policy names.
 
 pub mod concord;
 pub mod darc;
 pub mod edf;
 pub mod fcfs;
 pub mod spec;
+pub mod synergy;
+pub mod tq;
 pub mod ts;
 pub mod ts_block;
 pub mod ws;
@@ -32,6 +36,8 @@ pub use spec::{
     ConcordConfig, DarcConfig, GroupOrder, PARAM_RANGES, POLICY_NAMES, ParamRange, PolicySpec,
     RatioSource, Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues, split_policy_list,
 };
+pub use synergy::{CongestionDetector, ShortAverage, SynergyConfig, SynergyRules};
+pub use tq::TqConfig;
 pub use ws::{PerWorkerRules, StealRule};
 
 use crate::request::{Nanos, Request};
@@ -74,6 +80,68 @@ pub struct PreemptionCost {
     pub switch_ns: Nanos,
 }
 
+/// How a preemption reaches a worker, with the cost the simulator charges for
+/// it (../shared/spec/policies.md). The runtime pays its real mechanism.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreemptionMechanism {
+    /// Compiler-inserted checks of a flag or of the clock (Concord, Tiny
+    /// Quanta, SYNERGY's default): the worker sees the flag at its next probe
+    /// (no propagation modelled) and switches at user level (Shinjuku's
+    /// optimised switch, ~109 cycles at 2 GHz).
+    CompilerInterrupt,
+    /// POSIX signals, SYNERGY's measured p50: send 746 + propagate 2,216 ns to
+    /// reach the worker, receive 1,434 + return 641 ns of worker time.
+    Signal,
+    /// Intel user interrupts, SYNERGY's measured p50: 171 + 671 ns to reach
+    /// the worker, 464 + 45 ns of worker time.
+    UserInterrupt,
+    /// Shinjuku's posted interrupts without VM exits at 2 GHz: 298 cycles to
+    /// send, 1,212 to receive, plus its user-level switch.
+    PostedInterrupt,
+    /// Free and instant (the ideal preemptive system).
+    Free,
+}
+
+impl PreemptionMechanism {
+    /// Every mechanism, by name.
+    pub const ALL: &'static [(&'static str, PreemptionMechanism)] = &[
+        ("ci", PreemptionMechanism::CompilerInterrupt),
+        ("signal", PreemptionMechanism::Signal),
+        ("uintr", PreemptionMechanism::UserInterrupt),
+        ("posted", PreemptionMechanism::PostedInterrupt),
+        ("free", PreemptionMechanism::Free),
+    ];
+
+    /// Its name as a policy parameter (`mech=NAME`).
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map(|(n, _)| *n)
+            .expect("every mechanism is named")
+    }
+
+    /// The mechanism called `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+
+    /// What one preemption costs under this mechanism.
+    pub fn cost(self) -> PreemptionCost {
+        let (signal_ns, switch_ns) = match self {
+            PreemptionMechanism::CompilerInterrupt => (0, 55),
+            PreemptionMechanism::Signal => (746 + 2_216, 1_434 + 641),
+            PreemptionMechanism::UserInterrupt => (171 + 671, 464 + 45),
+            PreemptionMechanism::PostedInterrupt => (149, 606 + 55),
+            PreemptionMechanism::Free => (0, 0),
+        };
+        PreemptionCost {
+            signal_ns,
+            switch_ns,
+        }
+    }
+}
+
 /// Counters a policy keeps about its own decisions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PolicyStats {
@@ -87,6 +155,13 @@ pub struct PolicyStats {
     /// the policy in the simulator; counted by the workers in the runtime's
     /// decentralized executor).
     pub steals: u64,
+    /// Expired quanta that did not preempt (conditional preemption: the
+    /// worker had nothing queued, so the quantum was renewed).
+    pub preemptions_avoided: u64,
+    /// Preempted requests that went through the global wait queue (SYNERGY).
+    pub wait_queue_passes: u64,
+    /// Times the wait queue became congested (SYNERGY's THRESH_WQD).
+    pub congestion_episodes: u64,
 }
 
 /// A scheduling policy: a state machine over arrivals, completions and time.
@@ -113,6 +188,36 @@ pub trait Policy: Send {
     fn on_quantum_expired(&mut self, worker: WorkerId, now: Nanos) -> bool {
         let _ = (worker, now);
         false
+    }
+
+    /// The simulated application's feedback rule, for policies driven by
+    /// application feedback (SYNERGY): a request whose service time is at
+    /// least this calls `feedback_start()` when it begins, and the executor
+    /// calls [`Policy::on_feedback_start`]. `None` (the default): no feedback.
+    /// Executors of real applications ignore it: the handler decides.
+    fn feedback_threshold_ns(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// The request running on `worker` declared itself long
+    /// (`feedback_start()`): the quantum to arm its timer with (`None`: no
+    /// timer). Only policies with a feedback rule are called.
+    fn on_feedback_start(&mut self, worker: WorkerId, now: Nanos) -> Option<Nanos> {
+        let _ = (worker, now);
+        None
+    }
+
+    /// Whether the workers pick their next request from their own queues
+    /// themselves (Tiny Quanta): the dispatcher pays for arrivals and
+    /// completions, not for dispatches or yields, in the simulator's system
+    /// cost model.
+    fn local_dispatch(&self) -> bool {
+        false
+    }
+
+    /// SYNERGY's rules, for the runtime's executor of SYNERGY.
+    fn synergy_rules(&self) -> Option<SynergyRules> {
+        None
     }
 
     /// How many requests the policy may hand a busy worker beyond the one it
@@ -213,7 +318,7 @@ pub struct TypeInfo {
 pub enum PolicyError {
     /// The name is not a policy.
     #[error(
-        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord, ws)"
+        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord, ws, synergy, tq)"
     )]
     Unknown(String),
     /// A parameter is malformed or out of range.

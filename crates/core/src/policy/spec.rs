@@ -14,10 +14,12 @@ use super::concord::Concord;
 use super::darc::Darc;
 use super::edf::Edf;
 use super::fcfs::CFcfs;
+use super::synergy::{Synergy, SynergyConfig};
+use super::tq::{TinyQuanta, TqConfig};
 use super::ts::TimeSharing;
 use super::ts_block::TsBlock;
 use super::ws::{PerWorkerFcfs, StealRule};
-use super::{Policy, PolicyContext, PolicyError};
+use super::{Policy, PolicyContext, PolicyError, PreemptionMechanism};
 use crate::reservation::{ReservationConfig, Rounding};
 use crate::workers::MAX_WORKERS;
 
@@ -249,6 +251,10 @@ pub enum PolicySpec {
         /// An idle worker steals only from a queue holding more than this.
         threshold: usize,
     },
+    /// SYNERGY: feedback, conditional preemption, wait queue, stealing.
+    Synergy(SynergyConfig),
+    /// Tiny Quanta: JSQ plus per-worker processor sharing.
+    Tq(TqConfig),
 }
 
 /// The valid values of a numeric policy parameter: `[lo, hi]`, or `(lo, hi]`
@@ -340,6 +346,19 @@ const JBSQ_K: ParamRange = ParamRange::closed("k", 1.0, 64.0);
 /// Work stealing's threshold: a queue length (queues hold at most 2^20).
 const STEAL_THRESHOLD: ParamRange = ParamRange::closed("threshold", 0.0, 1_048_576.0);
 
+/// SYNERGY's factors (QUANTUM_FACTOR, CONGESTED_QUANTUM_FACTOR; 0 keeps
+/// the factor when congested).
+const QF: ParamRange = ParamRange::positive("qf", MAX_FACTOR);
+const CQF: ParamRange = ParamRange::closed("cqf", 0.0, MAX_FACTOR);
+/// THRESH_WQD (0: never congested).
+const WQD: ParamRange = ParamRange::closed("wqd", 0.0, MAX_US).us();
+/// SYNERGY's steal thresholds (queue lengths) and batch.
+const STEAL_BUSY: ParamRange = ParamRange::closed("steal_busy", 1.0, 1_048_576.0);
+const STEAL_MIN: ParamRange = ParamRange::closed("steal_min", 1.0, 1_048_576.0);
+const BATCH: ParamRange = ParamRange::closed("batch", 1.0, 1024.0);
+/// The simulated application's feedback threshold.
+const FEEDBACK_LONG: ParamRange = ParamRange::closed("long", 0.0, MAX_US).us();
+
 /// Every numeric policy parameter with its range, by policy (for documentation
 /// and tests).
 pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
@@ -371,6 +390,15 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("concord", QUANTUM),
     ("concord", TS_COST),
     ("ws", STEAL_THRESHOLD),
+    ("synergy", QF),
+    ("synergy", QUANTUM),
+    ("synergy", WQD),
+    ("synergy", CQF),
+    ("synergy", STEAL_BUSY),
+    ("synergy", STEAL_MIN),
+    ("synergy", BATCH),
+    ("synergy", FEEDBACK_LONG),
+    ("tq", QUANTUM),
 ];
 
 /// A real parameter in `range`.
@@ -438,6 +466,80 @@ fn choice<T: Copy>(
                 format!("{key} must be one of {}, not '{v}'", names.join(", ")),
             )
         })
+}
+
+fn switch(policy: &str, key: &str, v: &str) -> Result<bool, PolicyError> {
+    choice(policy, key, v, &[("on", true), ("off", false)])
+}
+
+fn mechanism(policy: &str, v: &str) -> Result<PreemptionMechanism, PolicyError> {
+    choice(policy, "mech", v, PreemptionMechanism::ALL)
+}
+
+/// SYNERGY's parameters, all keyed.
+fn synergy_params(s: &str, keyed: &[(&str, &str)]) -> Result<SynergyConfig, PolicyError> {
+    let mut c = SynergyConfig::default();
+    for &(key, v) in keyed {
+        match key {
+            "qf" => c.quantum_factor = real(s, &QF, v)?,
+            "quantum" => c.quantum_ns = micros(s, &QUANTUM, v)?,
+            "wqd" => c.wqd_ns = micros(s, &WQD, v)?,
+            "cqf" => c.congested_factor = real(s, &CQF, v)?,
+            "ws" => c.steal = switch(s, key, v)?,
+            "wq" => c.wait_queue = switch(s, key, v)?,
+            "cp" => c.conditional = switch(s, key, v)?,
+            "qa" => c.adaptive = switch(s, key, v)?,
+            "steal_busy" => c.steal_busy_min = count(s, &STEAL_BUSY, v)?,
+            "steal_min" => c.steal_min = count(s, &STEAL_MIN, v)?,
+            "batch" => c.steal_batch = count(s, &BATCH, v)?,
+            "long" => c.long_ns = micros(s, &FEEDBACK_LONG, v)?,
+            "mech" => c.mechanism = mechanism(s, v)?,
+            _ => return Err(bad(s, format!("unknown parameter '{key}'"))),
+        }
+    }
+    Ok(c)
+}
+
+fn synergy_parts(c: &SynergyConfig, parts: &mut Vec<String>) {
+    let d = SynergyConfig::default();
+    let onoff = |b: bool| if b { "on" } else { "off" };
+    if c.quantum_factor != d.quantum_factor {
+        parts.push(format!("qf={}", c.quantum_factor));
+    }
+    if c.quantum_ns != d.quantum_ns {
+        parts.push(format!("quantum={}", us(c.quantum_ns)));
+    }
+    if c.wqd_ns != d.wqd_ns {
+        parts.push(format!("wqd={}", us(c.wqd_ns)));
+    }
+    if c.congested_factor != d.congested_factor {
+        parts.push(format!("cqf={}", c.congested_factor));
+    }
+    for (key, v, dv) in [
+        ("ws", c.steal, d.steal),
+        ("wq", c.wait_queue, d.wait_queue),
+        ("cp", c.conditional, d.conditional),
+        ("qa", c.adaptive, d.adaptive),
+    ] {
+        if v != dv {
+            parts.push(format!("{key}={}", onoff(v)));
+        }
+    }
+    if c.steal_busy_min != d.steal_busy_min {
+        parts.push(format!("steal_busy={}", c.steal_busy_min));
+    }
+    if c.steal_min != d.steal_min {
+        parts.push(format!("steal_min={}", c.steal_min));
+    }
+    if c.steal_batch != d.steal_batch {
+        parts.push(format!("batch={}", c.steal_batch));
+    }
+    if c.long_ns != d.long_ns {
+        parts.push(format!("long={}", us(c.long_ns)));
+    }
+    if c.mechanism != d.mechanism {
+        parts.push(format!("mech={}", c.mechanism.name()));
+    }
 }
 
 /// DARC's keyed parameters over `c` (the defaults of `darc` or `darc+`).
@@ -666,6 +768,26 @@ impl FromStr for PolicySpec {
                 }
                 Ok(PolicySpec::Ws { threshold })
             }
+            "synergy" => {
+                if !positional.is_empty() {
+                    return Err(bad(s, "parameters are key=value".into()));
+                }
+                Ok(PolicySpec::Synergy(synergy_params(s, &keyed)?))
+            }
+            "tq" => {
+                if !positional.is_empty() {
+                    return Err(bad(s, "parameters are key=value".into()));
+                }
+                let mut c = TqConfig::default();
+                for &(key, v) in &keyed {
+                    match key {
+                        "quantum" => c.quantum_ns = micros(s, &QUANTUM, v)?,
+                        "mech" => c.mechanism = mechanism(s, v)?,
+                        _ => return Err(unknown_key(key)),
+                    }
+                }
+                Ok(PolicySpec::Tq(c))
+            }
             _ => Err(PolicyError::Unknown(s.to_string())),
         }
     }
@@ -809,6 +931,20 @@ impl fmt::Display for PolicySpec {
                 }
                 "ws"
             }
+            PolicySpec::Synergy(c) => {
+                synergy_parts(c, &mut parts);
+                "synergy"
+            }
+            PolicySpec::Tq(c) => {
+                let d = TqConfig::default();
+                if c.quantum_ns != d.quantum_ns {
+                    parts.push(format!("quantum={}", us(c.quantum_ns)));
+                }
+                if c.mechanism != d.mechanism {
+                    parts.push(format!("mech={}", c.mechanism.name()));
+                }
+                "tq"
+            }
         };
         if parts.is_empty() {
             f.write_str(name)
@@ -832,6 +968,8 @@ pub const POLICY_NAMES: &[&str] = &[
     "ts-block",
     "concord",
     "ws",
+    "synergy",
+    "tq",
 ];
 
 /// Splits a comma-separated list of policies whose parameters are themselves
@@ -861,7 +999,11 @@ impl PolicySpec {
     pub fn needs_preemption(&self) -> bool {
         matches!(
             self,
-            PolicySpec::Ts(_) | PolicySpec::TsBlock(_) | PolicySpec::Concord(_)
+            PolicySpec::Ts(_)
+                | PolicySpec::TsBlock(_)
+                | PolicySpec::Concord(_)
+                | PolicySpec::Synergy(_)
+                | PolicySpec::Tq(_)
         )
     }
 
@@ -870,6 +1012,7 @@ impl PolicySpec {
         match *self {
             PolicySpec::Ts(c) => Some(c.quantum_ns),
             PolicySpec::Concord(c) => Some(c.quantum_ns),
+            PolicySpec::Tq(c) => Some(c.quantum_ns),
             _ => None,
         }
     }
@@ -892,6 +1035,8 @@ impl PolicySpec {
                 signal_ns: 0,
                 switch_ns: c.cost_ns,
             },
+            PolicySpec::Synergy(c) => c.mechanism.cost(),
+            PolicySpec::Tq(c) => c.mechanism.cost(),
             _ => super::PreemptionCost::default(),
         }
     }
@@ -945,6 +1090,8 @@ impl PolicySpec {
             PolicySpec::Ws { threshold } => {
                 Box::new(PerWorkerFcfs::new(ctx, Some(StealRule { threshold }), name))
             }
+            PolicySpec::Synergy(c) => Box::new(Synergy::new(ctx, c, name)),
+            PolicySpec::Tq(c) => Box::new(TinyQuanta::new(ctx, c, name)),
         })
     }
 }
