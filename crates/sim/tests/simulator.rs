@@ -21,6 +21,11 @@ const ALL_POLICIES: &[&str] = &[
     "concord:k=1,quantum=2",
     "ws",
     "ws:threshold=2",
+    "synergy",
+    "synergy:ws=off,wq=off,cp=off,qa=off,quantum=5",
+    "synergy:wqd=1,cqf=5,mech=signal",
+    "tq",
+    "tq:quantum=5,mech=uintr",
 ];
 
 fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u64) -> SimConfig {
@@ -87,7 +92,15 @@ fn same_seed_same_result() {
         }
         p
     };
-    for policy in ["c-fcfs", "darc:samples=1000", "ts", "d-fcfs", "ws"] {
+    for policy in [
+        "c-fcfs",
+        "darc:samples=1000",
+        "ts",
+        "d-fcfs",
+        "ws",
+        "synergy:wqd=1",
+        "tq",
+    ] {
         let spec: PolicySpec = policy.parse().unwrap();
         let a = strip(simulate_point(&w, &spec, &cfg(4, &w, 0.8, 10, 42)).unwrap());
         let b = strip(simulate_point(&w, &spec, &cfg(4, &w, 0.8, 10, 42)).unwrap());
@@ -197,6 +210,50 @@ fn timeline(policy: &str, arrivals: &[(u64, u16, u64)]) -> Vec<f64> {
         .iter()
         .map(|t| t.mean_latency_us)
         .collect()
+}
+
+#[test]
+fn synergy_timeline_is_exact() {
+    // One worker. A long request (500 µs) at 0 declares itself long and is
+    // armed with 5 µs (the starting short average) × 2 = 10 µs; a short one
+    // arrives at 1 µs. At 10 µs the worker has queued work: preempted
+    // (compiler interrupt: no propagation, 55 ns switch), the long request
+    // goes to the wait queue, the worker serves its own queue first (the
+    // short one, 10.055 -> 10.555), then resumes the long one, whose
+    // quantum then renews (nothing queued) until it completes at 500.555.
+    let lat = timeline("synergy", &[(0, 1, 500_000), (1_000, 0, 500)]);
+    assert!((lat[0] - 9.555).abs() < 1e-9, "short {}", lat[0]);
+    assert!((lat[1] - 500.555).abs() < 1e-9, "long {}", lat[1]);
+    // With a free mechanism the switch costs nothing.
+    let lat = timeline("synergy:mech=free", &[(0, 1, 500_000), (1_000, 0, 500)]);
+    assert!((lat[0] - 9.5).abs() < 1e-9, "short {}", lat[0]);
+    // A signal reaches the worker 2.962 µs after the timer's decision (the
+    // request runs on meanwhile) and costs 2.075 µs of switch.
+    let lat = timeline("synergy:mech=signal", &[(0, 1, 500_000), (1_000, 0, 500)]);
+    assert!(
+        (lat[0] - (12.962 + 2.075 + 0.5 - 1.0)).abs() < 1e-9,
+        "short {}",
+        lat[0]
+    );
+    // Without conditional preemption, alone: preempted at every quantum
+    // (the fixed 5 µs without the dynamic quantum), back to its own queue,
+    // resumed at once: 99 preemptions of 55 ns each.
+    let lat = timeline("synergy:cp=off,qa=off,wq=off", &[(0, 1, 500_000)]);
+    assert!(
+        (lat[1] - (500.0 + 99.0 * 0.055)).abs() < 1e-6,
+        "long {}",
+        lat[1]
+    );
+}
+
+#[test]
+fn tiny_quanta_timeline_is_exact() {
+    // One worker, 2 µs quanta: the long request yields at 2 µs to the short
+    // one queued behind it (55 ns switch), which runs 2.055 -> 2.555; then
+    // the long one, alone, never yields again.
+    let lat = timeline("tq", &[(0, 1, 500_000), (1_000, 0, 500)]);
+    assert!((lat[0] - 1.555).abs() < 1e-9, "short {}", lat[0]);
+    assert!((lat[1] - 500.555).abs() < 1e-9, "long {}", lat[1]);
 }
 
 #[test]

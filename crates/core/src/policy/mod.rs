@@ -19,10 +19,12 @@
 //! [`ws`] (per-worker queues fed by flow: d-FCFS, work stealing; the per-worker rules
 //! the runtime's decentralized executor applies), [`synergy`] (SYNERGY: feedback,
 //! conditional preemption, the wait queue), [`tq`] (Tiny Quanta: JSQ plus
-//! per-worker processor sharing). [`spec`] parses policy names.
+//! per-worker processor sharing), [`darc_cp`] (DARC with SYNERGY-style
+//! conditional preemption: this project's hybrid). [`spec`] parses policy names.
 
 pub mod concord;
 pub mod darc;
+pub mod darc_cp;
 pub mod edf;
 pub mod fcfs;
 pub mod spec;
@@ -155,8 +157,9 @@ pub struct PolicyStats {
     /// the policy in the simulator; counted by the workers in the runtime's
     /// decentralized executor).
     pub steals: u64,
-    /// Expired quanta that did not preempt (conditional preemption: the
-    /// worker had nothing queued, so the quantum was renewed).
+    /// Expired quanta that did not preempt: the quantum was renewed
+    /// (conditional preemption with nothing queued on the worker, or a full
+    /// wait queue).
     pub preemptions_avoided: u64,
     /// Preempted requests that went through the global wait queue (SYNERGY).
     pub wait_queue_passes: u64,
@@ -318,7 +321,7 @@ pub struct TypeInfo {
 pub enum PolicyError {
     /// The name is not a policy.
     #[error(
-        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord, ws, synergy, tq)"
+        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord, ws, synergy, tq, darc-cp)"
     )]
     Unknown(String),
     /// A parameter is malformed or out of range.

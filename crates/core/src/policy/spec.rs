@@ -12,6 +12,7 @@ use std::str::FromStr;
 
 use super::concord::Concord;
 use super::darc::Darc;
+use super::darc_cp::{DarcCp, DarcCpConfig};
 use super::edf::Edf;
 use super::fcfs::CFcfs;
 use super::synergy::{Synergy, SynergyConfig};
@@ -255,6 +256,9 @@ pub enum PolicySpec {
     Synergy(SynergyConfig),
     /// Tiny Quanta: JSQ plus per-worker processor sharing.
     Tq(TqConfig),
+    /// DARC plus conditional preemption of longer groups' requests on
+    /// workers shorter groups may use.
+    DarcCp(DarcConfig, DarcCpConfig),
 }
 
 /// The valid values of a numeric policy parameter: `[lo, hi]`, or `(lo, hi]`
@@ -399,6 +403,12 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("synergy", BATCH),
     ("synergy", FEEDBACK_LONG),
     ("tq", QUANTUM),
+    ("darc-cp", QUANTUM),
+    ("darc-cp", DELTA),
+    ("darc-cp", SPILLWAY),
+    ("darc-cp", SAMPLES),
+    ("darc-cp", DELAY),
+    ("darc-cp", DEVIATION),
 ];
 
 /// A real parameter in `range`.
@@ -774,6 +784,19 @@ impl FromStr for PolicySpec {
                 }
                 Ok(PolicySpec::Synergy(synergy_params(s, &keyed)?))
             }
+            "darc-cp" => {
+                let mut cp = DarcCpConfig::default();
+                let mut rest = Vec::new();
+                for &(key, v) in &keyed {
+                    match key {
+                        "quantum" => cp.quantum_ns = micros(s, &QUANTUM, v)?,
+                        "mech" => cp.mechanism = mechanism(s, v)?,
+                        _ => rest.push((key, v)),
+                    }
+                }
+                let c = darc_params(s, DarcConfig::default(), &positional, &rest)?;
+                Ok(PolicySpec::DarcCp(c, cp))
+            }
             "tq" => {
                 if !positional.is_empty() {
                     return Err(bad(s, "parameters are key=value".into()));
@@ -935,6 +958,17 @@ impl fmt::Display for PolicySpec {
                 synergy_parts(c, &mut parts);
                 "synergy"
             }
+            PolicySpec::DarcCp(c, cp) => {
+                darc_parts(c, &DarcConfig::default(), &mut parts);
+                let d = DarcCpConfig::default();
+                if cp.quantum_ns != d.quantum_ns {
+                    parts.push(format!("quantum={}", us(cp.quantum_ns)));
+                }
+                if cp.mechanism != d.mechanism {
+                    parts.push(format!("mech={}", cp.mechanism.name()));
+                }
+                "darc-cp"
+            }
             PolicySpec::Tq(c) => {
                 let d = TqConfig::default();
                 if c.quantum_ns != d.quantum_ns {
@@ -970,6 +1004,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "ws",
     "synergy",
     "tq",
+    "darc-cp",
 ];
 
 /// Splits a comma-separated list of policies whose parameters are themselves
@@ -1004,6 +1039,7 @@ impl PolicySpec {
                 | PolicySpec::Concord(_)
                 | PolicySpec::Synergy(_)
                 | PolicySpec::Tq(_)
+                | PolicySpec::DarcCp(..)
         )
     }
 
@@ -1013,6 +1049,7 @@ impl PolicySpec {
             PolicySpec::Ts(c) => Some(c.quantum_ns),
             PolicySpec::Concord(c) => Some(c.quantum_ns),
             PolicySpec::Tq(c) => Some(c.quantum_ns),
+            PolicySpec::DarcCp(_, cp) => Some(cp.quantum_ns),
             _ => None,
         }
     }
@@ -1037,6 +1074,7 @@ impl PolicySpec {
             },
             PolicySpec::Synergy(c) => c.mechanism.cost(),
             PolicySpec::Tq(c) => c.mechanism.cost(),
+            PolicySpec::DarcCp(_, cp) => cp.mechanism.cost(),
             _ => super::PreemptionCost::default(),
         }
     }
@@ -1075,14 +1113,18 @@ impl PolicySpec {
             PolicySpec::DarcStatic { reserved, delta } => {
                 Box::new(Darc::new_static(ctx, reserved, delta, name)?)
             }
-            PolicySpec::Darc(c) | PolicySpec::DarcPlus(c) => {
+            PolicySpec::Darc(c) | PolicySpec::DarcPlus(c) | PolicySpec::DarcCp(c, _) => {
                 if c.reservation.spillway > ctx.workers {
                     return Err(ctx_err(format!(
                         "{} spillway workers on {} workers",
                         c.reservation.spillway, ctx.workers
                     )));
                 }
-                Box::new(Darc::new_dynamic(ctx, c, name))
+                let darc = Darc::new_dynamic(ctx, c, name.clone());
+                match *self {
+                    PolicySpec::DarcCp(_, cp) => Box::new(DarcCp::new(darc, ctx.workers, cp, name)),
+                    _ => Box::new(darc),
+                }
             }
             PolicySpec::Ts(c) => Box::new(TimeSharing::new(ctx, c, name)?),
             PolicySpec::TsBlock(c) => Box::new(TsBlock::new(ctx, c, name)?),

@@ -309,9 +309,9 @@ type Job = (Request, bool);
 
 /// SYNERGY as the simulator runs it: per-worker queues fed by flow, the
 /// global wait queue, feedback-armed timers with conditional preemption,
-/// stealing, congestion. Storage is sized at construction; only the
-/// ablation without the wait queue (preempted requests back to their own
-/// worker's tail) may grow a worker's queue past it.
+/// stealing, congestion. Storage is sized at construction: each worker
+/// queue admits `queue_capacity` new requests (plus a steal batch and a
+/// request preempted back to it), the wait queue holds `queue_capacity`.
 #[derive(Debug)]
 pub struct Synergy {
     label: String,
@@ -342,7 +342,7 @@ impl Synergy {
             queues: (0..ctx.workers)
                 .map(|_| VecDeque::with_capacity(per_worker))
                 .collect(),
-            wait: VecDeque::with_capacity(ctx.workers * (ctx.queue_capacity + 1)),
+            wait: VecDeque::with_capacity(ctx.queue_capacity),
             free: WorkerSet::range(0, ctx.workers),
             long: WorkerSet::EMPTY,
             averages: vec![ShortAverage::new(cfg.quantum_ns); ctx.workers],
@@ -463,9 +463,15 @@ impl Policy for Synergy {
 
     fn on_quantum_expired(&mut self, worker: WorkerId, _now: Nanos) -> bool {
         debug_assert!(self.long.contains(worker), "only long requests have quanta");
-        let preempt = self
-            .rules
-            .preempt_on_expiry(self.queues[worker as usize].len());
+        // A preempted request needs room in the wait queue (bounded like
+        // every queue): when it is full the request runs on, so that
+        // overload fills the worker queues and arrivals are refused there
+        // rather than preempted requests piling up without bound.
+        let room = !self.rules.config().wait_queue || self.wait.len() < self.capacity;
+        let preempt = room
+            && self
+                .rules
+                .preempt_on_expiry(self.queues[worker as usize].len());
         if preempt {
             self.stats.preemptions += 1;
         } else {
@@ -512,5 +518,181 @@ impl Policy for Synergy {
 
     fn synergy_rules(&self) -> Option<SynergyRules> {
         Some(self.rules)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{Driver, ctx};
+    use super::*;
+    use crate::policy::PolicySpec;
+
+    fn rules(workers: usize, f: impl FnOnce(&mut SynergyConfig)) -> SynergyRules {
+        let mut c = SynergyConfig::default();
+        f(&mut c);
+        SynergyRules::new(workers, c)
+    }
+
+    fn req(id: u64, flow: FlowId) -> Request {
+        Request {
+            id,
+            token: id as u32,
+            type_id: 0,
+            flow,
+            arrival_ns: 0,
+        }
+    }
+
+    #[test]
+    fn conditional_preemption_fires_only_with_queued_work() {
+        let r = rules(4, |_| {});
+        assert!(!r.preempt_on_expiry(0), "renewed on an empty queue");
+        assert!(r.preempt_on_expiry(1));
+        let always = rules(4, |c| c.conditional = false);
+        assert!(always.preempt_on_expiry(0));
+    }
+
+    #[test]
+    fn an_expired_quantum_on_a_worker_with_an_empty_queue_is_renewed() {
+        let c = ctx(2, &[1.0]);
+        let mut p = Synergy::new(&c, SynergyConfig::default(), "synergy".into());
+        let r = p.rules;
+        // One request on worker 0's flow: it runs, declares itself long.
+        let flow = (0..u16::MAX).find(|&f| r.home(f) == 0).unwrap();
+        p.on_arrival(req(0, flow), 0).unwrap();
+        let Some(Action::Dispatch { worker: 0, .. }) = p.next_action(0) else {
+            panic!("worker 0 takes its own request")
+        };
+        assert!(p.on_feedback_start(0, 0).is_some());
+        for t in 1..100 {
+            assert!(!p.on_quantum_expired(0, t * 1_000), "preempted alone");
+        }
+        assert_eq!(p.stats().preemptions, 0);
+        assert_eq!(p.stats().preemptions_avoided, 99);
+        // A request joins worker 0's queue: the next expiry preempts, and
+        // the preempted request goes to the wait queue.
+        p.on_arrival(req(1, flow), 100_000).unwrap();
+        assert!(p.on_quantum_expired(0, 101_000));
+        p.on_preempted(0, req(0, flow), 101_000);
+        assert_eq!(p.stats().wait_queue_passes, 1);
+        // Worker 0 takes its own queue first (the new request, short: no
+        // quantum); worker 1 resumes the preempted one from the wait queue
+        // with a quantum.
+        let mut got = Vec::new();
+        while let Some(Action::Dispatch {
+            worker,
+            req,
+            quantum_ns,
+        }) = p.next_action(101_000)
+        {
+            got.push((worker, req.id, quantum_ns.is_some()));
+        }
+        assert_eq!(got, vec![(0, 1, false), (1, 0, true)]);
+    }
+
+    #[test]
+    fn short_requests_are_never_preempted() {
+        // Both types below the feedback rule: no request is ever armed, so
+        // none is preempted, even without conditional preemption.
+        for seed in 0..10 {
+            let spec: PolicySpec = "synergy:cp=off,long=100".parse().unwrap();
+            let mut d = Driver::new(spec.build(&ctx(3, &[1.0, 50.0])).unwrap(), seed)
+                .with_means(&[1.0, 50.0]);
+            d.run(3_000, |_, _| {});
+            assert!(d.completed > 1_000);
+            assert_eq!(d.preempted, 0, "seed {seed}");
+            assert_eq!(d.policy.stats().preemptions, 0);
+        }
+    }
+
+    #[test]
+    fn the_quantum_follows_the_short_average_and_congestion() {
+        let r = rules(2, |c| c.congested_factor = 5.0);
+        let mut avg = ShortAverage::new(5_000);
+        assert_eq!(r.quantum_ns(avg.value_ns(), false), 10_000);
+        avg.record(1_000);
+        assert_eq!(avg.value_ns(), 3_000.0);
+        assert_eq!(r.quantum_ns(avg.value_ns(), false), 6_000);
+        assert_eq!(r.quantum_ns(avg.value_ns(), true), 15_000);
+        assert_eq!(r.quantum_ns(1.0, false), MIN_QUANTUM_NS);
+        let fixed = rules(2, |c| c.adaptive = false);
+        assert_eq!(fixed.quantum_ns(123.0, false), 5_000);
+        let keep = rules(2, |c| c.congested_factor = 0.0);
+        assert_eq!(keep.quantum_ns(1_000.0, true), 2_000);
+    }
+
+    #[test]
+    fn the_congestion_detector_turns_on_when_the_consumer_stalls_and_off_once_it_passes() {
+        let mut d = CongestionDetector::new(10_000);
+        // First check at t=0: nothing queued, mark = produced (3).
+        assert!(!d.pass(0, 3, 0));
+        // Before the period, a stall is not seen.
+        assert!(!d.pass(5_000, 5, 0));
+        // At the period: the consumer has not passed the 3 queued at the
+        // previous check: congested.
+        assert!(d.pass(10_000, 5, 2));
+        assert_eq!(d.episodes(), 1);
+        // While congested every pass checks against the same mark (3).
+        assert!(d.pass(10_100, 9, 2));
+        assert!(!d.pass(10_200, 9, 3), "passed the mark: clear");
+        // The new mark is 9; the next check is a period later.
+        assert!(!d.pass(15_000, 12, 3));
+        assert!(d.pass(20_200, 12, 8));
+        assert_eq!(d.episodes(), 2);
+        assert!(!d.pass(20_300, 12, 9));
+        // Off: never congested.
+        let mut off = CongestionDetector::new(0);
+        assert!(!off.pass(1_000_000, 1_000, 0));
+    }
+
+    #[test]
+    fn selection_order_and_stealing_follow_the_code() {
+        let r = rules(4, |_| {});
+        assert_eq!(r.order(false), &[Source::Own, Source::Wait, Source::Steal]);
+        assert_eq!(r.order(true), &[Source::Wait, Source::Own, Source::Steal]);
+        let lens = [0usize, 1, 3, 2];
+        let len = |v: WorkerId| lens[v as usize];
+        // A worker running long with one queued comes first...
+        assert_eq!(r.victim(0, |v| v == 1, len), Some(1));
+        // ...otherwise the first other worker (after the thief) with two.
+        assert_eq!(r.victim(0, |_| false, len), Some(2));
+        assert_eq!(r.victim(2, |_| false, len), Some(3));
+        assert_eq!(r.victim(0, |_| false, |_| 1), None);
+        assert_eq!(rules(4, |c| c.steal = false).victim(0, |_| true, len), None);
+        assert_eq!(r.batch(1), 1);
+        assert_eq!(r.batch(5), 3);
+        assert_eq!(r.batch(1_000), 32);
+    }
+
+    #[test]
+    fn every_request_completes_once_under_random_events_and_every_ablation() {
+        for cfg in [
+            "synergy",
+            "synergy:ws=off",
+            "synergy:wq=off",
+            "synergy:cp=off",
+            "synergy:qa=off",
+            "synergy:ws=off,wq=off,cp=off,qa=off",
+            "synergy:wqd=1,cqf=5",
+        ] {
+            let spec: PolicySpec = cfg.parse().unwrap();
+            let mut preempted = 0;
+            for seed in 0..5 {
+                let p = spec.build(&ctx(3, &[1.0, 50.0])).unwrap();
+                let mut d = Driver::new(p, seed).with_means(&[1.0, 50.0]);
+                d.run(3_000, |_, _| {});
+                assert_eq!(
+                    d.completed + d.dropped + d.in_flight(),
+                    d.generated(),
+                    "{cfg} seed {seed}"
+                );
+                // Only long requests (type 1, 50 µs ≥ the 10 µs rule) are
+                // ever preempted.
+                assert!(d.preempted_reqs.iter().all(|r| r.type_id == 1), "{cfg}");
+                assert_eq!(d.preempted, d.policy.stats().preemptions, "{cfg}");
+                preempted += d.preempted;
+            }
+            assert!(preempted > 0, "{cfg}: never preempted");
+        }
     }
 }

@@ -34,6 +34,8 @@ pub struct Driver {
     pub completed: u64,
     pub dropped: u64,
     pub preempted: u64,
+    /// Every preempted request, in order.
+    pub preempted_reqs: Vec<Request>,
     pub dispatched: Vec<(WorkerId, Request)>,
     /// The switch cost charged per preemption (the interrupt lands at once).
     pub cost: PreemptionCost,
@@ -53,6 +55,7 @@ impl Driver {
             completed: 0,
             dropped: 0,
             preempted: 0,
+            preempted_reqs: Vec::new(),
             dispatched: Vec::new(),
             cost: PreemptionCost::default(),
         }
@@ -136,6 +139,7 @@ impl Driver {
                     self.now += self.cost.switch_ns;
                     self.policy.on_preempted(w as WorkerId, req, self.now);
                     self.preempted += 1;
+                    self.preempted_reqs.push(req);
                     self.start_local(w);
                 }
             }
@@ -147,8 +151,17 @@ impl Driver {
                         quantum_ns,
                     } => {
                         let w = worker as usize;
-                        let job = (req, quantum_ns.is_some());
+                        let mut job = (req, quantum_ns.is_some());
                         if self.running[w].is_none() {
+                            // A request that begins (no quantum yet) and is
+                            // long by the application's rule declares itself.
+                            let long = self
+                                .policy
+                                .feedback_threshold_ns()
+                                .is_some_and(|t| self.means_ns[req.type_id as usize] >= t as f64);
+                            if !job.1 && long {
+                                job.1 = self.policy.on_feedback_start(worker, self.now).is_some();
+                            }
                             self.running[w] = Some(job);
                         } else {
                             assert!(
@@ -166,6 +179,7 @@ impl Driver {
                             self.now += self.cost.switch_ns;
                             self.policy.on_preempted(worker, req, self.now);
                             self.preempted += 1;
+                            self.preempted_reqs.push(req);
                             self.start_local(worker as usize);
                         }
                     }
