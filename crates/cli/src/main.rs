@@ -116,9 +116,11 @@ pub struct PointArgs {
     #[arg(long, default_value = "header")]
     pub classifier: String,
     /// Simulator: the system cost model, a preset (ideal, psp, persephone,
-    /// shinjuku) with optional overrides KEY=VALUE (arrival, dispatch,
+    /// shinjuku, synergy) with optional overrides KEY=VALUE (arrival, dispatch,
     /// completion, preempt, request, network, ingress), e.g. `shinjuku:network=0`
-    /// or `ideal:request=200ns`.
+    /// or `ideal:request=200ns`; or `own`: each policy on the preset of the
+    /// system it models (ts on shinjuku, synergy/ws/d-fcfs on synergy, the
+    /// others on persephone).
     #[arg(long, default_value = "ideal")]
     pub system: String,
 }
@@ -260,7 +262,8 @@ pub struct PolicyPoint {
     #[command(flatten)]
     point: PointArgs,
     /// Policy, e.g. darc, c-fcfs, d-fcfs, fp, edf, darc-static:2, ts, ts:sq,
-    /// ts-block:4 (the real runtime runs the non-preemptive ones).
+    /// ts-block:4, concord, ws, synergy, synergy:qf=1,wqd=10,cqf=5, tq, darc-cp
+    /// (README lists every parameter).
     #[arg(long, default_value = "darc")]
     policy: String,
     #[command(flatten)]

@@ -185,6 +185,8 @@ pub struct SimOutcome {
     pub events: u64,
     /// The time series, when one was asked for.
     pub series: Option<TimeSeries>,
+    /// The system costs it ran under (a policy's own under `own`).
+    pub system: SystemCosts,
 }
 
 /// A dispatch observer: the policy (before the dispatch is applied), the worker
@@ -748,6 +750,7 @@ impl<'p> Simulator<'p> {
             events: self.events,
             series: self.series.map(|s| s.finish(self.now)),
             recorder: self.recorder,
+            system: self.costs,
         }
     }
 }
@@ -805,7 +808,7 @@ fn simulate_outcome(
     let started = std::time::Instant::now();
     let mut sim = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns)
         .with_preemption(spec.preemption_cost())
-        .with_system(cfg.system)
+        .with_system(cfg.system.for_policy(spec))
         .with_classifier(cfg.classifier, names.len());
     if let Some(window) = cfg.series_window_ns {
         let window =
@@ -896,7 +899,7 @@ impl SimOutcome {
             completed_total: self.completed,
             dropped_total: self.dropped,
             ingress_dropped_total: self.ingress_dropped,
-            system: cfg.system.describe(),
+            system: self.system.describe(),
             classifier: cfg.classifier.name(),
             stranded: self.stranded,
             preemptions: self.policy_stats.preemptions,

@@ -102,7 +102,24 @@ pub const PRESETS: &[Preset] = &[
                  at 2 GHz); 10 us network",
         costs: costs("shinjuku", [74, 74, 74, 150], TESTBED_NETWORK_NS),
     },
+    Preset {
+        name: "synergy",
+        source: "SYNERGY's decentralized system: no dispatcher (each worker polls its own NIC \
+                 queue; the timer core is off the request path); 10 us network",
+        costs: costs("synergy", [0, 0, 0, 0], TESTBED_NETWORK_NS),
+    },
+    Preset {
+        name: OWN,
+        source: "each policy on the system it models: ts and ts-block on `shinjuku`; d-fcfs, \
+                 ws and synergy on `synergy`; every other (c-fcfs, fp, edf, darc, concord, tq, \
+                 darc-cp) on `persephone` (the specification gives no per-request figure for \
+                 Concord's or Tiny Quanta's dispatcher); takes no overrides",
+        costs: costs(OWN, [0, 0, 0, 0], 0),
+    },
 ];
+
+/// The preset that stands for each policy's own system ([`SystemCosts::for_policy`]).
+pub const OWN: &str = "own";
 
 impl Default for SystemCosts {
     fn default() -> Self {
@@ -133,6 +150,11 @@ impl SystemCosts {
     /// # Errors
     /// An unknown key or a value out of range.
     pub fn set(&mut self, key: &str, value: u64) -> Result<(), String> {
+        if self.preset == OWN {
+            return Err(format!(
+                "system '{OWN}' takes no overrides (it is a different preset per policy)"
+            ));
+        }
         let step = |v: u64| {
             if v <= MAX_STEP_NS {
                 Ok(v)
@@ -177,6 +199,21 @@ impl SystemCosts {
         }
         self.preset = "custom";
         Ok(())
+    }
+
+    /// The costs `spec` runs under: these, or under [`OWN`] the preset of the
+    /// system the policy models.
+    pub fn for_policy(&self, spec: &psp_core::PolicySpec) -> SystemCosts {
+        use psp_core::PolicySpec as P;
+        if self.preset != OWN {
+            return *self;
+        }
+        let name = match spec {
+            P::Ts(_) | P::TsBlock(_) => "shinjuku",
+            P::DFcfs | P::Ws { .. } | P::Synergy(_) => "synergy",
+            _ => "persephone",
+        };
+        Self::preset(name).expect("a listed preset")
     }
 
     /// Dispatcher time per request that is received, dispatched and completed
@@ -234,5 +271,20 @@ mod tests {
         assert!(c.set("ingress", 0).is_err());
         assert!(c.set("network", MAX_NETWORK_NS + 1).is_err());
         assert!(c.set("colour", 1).is_err());
+    }
+
+    #[test]
+    fn own_runs_each_policy_on_its_system() {
+        let own = SystemCosts::preset(OWN).unwrap();
+        let on = |p: &str| own.for_policy(&p.parse().unwrap()).preset;
+        assert_eq!(on("ts"), "shinjuku");
+        assert_eq!(on("synergy"), "synergy");
+        assert_eq!(on("ws"), "synergy");
+        assert_eq!(on("darc"), "persephone");
+        assert_eq!(on("c-fcfs"), "persephone");
+        assert_eq!(on("concord"), "persephone");
+        let ideal = SystemCosts::default();
+        assert_eq!(ideal.for_policy(&"ts".parse().unwrap()), ideal);
+        assert!(own.clone().set("network", 0).is_err());
     }
 }

@@ -141,6 +141,8 @@ pub struct TsConfig {
     pub preempt: TsPreempt,
     /// Multi-queue target latency of a type, as a multiple of its mean service time.
     pub target_factor: f64,
+    /// A named mechanism whose cost replaces `cost_ns` in the simulator.
+    pub mechanism: Option<PreemptionMechanism>,
 }
 
 impl Default for TsConfig {
@@ -152,6 +154,7 @@ impl Default for TsConfig {
             requeue: Requeue::Tail,
             preempt: TsPreempt::Always,
             target_factor: 10.0,
+            mechanism: None,
         }
     }
 }
@@ -204,6 +207,8 @@ pub struct ConcordConfig {
     /// Worker time lost per preemption, in the simulator (the runtime pays its
     /// real mechanism).
     pub cost_ns: u64,
+    /// A named mechanism whose cost replaces `cost_ns` in the simulator.
+    pub mechanism: Option<PreemptionMechanism>,
 }
 
 impl Default for ConcordConfig {
@@ -212,6 +217,7 @@ impl Default for ConcordConfig {
             k: 2,
             quantum_ns: 5_000,
             cost_ns: 1_000,
+            mechanism: None,
         }
     }
 }
@@ -713,6 +719,7 @@ impl FromStr for PolicySpec {
                             }
                         }
                         "target" => c.target_factor = real(s, &TARGET, v)?,
+                        "mech" => c.mechanism = Some(mechanism(s, v)?),
                         _ => return Err(unknown_key(key)),
                     }
                 }
@@ -760,6 +767,7 @@ impl FromStr for PolicySpec {
                         "k" => c.k = count(s, &JBSQ_K, v)?,
                         "quantum" => c.quantum_ns = micros(s, &QUANTUM, v)?,
                         "cost" => c.cost_ns = micros(s, &TS_COST, v)?,
+                        "mech" => c.mechanism = Some(mechanism(s, v)?),
                         _ => return Err(unknown_key(key)),
                     }
                 }
@@ -919,6 +927,9 @@ impl fmt::Display for PolicySpec {
                 if c.target_factor != d.target_factor {
                     parts.push(format!("target={}", c.target_factor));
                 }
+                if let Some(m) = c.mechanism {
+                    parts.push(format!("mech={}", m.name()));
+                }
                 "ts"
             }
             PolicySpec::TsBlock(c) => {
@@ -945,6 +956,9 @@ impl fmt::Display for PolicySpec {
                 }
                 if c.cost_ns != d.cost_ns {
                     parts.push(format!("cost={}", us(c.cost_ns)));
+                }
+                if let Some(m) = c.mechanism {
+                    parts.push(format!("mech={}", m.name()));
                 }
                 "concord"
             }
@@ -1060,6 +1074,12 @@ impl PolicySpec {
     /// policies that never preempt. The runtime pays its real mechanism instead.
     pub fn preemption_cost(&self) -> super::PreemptionCost {
         match *self {
+            PolicySpec::Ts(TsConfig {
+                mechanism: Some(m), ..
+            })
+            | PolicySpec::Concord(ConcordConfig {
+                mechanism: Some(m), ..
+            }) => m.cost(),
             PolicySpec::Ts(c) => super::PreemptionCost {
                 signal_ns: 0,
                 switch_ns: c.cost_ns,
@@ -1167,6 +1187,17 @@ mod tests {
             "concord:k=1,quantum=10",
             "ws",
             "ws:threshold=3",
+            "ts:sq,mech=posted",
+            "concord:mech=ci",
+            "synergy",
+            "synergy:qf=1",
+            "synergy:wqd=10,cqf=5",
+            "synergy:quantum=2,ws=off,wq=off,cp=off,qa=off",
+            "synergy:steal_busy=2,steal_min=4,batch=8,long=20,mech=signal",
+            "tq",
+            "tq:quantum=5,mech=uintr",
+            "darc-cp",
+            "darc-cp:samples=1000,quantum=2,mech=signal",
         ] {
             let spec: PolicySpec = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
             assert_eq!(spec.to_string(), s);
