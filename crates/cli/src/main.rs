@@ -262,7 +262,7 @@ pub struct PolicyPoint {
     #[command(flatten)]
     point: PointArgs,
     /// Policy, e.g. darc, c-fcfs, d-fcfs, fp, edf, darc-static:2, ts, ts:sq,
-    /// ts-block:4, concord, ws, synergy, synergy:qf=1,wqd=10,cqf=5, tq, darc-cp
+    /// ts-block:4, concord, ws, synergy, synergy:qf=1,wqd=10,cqf=5, tq
     /// (README lists every parameter).
     #[arg(long, default_value = "darc")]
     policy: String,

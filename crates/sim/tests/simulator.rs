@@ -497,3 +497,35 @@ fn work_stealing_sits_between_d_fcfs_and_c_fcfs_and_flows_decide_d_fcfs() {
     );
     assert!(ws_few < c * 3.0, "ws on 2 flows {ws_few} vs c-fcfs {c}");
 }
+
+#[test]
+fn synergy_reports_each_mechanism_and_the_ablation_switches_them_off() {
+    let w = Workload::resolve("extreme-bimodal").unwrap();
+    let run = |policy: &str| {
+        let spec: PolicySpec = policy.parse().unwrap();
+        let p = simulate_point(&w, &spec, &cfg(8, &w, 0.9, 100, 5)).unwrap();
+        assert_eq!(extra(&p, "stranded"), 0, "{policy}");
+        assert_eq!(
+            extra(&p, "generated_total"),
+            extra(&p, "completed_total") + extra(&p, "dropped_total"),
+            "{policy}"
+        );
+        p
+    };
+    let p = run("synergy:wqd=1,cqf=5");
+    let preempted = extra(&p, "preemptions");
+    assert!(preempted > 0, "never preempted");
+    assert!(extra(&p, "preemptions_avoided") > 0, "never renewed");
+    // Compiler interrupts land at once: every preemption passes through the
+    // wait queue.
+    assert_eq!(extra(&p, "wait_queue_passes"), preempted);
+    assert!(extra(&p, "steals") > 0, "never stole");
+    assert!(extra(&p, "congestion_episodes") > 0, "never congested");
+    // Each switch turns its counter off.
+    let p = run("synergy:ws=off,wq=off,cp=off,qa=off");
+    assert_eq!(extra(&p, "steals"), 0);
+    assert_eq!(extra(&p, "wait_queue_passes"), 0);
+    assert_eq!(extra(&p, "preemptions_avoided"), 0, "cp=off renews nothing");
+    assert_eq!(extra(&p, "congestion_episodes"), 0);
+    assert!(extra(&p, "preemptions") > 0);
+}

@@ -89,12 +89,10 @@ impl Darc {
             label,
             cfg,
             mode,
-            // Headroom: every worker may hand a preempted request back
-            // (`darc-cp`).
             queues: (0..n)
-                .map(|_| TypedQueue::new(ctx.queue_capacity, ctx.workers))
+                .map(|_| TypedQueue::new(ctx.queue_capacity, 0))
                 .collect(),
-            unknown: TypedQueue::new(ctx.queue_capacity, ctx.workers),
+            unknown: TypedQueue::new(ctx.queue_capacity, 0),
             queued: 0,
             free: WorkerSet::range(0, ctx.workers),
             spillway: WorkerSet::range(
@@ -152,17 +150,6 @@ impl Darc {
         d.known_mean_ns = means;
         d.refresh_type_workers();
         Ok(d)
-    }
-
-    /// A preempted request goes back to the head of its typed queue and its
-    /// worker is free (`darc-cp`).
-    pub(crate) fn requeue_preempted(&mut self, worker: WorkerId, req: Request) {
-        match self.queues.get_mut(req.type_id as usize) {
-            Some(q) => q.requeue_front(req),
-            None => self.unknown.requeue_front(req),
-        }
-        self.queued += 1;
-        self.free.insert(worker);
     }
 
     fn refresh_type_workers(&mut self) {

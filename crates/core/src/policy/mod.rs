@@ -19,12 +19,10 @@
 //! [`ws`] (per-worker queues fed by flow: d-FCFS, work stealing; the per-worker rules
 //! the runtime's decentralized executor applies), [`synergy`] (SYNERGY: feedback,
 //! conditional preemption, the wait queue), [`tq`] (Tiny Quanta: JSQ plus
-//! per-worker processor sharing), [`darc_cp`] (DARC with SYNERGY-style
-//! conditional preemption: this project's hybrid). [`spec`] parses policy names.
+//! per-worker processor sharing). [`spec`] parses policy names.
 
 pub mod concord;
 pub mod darc;
-pub mod darc_cp;
 pub mod edf;
 pub mod fcfs;
 pub mod spec;
@@ -321,7 +319,7 @@ pub struct TypeInfo {
 pub enum PolicyError {
     /// The name is not a policy.
     #[error(
-        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord, ws, synergy, tq, darc-cp)"
+        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord, ws, synergy, tq)"
     )]
     Unknown(String),
     /// A parameter is malformed or out of range.

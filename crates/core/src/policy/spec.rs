@@ -12,7 +12,6 @@ use std::str::FromStr;
 
 use super::concord::Concord;
 use super::darc::Darc;
-use super::darc_cp::{DarcCp, DarcCpConfig};
 use super::edf::Edf;
 use super::fcfs::CFcfs;
 use super::synergy::{Synergy, SynergyConfig};
@@ -262,9 +261,6 @@ pub enum PolicySpec {
     Synergy(SynergyConfig),
     /// Tiny Quanta: JSQ plus per-worker processor sharing.
     Tq(TqConfig),
-    /// DARC plus conditional preemption of longer groups' requests on
-    /// workers shorter groups may use.
-    DarcCp(DarcConfig, DarcCpConfig),
 }
 
 /// The valid values of a numeric policy parameter: `[lo, hi]`, or `(lo, hi]`
@@ -409,12 +405,6 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("synergy", BATCH),
     ("synergy", FEEDBACK_LONG),
     ("tq", QUANTUM),
-    ("darc-cp", QUANTUM),
-    ("darc-cp", DELTA),
-    ("darc-cp", SPILLWAY),
-    ("darc-cp", SAMPLES),
-    ("darc-cp", DELAY),
-    ("darc-cp", DEVIATION),
 ];
 
 /// A real parameter in `range`.
@@ -792,19 +782,6 @@ impl FromStr for PolicySpec {
                 }
                 Ok(PolicySpec::Synergy(synergy_params(s, &keyed)?))
             }
-            "darc-cp" => {
-                let mut cp = DarcCpConfig::default();
-                let mut rest = Vec::new();
-                for &(key, v) in &keyed {
-                    match key {
-                        "quantum" => cp.quantum_ns = micros(s, &QUANTUM, v)?,
-                        "mech" => cp.mechanism = mechanism(s, v)?,
-                        _ => rest.push((key, v)),
-                    }
-                }
-                let c = darc_params(s, DarcConfig::default(), &positional, &rest)?;
-                Ok(PolicySpec::DarcCp(c, cp))
-            }
             "tq" => {
                 if !positional.is_empty() {
                     return Err(bad(s, "parameters are key=value".into()));
@@ -972,17 +949,6 @@ impl fmt::Display for PolicySpec {
                 synergy_parts(c, &mut parts);
                 "synergy"
             }
-            PolicySpec::DarcCp(c, cp) => {
-                darc_parts(c, &DarcConfig::default(), &mut parts);
-                let d = DarcCpConfig::default();
-                if cp.quantum_ns != d.quantum_ns {
-                    parts.push(format!("quantum={}", us(cp.quantum_ns)));
-                }
-                if cp.mechanism != d.mechanism {
-                    parts.push(format!("mech={}", cp.mechanism.name()));
-                }
-                "darc-cp"
-            }
             PolicySpec::Tq(c) => {
                 let d = TqConfig::default();
                 if c.quantum_ns != d.quantum_ns {
@@ -1018,7 +984,6 @@ pub const POLICY_NAMES: &[&str] = &[
     "ws",
     "synergy",
     "tq",
-    "darc-cp",
 ];
 
 /// Splits a comma-separated list of policies whose parameters are themselves
@@ -1053,7 +1018,6 @@ impl PolicySpec {
                 | PolicySpec::Concord(_)
                 | PolicySpec::Synergy(_)
                 | PolicySpec::Tq(_)
-                | PolicySpec::DarcCp(..)
         )
     }
 
@@ -1063,7 +1027,6 @@ impl PolicySpec {
             PolicySpec::Ts(c) => Some(c.quantum_ns),
             PolicySpec::Concord(c) => Some(c.quantum_ns),
             PolicySpec::Tq(c) => Some(c.quantum_ns),
-            PolicySpec::DarcCp(_, cp) => Some(cp.quantum_ns),
             _ => None,
         }
     }
@@ -1094,7 +1057,6 @@ impl PolicySpec {
             },
             PolicySpec::Synergy(c) => c.mechanism.cost(),
             PolicySpec::Tq(c) => c.mechanism.cost(),
-            PolicySpec::DarcCp(_, cp) => cp.mechanism.cost(),
             _ => super::PreemptionCost::default(),
         }
     }
@@ -1133,18 +1095,14 @@ impl PolicySpec {
             PolicySpec::DarcStatic { reserved, delta } => {
                 Box::new(Darc::new_static(ctx, reserved, delta, name)?)
             }
-            PolicySpec::Darc(c) | PolicySpec::DarcPlus(c) | PolicySpec::DarcCp(c, _) => {
+            PolicySpec::Darc(c) | PolicySpec::DarcPlus(c) => {
                 if c.reservation.spillway > ctx.workers {
                     return Err(ctx_err(format!(
                         "{} spillway workers on {} workers",
                         c.reservation.spillway, ctx.workers
                     )));
                 }
-                let darc = Darc::new_dynamic(ctx, c, name.clone());
-                match *self {
-                    PolicySpec::DarcCp(_, cp) => Box::new(DarcCp::new(darc, ctx.workers, cp, name)),
-                    _ => Box::new(darc),
-                }
+                Box::new(Darc::new_dynamic(ctx, c, name))
             }
             PolicySpec::Ts(c) => Box::new(TimeSharing::new(ctx, c, name)?),
             PolicySpec::TsBlock(c) => Box::new(TsBlock::new(ctx, c, name)?),
@@ -1196,8 +1154,6 @@ mod tests {
             "synergy:steal_busy=2,steal_min=4,batch=8,long=20,mech=signal",
             "tq",
             "tq:quantum=5,mech=uintr",
-            "darc-cp",
-            "darc-cp:samples=1000,quantum=2,mech=signal",
         ] {
             let spec: PolicySpec = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
             assert_eq!(spec.to_string(), s);
