@@ -432,6 +432,11 @@ impl KvHandler {
         preempt: Preemption<'_>,
     ) -> Result<(), HandlerError> {
         let scan = Scan::parse(body)?;
+        // SYNERGY's feedback: a SCAN is the long request (the thesis's
+        // RocksDB and LevelDB apps call it around their SCAN loop); inert
+        // under other policies. The worker disarms the timer when the
+        // request ends, whichever way.
+        preempt.feedback_start();
         let mut read = ReadOptions::default();
         if !scan.end.is_empty() {
             read.set_iterate_upper_bound(scan.end);
@@ -481,6 +486,7 @@ impl KvHandler {
         }
         out[..4].copy_from_slice(&count.to_le_bytes());
         out[4..12].copy_from_slice(&digest.to_le_bytes());
+        preempt.feedback_finished();
         Ok(())
     }
 }

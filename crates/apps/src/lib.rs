@@ -214,6 +214,16 @@ pub trait Service: Send + Sync + Debug {
     /// The handler of worker `worker` (its own state; shared state behind an
     /// `Arc`).
     fn handler(&self, worker: usize) -> Box<dyn Handler>;
+    /// The handler of worker `worker` under a policy driven by application
+    /// feedback (SYNERGY) whose long threshold is `long_ns`: the synthetic
+    /// application declares requests asking for at least that much service
+    /// long (`feedback_start()`); applications that recognise their long
+    /// requests themselves (kv's SCAN, TPC-C's Delivery and StockLevel)
+    /// ignore it (the default).
+    fn handler_with_feedback(&self, worker: usize, long_ns: u64) -> Box<dyn Handler> {
+        let _ = long_ns;
+        self.handler(worker)
+    }
     /// What is being served, for humans (e.g. the database's path and size).
     fn describe(&self) -> String;
     /// Once serving is over: the application's own check of its state, for

@@ -58,6 +58,13 @@ impl Service for SpinService {
         ))
     }
 
+    fn handler_with_feedback(&self, _worker: usize, long_ns: u64) -> Box<dyn Handler> {
+        Box::new(
+            SpinHandler::with_cap(self.spinner, self.config.max_service_ns)
+                .with_feedback_threshold(long_ns),
+        )
+    }
+
     fn describe(&self) -> String {
         format!(
             "spin (requests may ask for at most {} ns)",

@@ -508,6 +508,34 @@ pub fn point_work(
     Ok(n)
 }
 
+/// The shortest quantum the real runtime honours: requests reach a
+/// preemption point every [`psp_runtime::handler::DEFAULT_SPIN_POINT_NS`]
+/// (the synthetic application's), so a shorter slice would only be a
+/// slice of that length.
+pub const MIN_RUNTIME_QUANTUM_NS: u64 = psp_runtime::handler::DEFAULT_SPIN_POINT_NS;
+
+/// Checks that the runtime can honour `spec`'s quantum (Tiny Quanta's slice,
+/// SYNERGY's fixed quantum when its dynamic quantum is off, a time-sharing
+/// quantum): at least [`MIN_RUNTIME_QUANTUM_NS`].
+///
+/// # Errors
+/// A shorter quantum.
+pub fn runtime_quantum(spec: &PolicySpec) -> Result<()> {
+    let q = match spec {
+        PolicySpec::Synergy(c) if !c.adaptive => Some(c.quantum_ns),
+        _ => spec.quantum_ns(),
+    };
+    if let Some(q) = q.filter(|&q| q < MIN_RUNTIME_QUANTUM_NS) {
+        bail!(
+            "policy '{spec}': a {}us quantum is shorter than the runtime can honour (requests reach a preemption point every {}us); use quantum >= {}",
+            q as f64 / 1e3,
+            MIN_RUNTIME_QUANTUM_NS as f64 / 1e3,
+            MIN_RUNTIME_QUANTUM_NS as f64 / 1e3
+        );
+    }
+    Ok(())
+}
+
 /// Request slots a point preallocates: at most [`MAX_SLOTS`].
 ///
 /// # Errors

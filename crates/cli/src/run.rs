@@ -117,6 +117,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         sim_cfg.rate_rps,
         sim_cfg.duration_ns,
     )?;
+    limits::runtime_quantum(&spec)?;
     // Generated requests are trusted: the spin application takes any length.
     let app = a.app.config(&workload, u64::MAX)?;
     let stats = match &a.stats_interval {
@@ -150,6 +151,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&point)?);
     } else {
         print!("{}", report::point_table(&point));
+        if let Some(line) = executor_counters(&point) {
+            println!("{line}");
+        }
         if let Some(p) = &prediction {
             println!("\nsimulator's prediction for the same point:");
             print!("{}", report::point_table(p));
@@ -169,6 +173,26 @@ pub fn run(a: RunArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// SYNERGY's or Tiny Quanta's counters from a measured point's extras, as
+/// one line for the text report (`None` for other executors).
+fn executor_counters(point: &PointResult) -> Option<String> {
+    let e = &point.extra;
+    let executor = e.get("executor")?.as_str()?;
+    let n = |k: &str| e.get(k).map_or_else(|| "-".to_string(), |v| v.to_string());
+    Some(format!(
+        "{executor} counters: preemptions {} (per worker {}), preemptions avoided {} (per worker {}), steals {} (per worker {}), wait-queue passes {}, congestion episodes {}, wait-queue full {}",
+        n("preemptions"),
+        n("preemptions_per_worker"),
+        n("preemptions_avoided"),
+        n("preemptions_avoided_per_worker"),
+        n("steals_total"),
+        n("steals_per_worker"),
+        n("wait_queue_passes"),
+        n("congestion_episodes"),
+        n("wait_queue_full"),
+    ))
 }
 
 /// How far a measurement is from the simulator's prediction of the same
@@ -240,6 +264,11 @@ pub fn measure(
     };
     let names = type_names(workload);
     let service = app.start(&names)?;
+    // SYNERGY's synthetic application declares long requests from `long`.
+    let feedback_ns = match spec {
+        PolicySpec::Synergy(c) => Some(c.long_ns),
+        _ => None,
+    };
     let encoder = app.encoder(&names, sim_cfg.seed ^ 0xb0d1)?;
     let arrivals = Arrivals::new(
         workload,
@@ -259,7 +288,10 @@ pub fn measure(
         encoder,
         classifier,
         warmup_ns,
-        |i| service.handler(i),
+        |i| match feedback_ns {
+            Some(long_ns) => service.handler_with_feedback(i, long_ns),
+            None => service.handler(i),
+        },
     )?;
     let d = &report.dispatcher;
     let mut extra = serde_json::Map::new();
@@ -311,7 +343,32 @@ pub fn measure(
         json!(report.steals_per_worker.iter().sum::<u64>()),
     );
     extra.insert("steals_per_worker".into(), json!(report.steals_per_worker));
-    extra.insert("preemptions".into(), json!(d.policy_stats.preemptions));
+    match &report.local {
+        Some(l) => {
+            let sum = |v: &[u64]| v.iter().sum::<u64>();
+            extra.insert("executor".into(), json!(l.executor));
+            extra.insert("preemptions".into(), json!(sum(&l.preemptions)));
+            extra.insert("preemptions_per_worker".into(), json!(l.preemptions));
+            extra.insert(
+                "preemptions_avoided".into(),
+                json!(sum(&l.preemptions_avoided)),
+            );
+            extra.insert(
+                "preemptions_avoided_per_worker".into(),
+                json!(l.preemptions_avoided),
+            );
+            extra.insert("wait_queue_passes".into(), json!(sum(&l.wait_queue_passes)));
+            extra.insert(
+                "wait_queue_passes_per_worker".into(),
+                json!(l.wait_queue_passes),
+            );
+            extra.insert("congestion_episodes".into(), json!(l.congestion_episodes));
+            extra.insert("wait_queue_full".into(), json!(l.wait_queue_full));
+        }
+        None => {
+            extra.insert("preemptions".into(), json!(d.policy_stats.preemptions));
+        }
+    }
     extra.insert("abandoned_workers".into(), json!(report.abandoned_workers));
     extra.insert("pinned".into(), json!(report.pinned));
     extra.insert("idle".into(), json!(format!("{:?}", opts.idle)));

@@ -93,6 +93,7 @@ impl Loopback {
             stats: None,
             workers_park,
             worker_queues: None,
+            local: None,
         });
         Self {
             core,

@@ -36,10 +36,12 @@ use rtrb::{Consumer, Producer};
 use crate::clock::Clock;
 use crate::control::RunControl;
 use crate::idle::Wakeup;
+use crate::local::LocalQueues;
 use crate::preempt::QuantumMonitor;
 use crate::snapshot::{PUBLISH_INTERVAL, SnapshotPublisher};
 use crate::worker::{Done, Job};
 use crate::worker_queues::WorkerQueues;
+use psp_core::policy::CongestionDetector;
 
 /// Requests admitted per pass at most, so completions are never starved.
 pub const ARRIVAL_BATCH: usize = 64;
@@ -183,6 +185,9 @@ pub struct CoreParts {
     pub workers_park: bool,
     /// For a decentralized policy: the worker queues admitted requests go to.
     pub worker_queues: Option<Arc<WorkerQueues>>,
+    /// For SYNERGY and Tiny Quanta: their queues (admitted requests go to
+    /// them; the dispatcher thread is SYNERGY's timer).
+    pub local: Option<Arc<LocalQueues>>,
 }
 
 /// Per-type counters of the live statistics and snapshots. Unlike
@@ -247,6 +252,10 @@ pub struct DispatchCore {
     /// are all worth a look while requests are in flight.
     worker_queues: Option<Arc<WorkerQueues>>,
     all_workers: WorkerSet,
+    /// For SYNERGY and Tiny Quanta: their queues, and SYNERGY's congestion
+    /// detector (this thread is its timer).
+    local: Option<Arc<LocalQueues>>,
+    detector: CongestionDetector,
 }
 
 impl DispatchCore {
@@ -265,6 +274,13 @@ impl DispatchCore {
             },
             quanta: parts.quanta,
             worker_queues: parts.worker_queues,
+            detector: CongestionDetector::new(match parts.local.as_ref().map(|l| l.mode()) {
+                Some(crate::local::LocalMode::Synergy(r)) if r.config().wait_queue => {
+                    r.config().wqd_ns
+                }
+                _ => 0,
+            }),
+            local: parts.local,
             all_workers: WorkerSet::range(0, n_workers),
             policy: parts.policy,
             jobs: parts.jobs,
@@ -324,9 +340,10 @@ impl DispatchCore {
     /// Requests waiting for a worker: in the policy's queues, or in the
     /// worker queues of the decentralized executor.
     pub fn queued(&self) -> usize {
-        match &self.worker_queues {
-            Some(q) => q.len(),
-            None => self.policy.queued(),
+        match (&self.worker_queues, &self.local) {
+            (Some(q), _) => q.len(),
+            (None, Some(l)) => l.len(),
+            (None, None) => self.policy.queued(),
         }
     }
 
@@ -389,8 +406,16 @@ impl DispatchCore {
         if let Some(s) = self.served_ns.get_mut(token as usize) {
             *s = 0;
         }
-        let taken = match self.worker_queues.as_deref() {
-            Some(q) => {
+        let taken = match (self.worker_queues.as_deref(), self.local.as_deref()) {
+            (None, Some(l)) => {
+                let steered = l.admit(slot.req.flow, slot.job()).is_ok();
+                if steered {
+                    // Any worker may complete a job from now on.
+                    self.busy = self.all_workers;
+                }
+                steered
+            }
+            (Some(q), _) => {
                 let steered = steer(q, &slot, &self.workers, self.workers_park);
                 if steered {
                     // Any worker may complete a job from now on.
@@ -398,7 +423,7 @@ impl DispatchCore {
                 }
                 steered
             }
-            None => self.policy.on_arrival(slot.req, now).is_ok(),
+            (None, None) => self.policy.on_arrival(slot.req, now).is_ok(),
         };
         if taken {
             self.in_flight += 1;
@@ -416,6 +441,7 @@ impl DispatchCore {
     #[inline]
     pub fn complete(&mut self, now: u64) -> bool {
         let mut worked = false;
+        let decentralized = self.worker_queues.is_some() || self.local.is_some();
         // Only workers holding a job can complete one: with mostly idle workers
         // this skips most rings (each look is a cache line another core writes).
         for w in self.busy.iter() {
@@ -424,7 +450,7 @@ impl DispatchCore {
                 worked = true;
                 // The decentralized executor hands no job to a worker: every
                 // ring stays in view while requests are in flight.
-                if self.worker_queues.is_none() {
+                if !decentralized {
                     self.outstanding[w as usize] -= 1;
                     if self.outstanding[w as usize] == 0 {
                         self.busy.remove(w);
@@ -464,12 +490,12 @@ impl DispatchCore {
                     (true, false) => self.recorder.record_error(t),
                 }
                 self.free.push(d.token);
-                if self.worker_queues.is_none() {
+                if !decentralized {
                     self.policy.on_completion(w, &slot.req, service_ns, now);
                 }
             }
         }
-        if self.in_flight == 0 && self.worker_queues.is_some() {
+        if self.in_flight == 0 && decentralized {
             self.busy = WorkerSet::EMPTY;
         }
         worked
@@ -531,6 +557,9 @@ impl DispatchCore {
     /// (preemptive policies), so that an idle dispatcher wakes for it.
     #[inline]
     pub fn next_quantum_end(&self) -> Option<u64> {
+        if let Some(l) = &self.local {
+            return l.next_deadline();
+        }
         self.quanta.as_ref()?.next_check(self.busy)
     }
 
@@ -553,6 +582,9 @@ impl DispatchCore {
         {
             self.policy.on_tick(now);
             self.next_tick = now.saturating_add(tick);
+        }
+        if let Some(l) = &self.local {
+            l.timer_pass(now, &mut self.detector);
         }
         if let Some(q) = self.quanta.as_mut() {
             let policy = &mut self.policy;

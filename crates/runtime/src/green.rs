@@ -109,7 +109,7 @@ use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use psp_core::TypeId;
 
-use crate::clock::{self, Spinner};
+use crate::clock::{self, Clock, Spinner};
 use crate::handler::{Handler, HandlerError, RequestContext};
 
 /// Default bytes of a fiber stack (usable, without the guard page).
@@ -476,6 +476,109 @@ impl PreemptFlag {
     }
 }
 
+/// A worker's application-feedback cell and SYNERGY timer: written by the
+/// request running on the worker (`feedback_start()` arms it) and by the
+/// worker between segments; read, renewed or claimed by the timer thread.
+/// One per worker, alone on its cache lines.
+#[derive(Debug)]
+pub struct Feedback {
+    /// The armed quantum's end on the run's clock (0: disarmed).
+    deadline_ns: CachePadded<AtomicU64>,
+    /// The quantum `feedback_start()` arms with (set by the worker before
+    /// each segment; the timer renews by it).
+    quantum_ns: AtomicU64,
+    /// The running request declared itself long.
+    long: AtomicBool,
+    clock: Clock,
+}
+
+impl Feedback {
+    /// A disarmed cell on `clock`.
+    pub fn new(clock: Clock) -> Self {
+        Self {
+            deadline_ns: CachePadded::new(AtomicU64::new(0)),
+            quantum_ns: AtomicU64::new(0),
+            long: AtomicBool::new(false),
+            clock,
+        }
+    }
+
+    /// The worker begins a segment with quantum `quantum_ns`: a resumed long
+    /// request (`long`) is re-armed at once, a new one starts short.
+    #[inline]
+    pub fn begin(&self, long: bool, quantum_ns: u64) {
+        self.quantum_ns.store(quantum_ns, Ordering::Relaxed);
+        self.long.store(long, Ordering::Relaxed);
+        let d = if long {
+            self.clock.now_ns().saturating_add(quantum_ns).max(1)
+        } else {
+            0
+        };
+        self.deadline_ns.store(d, Ordering::Release);
+    }
+
+    /// The segment ended: disarms; returns whether the request was long.
+    #[inline]
+    pub fn end(&self) -> bool {
+        self.deadline_ns.store(0, Ordering::Release);
+        self.long.load(Ordering::Relaxed)
+    }
+
+    /// `feedback_start()`: the request is long; its quantum starts now.
+    #[inline]
+    pub fn start(&self) {
+        self.long.store(true, Ordering::Relaxed);
+        let d = self
+            .clock
+            .now_ns()
+            .saturating_add(self.quantum_ns.load(Ordering::Relaxed))
+            .max(1);
+        self.deadline_ns.store(d, Ordering::Release);
+    }
+
+    /// `feedback_finished()`: disarms (the request stays long).
+    #[inline]
+    pub fn finished(&self) {
+        self.deadline_ns.store(0, Ordering::Release);
+    }
+
+    /// Whether the running request declared itself long.
+    #[inline]
+    pub fn is_long(&self) -> bool {
+        self.long.load(Ordering::Relaxed)
+    }
+
+    /// The armed deadline (0: disarmed): a worker "running long".
+    #[inline]
+    pub fn deadline_ns(&self) -> u64 {
+        self.deadline_ns.load(Ordering::Acquire)
+    }
+
+    /// The quantum of the running segment.
+    #[inline]
+    pub fn quantum_ns(&self) -> u64 {
+        self.quantum_ns.load(Ordering::Relaxed)
+    }
+
+    /// The timer takes the expired deadline `seen` to preempt: `false` when
+    /// the worker disarmed or re-armed it meanwhile.
+    #[inline]
+    pub fn claim(&self, seen: u64) -> bool {
+        self.deadline_ns
+            .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The timer renews the expired deadline `seen` to `next` (conditional
+    /// preemption): `false` when the worker disarmed or re-armed it meanwhile.
+    #[inline]
+    pub fn renew(&self, seen: u64, next: u64) -> bool {
+        self.deadline_ns
+            .compare_exchange(seen, next.max(1), Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
 /// The flag a suspended (or unwinding) fiber's points read: never raised.
 static NEVER_RAISED: PreemptFlag = PreemptFlag::new();
 
@@ -486,6 +589,7 @@ pub struct RunLimits<'a> {
     flag: &'a PreemptFlag,
     deadline_ticks: u64,
     clock_every: u32,
+    feedback: Option<&'a Feedback>,
 }
 
 impl<'a> RunLimits<'a> {
@@ -496,6 +600,18 @@ impl<'a> RunLimits<'a> {
             flag,
             deadline_ticks: u64::MAX,
             clock_every: DEFAULT_CLOCK_EVERY,
+            feedback: None,
+        }
+    }
+
+    /// Gives the request the resuming worker's application-feedback cell
+    /// (SYNERGY): its `feedback_start()` arms that worker's timer, and a
+    /// raised flag preempts it only once it declared itself long (a raise
+    /// meant for an earlier long request never cuts a short one).
+    pub fn with_feedback(self, feedback: &'a Feedback) -> Self {
+        Self {
+            feedback: Some(feedback),
+            ..self
         }
     }
 
@@ -548,6 +664,9 @@ struct Run {
     flag: *const PreemptFlag,
     deadline_ticks: u64,
     clock_every: u32,
+    /// The resuming worker's feedback cell (null: none); valid while this
+    /// resume runs.
+    feedback: *const Feedback,
 }
 
 impl Run {
@@ -556,6 +675,7 @@ impl Run {
             flag: limits.flag,
             deadline_ticks: limits.deadline_ticks,
             clock_every: limits.clock_every,
+            feedback: limits.feedback.map_or(std::ptr::null(), |f| f as *const _),
         }
     }
 }
@@ -567,6 +687,9 @@ struct FiberCx<'y> {
     /// The running worker's flag while running; [`NEVER_RAISED`] while
     /// suspended or unwinding.
     flag: Cell<*const PreemptFlag>,
+    /// The running worker's feedback cell while running (null: none, and
+    /// while suspended or unwinding).
+    feedback: Cell<*const Feedback>,
     deadline_ticks: Cell<u64>,
     clock_every: Cell<u32>,
     /// Points left until the next clock read (>= 1 between points).
@@ -583,6 +706,7 @@ impl<'y> FiberCx<'y> {
         let cx = Self {
             yielder,
             flag: Cell::new(&NEVER_RAISED),
+            feedback: Cell::new(std::ptr::null()),
             deadline_ticks: Cell::new(u64::MAX),
             clock_every: Cell::new(DEFAULT_CLOCK_EVERY),
             countdown: Cell::new(DEFAULT_CLOCK_EVERY),
@@ -598,6 +722,7 @@ impl<'y> FiberCx<'y> {
     #[inline]
     fn enter(&self, run: Run) {
         self.flag.set(run.flag);
+        self.feedback.set(run.feedback);
         self.deadline_ticks.set(run.deadline_ticks);
         self.clock_every.set(run.clock_every);
         self.countdown.set(run.clock_every);
@@ -610,6 +735,15 @@ impl<'y> FiberCx<'y> {
         // `NEVER_RAISED` before each suspension, and this code runs only
         // inside a `resume` (or the drop's unwinding, after that reset).
         unsafe { &*self.flag.get() }
+    }
+
+    #[inline]
+    fn feedback(&self) -> Option<&Feedback> {
+        // SAFETY: `feedback` is null or the cell of the `RunLimits` that the
+        // running `resume` borrows: it is reset to null before each
+        // suspension, and this code runs only inside a `resume` (or the
+        // drop's unwinding, after that reset).
+        unsafe { self.feedback.get().as_ref() }
     }
 
     /// The point's fast path: one counter, one relaxed load, one branch.
@@ -633,7 +767,10 @@ impl<'y> FiberCx<'y> {
     #[inline(never)]
     fn point_slow(&self) -> Option<Cause> {
         let mut cause = self.pending.take();
-        if self.flag().take() {
+        // With a feedback cell, only a request that declared itself long is
+        // preempted by the flag: a raise that lands after the long request it
+        // was meant for finished is dropped by the short one running now.
+        if self.flag().take() && self.feedback().is_none_or(Feedback::is_long) {
             cause = cause.or(Some(Cause::Flag));
         }
         if self.countdown.get() == 0 {
@@ -658,6 +795,7 @@ impl<'y> FiberCx<'y> {
             return;
         }
         self.flag.set(&NEVER_RAISED);
+        self.feedback.set(std::ptr::null());
         self.deadline_ticks.set(u64::MAX);
         let run = self.yielder.suspend(cause);
         self.yields.set(self.yields.get() + 1);
@@ -731,6 +869,26 @@ impl<'a> Preemption<'a> {
             cx.guards.set(cx.guards.get() + 1);
         }
         NoPreempt { cx: self.cx }
+    }
+
+    /// The application recognised a long request (SYNERGY's
+    /// `feedback_start()`): marks it long and arms the running worker's
+    /// timer. Does nothing off a fiber or without a feedback cell.
+    #[inline]
+    pub fn feedback_start(self) {
+        if let Some(f) = self.cx.and_then(FiberCx::feedback) {
+            f.start();
+        }
+    }
+
+    /// The long part is over (`feedback_finished()`): disarms the running
+    /// worker's timer (the request stays long). Does nothing off a fiber or
+    /// without a feedback cell.
+    #[inline]
+    pub fn feedback_finished(self) {
+        if let Some(f) = self.cx.and_then(FiberCx::feedback) {
+            f.finished();
+        }
     }
 
     /// Times this request yielded so far (0 off a fiber).

@@ -70,6 +70,22 @@ impl<'a> RequestContext<'a> {
         self.preempt.point();
     }
 
+    /// SYNERGY's `feedback_start()`: the application recognised a long
+    /// request. From now on the request may be preempted: its worker's timer
+    /// is armed with the worker's quantum. Inert unless the request runs on a
+    /// green thread of the SYNERGY executor.
+    #[inline]
+    pub fn feedback_start(&self) {
+        self.preempt.feedback_start();
+    }
+
+    /// SYNERGY's `feedback_finished()`: the long part is over (the timer is
+    /// disarmed). Inert outside the SYNERGY executor.
+    #[inline]
+    pub fn feedback_finished(&self) {
+        self.preempt.feedback_finished();
+    }
+
     /// Defers preemption until the guard drops ([`Preemption::no_preempt`]).
     #[inline]
     pub fn no_preempt(&self) -> NoPreempt<'a> {
@@ -164,12 +180,14 @@ pub const DEFAULT_SPIN_POINT_NS: u64 = 1_000;
 /// Busy-spins for the service time in the payload (at most its cap); responds
 /// with the 8-byte service time it spun. On a green thread it reaches a
 /// preemption point every [`DEFAULT_SPIN_POINT_NS`] (configurable) of
-/// spinning, and time spent suspended does not count as spun.
+/// spinning, and time spent suspended does not count as spun. With a
+/// feedback threshold it declares requests at least that long to SYNERGY.
 #[derive(Debug, Clone, Copy)]
 pub struct SpinHandler {
     spinner: Spinner,
     max_ns: u64,
     point_every_ns: u64,
+    feedback_ns: u64,
 }
 
 impl SpinHandler {
@@ -186,6 +204,17 @@ impl SpinHandler {
             spinner,
             max_ns,
             point_every_ns: DEFAULT_SPIN_POINT_NS,
+            feedback_ns: u64::MAX,
+        }
+    }
+
+    /// Calls `feedback_start()` before spinning (and `feedback_finished()`
+    /// after) when the requested service time is at least `ns` (SYNERGY's
+    /// synthetic application: 10 µs); `u64::MAX` (the default): never.
+    pub fn with_feedback_threshold(self, ns: u64) -> Self {
+        Self {
+            feedback_ns: ns,
+            ..self
         }
     }
 
@@ -209,6 +238,10 @@ impl Handler for SpinHandler {
             return Err(HandlerError::Failed("service time above the server's cap"));
         }
         let p = ctx.preempt;
+        let long = ns >= self.feedback_ns;
+        if long {
+            p.feedback_start();
+        }
         if p.is_active() && self.point_every_ns > 0 {
             self.spinner.spin_ns_in_steps(ns, self.point_every_ns, || {
                 let before = p.yields();
@@ -217,6 +250,9 @@ impl Handler for SpinHandler {
             });
         } else {
             self.spinner.spin_ns(ns);
+        }
+        if long {
+            p.feedback_finished();
         }
         ctx.response.extend_from_slice(&ns.to_le_bytes());
         Ok(())

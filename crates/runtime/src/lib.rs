@@ -21,13 +21,18 @@
 //! - [`clock`]: the shared monotonic clock and the calibrated spin.
 //! - [`worker_queues`]: the decentralized executor's per-worker queues, fed
 //!   by flow and drained by their workers and thieves (`d-fcfs`, `ws`).
+//! - [`local`]: SYNERGY's and Tiny Quanta's executors: per-worker queues
+//!   the workers pick from themselves, requests on green threads, SYNERGY's
+//!   feedback-armed timer, wait queue and stealing, Tiny Quanta's local
+//!   yields.
 //! - [`runtime`]: threads, rings, pinning, start and shutdown.
 //! - [`snapshot`]: the live metrics the dispatcher publishes for an exporter
 //!   on another thread (a triple buffer: no lock, no allocation).
 //!
 //! The runtime runs centralized policies (c-FCFS, FP, EDF, DARC-static, DARC),
 //! preemptive ones on green threads (`ts`, `ts-block`, `concord`), and
-//! decentralized ones on per-worker queues (`d-fcfs`, `ws`).
+//! decentralized ones on per-worker queues (`d-fcfs`, `ws`), and SYNERGY
+//! (`synergy`) and Tiny Quanta (`tq`) on per-worker queues with green threads.
 
 pub mod clock;
 // Under `--cfg loom` only the wake-up protocol is built (over loom's primitives,
@@ -41,6 +46,8 @@ pub mod generator;
 pub mod green;
 pub mod handler;
 pub mod idle;
+#[cfg(not(loom))]
+pub mod local;
 pub mod pool;
 #[cfg(not(loom))]
 pub mod preempt;
@@ -64,13 +71,15 @@ pub use dispatcher::{
 #[cfg(not(loom))]
 pub use generator::Generator;
 pub use green::{
-    Cause, NoPreempt, PreemptFlag, Preemption, RequestFiber, RequestSlot, Resumed, RunLimits,
-    Served, StackPool, StackPoolConfig,
+    Cause, Feedback, NoPreempt, PreemptFlag, Preemption, RequestFiber, RequestSlot, Resumed,
+    RunLimits, Served, StackPool, StackPoolConfig,
 };
 pub use handler::{
     BodyEncoder, Handler, HandlerError, RequestContext, SpinHandler, SyntheticEncoder,
 };
 pub use idle::IdleStrategy;
+#[cfg(not(loom))]
+pub use local::{LocalMode, LocalQueues, LocalStats};
 #[cfg(not(loom))]
 pub use runtime::{RunReport, RuntimeConfig, RuntimeError, max_in_flight, run, start};
 #[cfg(not(loom))]

@@ -19,6 +19,7 @@ use crate::generator::Generator;
 use crate::green::{PreemptFlag, RequestSlot, StackPool, StackPoolConfig};
 use crate::handler::{BodyEncoder, Handler};
 use crate::idle::{IdleStrategy, Wakeup};
+use crate::local::{LocalMode, LocalQueues, LocalStats};
 use crate::preempt::{GreenWorker, HandlerFiber, QuantumMonitor, SegmentClock, SuspendedFibers};
 use crate::worker::{Done, Inbox, Job, JobIo, WorkerThread};
 use crate::worker_queues::WorkerQueues;
@@ -99,6 +100,9 @@ pub struct RunReport<R = DispatcherReport> {
     /// Workers still inside their handler after the drain deadline and a short
     /// grace: left running (they answer nothing more), not joined.
     pub abandoned_workers: Vec<usize>,
+    /// SYNERGY's or Tiny Quanta's counters (preemptions, renewals, steals,
+    /// wait-queue passes, congestion episodes), for those executors.
+    pub local: Option<LocalStats>,
     /// Whether threads were pinned.
     pub pinned: bool,
     /// Wall time of the run.
@@ -369,6 +373,19 @@ where
     // A preemptive policy's requests run on fibers: shared stacks, request
     // slots (a handler instance each) and parked fibers, a flag and a segment
     // clock per worker.
+    // The run's one clock: arrivals, receive times and completions all read it.
+    let clock = Clock::new();
+    let local_mode = match (policy.synergy_rules(), spec) {
+        (Some(rules), _) => Some(LocalMode::Synergy(rules)),
+        (None, PolicySpec::Tq(c)) => {
+            let spinner = crate::clock::Spinner::calibrate(Duration::from_millis(10));
+            Some(LocalMode::Tq {
+                quantum_ns: c.quantum_ns,
+                quantum_ticks: spinner.ns_to_ticks(c.quantum_ns).max(1),
+            })
+        }
+        _ => None,
+    };
     let green = if spec.needs_preemption() {
         if worker_queues.is_some() {
             return Err(RuntimeError::Unsupported(format!(
@@ -384,8 +401,18 @@ where
     } else {
         None
     };
-    // The run's one clock: arrivals, receive times and completions all read it.
-    let clock = Clock::new();
+    // SYNERGY and Tiny Quanta: workers pick from their own queues and preempt
+    // on green threads (crate::local).
+    let local = match (local_mode, &green) {
+        (Some(mode), Some(g)) => Some(Arc::new(LocalQueues::new(
+            mode,
+            g.flags.clone(),
+            max_in_flight,
+            cfg.queue_capacity,
+            clock,
+        ))),
+        _ => None,
+    };
     let control = Arc::new(RunControl::new(cfg.workers));
     // At most one job is outstanding per worker (policies dispatch only to free
     // workers); a little slack costs nothing.
@@ -394,7 +421,11 @@ where
     // Workers of the decentralized executor complete jobs back to back,
     // without waiting for the dispatcher: their completion rings get room for
     // a burst (a full ring only makes the worker wait for the next pass).
-    let done_capacity = if worker_queues.is_some() { 256 } else { 4 };
+    let done_capacity = if worker_queues.is_some() || local.is_some() {
+        256
+    } else {
+        4
+    };
     for _ in 0..cfg.workers {
         // Room for the policy's worker-local queue too (Concord's JBSQ).
         let (p, c) = rtrb::RingBuffer::<Job>::new(4 + policy.local_queue_depth());
@@ -406,7 +437,10 @@ where
     }
     let started = Instant::now();
     let parts = CoreParts {
-        quanta: green.as_ref().map(GreenSetup::monitor),
+        quanta: green
+            .as_ref()
+            .filter(|_| local.is_none())
+            .map(GreenSetup::monitor),
         policy,
         jobs: job_tx,
         done: done_rx,
@@ -417,6 +451,7 @@ where
         stats: cfg.stats,
         workers_park: matches!(cfg.idle, IdleStrategy::SpinPark { .. }),
         worker_queues: worker_queues.clone(),
+        local: local.clone(),
     };
     let spawn_err = |e: std::io::Error| RuntimeError::Thread(e.to_string());
 
@@ -428,9 +463,10 @@ where
         let (tx, rx) = mpsc::channel::<(Arc<Wakeup>, Arc<Wakeup>)>();
         let (handler, io) = make_worker(i);
         let green_worker = green.as_ref().map(|g| g.worker(i));
-        let jobs = match &worker_queues {
-            Some(q) => Inbox::Queues(q.clone()),
-            None => Inbox::Ring(jobs),
+        let jobs = match (&worker_queues, &local) {
+            (Some(q), _) => Inbox::Queues(q.clone()),
+            (None, Some(l)) => Inbox::Local(l.clone()),
+            (None, None) => Inbox::Ring(jobs),
         };
         let core = cores.as_ref().and_then(|c| c[i + 1]);
         let (control, idle) = (control.clone(), cfg.idle);
@@ -475,6 +511,9 @@ where
         }
     }
     let worker_wakes: Vec<Arc<Wakeup>> = w_starts.iter().map(|(_, w)| w.clone()).collect();
+    if let Some(l) = &local {
+        l.set_wakeups(&worker_wakes);
+    }
 
     let dispatched = std::thread::scope(|scope| -> Result<_, RuntimeError> {
         // The dispatcher waits for its own and the workers' wake-up handles.
@@ -536,7 +575,11 @@ where
         }
     }
     let served = (0..cfg.workers).map(|w| control.served(w)).collect();
-    let steals = (0..cfg.workers).map(|w| control.stolen(w)).collect();
+    let local_stats = local.as_ref().map(|l| l.stats());
+    let steals = match &local_stats {
+        Some(l) => l.steals.clone(),
+        None => (0..cfg.workers).map(|w| control.stolen(w)).collect(),
+    };
 
     let (report, end) = match dispatched? {
         Err(p) => {
@@ -559,6 +602,7 @@ where
         served_per_worker: served,
         steals_per_worker: steals,
         abandoned_workers: abandoned,
+        local: local_stats,
         pinned: cores.is_some(),
         wall: started.elapsed(),
     })

@@ -16,14 +16,17 @@ use std::time::Duration;
 use psp_core::TypeId;
 use rtrb::{Consumer, Producer};
 
+use crate::clock;
 use crate::clock::Clock;
 use crate::control::RunControl;
-use crate::green::{RequestFiber, Resumed, RunLimits};
+use crate::green::{Cause, RequestFiber, Resumed, RunLimits};
 use crate::handler::{Handler, HandlerError, RequestContext};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
+use crate::local::{LocalMode, LocalQueues, short_average};
 use crate::pool::{GeneratedBody, TokenPool};
-use crate::preempt::GreenWorker;
+use crate::preempt::{GreenWorker, HandlerFiber};
 use crate::worker_queues::WorkerQueues;
+use psp_core::policy::ShortAverage;
 
 /// How long a worker polls, instead of idling, for the dispatcher to take its
 /// last completion: the dispatcher's answer (often the worker's next job)
@@ -162,6 +165,9 @@ pub enum Inbox {
     /// The decentralized executor's worker queues: this worker's own, and
     /// those it may steal from.
     Queues(Arc<WorkerQueues>),
+    /// SYNERGY's or Tiny Quanta's queues ([`crate::local`]): the worker
+    /// picks its requests itself and preempts them on green threads.
+    Local(Arc<LocalQueues>),
 }
 
 impl Inbox {
@@ -171,6 +177,7 @@ impl Inbox {
         match self {
             Inbox::Ring(ring) => ring.pop().ok().map(|job| (job, false)),
             Inbox::Queues(q) => q.take(me as psp_core::WorkerId),
+            Inbox::Local(q) => q.take(me).map(|job| (job, false)),
         }
     }
 
@@ -180,6 +187,7 @@ impl Inbox {
         match self {
             Inbox::Ring(ring) => !ring.is_empty(),
             Inbox::Queues(q) => q.has_work_for(me as psp_core::WorkerId),
+            Inbox::Local(q) => q.has_work_for(me),
         }
     }
 }
@@ -235,6 +243,10 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
             control: &control,
             dispatcher: &dispatcher,
         };
+        if let Inbox::Local(q) = &self.jobs {
+            let q = q.clone();
+            return self.run_local(me, &q);
+        }
         let mut idler = Idler::new(self.idle);
         let mut response = Vec::with_capacity(4096);
         let done_capacity = self.done.buffer().capacity();
@@ -320,6 +332,156 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
                         jobs.has_job(index) || control.stopping()
                     });
                 }
+            }
+        }
+    }
+
+    /// The worker loop of SYNERGY and Tiny Quanta ([`crate::local`]): takes
+    /// its next job itself, runs it on a fiber, and either answers it or
+    /// requeues it preempted. Returns when the run stops, or when the
+    /// dispatcher abandoned the job this worker was serving.
+    fn run_local(mut self, me: &Wakeup, q: &LocalQueues) {
+        let mut idler = Idler::new(self.idle);
+        let mut average = match q.mode() {
+            LocalMode::Synergy(r) => Some(short_average(&r)),
+            LocalMode::Tq { .. } => None,
+        };
+        loop {
+            let Some(job) = q.take(self.index) else {
+                if self.control.stopping() && !q.has_work_for(self.index) {
+                    return;
+                }
+                let (control, index) = (&self.control, self.index);
+                idler.idle(me, Duration::from_millis(1), || {
+                    q.has_work_for(index) || control.stopping()
+                });
+                continue;
+            };
+            idler.reset();
+            q.set_running(self.index, true);
+            let served = self.serve_local(q, &job, average.as_mut());
+            q.set_running(self.index, false);
+            let Some(done) = served else {
+                return; // abandoned at the drain deadline
+            };
+            let Some(mut done) = done else {
+                continue; // preempted, requeued
+            };
+            while let Err(rtrb::PushError::Full(d)) = self.done.push(done) {
+                done = d;
+                std::hint::spin_loop();
+            }
+            self.control.answered(self.index);
+            self.dispatcher.notify();
+        }
+    }
+
+    /// Starts (a free slot, a fiber) or resumes (parked under the token) the
+    /// request of `job`; `Ok(fiber, resumed)`, or its error completion.
+    fn fiber_for(&mut self, job: &Job) -> Result<(HandlerFiber<H>, bool), &'static str> {
+        let Some(g) = self.green.as_ref() else {
+            unreachable!("called in fiber mode only");
+        };
+        // SAFETY: this worker owns the job's token from the queue's pop
+        // until it pushes the completion or requeues the job.
+        if let Some(f) = unsafe { g.suspended.take(job.token) } {
+            return Ok((f, true));
+        }
+        let Some(mut slot) = g.slots.pop() else {
+            return Err("no request slot free for a fiber");
+        };
+        slot.load(job.type_id, self.index, self.io.request(job));
+        // SAFETY: the run was started for a preemptive policy with handlers
+        // that keep `RequestFiber::serve`'s contract (nothing tied to the
+        // thread across a preemption point outside a `NoPreempt` guard).
+        match unsafe { RequestFiber::serve(&g.pool, slot) } {
+            Ok(f) => Ok((f, false)),
+            Err(refused) => {
+                // The slot came from the queue: there is room.
+                let _ = g.slots.push(refused.work);
+                Err("no fiber stack free")
+            }
+        }
+    }
+
+    /// One turn of `job` on this worker ([`Self::run_local`]): `None`, the
+    /// job was abandoned; `Some(None)`, it was preempted and requeued;
+    /// `Some(Some(done))`, it finished (`done.service_ns` is the sum of its
+    /// segments).
+    fn serve_local(
+        &mut self,
+        q: &LocalQueues,
+        job: &Job,
+        average: Option<&mut ShortAverage>,
+    ) -> Option<Option<Done>> {
+        let (mut fiber, resumed) = match self.fiber_for(job) {
+            Ok(f) => f,
+            Err(why) => {
+                let t = self.clock.now_ns();
+                let outcome = Err(HandlerError::Failed(why));
+                let mut done = Done::finished(job.token, &outcome, t, t);
+                if !self.control.begin_answer(self.index) {
+                    return None;
+                }
+                done.sent = self.io.respond(job, outcome, &[]);
+                return Some(Some(done));
+            }
+        };
+        let Some(g) = self.green.as_ref() else {
+            unreachable!("called in fiber mode only");
+        };
+        let me = self.index;
+        let t0 = self.clock.now_ns();
+        let (r, long) = match q.mode() {
+            LocalMode::Synergy(rules) => {
+                let fb = q.feedback(me);
+                let avg = average.as_ref().map_or(0.0, |a| a.value_ns());
+                // A raise left from an earlier request is void; one that
+                // lands late is ignored by a short request (green.rs).
+                g.flag.clear();
+                fb.begin(resumed, rules.quantum_ns(avg, q.congested()));
+                let r = fiber.resume(&RunLimits::new(&g.flag).with_feedback(fb));
+                (r, fb.end())
+            }
+            LocalMode::Tq { quantum_ticks, .. } => loop {
+                let limits = RunLimits::new(&g.flag)
+                    .deadline_at(clock::ticks().saturating_add(quantum_ticks))
+                    .clock_every(1);
+                match fiber.resume(&limits) {
+                    // Processor sharing: yield only to another request of
+                    // this worker; alone, it goes on for another quantum.
+                    Resumed::Yielded(Cause::Deadline) if !q.own_queued(me) => q.note_renewal(me),
+                    r => break (r, true),
+                }
+            },
+        };
+        let t1 = self.clock.now_ns();
+        let total = q.add_served(job.token, t1 - t0);
+        match r {
+            Resumed::Yielded(_) => {
+                // SAFETY: the token is still this worker's until the job is
+                // requeued below.
+                unsafe { g.suspended.put(job.token, fiber) };
+                q.requeue_preempted(me, *job);
+                Some(None)
+            }
+            Resumed::Finished(served) => {
+                q.clear_served(job.token);
+                if let (Some(a), false) = (average, long) {
+                    a.record(total);
+                }
+                let outcome = fits(
+                    served.outcome,
+                    &served.slot.response,
+                    self.io.max_response(),
+                );
+                let mut done = Done::finished(job.token, &outcome, t0, t1);
+                done.service_ns = total;
+                let answer = self.control.begin_answer(me);
+                done.sent = answer && self.io.respond(job, outcome, &served.slot.response);
+                // Back to the queue it came from: there is room.
+                let _ = g.slots.push(served.slot);
+                answer.then_some(Some(done))
             }
         }
     }

@@ -131,6 +131,7 @@ impl Loopback {
             stats: None,
             workers_park: false,
             worker_queues: None,
+            local: None,
         });
         Self {
             core,

@@ -558,6 +558,9 @@ impl Database {
         out: &mut Vec<u8>,
         preempt: Preemption<'_>,
     ) -> Result<(), TxnError> {
+        // SYNERGY's feedback: Delivery is a long transaction (inert under
+        // other policies; the worker disarms the timer when it ends).
+        preempt.feedback_start();
         let wh = self.warehouse("w_id", input.w_id)?;
         let now = now();
         let mut delivered = [0u32; 10];
@@ -594,6 +597,7 @@ impl Database {
         for &o_id in &delivered[..wh.districts.len()] {
             put_u32(out, o_id);
         }
+        preempt.feedback_finished();
         Ok(())
     }
 
@@ -604,6 +608,8 @@ impl Database {
         out: &mut Vec<u8>,
         preempt: Preemption<'_>,
     ) -> Result<(), TxnError> {
+        // SYNERGY's feedback: StockLevel is a long transaction.
+        preempt.feedback_start();
         let wh = self.warehouse("w_id", input.w_id)?;
         let district = wh.district("d_id", input.d_id)?;
         // The only point: from the district's lock on, the transaction holds
@@ -638,6 +644,7 @@ impl Database {
         put_u32(out, low as u32);
         drop(stocks);
         drop(state);
+        preempt.feedback_finished();
         Ok(())
     }
 }

@@ -1,0 +1,477 @@
+//! The executors whose workers pick their own requests and preempt them on
+//! green threads: SYNERGY (`synergy`) and Tiny Quanta (`tq`). Both keep one
+//! bounded MPMC queue of jobs per worker; what differs is who fills them and
+//! when a request yields.
+//!
+//! - **SYNERGY** ([`LocalMode::Synergy`], ../shared/spec/synergy.md): the
+//!   front end steers each request to its flow's worker queue
+//!   ([`SynergyRules::home`]); no dispatcher decides. A free worker takes, in
+//!   [`SynergyRules::order`], from its own queue, the global wait queue, or
+//!   steals a batch ([`SynergyRules::victim`], [`SynergyRules::batch`]: the
+//!   first runs, the rest joins its own queue). Every request starts short; a
+//!   handler's `feedback_start()` arms its worker's timer ([`Feedback`]) with
+//!   [`SynergyRules::quantum_ns`] of the worker's [`ShortAverage`]. The timer
+//!   ([`LocalQueues::timer_pass`], on the dispatcher thread: not a worker)
+//!   preempts an expired long request only if
+//!   [`SynergyRules::preempt_on_expiry`] of its worker's queue says so, else
+//!   renews its quantum, and runs the [`CongestionDetector`] on every pass.
+//!   A preempted request's job goes to the one global wait queue (`wq=off`:
+//!   its worker's own tail); whichever worker takes it resumes the fiber,
+//!   re-armed with its own quantum.
+//! - **Tiny Quanta** ([`LocalMode::Tq`]): the front end joins each request to
+//!   the worker with the fewest queued + running requests (JSQ); a worker runs
+//!   its request for a quantum read from the TSC at the request's own
+//!   preemption points (a local yield: no other thread involved) and, if its
+//!   own queue holds another request, puts it at its tail; else it resumes it
+//!   at once for another quantum.
+//!
+//! A job is in at most one queue at a time (its token is unique while in
+//! flight), and every queue holds as many jobs as the run has tokens, so no
+//! push can fail; the policy's bound is enforced at admission. A failed push
+//! to the wait queue would still be counted ([`LocalStats::wait_queue_full`])
+//! and the job kept in its worker's own queue. Nothing here allocates, locks
+//! or formats after construction; counters have one writer each.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
+use psp_core::policy::synergy::Source;
+use psp_core::policy::{CongestionDetector, ShortAverage, SynergyRules};
+use psp_core::{FlowId, WorkerId};
+
+use crate::clock::Clock;
+use crate::green::{Feedback, PreemptFlag};
+use crate::idle::Wakeup;
+use crate::worker::Job;
+
+/// Which executor.
+#[derive(Debug, Clone, Copy)]
+pub enum LocalMode {
+    /// SYNERGY with its rules.
+    Synergy(SynergyRules),
+    /// Tiny Quanta with this quantum.
+    Tq {
+        /// The time slice.
+        quantum_ns: u64,
+        /// The same in [`crate::clock::ticks`].
+        quantum_ticks: u64,
+    },
+}
+
+/// A counter with one writer: a load and a store, no read-modify-write.
+#[derive(Debug, Default)]
+struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    fn bump(&self, n: u64) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// One worker's shared state (its own cache lines).
+#[derive(Debug)]
+struct Line {
+    feedback: Feedback,
+    /// A request runs (Tiny Quanta's JSQ counts it).
+    running: CachePadded<AtomicBool>,
+    /// Written by the timer (SYNERGY) or the worker (Tiny Quanta).
+    preemptions: Counter,
+    renewals: Counter,
+    /// Written by the worker.
+    wait_pushed: Counter,
+    wait_taken: Counter,
+    steals: Counter,
+}
+
+/// The counters of a run of one of these executors, per worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalStats {
+    /// The executor (`synergy` or `tq`).
+    pub executor: &'static str,
+    /// Requests preempted (SYNERGY: expired quanta that preempted; Tiny
+    /// Quanta: quanta that yielded to another request), by the worker
+    /// running them.
+    pub preemptions: Vec<u64>,
+    /// Expired quanta that did not preempt (SYNERGY: renewed by conditional
+    /// preemption; Tiny Quanta: nothing else queued, the request went on).
+    pub preemptions_avoided: Vec<u64>,
+    /// Requests each worker stole (SYNERGY).
+    pub steals: Vec<u64>,
+    /// Preempted requests each worker put on the global wait queue.
+    pub wait_queue_passes: Vec<u64>,
+    /// Times the wait queue became congested.
+    pub congestion_episodes: u64,
+    /// Pushes the wait queue refused (never expected: kept in the worker's
+    /// own queue instead).
+    pub wait_queue_full: u64,
+}
+
+/// The executor's queues, timers and counters, shared by the front end
+/// (admission), the workers (take, yield) and the timer (on the dispatcher
+/// thread).
+#[derive(Debug)]
+pub struct LocalQueues {
+    mode: LocalMode,
+    queues: Box<[ArrayQueue<Job>]>,
+    /// The policy's bound of a worker queue at admission.
+    bound: usize,
+    wait: ArrayQueue<Job>,
+    lines: Box<[CachePadded<Line>]>,
+    flags: Box<[Arc<PreemptFlag>]>,
+    /// Per token: run time of its segments so far.
+    served_ns: Box<[AtomicU64]>,
+    congested: CachePadded<AtomicBool>,
+    episodes: Counter,
+    wait_full: CachePadded<AtomicU64>,
+    wakes: Box<[OnceLock<Arc<Wakeup>>]>,
+}
+
+impl LocalQueues {
+    /// Queues for `flags.len()` workers (one preemption flag each), `tokens`
+    /// request tokens, and a policy bound of `bound` per worker queue.
+    pub fn new(
+        mode: LocalMode,
+        flags: Vec<Arc<PreemptFlag>>,
+        tokens: usize,
+        bound: usize,
+        clock: Clock,
+    ) -> Self {
+        let n = flags.len();
+        let cap = tokens.max(1);
+        Self {
+            mode,
+            queues: (0..n).map(|_| ArrayQueue::new(cap)).collect(),
+            bound: bound.max(1),
+            wait: ArrayQueue::new(cap),
+            lines: (0..n)
+                .map(|_| {
+                    CachePadded::new(Line {
+                        feedback: Feedback::new(clock),
+                        running: CachePadded::new(AtomicBool::new(false)),
+                        preemptions: Counter::default(),
+                        renewals: Counter::default(),
+                        wait_pushed: Counter::default(),
+                        wait_taken: Counter::default(),
+                        steals: Counter::default(),
+                    })
+                })
+                .collect(),
+            flags: flags.into_boxed_slice(),
+            served_ns: (0..cap).map(|_| AtomicU64::new(0)).collect(),
+            congested: CachePadded::new(AtomicBool::new(false)),
+            episodes: Counter::default(),
+            wait_full: CachePadded::new(AtomicU64::new(0)),
+            wakes: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The executor.
+    pub fn mode(&self) -> LocalMode {
+        self.mode
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Gives the executor the workers' wake-up handles (once, at start-up):
+    /// admissions and wait-queue pushes then wake parked workers.
+    pub fn set_wakeups(&self, wakes: &[Arc<Wakeup>]) {
+        for (cell, w) in self.wakes.iter().zip(wakes) {
+            let _ = cell.set(w.clone());
+        }
+    }
+
+    #[inline]
+    fn wake(&self, w: usize) {
+        if let Some(x) = self.wakes[w].get() {
+            x.notify();
+        }
+    }
+
+    /// Worker `w`'s feedback cell and timer.
+    #[inline]
+    pub fn feedback(&self, w: usize) -> &Feedback {
+        &self.lines[w].feedback
+    }
+
+    /// Worker `w`'s preemption flag.
+    #[inline]
+    pub fn flag(&self, w: usize) -> &PreemptFlag {
+        &self.flags[w]
+    }
+
+    /// Whether the wait queue is congested (the timer's last pass).
+    #[inline]
+    pub fn congested(&self) -> bool {
+        self.congested.load(Ordering::Relaxed)
+    }
+
+    /// Admits `job` of `flow` (front end): to its flow's worker (SYNERGY) or
+    /// the shortest one (JSQ); wakes the workers that may take it. The job
+    /// back when that worker's queue holds the policy's bound.
+    #[inline]
+    pub fn admit(&self, flow: FlowId, job: Job) -> Result<WorkerId, Job> {
+        let w = match self.mode {
+            LocalMode::Synergy(r) => r.home(flow) as usize,
+            LocalMode::Tq { .. } => self.shortest(),
+        };
+        if self.queues[w].len() >= self.bound {
+            return Err(job);
+        }
+        // Never full: a queue has room for every token.
+        self.queues[w].push(job)?;
+        self.wake(w);
+        if let LocalMode::Synergy(r) = self.mode {
+            for o in 0..self.workers() {
+                if o != w && self.victim(&r, o as WorkerId) == Some(w as WorkerId) {
+                    self.wake(o);
+                }
+            }
+        }
+        Ok(w as WorkerId)
+    }
+
+    /// JSQ: the worker with the fewest queued + running requests (the lowest
+    /// index among equals).
+    #[inline]
+    fn shortest(&self) -> usize {
+        let load = |w: usize| {
+            self.queues[w].len() + usize::from(self.lines[w].running.load(Ordering::Relaxed))
+        };
+        (0..self.workers())
+            .min_by_key(|&w| (load(w), w))
+            .unwrap_or(0)
+    }
+
+    #[inline]
+    fn victim(&self, r: &SynergyRules, thief: WorkerId) -> Option<WorkerId> {
+        r.victim(
+            thief,
+            |v| self.lines[v as usize].feedback.deadline_ns() != 0,
+            |v| self.queues[v as usize].len(),
+        )
+    }
+
+    /// The next job for worker `me` (its own queue, the wait queue, a steal,
+    /// in SYNERGY's order; Tiny Quanta: its own queue).
+    #[inline]
+    pub fn take(&self, me: usize) -> Option<Job> {
+        let LocalMode::Synergy(r) = self.mode else {
+            return self.queues[me].pop();
+        };
+        for source in r.order(self.congested()) {
+            match source {
+                Source::Own => {
+                    if let Some(j) = self.queues[me].pop() {
+                        return Some(j);
+                    }
+                }
+                Source::Wait => {
+                    if let Some(j) = self.wait.pop() {
+                        self.lines[me].wait_taken.bump(1);
+                        return Some(j);
+                    }
+                }
+                Source::Steal => {
+                    let Some(v) = self.victim(&r, me as WorkerId) else {
+                        continue;
+                    };
+                    let v = v as usize;
+                    let n = r.batch(self.queues[v].len());
+                    let Some(first) = self.queues[v].pop() else {
+                        continue;
+                    };
+                    let mut taken = 1;
+                    for _ in 1..n {
+                        let Some(j) = self.queues[v].pop() else {
+                            break;
+                        };
+                        // Never full: a queue has room for every token.
+                        if let Err(j) = self.queues[me].push(j) {
+                            let _ = self.queues[v].push(j);
+                            break;
+                        }
+                        taken += 1;
+                    }
+                    self.lines[me].steals.bump(taken);
+                    return Some(first);
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether worker `me` has something to take: what it checks before it
+    /// parks.
+    #[inline]
+    pub fn has_work_for(&self, me: usize) -> bool {
+        if !self.queues[me].is_empty() {
+            return true;
+        }
+        match self.mode {
+            LocalMode::Synergy(r) => {
+                !self.wait.is_empty() || self.victim(&r, me as WorkerId).is_some()
+            }
+            LocalMode::Tq { .. } => false,
+        }
+    }
+
+    /// Whether worker `me`'s own queue holds a request.
+    #[inline]
+    pub fn own_queued(&self, me: usize) -> bool {
+        !self.queues[me].is_empty()
+    }
+
+    /// Worker `me` runs a request (or not): JSQ's count.
+    #[inline]
+    pub fn set_running(&self, me: usize, running: bool) {
+        self.lines[me].running.store(running, Ordering::Relaxed);
+    }
+
+    /// Adds a segment's run time to `token`'s; returns the total so far.
+    #[inline]
+    pub fn add_served(&self, token: u32, ns: u64) -> u64 {
+        let c = &self.served_ns[token as usize];
+        let total = c.load(Ordering::Relaxed) + ns;
+        c.store(total, Ordering::Relaxed);
+        total
+    }
+
+    /// `token` finished: its run time is reset for the token's next request.
+    #[inline]
+    pub fn clear_served(&self, token: u32) {
+        self.served_ns[token as usize].store(0, Ordering::Relaxed);
+    }
+
+    /// Worker `me` preempted the request of `job` (its fiber is parked under
+    /// the token): to the wait queue (SYNERGY with it), else to `me`'s own
+    /// tail.
+    #[inline]
+    pub fn requeue_preempted(&self, me: usize, job: Job) {
+        let job = match self.mode {
+            LocalMode::Synergy(r) if r.config().wait_queue => match self.wait.push(job) {
+                Ok(()) => {
+                    self.lines[me].wait_pushed.bump(1);
+                    for o in 0..self.workers() {
+                        if o != me {
+                            self.wake(o);
+                        }
+                    }
+                    return;
+                }
+                Err(job) => {
+                    self.wait_full.fetch_add(1, Ordering::Relaxed);
+                    job
+                }
+            },
+            LocalMode::Tq { .. } => {
+                self.lines[me].preemptions.bump(1);
+                job
+            }
+            LocalMode::Synergy(_) => job,
+        };
+        // Never full: a queue has room for every token.
+        let pushed = self.queues[me].push(job);
+        debug_assert!(pushed.is_ok(), "a worker queue has room for every token");
+    }
+
+    /// Tiny Quanta: worker `me`'s quantum expired with nothing else queued;
+    /// its request goes on.
+    #[inline]
+    pub fn note_renewal(&self, me: usize) {
+        self.lines[me].renewals.bump(1);
+    }
+
+    /// One pass of SYNERGY's timer at `now` (on a thread that is no worker):
+    /// the congestion detector over the wait queue's counts, then every armed
+    /// worker whose quantum expired is preempted (its flag raised) if its own
+    /// queue holds work, else its quantum is renewed. Does nothing for Tiny
+    /// Quanta.
+    #[inline]
+    pub fn timer_pass(&self, now: u64, detector: &mut CongestionDetector) {
+        let LocalMode::Synergy(r) = self.mode else {
+            return;
+        };
+        if detector.period_ns() > 0 {
+            let (mut produced, mut consumed) = (0, 0);
+            for l in self.lines.iter() {
+                produced += l.wait_pushed.get();
+                consumed += l.wait_taken.get();
+            }
+            let was = detector.episodes();
+            let congested = detector.pass(now, produced, consumed);
+            self.congested.store(congested, Ordering::Relaxed);
+            self.episodes.bump(detector.episodes() - was);
+        }
+        for (w, l) in self.lines.iter().enumerate() {
+            let d = l.feedback.deadline_ns();
+            if d == 0 || now < d {
+                continue;
+            }
+            if r.preempt_on_expiry(self.queues[w].len()) {
+                if l.feedback.claim(d) {
+                    self.flags[w].raise();
+                    l.preemptions.bump(1);
+                }
+            } else if l
+                .feedback
+                .renew(d, now.saturating_add(l.feedback.quantum_ns()))
+            {
+                l.renewals.bump(1);
+            }
+        }
+    }
+
+    /// The earliest armed quantum end (SYNERGY), for a timer about to sleep.
+    #[inline]
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.lines
+            .iter()
+            .map(|l| l.feedback.deadline_ns())
+            .filter(|&d| d != 0)
+            .min()
+    }
+
+    /// Jobs waiting in every queue (the wait queue included).
+    pub fn len(&self) -> usize {
+        self.queues.iter().map(ArrayQueue::len).sum::<usize>() + self.wait.len()
+    }
+
+    /// Whether every queue is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> LocalStats {
+        let per = |f: fn(&Line) -> u64| self.lines.iter().map(|l| f(l)).collect();
+        LocalStats {
+            executor: match self.mode {
+                LocalMode::Synergy(_) => "synergy",
+                LocalMode::Tq { .. } => "tq",
+            },
+            preemptions: per(|l| l.preemptions.get()),
+            preemptions_avoided: per(|l| l.renewals.get()),
+            steals: per(|l| l.steals.get()),
+            wait_queue_passes: per(|l| l.wait_pushed.get()),
+            congestion_episodes: self.episodes.get(),
+            wait_queue_full: self.wait_full.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A SYNERGY worker's short-request average (worker-local state).
+pub fn short_average(rules: &SynergyRules) -> ShortAverage {
+    ShortAverage::new(rules.config().quantum_ns)
+}
