@@ -1124,7 +1124,10 @@ fn synergy_ablation(ctx: &Ctx) -> Result<Section> {
             "per-worker RSS queues, preemption at a fixed 5 µs quantum to the own queue's tail",
         ),
         ("synergy:wq=off,cp=off,qa=off", "+ work stealing"),
-        ("synergy:cp=off,qa=off", "+ global wait queue (new requests first)"),
+        (
+            "synergy:cp=off,qa=off",
+            "+ global wait queue (new requests first)",
+        ),
         ("synergy:qa=off", "+ conditional preemption"),
         ("synergy", "+ dynamic quantum (SYNERGY)"),
     ];
