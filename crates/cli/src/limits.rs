@@ -487,7 +487,7 @@ pub fn point_work(
         time_slices(spec, workload, n)?;
         return Ok(n);
     }
-    let Some(quantum_ns) = spec.quantum_ns() else {
+    let Some(quantum_ns) = sim_slice_ns(spec, workload) else {
         return Ok(n);
     };
     let slices: f64 = workload
@@ -506,6 +506,36 @@ pub fn point_work(
         );
     }
     Ok(n)
+}
+
+/// The shortest time slice the simulator may step through for `spec` on
+/// `workload`: the policy's fixed quantum, or for SYNERGY's dynamic quantum
+/// its floor: the shortest type's mean times the smaller of its factors (a
+/// short average cannot fall below the shortest type), at least
+/// [`psp_core::policy::synergy::MIN_QUANTUM_NS`].
+fn sim_slice_ns(spec: &PolicySpec, workload: &Workload) -> Option<u64> {
+    match spec {
+        PolicySpec::Synergy(c) if c.adaptive => {
+            let shortest = workload
+                .type_infos()
+                .iter()
+                .filter_map(|t| t.mean_service_ns)
+                .fold(f64::INFINITY, f64::min);
+            let factor = if c.congested_factor > 0.0 {
+                c.quantum_factor.min(c.congested_factor)
+            } else {
+                c.quantum_factor
+            };
+            let floor = psp_core::policy::synergy::MIN_QUANTUM_NS;
+            Some(if shortest.is_finite() {
+                ((shortest * factor) as u64).max(floor)
+            } else {
+                floor
+            })
+        }
+        PolicySpec::Synergy(c) => Some(c.quantum_ns),
+        _ => spec.quantum_ns(),
+    }
 }
 
 /// The shortest quantum the real runtime honours: requests reach a
@@ -556,7 +586,7 @@ pub fn slots(types: usize, workers: usize, queue_capacity: usize) -> Result<u64>
 /// # Errors
 /// More than [`MAX_TIME_SLICES`].
 pub fn time_slices(spec: &PolicySpec, workload: &Workload, requests: f64) -> Result<f64> {
-    let Some(quantum_ns) = spec.quantum_ns() else {
+    let Some(quantum_ns) = sim_slice_ns(spec, workload) else {
         return Ok(0.0);
     };
     let n = requests * workload.mean_service_ns() / quantum_ns.max(1) as f64;
