@@ -404,6 +404,20 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
         }
     }
 
+    /// `job` could not start on a fiber (`why`: no slot or stack free): it
+    /// is answered with a handler error, counted like any other; `None`
+    /// when the run is abandoning answers.
+    fn refuse_start(&mut self, job: &Job, why: &'static str) -> Option<Done> {
+        let t = self.clock.now_ns();
+        let outcome = Err(HandlerError::Failed(why));
+        let mut done = Done::finished(job.token, &outcome, t, t);
+        if !self.control.begin_answer(self.index) {
+            return None;
+        }
+        done.sent = self.io.respond(job, outcome, &[]);
+        Some(done)
+    }
+
     /// One turn of `job` on this worker ([`Self::run_local`]): `None`, the
     /// job was abandoned; `Some(None)`, it was preempted and requeued;
     /// `Some(Some(done))`, it finished (`done.service_ns` is the sum of its
@@ -416,16 +430,7 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
     ) -> Option<Option<Done>> {
         let (mut fiber, resumed) = match self.fiber_for(job) {
             Ok(f) => f,
-            Err(why) => {
-                let t = self.clock.now_ns();
-                let outcome = Err(HandlerError::Failed(why));
-                let mut done = Done::finished(job.token, &outcome, t, t);
-                if !self.control.begin_answer(self.index) {
-                    return None;
-                }
-                done.sent = self.io.respond(job, outcome, &[]);
-                return Some(Some(done));
-            }
+            Err(why) => return self.refuse_start(job, why).map(Some),
         };
         let Some(g) = self.green.as_ref() else {
             unreachable!("called in fiber mode only");
@@ -520,16 +525,7 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
         };
         let mut fiber = match fiber {
             Ok(f) => f,
-            Err(why) => {
-                let t = self.clock.now_ns();
-                let outcome = Err(HandlerError::Failed(why));
-                let mut done = Done::finished(job.token, &outcome, t, t);
-                if !self.control.begin_answer(self.index) {
-                    return None;
-                }
-                done.sent = self.io.respond(job, outcome, &[]);
-                return Some(done);
-            }
+            Err(why) => return self.refuse_start(job, why),
         };
         // A flag raised before the segment begins is kept: the dispatcher
         // raised it for this job (it withdraws a stale one when it hands an
