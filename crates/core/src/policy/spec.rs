@@ -33,6 +33,12 @@ pub struct DarcConfig {
     /// An update is considered when a request waited more than this many times its
     /// type's mean service time.
     pub delay_factor: f64,
+    /// An update is also considered once the window holds this many times
+    /// `min_samples` completions, whether or not a request was delayed: a type
+    /// that becomes rare or stops arriving delays nobody, so without this bound
+    /// its reservation would never be revisited (Perséphone Fig. 7). 0: only
+    /// the delay trigger (the paper's text).
+    pub stale_windows: u64,
     /// A reservation is replaced when some type's demand moved by more than this
     /// fraction.
     pub deviation: f64,
@@ -71,6 +77,7 @@ impl Default for DarcConfig {
             reservation: ReservationConfig::default(),
             min_samples: 50_000,
             delay_factor: 10.0,
+            stale_windows: 2,
             deviation: 0.1,
             order: GroupOrder::Type,
             ratios: RatioSource::Completions,
@@ -337,6 +344,7 @@ const SPILLWAY: ParamRange = ParamRange::closed("spillway", 1.0, MAX_WORKERS as 
 const SAMPLES: ParamRange = ParamRange::closed("samples", 1.0, 1e9);
 const DELAY: ParamRange = ParamRange::closed("delay", 0.0, MAX_FACTOR);
 const DEVIATION: ParamRange = ParamRange::closed("deviation", 0.0, 1000.0);
+const STALE: ParamRange = ParamRange::closed("stale", 0.0, 1000.0);
 const LONGEST: ParamRange = ParamRange::closed("longest", 0.0, MAX_FACTOR);
 const MERGE: ParamRange = ParamRange::closed("merge", 0.0, MAX_WORKERS as f64);
 const HYSTERESIS: ParamRange = ParamRange::closed("hysteresis", 0.0, MAX_WORKERS as f64);
@@ -376,6 +384,7 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("darc", SAMPLES),
     ("darc", DELAY),
     ("darc", DEVIATION),
+    ("darc", STALE),
     ("darc", LONGEST),
     ("darc", MERGE),
     ("darc", HYSTERESIS),
@@ -384,6 +393,7 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("darc+", SAMPLES),
     ("darc+", DELAY),
     ("darc+", DEVIATION),
+    ("darc+", STALE),
     ("darc+", LONGEST),
     ("darc+", MERGE),
     ("darc+", HYSTERESIS),
@@ -577,6 +587,7 @@ fn darc_params(
             "samples" => c.min_samples = count(s, &SAMPLES, v)?,
             "delay" => c.delay_factor = real(s, &DELAY, v)?,
             "deviation" => c.deviation = real(s, &DEVIATION, v)?,
+            "stale" => c.stale_windows = count(s, &STALE, v)?,
             "order" => {
                 c.order = choice(
                     s,
@@ -820,6 +831,9 @@ fn darc_parts(c: &DarcConfig, d: &DarcConfig, parts: &mut Vec<String>) {
     }
     if c.deviation != d.deviation {
         parts.push(format!("deviation={}", c.deviation));
+    }
+    if c.stale_windows != d.stale_windows {
+        parts.push(format!("stale={}", c.stale_windows));
     }
     if c.order != d.order {
         parts.push(
@@ -1131,7 +1145,7 @@ mod tests {
             "darc-static:2",
             "darc",
             "darc:round=ceil",
-            "darc:delta=0.5,spillway=2,samples=1000,delay=1,deviation=0.2",
+            "darc:delta=0.5,spillway=2,samples=1000,delay=1,deviation=0.2,stale=3",
             "darc:order=oldest,ratios=arrivals,longest=10,merge=0.5,hysteresis=0.2",
             "darc+",
             "darc+:samples=1000,delay=1",
