@@ -349,6 +349,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
                 drain_timeout,
                 stats,
                 raise_priority: !(a.no_raise_priority || f.raise_priority == Some(false)),
+                series_window_ns: None,
             },
             policy,
             types: workload.type_infos(),

@@ -819,7 +819,15 @@ fn fig7(ctx: &Ctx) -> Result<Section> {
          14 workers: `base`; `swap` (A 100 µs, B 1 µs); `A 99.5%` (still swapped); `A only`. \
          No warm-up is discarded: the start is part of the figure. 100 ms windows; latency \
          belongs to the window its request completed in. The table gives each phase's median \
-         over windows of the per-window p99.9, from 1 s after the change.\n\n{}{table}\n{images}",
+         over windows of the per-window p99.9, from 1 s after the change.\n\n\
+         **How DARC follows the mix.** An update is considered when a request waited more \
+         than 10x its type's mean (the paper's trigger) or, since a type that becomes rare \
+         or stops arriving delays nobody, once the profiling window holds `stale` x `samples` \
+         completions (2 x 50,000 here; `darc:stale=0` is the trigger alone, and with it the \
+         reservation of `swap` stays to the end). In `A 99.5%`, B keeps one reserved worker: \
+         Algorithm 2 gives every active group at least one, whatever its demand (0.00 here); \
+         in `A only`, B is inactive and A gets all 14 workers, within two windows of the \
+         change.\n\n{}{table}\n{images}",
         commands_block(&cmds)
     );
     Ok(Section { body, files })

@@ -10,6 +10,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use psp_apps::AppConfig;
 use psp_core::PolicySpec;
+use psp_metrics::series::TimeSeries;
 use psp_metrics::{PointMeta, PointResult};
 use psp_runtime::{IdleStrategy, RequestCounts, RuntimeConfig, StatsConfig};
 use psp_sim::{Workload, simulate_point};
@@ -47,6 +48,14 @@ pub struct RunArgs {
     /// Also simulate the same point and print the prediction beside the measurement.
     #[arg(long)]
     compare_sim: bool,
+    /// Also record a time series (per-type latency percentiles and the
+    /// reservation per window, warm-up included) and write it as STEM.json,
+    /// STEM.svg and STEM.png.
+    #[arg(long)]
+    series: Option<std::path::PathBuf>,
+    /// Window of the time series.
+    #[arg(long, default_value = "100ms", allow_hyphen_values = true)]
+    series_window: String,
     /// Print the point as JSON.
     #[arg(long)]
     json: bool,
@@ -107,7 +116,13 @@ impl Default for RunOptions {
 
 /// Runs `psp run`.
 pub fn run(a: RunArgs) -> Result<()> {
-    let (workload, spec, sim_cfg) = a.target.resolve(crate::Mode::Run)?;
+    let (workload, spec, mut sim_cfg) = a.target.resolve(crate::Mode::Run)?;
+    if a.series.is_some() {
+        let window = limits::SERIES_WINDOW.parse_ns(&a.series_window)?;
+        let period_ns = workload.arrival_period_ns(sim_cfg.duration_ns);
+        psp_metrics::series::check_window(window, period_ns).map_err(anyhow::Error::msg)?;
+        sim_cfg.series_window_ns = Some(window);
+    }
     // A phased workload runs its phases (their requests, not --duration's),
     // here and in the simulator's prediction.
     limits::point_work(
@@ -133,7 +148,10 @@ pub fn run(a: RunArgs) -> Result<()> {
         stats,
         drain_timeout: limits::DRAIN_TIMEOUT.parse(&a.drain_timeout)?,
     };
-    let (mut point, counts) = measure(&workload, &app, &spec, &sim_cfg, &opts)?;
+    let (mut point, counts, series) = measure(&workload, &app, &spec, &sim_cfg, &opts)?;
+    if let (Some(stem), Some(series)) = (&a.series, &series) {
+        crate::write_series(series, &workload, stem, &point.policy)?;
+    }
     let prediction = if a.compare_sim {
         Some(simulate_point(&workload, &spec, &sim_cfg)?)
     } else {
@@ -246,7 +264,7 @@ pub fn measure(
     spec: &PolicySpec,
     sim_cfg: &psp_sim::SimConfig,
     opts: &RunOptions,
-) -> Result<(PointResult, RequestCounts)> {
+) -> Result<(PointResult, RequestCounts, Option<TimeSeries>)> {
     ideal_system_only(sim_cfg)?;
     let classifier = sim_cfg.classifier.build(
         psp_runtime::generator::TYPE_OFFSET,
@@ -261,6 +279,7 @@ pub fn measure(
         drain_timeout: opts.drain_timeout,
         stats: opts.stats,
         raise_priority: true,
+        series_window_ns: sim_cfg.series_window_ns,
     };
     let names = type_names(workload);
     let service = app.start(&names)?;
@@ -392,5 +411,6 @@ pub fn measure(
     Ok((
         PointResult::from_recorder(meta, &d.recorder, d.measured_arrived, extra),
         d.counts,
+        report.dispatcher.series,
     ))
 }

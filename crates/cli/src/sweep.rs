@@ -105,7 +105,7 @@ impl Plan {
                     ..crate::run::RunOptions::default()
                 },
             )
-            .map(|(point, _)| point),
+            .map(|(point, ..)| point),
             Mode::Net => crate::net::measure(&self.workload, &self.app, spec, &cfg, &self.net),
         }
     }

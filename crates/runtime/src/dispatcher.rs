@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use psp_core::{Action, Policy, Request, TypeId, WorkerSet};
+use psp_metrics::series::{ReservationView, SeriesRecorder, TimeSeries};
 use psp_metrics::{Digest, Recorder};
 use rtrb::{Consumer, Producer};
 
@@ -157,6 +158,9 @@ pub struct DispatcherReport {
     pub policy_stats: psp_core::policy::PolicyStats,
     /// The final reservation, if any.
     pub reservation: Option<String>,
+    /// Per-window latency and reservation, when a front end asked for one
+    /// ([`DispatchCore::record_series`]).
+    pub series: Option<TimeSeries>,
 }
 
 /// What the core needs besides its rings: built once at start-up.
@@ -256,6 +260,11 @@ pub struct DispatchCore {
     /// detector (this thread is its timer).
     local: Option<Arc<LocalQueues>>,
     detector: CongestionDetector,
+    /// The time series (`psp run --series`), its view of the reservation in
+    /// force, and the time (since `base`) of the last pass, where it ends.
+    series: Option<SeriesRecorder>,
+    series_view: Vec<(usize, usize)>,
+    series_end_ns: u64,
 }
 
 impl DispatchCore {
@@ -306,7 +315,22 @@ impl DispatchCore {
             publisher: None,
             digests: Vec::new(),
             next_quantiles: 0,
+            series: None,
+            series_view: Vec::new(),
+            series_end_ns: 0,
         }
+    }
+
+    /// Records a time series with windows of `window_ns` from the statistics'
+    /// time zero: per window, each type's latency percentiles and the
+    /// reservation in force (as the simulator's `--series` does). Each
+    /// completion then costs two histogram updates; a window's close
+    /// allocates, once per window.
+    pub fn record_series(&mut self, window_ns: u64) {
+        self.series = Some(SeriesRecorder::new(
+            self.type_names.iter().cloned(),
+            window_ns.max(1),
+        ));
     }
 
     /// Rebases the statistics clock (before the first request).
@@ -488,6 +512,18 @@ impl DispatchCore {
                         self.recorder.record(t, latency, service_ns);
                     }
                     (true, false) => self.recorder.record_error(t),
+                }
+                // The series is a timeline: the warm-up belongs to it.
+                if let Some(series) = self.series.as_mut()
+                    && d.ok
+                    && d.sent
+                {
+                    series.record(
+                        t,
+                        d.finished_ns.saturating_sub(self.base),
+                        d.finished_ns.saturating_sub(slot.scheduled_ns),
+                        service_ns,
+                    );
                 }
                 self.free.push(d.token);
                 if !decentralized {
@@ -701,6 +737,9 @@ impl DispatchCore {
     /// End-of-pass bookkeeping: logs reservation changes (only passes that did
     /// work can change it) and prints the live statistics when due.
     pub fn observe(&mut self, now: u64, worked: bool) {
+        if self.series.is_some() {
+            self.series_end_ns = now.saturating_sub(self.base);
+        }
         if worked {
             let updates = self.policy.stats().reservation_updates;
             if updates != self.last_updates {
@@ -722,6 +761,20 @@ impl DispatchCore {
             return;
         };
         let at_s = now.saturating_sub(self.base) as f64 / 1e9;
+        if let Some(series) = self.series.as_mut() {
+            self.series_view.clear();
+            self.series_view.extend((0..r.group_of.len()).map(|t| {
+                let g = r.group(t as TypeId);
+                (g.reserved.len(), g.stealable.len())
+            }));
+            series.close_windows_until(
+                now.saturating_sub(self.base),
+                Some(ReservationView {
+                    per_type: &self.series_view,
+                    text: &r.to_string(),
+                }),
+            );
+        }
         // Updates are rare: reporting each one is not hot-path work.
         match self.stats {
             Some(StatsConfig { json: true, .. }) => eprintln!(
@@ -791,6 +844,7 @@ impl DispatchCore {
             reservation_log: self.reservation_log.into(),
             policy_stats: self.policy.stats(),
             reservation: self.policy.reservation().map(|r| r.to_string()),
+            series: self.series.map(|s| s.finish(self.series_end_ns)),
         }
     }
 }

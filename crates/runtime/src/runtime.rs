@@ -46,6 +46,8 @@ pub struct RuntimeConfig {
     /// load generator shares the machine's cores with the server: a favoured
     /// dispatcher would starve the client's threads.
     pub raise_priority: bool,
+    /// Record a time series with windows of this length (`psp run --series`).
+    pub series_window_ns: Option<u64>,
 }
 
 impl Default for RuntimeConfig {
@@ -58,6 +60,7 @@ impl Default for RuntimeConfig {
             drain_timeout: Duration::from_secs(10),
             stats: None,
             raise_priority: true,
+            series_window_ns: None,
         }
     }
 }
@@ -521,6 +524,7 @@ where
         let d_core = cores.as_ref().and_then(|c| c[0]);
         let raise = cfg.raise_priority;
         let drain_timeout = cfg.drain_timeout;
+        let series_window_ns = cfg.series_window_ns;
         let d_handle = std::thread::Builder::new()
             .name("psp-dispatcher".into())
             .spawn_scoped(scope, move || {
@@ -534,7 +538,10 @@ where
                 let Ok((me, workers)) = d_start_rx.recv() else {
                     return None;
                 };
-                let core = DispatchCore::new(CoreParts { workers, ..parts });
+                let mut core = DispatchCore::new(CoreParts { workers, ..parts });
+                if let Some(window) = series_window_ns {
+                    core.record_series(window);
+                }
                 Some(dispatch_loop(front, core, &me, clock, drain_timeout))
             })
             .map_err(spawn_err)?;

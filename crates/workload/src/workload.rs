@@ -126,6 +126,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "workload-change",
         include_str!("../../../workloads/workload-change.toml"),
     ),
+    (
+        "workload-change-x100",
+        include_str!("../../../workloads/workload-change-x100.toml"),
+    ),
 ];
 
 /// Why a workload could not be loaded.
