@@ -664,6 +664,10 @@ fn write_samples(path: &Path, cfg: &LoadConfig, rep: &LoadReport) -> Result<()> 
 /// Runs `psp load`.
 pub fn load(a: LoadArgs) -> Result<()> {
     let server = parse_addr(&a.server, "--server")?;
+    // --flows counts the client's sockets here: their range, not the
+    // simulator's, which the point's own check below would name.
+    let client = a.client.clone().with_flows(a.point.flows);
+    client.check()?;
     let workload = Workload::resolve(&a.point.workload)?;
     let point = a.point.clone().with_default_workers(Mode::Net);
     let workers = limits::WORKERS.check(point.workers())?;
@@ -677,7 +681,7 @@ pub fn load(a: LoadArgs) -> Result<()> {
         &workload,
         &app,
         &sim,
-        &a.client.clone().with_flows(a.point.flows),
+        &client,
         a.samples.is_some(),
     )?;
     let rep = load_with_progress(&cfg)?;
