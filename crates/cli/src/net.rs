@@ -676,14 +676,7 @@ pub fn load(a: LoadArgs) -> Result<()> {
     // A phased workload runs its phases: their requests, not --duration's.
     limits::point_requests(&workload, workers, rate, sim.duration_ns)?;
     let app = a.app.config(&workload, u64::MAX)?;
-    let cfg = load_config(
-        server,
-        &workload,
-        &app,
-        &sim,
-        &client,
-        a.samples.is_some(),
-    )?;
+    let cfg = load_config(server, &workload, &app, &sim, &client, a.samples.is_some())?;
     let rep = load_with_progress(&cfg)?;
     if let Some(path) = &a.samples {
         write_samples(path, &cfg, &rep)?;

@@ -231,7 +231,11 @@ fn answer(mut stream: TcpStream, source: &Mutex<MetricsSource>) {
         return;
     };
     let text = String::from_utf8_lossy(&head[..end]);
-    let mut parts = text.lines().next().unwrap_or_default().split_ascii_whitespace();
+    let mut parts = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_ascii_whitespace();
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {

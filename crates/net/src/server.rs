@@ -492,7 +492,9 @@ impl Server {
         if started_rx.recv().is_err() {
             return Err(match thread.join() {
                 Ok(Err(e)) => e.into(),
-                Ok(Ok(_)) => RuntimeError::Thread("the server ended before it started".into()).into(),
+                Ok(Ok(_)) => {
+                    RuntimeError::Thread("the server ended before it started".into()).into()
+                }
                 Err(_) => RuntimeError::Thread("server thread panicked".into()).into(),
             });
         }
