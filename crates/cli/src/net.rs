@@ -366,6 +366,8 @@ struct ServerTypeLatency {
     name: String,
     completed: u64,
     mean_service_us: f64,
+    /// The mean service time the workload declares for the type.
+    declared_service_us: Option<f64>,
     p50_latency_us: f64,
     p99_latency_us: f64,
     p999_latency_us: f64,
@@ -400,6 +402,11 @@ struct ServerSummary {
     steals_per_worker: Vec<u64>,
     pinned: bool,
     wall_s: f64,
+    /// Service time of every completed request over workers x `wall_s`.
+    measured_utilization: f64,
+    /// What the workload's declared mean service times imply for the same
+    /// completions, over workers x `wall_s` (`None`: no type declares one).
+    declared_utilization: Option<f64>,
     server_side_latency: Vec<ServerTypeLatency>,
     /// The application's own check of its state at the end (TPC-C's
     /// consistency conditions), when it has one.
@@ -407,9 +414,20 @@ struct ServerSummary {
 }
 
 impl ServerSummary {
-    fn of(s: &ServerReport) -> Self {
+    /// The summary of `s`, whose types declare the mean service times
+    /// `declared` (ns, in type order).
+    fn of(s: &ServerReport, declared: &[Option<f64>]) -> Self {
         let (d, n) = (&s.dispatcher, &s.net);
         let c = &d.counts;
+        let capacity_ns = (s.served_per_worker.len() as f64 * s.wall.as_nanos() as f64).max(1.0);
+        let busy_ns: u64 = d.service_ns_by_type.iter().sum();
+        let declared_ns = declared.iter().any(Option::is_some).then(|| {
+            d.completed_by_type
+                .iter()
+                .zip(declared)
+                .map(|(&n, m)| n as f64 * m.unwrap_or(0.0))
+                .sum::<f64>()
+        });
         ServerSummary {
             received: n.received,
             requests: c.arrived,
@@ -434,14 +452,18 @@ impl ServerSummary {
             steals_per_worker: s.steals_per_worker.clone(),
             pinned: s.pinned,
             wall_s: s.wall.as_secs_f64(),
+            measured_utilization: busy_ns as f64 / capacity_ns,
+            declared_utilization: declared_ns.map(|n| n / capacity_ns),
             server_side_latency: d
                 .recorder
                 .type_stats()
                 .into_iter()
-                .map(|t| ServerTypeLatency {
+                .zip(declared.iter().chain(std::iter::repeat(&None)))
+                .map(|(t, m)| ServerTypeLatency {
                     name: t.name,
                     completed: t.count,
                     mean_service_us: t.mean_service_us,
+                    declared_service_us: m.map(|ns| ns / 1e3),
                     p50_latency_us: t.p50_latency_us,
                     p99_latency_us: t.p99_latency_us,
                     p999_latency_us: t.p999_latency_us,
@@ -454,6 +476,54 @@ impl ServerSummary {
     fn json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("plain data serializes")
     }
+}
+
+/// The workload's declared mean service times (ns), in type order.
+fn declared(workload: &Workload) -> Vec<Option<f64>> {
+    workload
+        .type_infos()
+        .iter()
+        .map(|t| t.mean_service_ns)
+        .collect()
+}
+
+/// The measured utilization beside the one the declared service times imply.
+fn utilization_line(s: &ServerSummary) -> String {
+    let mut line = format!(
+        "utilization over the server's {:.1} s: measured {:.1}%",
+        s.wall_s,
+        s.measured_utilization * 100.0
+    );
+    if let Some(d) = s.declared_utilization.filter(|d| *d > 0.0) {
+        line.push_str(&format!(
+            " | by the workload's declared service times {:.1}% (measured / declared {:.2}x)",
+            d * 100.0,
+            s.measured_utilization / d
+        ));
+    }
+    line
+}
+
+/// A warning naming the types whose measured mean service time is off from
+/// the declared one by more than [`psp_runtime::SERVICE_OFF_FACTOR`] (types
+/// with at least 100 completions).
+fn service_warning(s: &ServerSummary) -> Option<String> {
+    let f = psp_runtime::SERVICE_OFF_FACTOR;
+    let off: Vec<String> = s
+        .server_side_latency
+        .iter()
+        .filter(|t| t.completed >= 100)
+        .filter_map(|t| {
+            let r = t.mean_service_us / t.declared_service_us.filter(|d| *d > 0.0)?;
+            (!(1.0 / f..=f).contains(&r)).then(|| format!("{} {r:.2}x", t.name))
+        })
+        .collect();
+    (!off.is_empty()).then(|| {
+        format!(
+            "warning: measured mean service times are more than {f}x off from the workload's declared ones ({}): a load computed from the declared times (psp load --load) is not the load the server carried (see the measured utilization); measure the real times with `psp profile` and use the workload file it writes",
+            off.join(", ")
+        )
+    })
 }
 
 /// Runs `psp serve`.
@@ -490,7 +560,8 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     }
     eprintln!("psp serve: stopping (draining admitted requests)");
     let report = server.join()?;
-    let mut s = ServerSummary::of(&report);
+    let declared: Vec<Option<f64>> = cfg.types.iter().map(|t| t.mean_service_ns).collect();
+    let mut s = ServerSummary::of(&report, &declared);
     s.app_check = cfg.app.finish();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
@@ -517,19 +588,25 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         );
         println!("server-side latency (receive to handler completion):");
         println!(
-            "{:<12} {:>10} {:>9} {:>10} {:>10} {:>11}",
-            "type", "completed", "svc(us)", "p50(us)", "p99(us)", "p99.9(us)"
+            "{:<12} {:>10} {:>9} {:>13} {:>10} {:>10} {:>11}",
+            "type", "completed", "svc(us)", "declared(us)", "p50(us)", "p99(us)", "p99.9(us)"
         );
         for t in &s.server_side_latency {
             println!(
-                "{:<12} {:>10} {:>9.2} {:>10.2} {:>10.2} {:>11.2}",
+                "{:<12} {:>10} {:>9.2} {:>13} {:>10.2} {:>10.2} {:>11.2}",
                 t.name,
                 t.completed,
                 t.mean_service_us,
+                t.declared_service_us
+                    .map_or("-".to_string(), |d| format!("{d:.2}")),
                 t.p50_latency_us,
                 t.p99_latency_us,
                 t.p999_latency_us,
             );
+        }
+        println!("{}", utilization_line(&s));
+        if let Some(w) = service_warning(&s) {
+            eprintln!("{w}");
         }
         if let Some(r) = &s.reservation {
             println!("reservation: {r}");
@@ -760,9 +837,10 @@ pub fn measure(
     let mut point = rep.to_point(&lc, &spec.to_string(), cfg.workers);
     if let Some(s) = server {
         let s = s.stop()?;
-        point
-            .extra
-            .insert("server".into(), ServerSummary::of(&s).json());
+        point.extra.insert(
+            "server".into(),
+            ServerSummary::of(&s, &declared(workload)).json(),
+        );
         if let Some(r) = &s.dispatcher.reservation {
             point.extra.insert("reservation".into(), json!(r));
         }
@@ -920,7 +998,10 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
                         })?;
                         (
                             s.local_addr(),
-                            Box::new(move || Ok(ServerSummary::of(&s.stop()?).json())),
+                            Box::new({
+                                let d = declared(&workload);
+                                move || Ok(ServerSummary::of(&s.stop()?, &d).json())
+                            }),
                         )
                     }
                     _ => {

@@ -64,6 +64,11 @@ pub struct MetricsSource {
     /// The socket's drop counter, read at scrape time (never by the dispatcher:
     /// it reads a file).
     pub dropped_by_os: Option<DropProbe>,
+    /// The server's workers (`psp_workers`; the utilization's capacity).
+    pub workers: usize,
+    /// Each type's declared mean service time in ns (the workload's), in type
+    /// order (`psp_declared_service_seconds`).
+    pub declared_service_ns: Vec<Option<f64>>,
 }
 
 /// A running exporter: stops (and joins its thread) when dropped.
@@ -331,7 +336,21 @@ fn scrape(source: &mut MetricsSource) -> String {
         &source.type_names,
         uptime_s,
         dropped_by_os,
+        &Capacity {
+            workers: source.workers,
+            declared_service_ns: source.declared_service_ns.clone(),
+        },
     )
+}
+
+/// What the utilization gauges compare: the workers, and the service times
+/// the workload declares.
+#[derive(Debug, Clone, Default)]
+pub struct Capacity {
+    /// The server's workers.
+    pub workers: usize,
+    /// Each type's declared mean service time in ns, in type order.
+    pub declared_service_ns: Vec<Option<f64>>,
 }
 
 /// The text exposition of `snapshot` (`type_names` label its types).
@@ -340,6 +359,7 @@ pub fn encode(
     type_names: &[String],
     uptime_s: f64,
     dropped_by_os: Option<u64>,
+    capacity: &Capacity,
 ) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(SnapshotCollector {
@@ -347,6 +367,7 @@ pub fn encode(
         type_names: type_names.to_vec(),
         uptime_s,
         dropped_by_os,
+        capacity: capacity.clone(),
     }));
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry)
@@ -361,6 +382,7 @@ struct SnapshotCollector {
     type_names: Vec<String>,
     uptime_s: f64,
     dropped_by_os: Option<u64>,
+    capacity: Capacity,
 }
 
 /// The `type` label of a type's series (and more labels after it).
@@ -580,6 +602,7 @@ impl Collector for SnapshotCollector {
                 d,
             )?;
         }
+        self.encode_utilization(&mut enc)?;
         counter(
             &mut enc,
             "psp_snapshots",
@@ -593,6 +616,58 @@ impl Collector for SnapshotCollector {
             MetricType::Gauge,
         )?
         .encode_gauge(&self.uptime_s)
+    }
+}
+
+impl SnapshotCollector {
+    /// The workers, the declared service times, and the utilization measured
+    /// and implied by the declared times since the start (both over the
+    /// workers' capacity since then, so their ratio is how far the declared
+    /// times are off; `rate()` of `psp_service_seconds_sum` over `psp_workers`
+    /// is the measured utilization over any window).
+    fn encode_utilization(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let c = &self.capacity;
+        gauge(enc, "psp_workers", "Application workers", c.workers as u64)?;
+        let mut m = enc.encode_descriptor(
+            "psp_declared_service",
+            "Mean service time the workload declares for the type (what --load is computed from)",
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        for ((t, _), d) in self.types().zip(&c.declared_service_ns) {
+            if let Some(d) = d {
+                m.encode_family(&by_type(t))?.encode_gauge(&(d / 1e9))?;
+            }
+        }
+        let capacity_s = (c.workers as f64 * self.uptime_s).max(1e-9);
+        let busy_s: f64 = self
+            .snapshot
+            .types
+            .iter()
+            .map(|t| seconds(t.service.sum_ns))
+            .sum();
+        let declared_s: f64 = self
+            .snapshot
+            .types
+            .iter()
+            .zip(&c.declared_service_ns)
+            .map(|(t, d)| t.service.count as f64 * d.unwrap_or(0.0) / 1e9)
+            .sum();
+        enc.encode_descriptor(
+            "psp_utilization",
+            "Measured utilization since the start: service time of ok requests over workers x uptime",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&(busy_s / capacity_s))?;
+        enc.encode_descriptor(
+            "psp_declared_utilization",
+            "Utilization the workload's declared service times imply for the same ok requests, over workers x uptime",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&(declared_s / capacity_s))?;
+        Ok(())
     }
 }
 

@@ -195,6 +195,9 @@ struct NetFrontEnd<D: Datapath> {
     /// waits, so that a run that cannot start (a core not available, a thread
     /// that cannot spawn) is its error, not a failure after "listening".
     started: Option<std::sync::mpsc::Sender<()>>,
+    /// The registered types' declared mean service times, which the core
+    /// compares with the measured ones.
+    declared_ns: Vec<Option<f64>>,
 }
 
 /// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
@@ -219,6 +222,7 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
 
     fn begin(&mut self, core: &mut DispatchCore, now: u64) {
         core.set_base(now);
+        core.set_declared_service(&self.declared_ns);
         if let Some(p) = self.snapshots.take() {
             core.publish_snapshots(p, now);
         }
@@ -474,6 +478,8 @@ impl Server {
                     type_names: cfg.types.iter().map(|t| t.name.clone()).collect(),
                     started,
                     dropped_by_os: Some(Box::new(move || crate::udp::socket_drops(&socket))),
+                    workers: cfg.runtime.workers,
+                    declared_service_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
                 };
                 let exporter = Exporter::start(listener, source).map_err(thread_err)?;
                 (Some(exporter), Some(publisher))
@@ -593,6 +599,7 @@ fn serve<D: Datapath + 'static>(
         seq: 0,
         snapshots,
         started: Some(started),
+        declared_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
     };
     // Workers are made in order 0..n: each takes the next transmitter.
     let mut txs = txs.into_iter();
