@@ -738,6 +738,53 @@ fn write_samples(path: &Path, cfg: &LoadConfig, rep: &LoadReport) -> Result<()> 
     std::fs::write(path, out).with_context(|| format!("cannot write '{}'", path.display()))
 }
 
+/// Offered loads (by the declared service times) up to which the client
+/// expects every type's median latency within [`CLIENT_LATENCY_FACTOR`] x its
+/// declared mean service time plus [`CLIENT_LATENCY_FLOOR_US`].
+const CLIENT_WARN_MAX_LOAD: f64 = 0.8;
+/// See [`CLIENT_WARN_MAX_LOAD`].
+const CLIENT_LATENCY_FACTOR: f64 = 10.0;
+/// See [`CLIENT_WARN_MAX_LOAD`]: room for the network round trip.
+const CLIENT_LATENCY_FLOOR_US: f64 = 1000.0;
+
+/// The client's side of the service-time check. Replies carry no service
+/// time, so the client judges by latency: at a load the declared service times
+/// put at [`CLIENT_WARN_MAX_LOAD`] or less, a type whose median latency is past
+/// [`CLIENT_LATENCY_FACTOR`] x its declared mean plus [`CLIENT_LATENCY_FLOOR_US`]
+/// means the server carries far more than the declared load (slower service
+/// than declared), or is shared.
+fn latency_warning(point: &PointResult) -> Option<String> {
+    if point.load > CLIENT_WARN_MAX_LOAD {
+        return None;
+    }
+    let slow: Vec<String> = point
+        .types
+        .iter()
+        .filter(|t| {
+            t.count > 0
+                && t.mean_service_us > 0.0
+                && t.p50_latency_us
+                    > CLIENT_LATENCY_FACTOR * t.mean_service_us + CLIENT_LATENCY_FLOOR_US
+        })
+        .map(|t| {
+            format!(
+                "{} median latency {:.0} us, {:.0}x its declared {:.2} us",
+                t.name,
+                t.p50_latency_us,
+                t.p50_latency_us / t.mean_service_us,
+                t.mean_service_us
+            )
+        })
+        .collect();
+    (!slow.is_empty()).then(|| {
+        format!(
+            "warning: at {:.0}% load by the workload's declared service times, {}: the server's real service times are likely longer than declared, so it runs at more than that load; its summary, statistics lines and /metrics report the measured utilization beside the declared one; measure the real times with `psp profile` and use the workload file it writes",
+            point.load * 100.0,
+            slow.join("; ")
+        )
+    })
+}
+
 /// Runs `psp load`.
 pub fn load(a: LoadArgs) -> Result<()> {
     let server = parse_addr(&a.server, "--server")?;
@@ -764,6 +811,9 @@ pub fn load(a: LoadArgs) -> Result<()> {
         eprintln!(
             "warning: no response at all from {server}: is a server running there? (every request counted as a timeout)"
         );
+    }
+    if let Some(w) = latency_warning(&point) {
+        eprintln!("{w}");
     }
     if rep.rejected.total() > 0 {
         eprintln!(

@@ -217,6 +217,11 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     let app = a
         .app
         .config(&workload, crate::net::default_max_service_ns(&workload))?;
+    if a.mode == Mode::Run
+        && let Some(w) = crate::run::machine_warning(&workload, workers)
+    {
+        eprintln!("{w}");
+    }
     let plan = Plan {
         app,
         mode: a.mode,
