@@ -507,10 +507,9 @@ fn utilization_line(s: &ServerSummary) -> String {
 /// A warning naming the types whose measured mean service time is off from
 /// the declared one by more than [`psp_runtime::SERVICE_OFF_FACTOR`] (types
 /// with at least 100 completions).
-fn service_warning(s: &ServerSummary) -> Option<String> {
+fn service_warning(types: &[ServerTypeLatency]) -> Option<String> {
     let f = psp_runtime::SERVICE_OFF_FACTOR;
-    let off: Vec<String> = s
-        .server_side_latency
+    let off: Vec<String> = types
         .iter()
         .filter(|t| t.completed >= 100)
         .filter_map(|t| {
@@ -605,7 +604,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             );
         }
         println!("{}", utilization_line(&s));
-        if let Some(w) = service_warning(&s) {
+        if let Some(w) = service_warning(&s.server_side_latency) {
             eprintln!("{w}");
         }
         if let Some(r) = &s.reservation {
@@ -1133,4 +1132,76 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn latency(name: &str, completed: u64, svc: f64, declared: Option<f64>) -> ServerTypeLatency {
+        ServerTypeLatency {
+            name: name.into(),
+            completed,
+            mean_service_us: svc,
+            declared_service_us: declared,
+            p50_latency_us: svc,
+            p99_latency_us: svc,
+            p999_latency_us: svc,
+        }
+    }
+
+    /// The server summary names the types more than 1.5x off their declared
+    /// mean service time (either way), once they have 100 completions.
+    #[test]
+    fn server_warning_names_types_off_their_declared_times() {
+        let w = service_warning(&[
+            latency("GET", 5000, 11.0, Some(1.5)),
+            latency("SCAN", 5000, 1170.0, Some(635.0)),
+            latency("PUT", 5000, 1.0, Some(1.2)),
+            latency("FEW", 99, 100.0, Some(1.0)),
+            latency("FAST", 5000, 1.0, Some(2.0)),
+            latency("NONE", 5000, 1.0, None),
+        ])
+        .expect("a warning");
+        assert!(w.contains("GET 7.33x") && w.contains("SCAN 1.84x"), "{w}");
+        assert!(w.contains("FAST 0.50x") && w.contains("psp profile"), "{w}");
+        assert!(
+            !w.contains("PUT") && !w.contains("FEW") && !w.contains("NONE"),
+            "{w}"
+        );
+        assert!(service_warning(&[latency("GET", 5000, 1.4, Some(1.0))]).is_none());
+    }
+
+    fn client_point(load: f64, svc_us: f64, p50_us: f64) -> PointResult {
+        let mut rec = psp_metrics::Recorder::new(["SCAN"]);
+        for _ in 0..100 {
+            rec.record(0, (p50_us * 1e3) as u64, (svc_us * 1e3) as u64);
+        }
+        let meta = psp_metrics::PointMeta {
+            mode: "net",
+            workload: "rocksdb".into(),
+            policy: "darc".into(),
+            workers: 2,
+            load,
+            offered_rps: 1.0,
+            duration_s: 1.0,
+            measured_s: 1.0,
+            seed: 1,
+        };
+        PointResult::from_recorder(meta, &rec, 100, serde_json::Map::new())
+    }
+
+    /// The client warns when a type's median latency is past 10x its declared
+    /// mean plus 1 ms at a declared load of 80% or less.
+    #[test]
+    fn client_warns_of_latency_far_past_the_declared_service() {
+        let w = latency_warning(&client_point(0.3, 635.0, 737_000.0)).expect("a warning");
+        assert!(
+            w.contains("SCAN median latency") && w.contains("psp profile"),
+            "{w}"
+        );
+        // Within the bound, or at a load where queueing may explain it: quiet.
+        assert!(latency_warning(&client_point(0.3, 635.0, 7_000.0)).is_none());
+        assert!(latency_warning(&client_point(0.9, 635.0, 737_000.0)).is_none());
+    }
 }

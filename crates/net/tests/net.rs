@@ -598,3 +598,84 @@ fn a_server_whose_cores_are_missing_does_not_start() {
         Ok(_) => panic!("started on cores that do not exist"),
     }
 }
+
+/// The value of the exposition line that starts with `prefix` (a metric name
+/// with its labels), if any.
+fn exposed(body: &str, prefix: &str) -> Option<f64> {
+    body.lines().find_map(|l| {
+        l.strip_prefix(prefix)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Issue 24: requests that take twice their type's declared mean service
+/// time show up as a measured utilization twice the declared one, in
+/// `/metrics` and in the report's per-type service sums.
+#[test]
+fn measured_utilization_is_reported_beside_the_declared_one() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        runtime: RuntimeConfig {
+            workers: 1,
+            queue_capacity: 64,
+            drain_timeout: Duration::from_secs(5),
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: "c-fcfs".parse().unwrap(),
+        types: workload().type_infos(),
+        classifier: ClassifierKind::Header,
+        app: Arc::new(SpinService::with_spinner(
+            spinner(),
+            &SpinConfig {
+                max_service_ns: MAX_SERVICE_NS,
+            },
+        )),
+    })
+    .expect("server starts");
+    let maddr = srv.metrics_addr().unwrap();
+    let sock = client_socket(srv.local_addr());
+    // "short" declares 20 us; each of these spins 40 us.
+    const N: u64 = 50;
+    for id in 0..N {
+        assert_eq!(status_of(ask(&sock, &request(0, id, 40_000))).1, Status::Ok);
+    }
+    let ok = "psp_requests_total{type=\"short\",outcome=\"ok\"}";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let answer = http_exchange(maddr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        if exposed(&answer, ok) == Some(N as f64) {
+            break answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics never caught up: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(exposed(&body, "psp_workers"), Some(1.0), "{body}");
+    assert_eq!(
+        exposed(&body, "psp_declared_service_seconds{type=\"short\"}"),
+        Some(20e-6),
+        "{body}"
+    );
+    let measured = exposed(&body, "psp_utilization").expect("psp_utilization");
+    let declared = exposed(&body, "psp_declared_utilization").expect("declared");
+    assert!(declared > 0.0, "{body}");
+    // A spin lasts at least what it asks for: twice the declared mean.
+    assert!(measured / declared >= 1.9, "{measured} / {declared}");
+    let report = srv.stop().expect("clean stop");
+    let d = &report.dispatcher;
+    assert_eq!(d.completed_by_type, vec![N, 0]);
+    assert!(
+        d.service_ns_by_type[0] >= N * 39_000,
+        "{:?}",
+        d.service_ns_by_type
+    );
+    assert_eq!(d.service_ns_by_type[1], 0);
+}
