@@ -116,7 +116,9 @@ pub struct ServeArgs {
     #[arg(long)]
     policy: Option<String>,
     /// Workload whose request types the server registers (type id = index) and
-    /// whose mean service times seed the policy [default: high-bimodal].
+    /// whose mean service times seed the policy; a type whose measured mean is
+    /// more than 1.5x off its declared one is warned about [default:
+    /// high-bimodal].
     #[arg(long)]
     workload: Option<String>,
     /// Application workers [default: one per core left after the dispatcher].
