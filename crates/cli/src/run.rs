@@ -133,10 +133,11 @@ pub fn run(a: RunArgs) -> Result<()> {
         stats,
         drain_timeout: limits::DRAIN_TIMEOUT.parse(&a.drain_timeout)?,
     };
+    let (mut point, counts) = measure(&workload, &app, &spec, &sim_cfg, &opts)?;
+    // After the measurement, so that an error is still one line.
     if let Some(w) = machine_warning(&workload, sim_cfg.workers) {
         eprintln!("{w}");
     }
-    let (mut point, counts) = measure(&workload, &app, &spec, &sim_cfg, &opts)?;
     if let Some(w) = service_warning(&workload, &point) {
         eprintln!("{w}");
     }

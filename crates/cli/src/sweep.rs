@@ -217,11 +217,6 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     let app = a
         .app
         .config(&workload, crate::net::default_max_service_ns(&workload))?;
-    if a.mode == Mode::Run
-        && let Some(w) = crate::run::machine_warning(&workload, workers)
-    {
-        eprintln!("{w}");
-    }
     let plan = Plan {
         app,
         mode: a.mode,
@@ -301,6 +296,12 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
             .collect()
     })?;
     bar.finish_and_clear();
+    // After the points: an error is still one line.
+    if a.mode == Mode::Run
+        && let Some(w) = crate::run::machine_warning(&plan.workload, workers)
+    {
+        eprintln!("{w}");
+    }
 
     let result = SweepResult {
         slo: plan.slo.clone(),
