@@ -116,7 +116,9 @@ pub struct ServeArgs {
     #[arg(long)]
     policy: Option<String>,
     /// Workload whose request types the server registers (type id = index) and
-    /// whose mean service times seed the policy [default: high-bimodal].
+    /// whose mean service times seed the policy; a type whose measured mean is
+    /// more than 1.5x off its declared one is warned about [default:
+    /// high-bimodal].
     #[arg(long)]
     workload: Option<String>,
     /// Application workers [default: one per core left after the dispatcher].
@@ -367,6 +369,8 @@ struct ServerTypeLatency {
     name: String,
     completed: u64,
     mean_service_us: f64,
+    /// The mean service time the workload declares for the type.
+    declared_service_us: Option<f64>,
     p50_latency_us: f64,
     p99_latency_us: f64,
     p999_latency_us: f64,
@@ -401,6 +405,11 @@ struct ServerSummary {
     steals_per_worker: Vec<u64>,
     pinned: bool,
     wall_s: f64,
+    /// Service time of every completed request over workers x `wall_s`.
+    measured_utilization: f64,
+    /// What the workload's declared mean service times imply for the same
+    /// completions, over workers x `wall_s` (`None`: no type declares one).
+    declared_utilization: Option<f64>,
     server_side_latency: Vec<ServerTypeLatency>,
     /// The application's own check of its state at the end (TPC-C's
     /// consistency conditions), when it has one.
@@ -408,9 +417,20 @@ struct ServerSummary {
 }
 
 impl ServerSummary {
-    fn of(s: &ServerReport) -> Self {
+    /// The summary of `s`, whose types declare the mean service times
+    /// `declared` (ns, in type order).
+    fn of(s: &ServerReport, declared: &[Option<f64>]) -> Self {
         let (d, n) = (&s.dispatcher, &s.net);
         let c = &d.counts;
+        let capacity_ns = (s.served_per_worker.len() as f64 * s.wall.as_nanos() as f64).max(1.0);
+        let busy_ns: u64 = d.service_ns_by_type.iter().sum();
+        let declared_ns = declared.iter().any(Option::is_some).then(|| {
+            d.completed_by_type
+                .iter()
+                .zip(declared)
+                .map(|(&n, m)| n as f64 * m.unwrap_or(0.0))
+                .sum::<f64>()
+        });
         ServerSummary {
             received: n.received,
             requests: c.arrived,
@@ -435,14 +455,18 @@ impl ServerSummary {
             steals_per_worker: s.steals_per_worker.clone(),
             pinned: s.pinned,
             wall_s: s.wall.as_secs_f64(),
+            measured_utilization: busy_ns as f64 / capacity_ns,
+            declared_utilization: declared_ns.map(|n| n / capacity_ns),
             server_side_latency: d
                 .recorder
                 .type_stats()
                 .into_iter()
-                .map(|t| ServerTypeLatency {
+                .zip(declared.iter().chain(std::iter::repeat(&None)))
+                .map(|(t, m)| ServerTypeLatency {
                     name: t.name,
                     completed: t.count,
                     mean_service_us: t.mean_service_us,
+                    declared_service_us: m.map(|ns| ns / 1e3),
                     p50_latency_us: t.p50_latency_us,
                     p99_latency_us: t.p99_latency_us,
                     p999_latency_us: t.p999_latency_us,
@@ -455,6 +479,53 @@ impl ServerSummary {
     fn json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("plain data serializes")
     }
+}
+
+/// The workload's declared mean service times (ns), in type order.
+fn declared(workload: &Workload) -> Vec<Option<f64>> {
+    workload
+        .type_infos()
+        .iter()
+        .map(|t| t.mean_service_ns)
+        .collect()
+}
+
+/// The measured utilization beside the one the declared service times imply.
+fn utilization_line(s: &ServerSummary) -> String {
+    let mut line = format!(
+        "utilization over the server's {:.1} s: measured {:.1}%",
+        s.wall_s,
+        s.measured_utilization * 100.0
+    );
+    if let Some(d) = s.declared_utilization.filter(|d| *d > 0.0) {
+        line.push_str(&format!(
+            " | by the workload's declared service times {:.1}% (measured / declared {:.2}x)",
+            d * 100.0,
+            s.measured_utilization / d
+        ));
+    }
+    line
+}
+
+/// A warning naming the types whose measured mean service time is off from
+/// the declared one by more than [`psp_runtime::SERVICE_OFF_FACTOR`] (types
+/// with at least 100 completions).
+fn service_warning(types: &[ServerTypeLatency]) -> Option<String> {
+    let f = psp_runtime::SERVICE_OFF_FACTOR;
+    let off: Vec<String> = types
+        .iter()
+        .filter(|t| t.completed >= 100)
+        .filter_map(|t| {
+            let r = t.mean_service_us / t.declared_service_us.filter(|d| *d > 0.0)?;
+            (!(1.0 / f..=f).contains(&r)).then(|| format!("{} {r:.2}x", t.name))
+        })
+        .collect();
+    (!off.is_empty()).then(|| {
+        format!(
+            "warning: measured mean service times are more than {f}x off from the workload's declared ones ({}): a load computed from the declared times (psp load --load) is not the load the server carried (see the measured utilization); measure the real times with `psp profile` and use the workload file it writes",
+            off.join(", ")
+        )
+    })
 }
 
 /// Runs `psp serve`.
@@ -491,7 +562,8 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     }
     eprintln!("psp serve: stopping (draining admitted requests)");
     let report = server.join()?;
-    let mut s = ServerSummary::of(&report);
+    let declared: Vec<Option<f64>> = cfg.types.iter().map(|t| t.mean_service_ns).collect();
+    let mut s = ServerSummary::of(&report, &declared);
     s.app_check = cfg.app.finish();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
@@ -518,19 +590,25 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         );
         println!("server-side latency (receive to handler completion):");
         println!(
-            "{:<12} {:>10} {:>9} {:>10} {:>10} {:>11}",
-            "type", "completed", "svc(us)", "p50(us)", "p99(us)", "p99.9(us)"
+            "{:<12} {:>10} {:>9} {:>13} {:>10} {:>10} {:>11}",
+            "type", "completed", "svc(us)", "declared(us)", "p50(us)", "p99(us)", "p99.9(us)"
         );
         for t in &s.server_side_latency {
             println!(
-                "{:<12} {:>10} {:>9.2} {:>10.2} {:>10.2} {:>11.2}",
+                "{:<12} {:>10} {:>9.2} {:>13} {:>10.2} {:>10.2} {:>11.2}",
                 t.name,
                 t.completed,
                 t.mean_service_us,
+                t.declared_service_us
+                    .map_or("-".to_string(), |d| format!("{d:.2}")),
                 t.p50_latency_us,
                 t.p99_latency_us,
                 t.p999_latency_us,
             );
+        }
+        println!("{}", utilization_line(&s));
+        if let Some(w) = service_warning(&s.server_side_latency) {
+            eprintln!("{w}");
         }
         if let Some(r) = &s.reservation {
             println!("reservation: {r}");
@@ -662,9 +740,60 @@ fn write_samples(path: &Path, cfg: &LoadConfig, rep: &LoadReport) -> Result<()> 
     std::fs::write(path, out).with_context(|| format!("cannot write '{}'", path.display()))
 }
 
+/// Offered loads (by the declared service times) up to which the client
+/// expects every type's median latency within [`CLIENT_LATENCY_FACTOR`] x its
+/// declared mean service time plus [`CLIENT_LATENCY_FLOOR_US`].
+const CLIENT_WARN_MAX_LOAD: f64 = 0.8;
+/// See [`CLIENT_WARN_MAX_LOAD`].
+const CLIENT_LATENCY_FACTOR: f64 = 10.0;
+/// See [`CLIENT_WARN_MAX_LOAD`]: room for the network round trip.
+const CLIENT_LATENCY_FLOOR_US: f64 = 1000.0;
+
+/// The client's side of the service-time check. Replies carry no service
+/// time, so the client judges by latency: at a load the declared service times
+/// put at [`CLIENT_WARN_MAX_LOAD`] or less, a type whose median latency is past
+/// [`CLIENT_LATENCY_FACTOR`] x its declared mean plus [`CLIENT_LATENCY_FLOOR_US`]
+/// means the server carries far more than the declared load (slower service
+/// than declared), or is shared.
+fn latency_warning(point: &PointResult) -> Option<String> {
+    if point.load > CLIENT_WARN_MAX_LOAD {
+        return None;
+    }
+    let slow: Vec<String> = point
+        .types
+        .iter()
+        .filter(|t| {
+            t.count > 0
+                && t.mean_service_us > 0.0
+                && t.p50_latency_us
+                    > CLIENT_LATENCY_FACTOR * t.mean_service_us + CLIENT_LATENCY_FLOOR_US
+        })
+        .map(|t| {
+            format!(
+                "{} median latency {:.0} us, {:.0}x its declared {:.2} us",
+                t.name,
+                t.p50_latency_us,
+                t.p50_latency_us / t.mean_service_us,
+                t.mean_service_us
+            )
+        })
+        .collect();
+    (!slow.is_empty()).then(|| {
+        format!(
+            "warning: at {:.0}% load by the workload's declared service times, {}: the server's real service times are likely longer than declared, so it runs at more than that load; its summary, statistics lines and /metrics report the measured utilization beside the declared one; measure the real times with `psp profile` and use the workload file it writes",
+            point.load * 100.0,
+            slow.join("; ")
+        )
+    })
+}
+
 /// Runs `psp load`.
 pub fn load(a: LoadArgs) -> Result<()> {
     let server = parse_addr(&a.server, "--server")?;
+    // --flows counts the client's sockets here: their range, not the
+    // simulator's, which the point's own check below would name.
+    let client = a.client.clone().with_flows(a.point.flows);
+    client.check()?;
     let workload = Workload::resolve(&a.point.workload)?;
     let point = a.point.clone().with_default_workers(Mode::Net);
     let workers = limits::WORKERS.check(point.workers())?;
@@ -673,14 +802,7 @@ pub fn load(a: LoadArgs) -> Result<()> {
     // A phased workload runs its phases: their requests, not --duration's.
     limits::point_requests(&workload, workers, rate, sim.duration_ns)?;
     let app = a.app.config(&workload, u64::MAX)?;
-    let cfg = load_config(
-        server,
-        &workload,
-        &app,
-        &sim,
-        &a.client.clone().with_flows(a.point.flows),
-        a.samples.is_some(),
-    )?;
+    let cfg = load_config(server, &workload, &app, &sim, &client, a.samples.is_some())?;
     let rep = load_with_progress(&cfg)?;
     if let Some(path) = &a.samples {
         write_samples(path, &cfg, &rep)?;
@@ -691,6 +813,9 @@ pub fn load(a: LoadArgs) -> Result<()> {
         eprintln!(
             "warning: no response at all from {server}: is a server running there? (every request counted as a timeout)"
         );
+    }
+    if let Some(w) = latency_warning(&point) {
+        eprintln!("{w}");
     }
     if rep.rejected.total() > 0 {
         eprintln!(
@@ -764,9 +889,10 @@ pub fn measure(
     let mut point = rep.to_point(&lc, &spec.to_string(), cfg.workers);
     if let Some(s) = server {
         let s = s.stop()?;
-        point
-            .extra
-            .insert("server".into(), ServerSummary::of(&s).json());
+        point.extra.insert(
+            "server".into(),
+            ServerSummary::of(&s, &declared(workload)).json(),
+        );
         if let Some(r) = &s.dispatcher.reservation {
             point.extra.insert("reservation".into(), json!(r));
         }
@@ -924,7 +1050,10 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
                         })?;
                         (
                             s.local_addr(),
-                            Box::new(move || Ok(ServerSummary::of(&s.stop()?).json())),
+                            Box::new({
+                                let d = declared(&workload);
+                                move || Ok(ServerSummary::of(&s.stop()?, &d).json())
+                            }),
                         )
                     }
                     _ => {
@@ -1006,4 +1135,76 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn latency(name: &str, completed: u64, svc: f64, declared: Option<f64>) -> ServerTypeLatency {
+        ServerTypeLatency {
+            name: name.into(),
+            completed,
+            mean_service_us: svc,
+            declared_service_us: declared,
+            p50_latency_us: svc,
+            p99_latency_us: svc,
+            p999_latency_us: svc,
+        }
+    }
+
+    /// The server summary names the types more than 1.5x off their declared
+    /// mean service time (either way), once they have 100 completions.
+    #[test]
+    fn server_warning_names_types_off_their_declared_times() {
+        let w = service_warning(&[
+            latency("GET", 5000, 11.0, Some(1.5)),
+            latency("SCAN", 5000, 1170.0, Some(635.0)),
+            latency("PUT", 5000, 1.0, Some(1.2)),
+            latency("FEW", 99, 100.0, Some(1.0)),
+            latency("FAST", 5000, 1.0, Some(2.0)),
+            latency("NONE", 5000, 1.0, None),
+        ])
+        .expect("a warning");
+        assert!(w.contains("GET 7.33x") && w.contains("SCAN 1.84x"), "{w}");
+        assert!(w.contains("FAST 0.50x") && w.contains("psp profile"), "{w}");
+        assert!(
+            !w.contains("PUT") && !w.contains("FEW") && !w.contains("NONE"),
+            "{w}"
+        );
+        assert!(service_warning(&[latency("GET", 5000, 1.4, Some(1.0))]).is_none());
+    }
+
+    fn client_point(load: f64, svc_us: f64, p50_us: f64) -> PointResult {
+        let mut rec = psp_metrics::Recorder::new(["SCAN"]);
+        for _ in 0..100 {
+            rec.record(0, (p50_us * 1e3) as u64, (svc_us * 1e3) as u64);
+        }
+        let meta = psp_metrics::PointMeta {
+            mode: "net",
+            workload: "rocksdb".into(),
+            policy: "darc".into(),
+            workers: 2,
+            load,
+            offered_rps: 1.0,
+            duration_s: 1.0,
+            measured_s: 1.0,
+            seed: 1,
+        };
+        PointResult::from_recorder(meta, &rec, 100, serde_json::Map::new())
+    }
+
+    /// The client warns when a type's median latency is past 10x its declared
+    /// mean plus 1 ms at a declared load of 80% or less.
+    #[test]
+    fn client_warns_of_latency_far_past_the_declared_service() {
+        let w = latency_warning(&client_point(0.3, 635.0, 737_000.0)).expect("a warning");
+        assert!(
+            w.contains("SCAN median latency") && w.contains("psp profile"),
+            "{w}"
+        );
+        // Within the bound, or at a load where queueing may explain it: quiet.
+        assert!(latency_warning(&client_point(0.3, 635.0, 7_000.0)).is_none());
+        assert!(latency_warning(&client_point(0.9, 635.0, 737_000.0)).is_none());
+    }
 }

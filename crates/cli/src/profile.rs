@@ -5,7 +5,7 @@
 //! and the policy's seed means in `psp run`/`psp serve`) use measured, not
 //! declared, service times.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -87,12 +87,27 @@ struct File {
 /// Runs `psp profile`.
 pub fn run(a: ProfileArgs) -> Result<()> {
     psp_apps::profile::check_requests(a.requests)?;
-    let Some(app_name) = a.app.app.clone() else {
-        bail!("--app is required (kv, tpcc, spin or echo)");
+    // An unknown --app is named as such, whatever else is missing.
+    if let Some(name) = &a.app.app
+        && !psp_apps::APP_NAMES.contains(&name.to_ascii_lowercase().as_str())
+    {
+        return Err(psp_apps::AppError::Unknown(name.clone()).into());
+    }
+    let given = a.workload.as_deref().map(Workload::resolve).transpose()?;
+    // --app, else the workload file's `app` (as `psp profile` writes it).
+    let Some(app_name) = a
+        .app
+        .app
+        .clone()
+        .or_else(|| given.as_ref().and_then(|w| w.app.clone()))
+    else {
+        bail!(
+            "--app is required (kv, tpcc, spin or echo), unless --workload names a workload whose `app` says which"
+        );
     };
     // The types: the given workload's, else the application's standard mix.
-    let workload = match &a.workload {
-        Some(w) => Workload::resolve(w)?,
+    let workload = match given {
+        Some(w) => w,
         None => {
             let mix = psp_apps::default_mix(&app_name);
             if mix.is_empty() {
@@ -102,7 +117,14 @@ pub fn run(a: ProfileArgs) -> Result<()> {
             Workload::fixed(&format!("{app_name}-measured"), &types)
         }
     };
+    // --app, else the workload's `app` (checked to agree when both are given).
     let app = a.app.config(&workload, u64::MAX)?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}-measured.toml", app.name())));
+    // Before the measurement, which may take minutes.
+    check_writable(&out)?;
     let names = type_names(&workload);
     eprintln!(
         "psp profile: app {} | {} types | {} timed requests each ({:?} order), one handler, one request at a time",
@@ -121,10 +143,6 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         Order::PerType => psp_apps::profile::ProfileOrder::PerType,
     };
     let measured = psp_apps::profile::profile(&app, &types, a.requests, order, a.seed)?;
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}-measured.toml", app.name())));
     let mut file = workload_file(
         &workload,
         app.name(),
@@ -194,6 +212,29 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refuses an output path that cannot be written (a directory, a missing
+/// directory, no permission) without changing what is there: an existing
+/// file is opened for appending, a new one created and removed.
+fn check_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!("--out: '{}' is a directory", path.display());
+    }
+    let opened = if path.exists() {
+        std::fs::OpenOptions::new().append(true).open(path)
+    } else {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .inspect(|_| {
+                let _ = std::fs::remove_file(path);
+            })
+    };
+    opened
+        .map(drop)
+        .with_context(|| format!("--out: cannot write '{}'", path.display()))
 }
 
 fn workload_file(

@@ -152,6 +152,13 @@ pub fn run(a: RunArgs) -> Result<()> {
     if let (Some(stem), Some(series)) = (&a.series, &series) {
         crate::write_series(series, &workload, stem, &point.policy)?;
     }
+    // After the measurement, so that an error is still one line.
+    if let Some(w) = machine_warning(&workload, sim_cfg.workers) {
+        eprintln!("{w}");
+    }
+    if let Some(w) = service_warning(&workload, &point) {
+        eprintln!("{w}");
+    }
     let prediction = if a.compare_sim {
         Some(simulate_point(&workload, &spec, &sim_cfg)?)
     } else {
@@ -169,6 +176,17 @@ pub fn run(a: RunArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&point)?);
     } else {
         print!("{}", report::point_table(&point));
+        let e = &point.extra;
+        if let (Some(m), Some(d)) = (
+            e.get("measured_utilization").and_then(|v| v.as_f64()),
+            e.get("declared_utilization").and_then(|v| v.as_f64()),
+        ) {
+            println!(
+                "utilization over the run: measured {:.1}% | by the workload's declared service times {:.1}%",
+                m * 100.0,
+                d * 100.0
+            );
+        }
         if let Some(line) = executor_counters(&point) {
             println!("{line}");
         }
@@ -191,6 +209,64 @@ pub fn run(a: RunArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Service times below which a thread descheduled mid-request (a time slice:
+/// milliseconds) dwarfs the request.
+const FEW_US: f64 = 10.0;
+
+/// A warning when the point measures the machine rather than the policy:
+/// more busy threads (the workers and the dispatcher, which also generates
+/// the arrivals) than cores, and a shortest type of only a few microseconds.
+pub fn machine_warning(workload: &Workload, workers: usize) -> Option<String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = workers + 1;
+    let shortest = workload
+        .types
+        .iter()
+        .min_by(|a, b| a.service.mean_us().total_cmp(&b.service.mean_us()))?;
+    let us = shortest.service.mean_us();
+    (threads > cores && us < FEW_US).then(|| {
+        format!(
+            "warning: {workers} workers and the dispatcher (which also generates the arrivals) are {threads} busy threads on {cores} cores, and the shortest type ({}, {us:.2} us) takes only a few microseconds: a thread descheduled mid-request holds it for a time slice (milliseconds), so this point measures the machine, not the policy; use a scaled workload (e.g. extreme-bimodal-x1000, high-bimodal-x100) or fewer workers",
+            shortest.name,
+        )
+    })
+}
+
+/// A warning naming the types whose measured mean service time (`extra`'s
+/// `service_us_by_type`) is more than [`psp_runtime::SERVICE_OFF_FACTOR`] off
+/// the declared one (types with 100 completions or more). Phased workloads
+/// change their service times on purpose: not checked.
+fn service_warning(workload: &Workload, point: &PointResult) -> Option<String> {
+    if !workload.phases.is_empty() {
+        return None;
+    }
+    let f = psp_runtime::SERVICE_OFF_FACTOR;
+    let measured = point.extra.get("service_us_by_type")?.as_array()?;
+    let completed = point.extra.get("completed_by_type")?.as_array()?;
+    let off: Vec<String> = workload
+        .types
+        .iter()
+        .zip(measured.iter().zip(completed))
+        .filter_map(|(t, (m, n))| {
+            let (m, n) = (m.as_f64()?, n.as_u64()?);
+            let r = m / t.service.mean_us();
+            (n >= 100 && !(1.0 / f..=f).contains(&r)).then(|| {
+                format!(
+                    "{} {m:.2} us, {r:.2}x the declared {:.2} us",
+                    t.name,
+                    t.service.mean_us()
+                )
+            })
+        })
+        .collect();
+    (!off.is_empty()).then(|| {
+        format!(
+            "warning: measured mean service times more than {f}x off the workload's declared ones ({}): --load is computed from the declared times, so it is not the load the workers carried (see measured_utilization); measure the real times with `psp profile` and use the workload file it writes",
+            off.join("; ")
+        )
+    })
 }
 
 /// SYNERGY's or Tiny Quanta's counters from a measured point's extras, as
@@ -397,6 +473,39 @@ pub fn measure(
         extra.insert("app_check".into(), json!(check));
     }
     extra.insert("wall_s".into(), json!(report.wall.as_secs_f64()));
+    // What the workers were busy with over the run, beside what the declared
+    // service times imply for the same completions.
+    let capacity_ns = (cfg.workers as f64 * report.wall.as_nanos() as f64).max(1.0);
+    let busy_ns: u64 = d.service_ns_by_type.iter().sum();
+    let declared_ns: f64 = d
+        .completed_by_type
+        .iter()
+        .zip(&workload.types)
+        .map(|(&n, t)| n as f64 * t.service.mean_us() * 1e3)
+        .sum();
+    extra.insert(
+        "measured_utilization".into(),
+        json!(busy_ns as f64 / capacity_ns),
+    );
+    extra.insert(
+        "declared_utilization".into(),
+        json!(declared_ns / capacity_ns),
+    );
+    extra.insert("completed_by_type".into(), json!(d.completed_by_type));
+    extra.insert(
+        "service_us_by_type".into(),
+        json!(
+            d.completed_by_type
+                .iter()
+                .zip(&d.service_ns_by_type)
+                .map(|(&n, &ns)| if n == 0 {
+                    0.0
+                } else {
+                    ns as f64 / n as f64 / 1e3
+                })
+                .collect::<Vec<_>>()
+        ),
+    );
     let meta = PointMeta {
         mode: "run",
         workload: workload.name.clone(),

@@ -188,6 +188,10 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     let workers = limits::WORKERS.check(a.point.workers())?;
     let max_load = loads.iter().copied().fold(0.0, f64::max);
     let top = limits::load_rate("--loads", max_load, &workload, workers)?;
+    if a.mode == Mode::Net {
+        // --flows counts the client's sockets: their range first.
+        a.client.clone().with_flows(a.point.flows).check()?;
+    }
     let cfg = a.point.config(&workload, top)?;
     let ctx = psp_core::PolicyContext {
         workers,
@@ -197,9 +201,6 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     for s in &specs {
         s.build(&ctx)?;
         limits::point_work(s, &workload, workers, top, cfg.duration_ns)?;
-    }
-    if a.mode == Mode::Net {
-        a.client.clone().with_flows(a.point.flows).check()?;
     }
     if server.is_some() && specs.len() != 1 {
         bail!("with --server, --policies names the one policy that server runs");
@@ -295,6 +296,12 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
             .collect()
     })?;
     bar.finish_and_clear();
+    // After the points: an error is still one line.
+    if a.mode == Mode::Run
+        && let Some(w) = crate::run::machine_warning(&plan.workload, workers)
+    {
+        eprintln!("{w}");
+    }
 
     let result = SweepResult {
         slo: plan.slo.clone(),

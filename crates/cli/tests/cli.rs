@@ -450,3 +450,90 @@ fn the_example_serve_config_runs() {
     assert_eq!(v["received"], 0);
     assert_eq!(v["served_per_worker"].as_array().map(Vec::len), Some(2));
 }
+
+/// Issue 24: a workload whose declared service times are far from what the
+/// application takes (200 µs declared, echo answers in about a microsecond)
+/// is named in a warning pointing at `psp profile`, the point carries the
+/// measured utilization beside the declared one, and the statistics lines
+/// the measured one.
+#[test]
+fn run_reports_measured_utilization_and_warns_of_declared_times_off() {
+    let dir = std::env::temp_dir().join(format!("psp-cli-util-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let w = dir.join("slow.toml");
+    std::fs::write(
+        &w,
+        "name = \"slow\"\n[[types]]\nname = \"a\"\nratio = 1\nservice = { dist = \"fixed\", us = 200 }\n",
+    )
+    .unwrap();
+    let out = psp(&[
+        "run",
+        "--workload",
+        w.to_str().unwrap(),
+        "--app",
+        "echo",
+        "--workers",
+        "1",
+        "--policy",
+        "c-fcfs",
+        "--load",
+        "0.1",
+        "--duration",
+        "500ms",
+        "--stats-interval",
+        "100ms",
+        "--stats-json",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let point = json_of(&out);
+    let e = &point["extra"];
+    let (measured, declared) = (
+        e["measured_utilization"].as_f64().expect("measured"),
+        e["declared_utilization"].as_f64().expect("declared"),
+    );
+    // 250 requests declared at 200 µs each; echo takes far less.
+    assert!(declared > 0.0 && measured < declared / 1.5, "{e}");
+    assert_eq!(e["completed_by_type"][0], e["completed_total"], "{e}");
+    assert!(
+        stderr.contains("more than 1.5x off") && stderr.contains("psp profile"),
+        "{stderr}"
+    );
+    // Each statistics line: the workers' utilization over its interval.
+    assert!(stderr.contains("\"utilization\":"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 24: more busy threads than cores with a shortest type of a few
+/// microseconds is said to measure the machine; a scaled workload is not.
+#[test]
+fn run_says_when_it_measures_the_machine() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = cores.min(128).to_string();
+    let run = |workload: &str| {
+        let out = psp(&[
+            "run",
+            "--workload",
+            workload,
+            "--workers",
+            &workers,
+            "--policy",
+            "c-fcfs",
+            "--load",
+            "0.001",
+            "--duration",
+            "10ms",
+            "--json",
+        ]);
+        let _ = json_of(&out);
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let stderr = run("extreme-bimodal");
+    assert!(
+        stderr.contains("measures the machine, not the policy")
+            && stderr.contains("scaled workload"),
+        "{stderr}"
+    );
+    let stderr = run("extreme-bimodal-x1000");
+    assert!(!stderr.contains("measures the machine"), "{stderr}");
+}

@@ -753,3 +753,114 @@ proptest! {
         accepted_or_rejected(&args, "listening")?;
     }
 }
+
+// ------------------------------------------------- issue 24: attacker's inputs
+
+/// Bad inputs that used to be answered late or wrongly: each is one line on
+/// stderr naming what is wrong, exit code 2, before any work (a `psp profile`
+/// of ten million requests per type would run past [`LIMIT`]).
+#[test]
+fn bad_inputs_are_named_before_any_work() {
+    let dir = scratch("issue24");
+    let dir_s = dir.to_str().unwrap().to_string();
+    let missing = dir.join("no-such-dir").join("out.toml");
+    let missing = missing.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        // Cores are refused before "listening" (nothing on stdout).
+        (
+            vec![
+                "serve",
+                "--address",
+                "127.0.0.1:0",
+                "--app",
+                "echo",
+                "--workers",
+                "1",
+                "--cores",
+                "1000-1001",
+                "--duration",
+                "5s",
+            ],
+            "core 1000 is not available",
+        ),
+        (
+            vec![
+                "profile",
+                "--app",
+                "kv",
+                "--requests",
+                "10000000",
+                "--out",
+                &dir_s,
+            ],
+            "is a directory",
+        ),
+        (
+            vec![
+                "profile",
+                "--app",
+                "kv",
+                "--requests",
+                "10000000",
+                "--out",
+                missing,
+            ],
+            "--out: cannot write",
+        ),
+        (
+            vec!["profile", "--app", "bogus"],
+            "--app must be spin, echo, kv or tpcc, not 'bogus'",
+        ),
+        (
+            vec!["load", "--server", "127.0.0.1:9", "--flows", "70000"],
+            "--flows must be in [1, 256], not 70000",
+        ),
+        (
+            vec![
+                "sweep",
+                "--mode",
+                "net",
+                "--policies",
+                "c-fcfs",
+                "--flows",
+                "70000",
+            ],
+            "--flows must be in [1, 256], not 70000",
+        ),
+    ];
+    for (args, needle) in &cases {
+        assert_rejected(args, needle);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `psp profile` takes its application from the workload file's `app` when
+/// `--app` is not given (README, `--help`), and writes it back.
+#[test]
+fn profile_takes_the_workload_files_app() {
+    let dir = scratch("profile-app");
+    let w = write(
+        &dir,
+        "kv.toml",
+        "name = \"kv-get\"\napp = \"kv\"\n[[types]]\nname = \"GET\"\nratio = 1\nservice = { dist = \"fixed\", us = 1 }\n",
+    );
+    let out = dir.join("measured.toml");
+    let out_s = out.to_str().unwrap();
+    let o = psp(&[
+        "profile",
+        "--workload",
+        &w,
+        "--requests",
+        "200",
+        "--kv-keys",
+        "100",
+        "--out",
+        out_s,
+    ])
+    .expect("prompt");
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout.contains("GET"), "{}", o.stdout);
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(written.contains("app = \"kv\""), "{written}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

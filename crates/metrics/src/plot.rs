@@ -643,9 +643,22 @@ pub(crate) fn linear_range(values: impl Iterator<Item = f64>) -> Range<f64> {
 pub(crate) fn log_range(values: impl Iterator<Item = f64>) -> Range<f64> {
     const PAD: f64 = 1.5;
     let (lo, hi) = min_max(values.filter(|v| is_plottable(*v)));
-    match lo.zip(hi) {
-        Some((lo, hi)) => lo / PAD..hi * PAD,
-        None => 1.0..10.0,
+    let Some((lo, hi)) = lo.zip(hi) else {
+        return 1.0..10.0;
+    };
+    let (start, end) = (lo / PAD, hi * PAD);
+    // plotters labels a log axis at the powers of ten within it and at
+    // multiples of each going up: a range with no power of ten gets no label
+    // at all, and one far above the power below leaves its lowest data
+    // unlabelled. Start at that power then.
+    let below = 10f64.powf(start.log10().floor());
+    let next = below * 10.0;
+    if below < start && (next > end || next / start > 2.0) {
+        // A hair below, so that rounding (10^-3 read as 1.0000001e-3)
+        // cannot push the power out of the range.
+        below * (1.0 - 1e-9)..end
+    } else {
+        start..end
     }
 }
 
@@ -855,6 +868,38 @@ mod tests {
         assert!(r.start < 2.0 && r.end > 2.0 && r.start >= 0.0);
         let r = linear_range(std::iter::empty());
         assert!(r.start < r.end);
+    }
+
+    /// Issue 24: a log axis spanning less than a decade (or lying between two
+    /// powers of ten) still gets labelled ticks, and the lowest data is within
+    /// a factor of 2 of a labelled tick.
+    #[test]
+    fn a_sub_decade_log_axis_gets_labelled_ticks() {
+        use plotters::coord::ranged1d::Ranged;
+        for data in [
+            [20.0, 40.0],
+            [6.5, 8.0],
+            [1.2, 1.9],
+            [3.0, 3.0],
+            [0.002, 0.004],
+            [2.33, 10.42],
+            [0.7, 300.0],
+        ] {
+            let r = log_range(data.into_iter());
+            let axis: LogCoord<f64> = r.clone().log_scale().into();
+            let ticks: Vec<f64> = axis
+                .key_points(10usize)
+                .into_iter()
+                .filter(|t| r.contains(t))
+                .collect();
+            assert!(ticks.len() >= 2, "{data:?}: range {r:?}, ticks {ticks:?}");
+            assert!(
+                ticks[0] <= data[0] * 2.0,
+                "{data:?}: lowest tick {} far above the data",
+                ticks[0]
+            );
+            assert!(ticks.iter().all(|t| !format_tick(*t).is_empty()));
+        }
     }
 
     #[test]

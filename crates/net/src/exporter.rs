@@ -8,11 +8,19 @@
 //! server is the reading end of the snapshot channel (a triple buffer: neither
 //! side waits for the other) and a duplicate of the UDP socket, through which it
 //! reads the kernel's drop counter itself at scrape time.
+//!
+//! The HTTP side is a few lines of its own so that what a client can cost is
+//! bounded: a request's head (request line and headers) may hold at most
+//! [`MAX_HEAD_BYTES`] (431 past that), must arrive within [`CLIENT_DEADLINE`],
+//! and at most [`MAX_CLIENTS`] are served at once (503 beyond); every answer
+//! closes its connection. A general-purpose server read a 32 MB header line
+//! whole.
 
-use std::io;
-use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,6 +36,20 @@ use crate::server::NetCounters;
 /// The exposition's content type (OpenMetrics text, which Prometheus reads).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// Most bytes of a request's head (request line and headers, up to the blank
+/// line): a scrape's is a few hundred. Past this the answer is 431 (Request
+/// Header Fields Too Large).
+pub const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// Clients served at once, each on a short-lived thread with at most
+/// [`MAX_HEAD_BYTES`] of buffer; more are answered 503 at once.
+pub const MAX_CLIENTS: usize = 8;
+/// How long a client may take to send its head; also the bound of each write
+/// of the answer, and of the wait for the client to finish sending after an
+/// error answer (so that it reads the answer rather than a reset).
+pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
+/// How often the accept loop looks at the stop flag.
+const ACCEPT_POLL_MS: i32 = 50;
+
 /// Reads the kernel's count of datagrams it dropped for the server's socket.
 pub type DropProbe = Box<dyn Fn() -> Option<u64> + Send>;
 
@@ -42,19 +64,21 @@ pub struct MetricsSource {
     /// The socket's drop counter, read at scrape time (never by the dispatcher:
     /// it reads a file).
     pub dropped_by_os: Option<DropProbe>,
+    /// The server's workers (`psp_workers`; the utilization's capacity).
+    pub workers: usize,
+    /// Each type's declared mean service time in ns (the workload's), in type
+    /// order (`psp_declared_service_seconds`).
+    pub declared_service_ns: Vec<Option<f64>>,
 }
 
 /// A running exporter: stops (and joins its thread) when dropped.
 pub struct Exporter {
     addr: SocketAddr,
-    http: Arc<tiny_http::Server>,
     stopping: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
-/// How long dropping an exporter waits for its thread, which may be writing
-/// to a client that does not read: past this, the thread is left behind rather
-/// than holding the server's shutdown.
+/// How long dropping an exporter waits for its accept thread.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 impl Exporter {
@@ -73,18 +97,15 @@ impl Exporter {
     /// The listener's address cannot be read or the thread cannot start.
     pub fn start(listener: TcpListener, source: MetricsSource) -> io::Result<Exporter> {
         let addr = listener.local_addr()?;
-        let http =
-            Arc::new(tiny_http::Server::from_listener(listener, None).map_err(io::Error::other)?);
         let stopping = Arc::new(AtomicBool::new(false));
         let thread = std::thread::Builder::new()
             .name("psp-metrics".into())
             .spawn({
-                let (http, stopping) = (http.clone(), stopping.clone());
-                move || serve_http(&http, &stopping, source)
+                let stopping = stopping.clone();
+                move || accept_loop(&listener, &stopping, &Arc::new(Mutex::new(source)))
             })?;
         Ok(Exporter {
             addr,
-            http,
             stopping,
             thread: Some(thread),
         })
@@ -98,11 +119,9 @@ impl Exporter {
 
 impl Drop for Exporter {
     fn drop(&mut self) {
-        // Ends the thread's wait for the next request (queued: it works even if
-        // the thread is busy answering); the listener closes when the last
-        // handle on it goes.
+        // The accept loop sees the flag within a poll and closes the
+        // listener; clients being answered finish within their deadline.
         self.stopping.store(true, Ordering::Relaxed);
-        self.http.unblock();
         if let Some(t) = self.thread.take() {
             let end = Instant::now() + EXIT_GRACE;
             while !t.is_finished() && Instant::now() < end {
@@ -123,12 +142,27 @@ impl std::fmt::Debug for Exporter {
     }
 }
 
-/// Answers requests until the exporter is dropped.
-fn serve_http(http: &tiny_http::Server, stopping: &AtomicBool, mut source: MetricsSource) {
-    loop {
-        let req = match http.recv() {
-            Ok(req) => req,
-            Err(_) if stopping.load(Ordering::Relaxed) => return,
+/// Whether `listener` has a connection to accept within `timeout_ms`.
+fn acceptable(listener: &TcpListener, timeout_ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, alive for the call.
+    unsafe { libc::poll(&mut p, 1, timeout_ms) > 0 }
+}
+
+/// Accepts clients until the exporter is dropped, each answered on a thread
+/// of its own (at most [`MAX_CLIENTS`] at once).
+fn accept_loop(listener: &TcpListener, stopping: &AtomicBool, source: &Arc<Mutex<MetricsSource>>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    while !stopping.load(Ordering::Relaxed) {
+        if !acceptable(listener, ACCEPT_POLL_MS) {
+            continue;
+        }
+        let mut stream = match listener.accept() {
+            Ok((s, _)) => s,
             // A failed accept (e.g. out of descriptors) must not end the
             // exporter while the server runs; nor may it spin.
             Err(_) => {
@@ -136,24 +170,161 @@ fn serve_http(http: &tiny_http::Server, stopping: &AtomicBool, mut source: Metri
                 continue;
             }
         };
-        let path = req.url().split('?').next().unwrap_or_default();
-        let response = match (req.method(), path) {
-            (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => {
-                let body = scrape(&mut source);
-                tiny_http::Response::from_string(body).with_header(
-                    tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE)
-                        .expect("a valid header"),
-                )
-            }
-            (_, "/metrics") => {
-                tiny_http::Response::from_string("only GET /metrics\n").with_status_code(405)
-            }
-            _ => tiny_http::Response::from_string("not found: metrics are at /metrics\n")
-                .with_status_code(404),
-        };
-        // A client that went away is its own problem.
-        let _ = req.respond(response);
+        if active.load(Ordering::Relaxed) >= MAX_CLIENTS {
+            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+            let _ = write_answer(&mut stream, 503, "busy: too many clients\n", None, false);
+            continue;
+        }
+        active.fetch_add(1, Ordering::Relaxed);
+        let (source, done) = (source.clone(), active.clone());
+        let spawned = std::thread::Builder::new()
+            .name("psp-metrics-client".into())
+            .stack_size(256 << 10)
+            .spawn(move || {
+                answer(stream, &source);
+                done.fetch_sub(1, Ordering::Relaxed);
+            });
+        if spawned.is_err() {
+            active.fetch_sub(1, Ordering::Relaxed);
+        }
     }
+}
+
+/// Where the head of a request ends (after its blank line), if it does in
+/// `bytes`.
+fn head_end(bytes: &[u8]) -> Option<usize> {
+    (0..bytes.len()).find_map(|i| {
+        let rest = &bytes[i..];
+        if rest.starts_with(b"\r\n\r\n") {
+            Some(i + 4)
+        } else if rest.starts_with(b"\n\n") {
+            Some(i + 2)
+        } else {
+            None
+        }
+    })
+}
+
+/// Reads one request's head (at most [`MAX_HEAD_BYTES`], within
+/// [`CLIENT_DEADLINE`]) and answers it; the connection then closes.
+fn answer(mut stream: TcpStream, source: &Mutex<MetricsSource>) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_write_timeout(Some(CLIENT_DEADLINE));
+    let deadline = Instant::now() + CLIENT_DEADLINE;
+    let mut head = [0u8; MAX_HEAD_BYTES];
+    let mut len = 0;
+    let end = loop {
+        if let Some(end) = head_end(&head[..len]) {
+            break Some(end);
+        }
+        if len == head.len() {
+            break None;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut head[len..]) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => len += n,
+        }
+    };
+    let Some(end) = end else {
+        let body = format!("request head longer than {MAX_HEAD_BYTES} bytes\n");
+        let _ = write_answer(&mut stream, 431, &body, None, false);
+        linger(stream, &mut head);
+        return;
+    };
+    let text = String::from_utf8_lossy(&head[..end]);
+    let mut parts = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_ascii_whitespace();
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        let _ = write_answer(&mut stream, 400, "bad request line\n", None, false);
+        linger(stream, &mut head);
+        return;
+    };
+    if !version.starts_with("HTTP/1.") {
+        let _ = write_answer(&mut stream, 400, "HTTP/1.x only\n", None, false);
+        linger(stream, &mut head);
+        return;
+    }
+    let path = target.split('?').next().unwrap_or_default();
+    let head_only = method == "HEAD";
+    let _ = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => {
+            let body = {
+                let mut source = source.lock().unwrap_or_else(|p| p.into_inner());
+                scrape(&mut source)
+            };
+            write_answer(&mut stream, 200, &body, Some(CONTENT_TYPE), head_only)
+        }
+        (_, "/metrics") => write_answer(&mut stream, 405, "only GET /metrics\n", None, false),
+        _ => write_answer(
+            &mut stream,
+            404,
+            "not found: metrics are at /metrics\n",
+            None,
+            head_only,
+        ),
+    };
+    linger(stream, &mut head);
+}
+
+/// Closes after an answer: stops sending, then reads and discards what the
+/// client still sends (into `scratch`: nothing grows) until it closes or
+/// [`CLIENT_DEADLINE`] passes, so that it reads the answer instead of a
+/// connection reset.
+fn linger(mut stream: TcpStream, scratch: &mut [u8]) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let deadline = Instant::now() + CLIENT_DEADLINE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(scratch) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Writes an HTTP/1.1 answer that closes the connection.
+fn write_answer(
+    stream: &mut TcpStream,
+    status: u16,
+    body: &str,
+    content_type: Option<&str>,
+    head_only: bool,
+) -> io::Result<()> {
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        _ => "Service Unavailable",
+    };
+    let allow = if status == 405 {
+        "Allow: GET, HEAD\r\n"
+    } else {
+        ""
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
+        content_type.unwrap_or("text/plain; charset=utf-8"),
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    if !head_only {
+        stream.write_all(body.as_bytes())?;
+    }
+    stream.flush()
 }
 
 /// The exposition of the latest snapshot.
@@ -165,7 +336,21 @@ fn scrape(source: &mut MetricsSource) -> String {
         &source.type_names,
         uptime_s,
         dropped_by_os,
+        &Capacity {
+            workers: source.workers,
+            declared_service_ns: source.declared_service_ns.clone(),
+        },
     )
+}
+
+/// What the utilization gauges compare: the workers, and the service times
+/// the workload declares.
+#[derive(Debug, Clone, Default)]
+pub struct Capacity {
+    /// The server's workers.
+    pub workers: usize,
+    /// Each type's declared mean service time in ns, in type order.
+    pub declared_service_ns: Vec<Option<f64>>,
 }
 
 /// The text exposition of `snapshot` (`type_names` label its types).
@@ -174,6 +359,7 @@ pub fn encode(
     type_names: &[String],
     uptime_s: f64,
     dropped_by_os: Option<u64>,
+    capacity: &Capacity,
 ) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(SnapshotCollector {
@@ -181,6 +367,7 @@ pub fn encode(
         type_names: type_names.to_vec(),
         uptime_s,
         dropped_by_os,
+        capacity: capacity.clone(),
     }));
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry)
@@ -195,6 +382,7 @@ struct SnapshotCollector {
     type_names: Vec<String>,
     uptime_s: f64,
     dropped_by_os: Option<u64>,
+    capacity: Capacity,
 }
 
 /// The `type` label of a type's series (and more labels after it).
@@ -414,6 +602,7 @@ impl Collector for SnapshotCollector {
                 d,
             )?;
         }
+        self.encode_utilization(&mut enc)?;
         counter(
             &mut enc,
             "psp_snapshots",
@@ -427,6 +616,58 @@ impl Collector for SnapshotCollector {
             MetricType::Gauge,
         )?
         .encode_gauge(&self.uptime_s)
+    }
+}
+
+impl SnapshotCollector {
+    /// The workers, the declared service times, and the utilization measured
+    /// and implied by the declared times since the start (both over the
+    /// workers' capacity since then, so their ratio is how far the declared
+    /// times are off; `rate()` of `psp_service_seconds_sum` over `psp_workers`
+    /// is the measured utilization over any window).
+    fn encode_utilization(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let c = &self.capacity;
+        gauge(enc, "psp_workers", "Application workers", c.workers as u64)?;
+        let mut m = enc.encode_descriptor(
+            "psp_declared_service",
+            "Mean service time the workload declares for the type (what --load is computed from)",
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        for ((t, _), d) in self.types().zip(&c.declared_service_ns) {
+            if let Some(d) = d {
+                m.encode_family(&by_type(t))?.encode_gauge(&(d / 1e9))?;
+            }
+        }
+        let capacity_s = (c.workers as f64 * self.uptime_s).max(1e-9);
+        let busy_s: f64 = self
+            .snapshot
+            .types
+            .iter()
+            .map(|t| seconds(t.service.sum_ns))
+            .sum();
+        let declared_s: f64 = self
+            .snapshot
+            .types
+            .iter()
+            .zip(&c.declared_service_ns)
+            .map(|(t, d)| t.service.count as f64 * d.unwrap_or(0.0) / 1e9)
+            .sum();
+        enc.encode_descriptor(
+            "psp_utilization",
+            "Measured utilization since the start: service time of ok requests over workers x uptime",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&(busy_s / capacity_s))?;
+        enc.encode_descriptor(
+            "psp_declared_utilization",
+            "Utilization the workload's declared service times imply for the same ok requests, over workers x uptime",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&(declared_s / capacity_s))?;
+        Ok(())
     }
 }
 

@@ -191,6 +191,13 @@ struct NetFrontEnd<D: Datapath> {
     seq: u64,
     /// Handed to the core at `begin`, when metrics are served.
     snapshots: Option<SnapshotPublisher>,
+    /// Told at `begin`, once every thread runs: until then [`Server::start`]
+    /// waits, so that a run that cannot start (a core not available, a thread
+    /// that cannot spawn) is its error, not a failure after "listening".
+    started: Option<std::sync::mpsc::Sender<()>>,
+    /// The registered types' declared mean service times, which the core
+    /// compares with the measured ones.
+    declared_ns: Vec<Option<f64>>,
 }
 
 /// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
@@ -215,8 +222,12 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
 
     fn begin(&mut self, core: &mut DispatchCore, now: u64) {
         core.set_base(now);
+        core.set_declared_service(&self.declared_ns);
         if let Some(p) = self.snapshots.take() {
             core.publish_snapshots(p, now);
+        }
+        if let Some(tx) = self.started.take() {
+            let _ = tx.send(());
         }
     }
 
@@ -467,6 +478,8 @@ impl Server {
                     type_names: cfg.types.iter().map(|t| t.name.clone()).collect(),
                     started,
                     dropped_by_os: Some(Box::new(move || crate::udp::socket_drops(&socket))),
+                    workers: cfg.runtime.workers,
+                    declared_service_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
                 };
                 let exporter = Exporter::start(listener, source).map_err(thread_err)?;
                 (Some(exporter), Some(publisher))
@@ -475,10 +488,22 @@ impl Server {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let stop_front = stop.clone();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("psp-serve".into())
-            .spawn(move || serve(cfg, datapath, stop_front, snapshots))
+            .spawn(move || serve(cfg, datapath, stop_front, snapshots, started_tx))
             .map_err(thread_err)?;
+        // The sender is dropped unanswered when the run fails to start: its
+        // error is then this call's.
+        if started_rx.recv().is_err() {
+            return Err(match thread.join() {
+                Ok(Err(e)) => e.into(),
+                Ok(Ok(_)) => {
+                    RuntimeError::Thread("the server ended before it started".into()).into()
+                }
+                Err(_) => RuntimeError::Thread("server thread panicked".into()).into(),
+            });
+        }
         Ok(Server {
             local_addr,
             stop,
@@ -544,6 +569,7 @@ fn serve<D: Datapath + 'static>(
     datapath: D,
     stop: Arc<AtomicBool>,
     snapshots: Option<SnapshotPublisher>,
+    started: std::sync::mpsc::Sender<()>,
 ) -> Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeError> {
     let thread_err = |e: io::Error| RuntimeError::Thread(e.to_string());
     let n_types = cfg.types.len() as u16;
@@ -572,6 +598,8 @@ fn serve<D: Datapath + 'static>(
         net: NetCounters::default(),
         seq: 0,
         snapshots,
+        started: Some(started),
+        declared_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
     };
     // Workers are made in order 0..n: each takes the next transmitter.
     let mut txs = txs.into_iter();

@@ -502,3 +502,180 @@ fn a_drain_timeout_too_large_to_add_does_not_overflow() {
     let s = srv.stop().unwrap();
     assert_eq!(s.dispatcher.counts.completed, 1);
 }
+
+/// A server with `/metrics` on any free port (c-FCFS, one worker, echo).
+fn metrics_server() -> Server {
+    Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        runtime: RuntimeConfig {
+            workers: 1,
+            queue_capacity: 16,
+            drain_timeout: Duration::from_secs(5),
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: "c-fcfs".parse().unwrap(),
+        types: workload().type_infos(),
+        classifier: ClassifierKind::Header,
+        app: Arc::new(EchoService),
+    })
+    .expect("server starts")
+}
+
+/// Sends `head` to `/metrics`' listener, stops sending, and returns the whole
+/// answer (generous deadlines: the answer does not depend on timing).
+fn http_exchange(addr: SocketAddr, head: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    // The server may answer and close before reading all of an oversized
+    // head: what matters is the answer.
+    let _ = s.write_all(head);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Issue 24: a request head past the exporter's bound (here a 300 KB header
+/// line) is answered 431 after at most `MAX_HEAD_BYTES` were read, and the
+/// exporter goes on serving scrapes.
+#[test]
+fn a_metrics_request_head_past_its_bound_is_answered_431() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = metrics_server();
+    let maddr = srv.metrics_addr().expect("metrics served");
+    let mut big = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+    big.resize(big.len() + 300_000, b'a');
+    let answer = http_exchange(maddr, &big);
+    assert!(
+        answer.starts_with("HTTP/1.1 431 "),
+        "answer: {:?}",
+        &answer[..answer.len().min(200)]
+    );
+    // A head just within the bound is served.
+    let mut fits = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: ".to_vec();
+    fits.resize(psp_net::exporter::MAX_HEAD_BYTES - 4, b'a');
+    fits.extend_from_slice(b"\r\n\r\n");
+    let answer = http_exchange(maddr, &fits);
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    assert!(answer.contains("psp_uptime_seconds"), "{answer}");
+    let answer = http_exchange(maddr, b"GET /other HTTP/1.1\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 404 "), "{answer}");
+    let answer = http_exchange(maddr, b"POST /metrics HTTP/1.1\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 405 "), "{answer}");
+    let answer = http_exchange(maddr, b"nonsense\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    srv.stop().expect("clean stop");
+}
+
+/// Issue 24: a run that cannot start (here: cores this machine does not have)
+/// is `Server::start`'s error, so `psp serve` never says it listens.
+#[test]
+fn a_server_whose_cores_are_missing_does_not_start() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let r = Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: None,
+        runtime: RuntimeConfig {
+            workers: 1,
+            cores: Some(vec![1000, 1001]),
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: "c-fcfs".parse().unwrap(),
+        types: workload().type_infos(),
+        classifier: ClassifierKind::Header,
+        app: Arc::new(EchoService),
+    });
+    match r {
+        Err(psp_net::ServerError::Runtime(psp_runtime::RuntimeError::Cores(m))) => {
+            assert!(m.contains("core 1000"), "{m}");
+        }
+        Err(e) => panic!("another error: {e}"),
+        Ok(_) => panic!("started on cores that do not exist"),
+    }
+}
+
+/// The value of the exposition line that starts with `prefix` (a metric name
+/// with its labels), if any.
+fn exposed(body: &str, prefix: &str) -> Option<f64> {
+    body.lines().find_map(|l| {
+        l.strip_prefix(prefix)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Issue 24: requests that take twice their type's declared mean service
+/// time show up as a measured utilization twice the declared one, in
+/// `/metrics` and in the report's per-type service sums.
+#[test]
+fn measured_utilization_is_reported_beside_the_declared_one() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        runtime: RuntimeConfig {
+            workers: 1,
+            queue_capacity: 64,
+            drain_timeout: Duration::from_secs(5),
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: "c-fcfs".parse().unwrap(),
+        types: workload().type_infos(),
+        classifier: ClassifierKind::Header,
+        app: Arc::new(SpinService::with_spinner(
+            spinner(),
+            &SpinConfig {
+                max_service_ns: MAX_SERVICE_NS,
+            },
+        )),
+    })
+    .expect("server starts");
+    let maddr = srv.metrics_addr().unwrap();
+    let sock = client_socket(srv.local_addr());
+    // "short" declares 20 us; each of these spins 40 us.
+    const N: u64 = 50;
+    for id in 0..N {
+        assert_eq!(status_of(ask(&sock, &request(0, id, 40_000))).1, Status::Ok);
+    }
+    let ok = "psp_requests_total{type=\"short\",outcome=\"ok\"}";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let answer = http_exchange(maddr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        if exposed(&answer, ok) == Some(N as f64) {
+            break answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics never caught up: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(exposed(&body, "psp_workers"), Some(1.0), "{body}");
+    assert_eq!(
+        exposed(&body, "psp_declared_service_seconds{type=\"short\"}"),
+        Some(20e-6),
+        "{body}"
+    );
+    let measured = exposed(&body, "psp_utilization").expect("psp_utilization");
+    let declared = exposed(&body, "psp_declared_utilization").expect("declared");
+    assert!(declared > 0.0, "{body}");
+    // A spin lasts at least what it asks for: twice the declared mean.
+    assert!(measured / declared >= 1.9, "{measured} / {declared}");
+    let report = srv.stop().expect("clean stop");
+    let d = &report.dispatcher;
+    assert_eq!(d.completed_by_type, vec![N, 0]);
+    assert!(
+        d.service_ns_by_type[0] >= N * 39_000,
+        "{:?}",
+        d.service_ns_by_type
+    );
+    assert_eq!(d.service_ns_by_type[1], 0);
+}

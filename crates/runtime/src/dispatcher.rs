@@ -161,6 +161,11 @@ pub struct DispatcherReport {
     /// Per-window latency and reservation, when a front end asked for one
     /// ([`DispatchCore::record_series`]).
     pub series: Option<TimeSeries>,
+    /// Requests completed, by type, warm-up included.
+    pub completed_by_type: Vec<u64>,
+    /// Their service times summed (handler time: what the workers were
+    /// busy with), by type.
+    pub service_ns_by_type: Vec<u64>,
 }
 
 /// What the core needs besides its rings: built once at start-up.
@@ -207,6 +212,8 @@ struct TypeCounts {
     bad_bodies: u64,
     unsent: u64,
     stranded: u64,
+    /// Service time of the completed ones, summed.
+    service_ns: u64,
 }
 
 /// The policy, rings, slab, recorder and counters every front end shares.
@@ -265,7 +272,26 @@ pub struct DispatchCore {
     series: Option<SeriesRecorder>,
     series_view: Vec<(usize, usize)>,
     series_end_ns: u64,
+    /// Each type's declared mean service time (ns; 0: none), when a front end
+    /// set them: live statistics then show the load they imply, and a type
+    /// whose measured mean is off by more than [`SERVICE_OFF_FACTOR`] is
+    /// warned about once.
+    declared_ns: Vec<f64>,
+    warned: Vec<bool>,
+    next_service_check: u64,
+    /// At the previous statistics line: when, the service time completed by
+    /// then, and the declared service time of what had completed.
+    last_stats: (u64, u64, f64),
 }
+
+/// How far a type's measured mean service time may be from its declared one
+/// (either way) before the dispatcher warns: beyond it, a load computed from
+/// the declared times is not the load the workers carry.
+pub const SERVICE_OFF_FACTOR: f64 = 1.5;
+/// Completions of a type before its measured mean is compared.
+const SERVICE_CHECK_MIN: u64 = 100;
+/// How often the measured means are compared with the declared ones.
+const SERVICE_CHECK_EVERY_NS: u64 = 1_000_000_000;
 
 impl DispatchCore {
     /// A core; its front end sets the statistics' time zero with
@@ -318,6 +344,10 @@ impl DispatchCore {
             series: None,
             series_view: Vec::new(),
             series_end_ns: 0,
+            declared_ns: Vec::new(),
+            warned: Vec::new(),
+            next_service_check: 0,
+            last_stats: (0, 0, 0.0),
         }
     }
 
@@ -333,9 +363,24 @@ impl DispatchCore {
         ));
     }
 
+    /// Sets each type's declared mean service time (`None`: not declared),
+    /// in type order, before the first request: live statistics show the load
+    /// they imply beside the measured utilization, and the dispatcher warns
+    /// (once per type, on stderr) when a type's measured mean is off by more
+    /// than [`SERVICE_OFF_FACTOR`].
+    pub fn set_declared_service(&mut self, means_ns: &[Option<f64>]) {
+        self.declared_ns = means_ns
+            .iter()
+            .map(|m| m.filter(|v| v.is_finite() && *v > 0.0).unwrap_or(0.0))
+            .collect();
+        self.warned = vec![false; means_ns.len()];
+    }
+
     /// Rebases the statistics clock (before the first request).
     pub fn set_base(&mut self, base_ns: u64) {
         self.base = base_ns;
+        self.last_stats = (base_ns, 0, 0.0);
+        self.next_service_check = base_ns.saturating_add(SERVICE_CHECK_EVERY_NS);
         self.next_stats = self
             .stats
             .map(|s| base_ns.saturating_add(s.interval.as_nanos() as u64));
@@ -494,6 +539,7 @@ impl DispatchCore {
                 let t = slot.true_type as usize;
                 let tc = &mut self.by_type[t];
                 tc.completed += 1;
+                tc.service_ns += service_ns;
                 tc.ok += u64::from(d.ok && d.sent);
                 tc.handler_errors += u64::from(!d.ok && !d.refused && d.sent);
                 tc.bad_bodies += u64::from(d.refused && d.sent);
@@ -753,6 +799,54 @@ impl DispatchCore {
             self.next_stats = Some(at.saturating_add(cfg.interval.as_nanos() as u64));
             self.print_stats(now, cfg);
         }
+        if now >= self.next_service_check && !self.declared_ns.is_empty() {
+            self.next_service_check = now.saturating_add(SERVICE_CHECK_EVERY_NS);
+            self.check_service();
+        }
+    }
+
+    /// Warns, once per type, of a measured mean service time off from the
+    /// declared one by more than [`SERVICE_OFF_FACTOR`].
+    #[cold]
+    fn check_service(&mut self) {
+        for (i, c) in self.by_type.iter().enumerate() {
+            let declared = self.declared_ns.get(i).copied().unwrap_or(0.0);
+            if c.completed < SERVICE_CHECK_MIN || declared <= 0.0 || self.warned[i] {
+                continue;
+            }
+            let measured = c.service_ns as f64 / c.completed as f64;
+            let ratio = measured / declared;
+            if (1.0 / SERVICE_OFF_FACTOR..=SERVICE_OFF_FACTOR).contains(&ratio) {
+                continue;
+            }
+            self.warned[i] = true;
+            eprintln!(
+                "warning: {}'s measured mean service time is {:.2} us, {ratio:.2}x the {:.2} us the workload declares (more than {SERVICE_OFF_FACTOR}x off): a load computed from the declared times (--load) is not the load the workers carry, and the measured utilization in the statistics and the summary is; measure the real times with `psp profile` and use the workload file it writes",
+                self.type_names[i],
+                measured / 1e3,
+                declared / 1e3,
+            );
+        }
+    }
+
+    /// Since the previous statistics line (and makes this one the previous):
+    /// the workers' measured utilization, and the utilization the declared
+    /// service times of the same completions imply (`None` without them).
+    fn interval_utilization(&mut self, now: u64) -> (f64, Option<f64>) {
+        let busy: u64 = self.by_type.iter().map(|c| c.service_ns).sum();
+        let declared: f64 = self
+            .by_type
+            .iter()
+            .zip(&self.declared_ns)
+            .map(|(c, d)| c.completed as f64 * d)
+            .sum();
+        let (at, last_busy, last_declared) = self.last_stats;
+        self.last_stats = (now, busy, declared);
+        let capacity = (now.saturating_sub(at) as f64 * self.jobs.len() as f64).max(1.0);
+        let measured = busy.saturating_sub(last_busy) as f64 / capacity;
+        let declared =
+            (!self.declared_ns.is_empty()).then(|| (declared - last_declared).max(0.0) / capacity);
+        (measured, declared)
     }
 
     #[cold]
@@ -793,8 +887,9 @@ impl DispatchCore {
     }
 
     #[cold]
-    fn print_stats(&self, now: u64, cfg: StatsConfig) {
+    fn print_stats(&mut self, now: u64, cfg: StatsConfig) {
         let t = now.saturating_sub(self.base) as f64 / 1e9;
+        let (util, declared) = self.interval_utilization(now);
         let res = self
             .policy
             .reservation()
@@ -823,14 +918,21 @@ impl DispatchCore {
             }
         }
         if cfg.json {
+            let declared = declared.map_or("null".to_string(), |d| format!("{d:.4}"));
             eprintln!(
-                "{{\"t_s\":{t:.3},\"arrived\":{},\"completed\":{},\"shed\":{},\"queued\":{queued},\"in_flight\":{in_flight},\"reservation_updates\":{updates},\"types\":[{per_type}],\"reservation\":\"{res}\"}}",
+                "{{\"t_s\":{t:.3},\"arrived\":{},\"completed\":{},\"shed\":{},\"queued\":{queued},\"in_flight\":{in_flight},\"reservation_updates\":{updates},\"utilization\":{util:.4},\"declared_utilization\":{declared},\"types\":[{per_type}],\"reservation\":\"{res}\"}}",
                 c.arrived, c.completed, c.shed
             );
         } else {
+            let declared = declared.map_or(String::new(), |d| {
+                format!(" (declared service times: {:.1}%)", d * 100.0)
+            });
             eprintln!(
-                "[{t:7.3}s] arrived/completed/shed {}/{}/{} queued {queued} in flight {in_flight} updates {updates}{per_type} || {res}",
-                c.arrived, c.completed, c.shed
+                "[{t:7.3}s] arrived/completed/shed {}/{}/{} queued {queued} in flight {in_flight} updates {updates} utilization {:.1}%{declared}{per_type} || {res}",
+                c.arrived,
+                c.completed,
+                c.shed,
+                util * 100.0
             );
         }
     }
@@ -845,6 +947,8 @@ impl DispatchCore {
             policy_stats: self.policy.stats(),
             reservation: self.policy.reservation().map(|r| r.to_string()),
             series: self.series.map(|s| s.finish(self.series_end_ns)),
+            completed_by_type: self.by_type.iter().map(|c| c.completed).collect(),
+            service_ns_by_type: self.by_type.iter().map(|c| c.service_ns).collect(),
         }
     }
 }

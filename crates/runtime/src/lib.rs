@@ -65,8 +65,8 @@ pub use clock::{Clock, Spinner};
 pub use control::RunControl;
 #[cfg(not(loom))]
 pub use dispatcher::{
-    DispatchCore, DispatcherReport, FrontEnd, LoopEnd, RequestCounts, ReservationEvent, Slot,
-    StatsConfig, dispatch_loop,
+    DispatchCore, DispatcherReport, FrontEnd, LoopEnd, RequestCounts, ReservationEvent,
+    SERVICE_OFF_FACTOR, Slot, StatsConfig, dispatch_loop,
 };
 #[cfg(not(loom))]
 pub use generator::Generator;
