@@ -273,7 +273,7 @@ fn metrics_count_what_was_sent_and_stop_with_the_server() {
     assert_eq!(report.net.received, 19);
     assert_eq!(report.dispatcher.counts.bad_bodies, 2);
     assert_eq!(report.dispatcher.recorder.types()[0].count, 12);
-    // (tiny_http's accept thread closes the listener just after.)
+    // (The exporter's accept thread closes the listener just after.)
     let deadline = Instant::now() + Duration::from_secs(5);
     while TcpStream::connect_timeout(&maddr, Duration::from_secs(1)).is_ok() {
         assert!(
