@@ -27,7 +27,7 @@ struct WorkloadAppOptions {
 pub struct AppArgs {
     /// Application: spin (spins for the service time each request carries),
     /// echo (returns the body), kv (RocksDB key-value store) or tpcc (TPC-C
-    /// transactions) [default: the workload's `app`, else spin].
+    /// transactions) [default: the workload's `app`, else spin; `psp profile` needs one of the two].
     #[arg(long)]
     pub app: Option<String>,
     /// kv: the database's directory [default: a fresh temporary directory,
