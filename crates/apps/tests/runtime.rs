@@ -12,7 +12,7 @@ use psp_core::{HeaderClassifier, PolicySpec};
 use psp_runtime::{IdleStrategy, RunReport, RuntimeConfig};
 use psp_workload::{PoissonArrivals, Workload};
 
-/// The non-preemptive policies checked: the centralized ones and `d-fcfs`.
+/// The policies checked (the module comment names those left out).
 const POLICIES: [&str; 6] = [
     "c-fcfs",
     "d-fcfs",
