@@ -8,9 +8,10 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-/// Directories never walked: build output and version control, which hold
-/// Markdown that is not the repository's (vendored crates' READMEs, packs).
-const SKIP_DIRS: &[&str] = &["target", ".git"];
+/// Directories never walked: build output, version control and `results/`
+/// (the CLI's default output, ignored by git), which hold Markdown that is not
+/// the repository's.
+const SKIP_DIRS: &[&str] = &["target", ".git", "results"];
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
