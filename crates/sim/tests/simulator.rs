@@ -515,7 +515,13 @@ fn synergy_reports_each_mechanism_and_the_ablation_switches_them_off() {
     let p = run("synergy:wqd=1,cqf=5");
     let preempted = extra(&p, "preemptions");
     assert!(preempted > 0, "never preempted");
-    assert!(extra(&p, "preemptions_avoided") > 0, "never renewed");
+    // Conditional preemption renews most expiries (docs/results.md §12 cites
+    // this): more renewed than preempted.
+    let avoided = extra(&p, "preemptions_avoided");
+    assert!(
+        avoided > preempted,
+        "renewed {avoided}, preempted {preempted}"
+    );
     // Compiler interrupts land at once: every preemption passes through the
     // wait queue.
     assert_eq!(extra(&p, "wait_queue_passes"), preempted);

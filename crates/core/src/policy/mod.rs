@@ -81,7 +81,8 @@ pub struct PreemptionCost {
 }
 
 /// How a preemption reaches a worker, with the cost the simulator charges for
-/// it (../shared/spec/policies.md). The runtime pays its real mechanism.
+/// it (the published measurements named on each variant). The runtime pays
+/// its real mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreemptionMechanism {
     /// Compiler-inserted checks of a flag or of the clock (Concord, Tiny
