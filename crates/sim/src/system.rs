@@ -112,7 +112,7 @@ pub const PRESETS: &[Preset] = &[
         name: OWN,
         source: "each policy on the system it models: ts and ts-block on `shinjuku`; d-fcfs, \
                  ws and synergy on `synergy`; every other (c-fcfs, fp, edf, darc, concord, tq) \
-                 on `persephone` (the specification gives no per-request figure for \
+                 on `persephone` (the published descriptions give no per-request figure for \
                  Concord's or Tiny Quanta's dispatcher); takes no overrides",
         costs: costs(OWN, [0, 0, 0, 0], 0),
     },
