@@ -111,6 +111,7 @@ use psp_core::TypeId;
 
 use crate::clock::{self, Clock, Spinner};
 use crate::handler::{Handler, HandlerError, RequestContext};
+use crate::sync;
 
 /// Default bytes of a fiber stack (usable, without the guard page).
 pub const DEFAULT_STACK_BYTES: usize = 64 * 1024;
@@ -479,16 +480,17 @@ impl PreemptFlag {
 /// A worker's application-feedback cell and SYNERGY timer: written by the
 /// request running on the worker (`feedback_start()` arms it) and by the
 /// worker between segments; read, renewed or claimed by the timer thread.
-/// One per worker, alone on its cache lines.
+/// One per worker, alone on its cache lines. Its atomics are loom's under
+/// `--cfg loom` (`tests/loom_cells.rs`).
 #[derive(Debug)]
 pub struct Feedback {
     /// The armed quantum's end on the run's clock (0: disarmed).
-    deadline_ns: CachePadded<AtomicU64>,
+    deadline_ns: CachePadded<sync::AtomicU64>,
     /// The quantum `feedback_start()` arms with (set by the worker before
     /// each segment; the timer renews by it).
-    quantum_ns: AtomicU64,
+    quantum_ns: sync::AtomicU64,
     /// The running request declared itself long.
-    long: AtomicBool,
+    long: sync::AtomicBool,
     clock: Clock,
 }
 
@@ -496,9 +498,9 @@ impl Feedback {
     /// A disarmed cell on `clock`.
     pub fn new(clock: Clock) -> Self {
         Self {
-            deadline_ns: CachePadded::new(AtomicU64::new(0)),
-            quantum_ns: AtomicU64::new(0),
-            long: AtomicBool::new(false),
+            deadline_ns: CachePadded::new(sync::AtomicU64::new(0)),
+            quantum_ns: sync::AtomicU64::new(0),
+            long: sync::AtomicBool::new(false),
             clock,
         }
     }

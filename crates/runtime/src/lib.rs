@@ -35,8 +35,9 @@
 //! (`synergy`) and Tiny Quanta (`tq`) on per-worker queues with green threads.
 
 pub mod clock;
-// Under `--cfg loom` only the wake-up protocol is built (over loom's primitives,
-// for tests/loom_idle.rs): the thread roles spawn std threads.
+// Under `--cfg loom` only the wake-up protocol and the executors' cells are
+// built (over loom's primitives, for tests/loom_idle.rs and tests/loom_cells.rs):
+// the thread roles spawn std threads.
 #[cfg(not(loom))]
 pub mod control;
 #[cfg(not(loom))]
@@ -49,12 +50,12 @@ pub mod idle;
 #[cfg(not(loom))]
 pub mod local;
 pub mod pool;
-#[cfg(not(loom))]
 pub mod preempt;
 #[cfg(not(loom))]
 pub mod runtime;
 #[cfg(not(loom))]
 pub mod snapshot;
+pub mod sync;
 #[cfg(not(loom))]
 pub mod worker;
 #[cfg(not(loom))]

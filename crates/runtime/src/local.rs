@@ -44,6 +44,7 @@ use psp_core::{FlowId, WorkerId};
 use crate::clock::Clock;
 use crate::green::{Feedback, PreemptFlag};
 use crate::idle::Wakeup;
+use crate::sync::Counter;
 use crate::worker::Job;
 
 /// Which executor.
@@ -58,23 +59,6 @@ pub enum LocalMode {
         /// The same in [`crate::clock::ticks`].
         quantum_ticks: u64,
     },
-}
-
-/// A counter with one writer: a load and a store, no read-modify-write.
-#[derive(Debug, Default)]
-struct Counter(AtomicU64);
-
-impl Counter {
-    #[inline]
-    fn bump(&self, n: u64) {
-        self.0
-            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
-    }
-
-    #[inline]
-    fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
 }
 
 /// One worker's shared state (its own cache lines).
@@ -127,8 +111,9 @@ pub struct LocalQueues {
     wait: ArrayQueue<Job>,
     lines: Box<[CachePadded<Line>]>,
     flags: Box<[Arc<PreemptFlag>]>,
-    /// Per token: run time of its segments so far.
-    served_ns: Box<[AtomicU64]>,
+    /// Per token: run time of its segments so far (written by the token's
+    /// owner of the moment).
+    served_ns: Box<[Counter]>,
     congested: CachePadded<AtomicBool>,
     episodes: Counter,
     wait_full: CachePadded<AtomicU64>,
@@ -166,7 +151,7 @@ impl LocalQueues {
                 })
                 .collect(),
             flags: flags.into_boxed_slice(),
-            served_ns: (0..cap).map(|_| AtomicU64::new(0)).collect(),
+            served_ns: (0..cap).map(|_| Counter::new()).collect(),
             congested: CachePadded::new(AtomicBool::new(false)),
             episodes: Counter::default(),
             wait_full: CachePadded::new(AtomicU64::new(0)),
@@ -279,7 +264,7 @@ impl LocalQueues {
                 }
                 Source::Wait => {
                     if let Some(j) = self.wait.pop() {
-                        self.lines[me].wait_taken.bump(1);
+                        self.lines[me].wait_taken.add(1);
                         return Some(j);
                     }
                 }
@@ -304,7 +289,7 @@ impl LocalQueues {
                         }
                         taken += 1;
                     }
-                    self.lines[me].steals.bump(taken);
+                    self.lines[me].steals.add(taken);
                     return Some(first);
                 }
             }
@@ -342,16 +327,13 @@ impl LocalQueues {
     /// Adds a segment's run time to `token`'s; returns the total so far.
     #[inline]
     pub fn add_served(&self, token: u32, ns: u64) -> u64 {
-        let c = &self.served_ns[token as usize];
-        let total = c.load(Ordering::Relaxed) + ns;
-        c.store(total, Ordering::Relaxed);
-        total
+        self.served_ns[token as usize].add(ns)
     }
 
     /// `token` finished: its run time is reset for the token's next request.
     #[inline]
     pub fn clear_served(&self, token: u32) {
-        self.served_ns[token as usize].store(0, Ordering::Relaxed);
+        self.served_ns[token as usize].reset();
     }
 
     /// Worker `me` preempted the request of `job` (its fiber is parked under
@@ -362,7 +344,7 @@ impl LocalQueues {
         let job = match self.mode {
             LocalMode::Synergy(r) if r.config().wait_queue => match self.wait.push(job) {
                 Ok(()) => {
-                    self.lines[me].wait_pushed.bump(1);
+                    self.lines[me].wait_pushed.add(1);
                     for o in 0..self.workers() {
                         if o != me {
                             self.wake(o);
@@ -376,7 +358,7 @@ impl LocalQueues {
                 }
             },
             LocalMode::Tq { .. } => {
-                self.lines[me].preemptions.bump(1);
+                self.lines[me].preemptions.add(1);
                 job
             }
             LocalMode::Synergy(_) => job,
@@ -390,7 +372,7 @@ impl LocalQueues {
     /// its request goes on.
     #[inline]
     pub fn note_renewal(&self, me: usize) {
-        self.lines[me].renewals.bump(1);
+        self.lines[me].renewals.add(1);
     }
 
     /// One pass of SYNERGY's timer at `now` (on a thread that is no worker):
@@ -412,7 +394,7 @@ impl LocalQueues {
             let was = detector.episodes();
             let congested = detector.pass(now, produced, consumed);
             self.congested.store(congested, Ordering::Relaxed);
-            self.episodes.bump(detector.episodes() - was);
+            self.episodes.add(detector.episodes() - was);
         }
         for (w, l) in self.lines.iter().enumerate() {
             let d = l.feedback.deadline_ns();
@@ -422,13 +404,13 @@ impl LocalQueues {
             if r.preempt_on_expiry(self.queues[w].len()) {
                 if l.feedback.claim(d) {
                     self.flags[w].raise();
-                    l.preemptions.bump(1);
+                    l.preemptions.add(1);
                 }
             } else if l
                 .feedback
                 .renew(d, now.saturating_add(l.feedback.quantum_ns()))
             {
-                l.renewals.bump(1);
+                l.renewals.add(1);
             }
         }
     }

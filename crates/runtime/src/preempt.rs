@@ -28,7 +28,6 @@
 //!
 //! Nothing here allocates or locks after start-up.
 
-use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,6 +36,7 @@ use crossbeam_utils::CachePadded;
 use psp_core::{WorkerId, WorkerSet};
 
 use crate::green::{PreemptFlag, RequestFiber, RequestSlot, Served, StackPool};
+use crate::sync::UnsafeCell;
 
 /// When the run segment on a worker's fiber began (the run's clock, in ns), or
 /// nothing: written by the worker, read by the dispatcher.
@@ -79,7 +79,8 @@ impl SegmentClock {
 
 /// Preempted requests' fibers, by token. The thread that owns a token (the
 /// worker between the job ring's pop and the completion ring's push) is the only
-/// one that touches its cell.
+/// one that touches its cell. Built with `--cfg loom`, the cells are loom's,
+/// which `tests/loom_cells.rs` checks the hand-over with.
 pub struct SuspendedFibers<T> {
     cells: Box<[UnsafeCell<Option<T>>]>,
 }
@@ -103,8 +104,10 @@ impl<T> SuspendedFibers<T> {
     /// The calling thread owns `token`.
     #[inline]
     pub unsafe fn put(&self, token: u32, fiber: T) {
-        // SAFETY: the caller owns the token, so no other thread reaches the cell.
-        unsafe { *self.cells[token as usize].get() = Some(fiber) };
+        self.cells[token as usize].with_mut(|cell| {
+            // SAFETY: the caller owns the token, so no other thread reaches the cell.
+            unsafe { *cell = Some(fiber) }
+        });
     }
 
     /// Takes the fiber parked under `token`, if any.
@@ -113,8 +116,10 @@ impl<T> SuspendedFibers<T> {
     /// The calling thread owns `token`.
     #[inline]
     pub unsafe fn take(&self, token: u32) -> Option<T> {
-        // SAFETY: the caller owns the token, so no other thread reaches the cell.
-        unsafe { (*self.cells[token as usize].get()).take() }
+        self.cells[token as usize].with_mut(|cell| {
+            // SAFETY: the caller owns the token, so no other thread reaches the cell.
+            unsafe { (*cell).take() }
+        })
     }
 }
 

@@ -226,8 +226,12 @@ fn a_handler_that_never_returns_does_not_hold_shutdown_and_stays_unanswered() {
         )
     })
     .expect("the run ends normally");
+    // The handler never returns by itself: without the drain deadline the
+    // run would wait forever, so any bound separates the two; a generous
+    // one holds on a loaded machine (a 200 ms drain ends in well under 1 s
+    // on a quiet one).
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
+    assert!(took < Duration::from_secs(15), "shutdown took {took:?}");
     let c = r.dispatcher.counts;
     assert_eq!((c.arrived, c.stranded, c.completed), (1, 1, 0), "{c:?}");
     assert_eq!(r.abandoned_workers, vec![0]);

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use psp_core::{HeaderClassifier, PolicySpec};
 use psp_runtime::handler::synthetic;
@@ -37,6 +37,10 @@ struct Tally {
     short_yields: AtomicU64,
     /// Yields of requests of type 1 (declared long).
     long_yields: AtomicU64,
+    /// Wall time that requests of type 1 spent in their handler, less the
+    /// time suspended across the preemption points that yielded: their
+    /// segments, as the handler saw them.
+    long_busy_ns: AtomicU64,
 }
 
 fn mix(h: u64, i: u64) -> u64 {
@@ -61,13 +65,23 @@ impl Handler for Probe {
         }
         let steps = ns / 1_000;
         let mut h = ns;
+        let started = Instant::now();
+        let mut suspended = Duration::ZERO;
         for i in 0..steps {
             h = mix(h, i);
             self.spinner.spin_ns(1_000);
+            let (before, t) = (ctx.preempt.yields(), Instant::now());
             ctx.preemption_point();
+            if ctx.preempt.yields() != before {
+                suspended += t.elapsed();
+            }
         }
         if long {
             ctx.feedback_finished();
+            let busy = started.elapsed().saturating_sub(suspended);
+            self.tally
+                .long_busy_ns
+                .fetch_add(busy.as_nanos() as u64, Ordering::Relaxed);
         }
         let expected = (0..steps).fold(ns, mix);
         if h != expected {
@@ -105,7 +119,11 @@ fn serve(
     let tally = Arc::new(Tally::default());
     let cfg = RuntimeConfig {
         workers,
-        queue_capacity: 4096,
+        // Well below the fiber slots (1024 per worker): time sharing starts
+        // every queued request, and on a loaded machine the queues fill; a
+        // request that finds no slot is a handler error, not what these
+        // tests are about.
+        queue_capacity: 256,
         drain_timeout: Duration::from_secs(20),
         ..Default::default()
     };
@@ -162,42 +180,68 @@ fn synergy_conserves_requests_and_never_preempts_short_ones() {
     let _one_at_a_time = serial();
     let w = mix_workload();
     for policy in ["synergy", "synergy:wq=off", "synergy:cp=off"] {
-        // 8 flows over 2 workers: imbalance to steal from.
-        let arrivals = PoissonArrivals::new(&w, 0.7 * w.peak_rps(2), 300_000_000, 3).with_flows(8);
-        let (r, t) = serve(&w, policy, 2, Box::new(arrivals));
-        assert_conserved(policy, &r, &t);
-        let l = r.local.as_ref().expect("synergy reports its counters");
-        assert_eq!(l.executor, "synergy");
-        let preemptions: u64 = l.preemptions.iter().sum();
-        let passes: u64 = l.wait_queue_passes.iter().sum();
-        assert_eq!(get(&t.short_yields), 0, "{policy}: a short request yielded");
-        assert!(preemptions > 0, "{policy}: never preempted");
-        assert!(get(&t.long_yields) > 0, "{policy}: no long request yielded");
-        // Every yield of a long request was a preemption; a raise can find
-        // the request finished.
-        assert!(get(&t.long_yields) <= preemptions, "{policy}");
-        if policy.contains("wq=off") {
-            assert_eq!(passes, 0, "{policy}: the wait queue is off");
-        } else {
-            assert_eq!(
-                passes,
-                get(&t.long_yields),
-                "{policy}: yields pass the wait queue"
-            );
+        // A steal needs a worker idle while the other's queue holds work,
+        // which a loaded machine (every queue full) may not offer in a run:
+        // up to 3 runs, each checked in full, until one stole.
+        let mut stole = false;
+        for attempt in 0..3 {
+            stole = conserves_without_preempting_short_ones(&w, policy, attempt);
+            if stole {
+                break;
+            }
         }
-        assert_eq!(l.wait_queue_full, 0, "{policy}");
-        assert!(
-            r.steals_per_worker.iter().sum::<u64>() > 0,
-            "{policy}: no steal"
-        );
-        // Service time is the sum of a request's segments.
-        let long = &r.dispatcher.recorder.type_stats()[1];
-        assert!(
-            long.mean_service_us > 900.0 && long.mean_service_us < 2_000.0,
-            "{policy}: long mean service {} us",
-            long.mean_service_us
+        assert!(stole, "{policy}: no steal in 3 runs");
+    }
+}
+
+/// One run of `synergy_conserves_requests_and_never_preempts_short_ones`;
+/// returns whether a worker stole.
+fn conserves_without_preempting_short_ones(w: &Workload, policy: &str, attempt: u64) -> bool {
+    // 8 flows over 2 workers: imbalance to steal from.
+    let arrivals =
+        PoissonArrivals::new(w, 0.7 * w.peak_rps(2), 300_000_000, 3 + attempt).with_flows(8);
+    let (r, t) = serve(w, policy, 2, Box::new(arrivals));
+    assert_conserved(policy, &r, &t);
+    let l = r.local.as_ref().expect("synergy reports its counters");
+    assert_eq!(l.executor, "synergy");
+    let preemptions: u64 = l.preemptions.iter().sum();
+    let passes: u64 = l.wait_queue_passes.iter().sum();
+    assert_eq!(get(&t.short_yields), 0, "{policy}: a short request yielded");
+    assert!(preemptions > 0, "{policy}: never preempted");
+    assert!(get(&t.long_yields) > 0, "{policy}: no long request yielded");
+    // Every yield of a long request was a preemption; a raise can find
+    // the request finished.
+    assert!(get(&t.long_yields) <= preemptions, "{policy}");
+    if policy.contains("wq=off") {
+        assert_eq!(passes, 0, "{policy}: the wait queue is off");
+    } else {
+        assert_eq!(
+            passes,
+            get(&t.long_yields),
+            "{policy}: yields pass the wait queue"
         );
     }
+    assert_eq!(l.wait_queue_full, 0, "{policy}");
+    // Service time is the sum of a request's segments: at least the
+    // 1 ms of spinning, and what the handler itself timed of its run,
+    // less its suspensions. Both are wall time, so a loaded machine
+    // inflates them alike; the slack covers the fiber switches and
+    // points outside the handler's view, not a segment counted twice
+    // (or lost, below the handler's own sum).
+    let long = &r.dispatcher.recorder.type_stats()[1];
+    let service_ns = long.mean_service_us * 1e3 * long.count as f64;
+    let busy_ns = get(&t.long_busy_ns) as f64;
+    assert!(
+        long.mean_service_us > 900.0,
+        "{policy}: long mean service {} us",
+        long.mean_service_us
+    );
+    assert!(
+        service_ns >= 0.95 * busy_ns && service_ns <= 1.25 * busy_ns + 1e6,
+        "{policy}: {} long requests served for {service_ns} ns in all, their handlers ran {busy_ns} ns",
+        long.count
+    );
+    r.steals_per_worker.iter().sum::<u64>() > 0
 }
 
 /// `n` requests of `service_ns` of type `type_id` on flow 0, `gap_ns` apart
@@ -274,10 +318,18 @@ fn tq_shares_a_worker_by_local_yields_and_jsq_spreads_arrivals() {
     assert!(l.preemptions_avoided[0] > 100, "{l:?}");
     // Each expiry switched out to the worker and straight back in.
     assert_eq!(get(&t.long_yields), l.preemptions_avoided[0]);
-    // JSQ: two simultaneous requests go to the two workers.
-    let (r, t) = serve(&w, "tq", 2, trace(1, 5_000_000, 2, 0));
-    assert_conserved("tq jsq", &r, &t);
-    assert_eq!(r.served_per_worker, vec![1, 1]);
+    // JSQ: two simultaneous requests go to the two workers. A worker counts
+    // as busy from just after it takes its request: the second admission
+    // can land in that gap (a preempted thread can sit in it for
+    // milliseconds on a loaded machine) and find both workers idle. So a
+    // few attempts, each conserving every request; one must spread them.
+    let mut spreads = Vec::new();
+    while spreads.len() < 5 && !spreads.contains(&vec![1, 1]) {
+        let (r, t) = serve(&w, "tq", 2, trace(1, 5_000_000, 2, 0));
+        assert_conserved("tq jsq", &r, &t);
+        spreads.push(r.served_per_worker);
+    }
+    assert!(spreads.contains(&vec![1, 1]), "never spread: {spreads:?}");
     // And under load everything completes once.
     let arrivals = PoissonArrivals::new(&w, 0.7 * w.peak_rps(2), 300_000_000, 5);
     let (r, t) = serve(&w, "tq", 2, Box::new(arrivals));
