@@ -259,8 +259,19 @@ mod tests {
         // A loose sanity bound (the precise figure is `psp calibrate`'s job):
         // at least the requested time, and not wildly more.
         assert!(b - a >= 190_000, "spun {} ns for 200 us", b - a);
-        let acc = spin_accuracy(&s, &[50_000], Duration::from_millis(5), 3);
-        assert!(acc[0].1 > 45_000.0 && acc[0].1 < 100_000.0, "{acc:?}");
+        // A spin descheduled midway overshoots by the time away, so on a
+        // loaded machine any one measurement may: the best of up to ten must
+        // be close (a miscalibrated spinner misses on every one).
+        let mut best = f64::INFINITY;
+        for _ in 0..10 {
+            let acc = spin_accuracy(&s, &[50_000], Duration::from_millis(5), 3);
+            assert!(acc[0].1 > 45_000.0, "{acc:?}");
+            best = best.min(acc[0].1);
+            if best < 100_000.0 {
+                break;
+            }
+        }
+        assert!(best < 100_000.0, "best of ten: {best} ns for 50 us");
     }
 
     #[test]
