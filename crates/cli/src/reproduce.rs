@@ -626,8 +626,8 @@ fn fig4(ctx: &Ctx) -> Result<Section> {
          workers 0..k for the short type, which is served first and may use every worker; \
          with k = 0 it is plain fixed priority. `darc` is the paper's rule (demand 2.32 \
          workers on extreme-bimodal rounds to 2); `darc+` rounds by load (`round=load`: never \
-         fewer workers than the group keeps busy at the window's measured rate, 2.21 at 95%, \
-         so 3).\n\n{}",
+         fewer workers than the group keeps busy at the window's measured rate plus a quarter \
+         worker, 2.21 + 0.25 at 95%, so 3).\n\n{}",
         commands_block(&[
             "for p in $(seq -f darc-static:%g 0 13) darc darc+; do psp sim --workload extreme-bimodal --workers 14 --load 0.95 --policy $p; done".into(),
             "for p in $(seq -f darc-static:%g 0 13) darc darc+; do psp sim --workload high-bimodal --workers 14 --load 0.95 --duration 6s --policy $p; done".into(),

@@ -1183,7 +1183,9 @@ mod tests {
         assert_eq!(paper, PolicySpec::Darc(DarcConfig::default()));
         assert_ne!(DarcConfig::plus(), DarcConfig::default());
         // Every darc+ rule can be turned off one by one; all off is the paper's DARC.
-        let off: PolicySpec = "darc+:order=type,longest=0,round=paper,headroom=0".parse().unwrap();
+        let off: PolicySpec = "darc+:order=type,longest=0,round=paper,headroom=0"
+            .parse()
+            .unwrap();
         assert_eq!(off, PolicySpec::DarcPlus(DarcConfig::default()));
         assert_eq!(
             split_policy_list("darc,darc+:samples=10,delay=1,c-fcfs"),
