@@ -692,7 +692,7 @@ fn fig4(ctx: &Ctx) -> Result<Section> {
              is overloaded and its tail grows with the run, from 34 at 1 s to ~250 at 10 s \
              on the ideal system, where k = 2 becomes best both by the worse type and over \
              all requests, as in the paper (whose points are testbed runs, not 1 s). Below \
-             ~93% load (11/11.68) k = 3 is stable and k = 2 is never best at any load \
+             ~94% load (11/11.68) k = 3 is stable and k = 2 is never best at any load \
              measured (80-92%; k = 3, or k = 4 at 80-85% with 10 µs of network); on `persephone` the dispatcher's time per \
              request makes k = 2's long type overloaded too and k = 3 stays best. Fixed \
              priority is 7-8.5x worse than k = 2 here, not the paper's 1.5x (different metric \
