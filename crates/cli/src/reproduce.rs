@@ -688,17 +688,18 @@ fn fig4(ctx: &Ctx) -> Result<Section> {
     body += "\n**Why the paper's sweet spot is 2 and 1 s points say 3.** At 95% the short type \
              keeps 2.21 workers busy and the long type 11.09. With 2 reserved the short type \
              lives on steals from long workers that are 92% busy (short p99.9 slowdown ~120); \
-             with 3 the long type, which may not steal, has 11 workers for 11.09 of load: it \
-             is overloaded and its tail grows with the run, from 34 at 1 s to ~250 at 10 s \
-             on the ideal system, where k = 2 becomes best both by the worse type and over \
-             all requests, as in the paper (whose points are testbed runs, not 1 s). Below \
-             ~94% load (11/11.68) k = 3 is stable and k = 2 is never best at any load \
-             measured (80-92%; k = 3, or k = 4 at 80-85% with 10 µs of network); on `persephone` the dispatcher's time per \
-             request makes k = 2's long type overloaded too and k = 3 stays best. Fixed \
-             priority is 7-8.5x worse than k = 2 here, not the paper's 1.5x (different metric \
-             or testbed; docs/darc-variant.md has every combination measured). `darc+`'s \
-             load rounding takes 3 at this load: the right choice for the short type, and \
-             for the long type whenever its load fits in the 11 workers left.\n\n";
+             with 3 the long type, which may not steal, has 11 workers for 11.09 of load: it is \
+             overloaded and its tail grows with the run, from 34 at 1 s to ~250 at 10 s on the \
+             ideal system, where k = 2 becomes best both by the worse type and over all \
+             requests, as in the paper: 10 s runs give its result, and longer ones only widen \
+             the gap (k = 3's long queue keeps growing). Below ~94% load (11/11.68) k = 3 is \
+             stable and k = 2 is never best at any load measured (80-92%; k = 3, or k = 4 at \
+             80-85% with 10 µs of network); on `persephone` the dispatcher's time per request \
+             makes k = 2's long type overloaded too and k = 3 stays best. Fixed priority is \
+             7-8.5x worse than k = 2 here, not the paper's 1.5x (different metric or testbed; \
+             docs/darc-variant.md has every combination measured). `darc+`'s load rounding takes \
+             3 at this load: the right choice for the short type, and for the long type whenever \
+             its load fits in the 11 workers left.\n\n";
     let fig = LineFigure {
         title: "DARC-static at 95% load, 14 workers".into(),
         x_label: "workers reserved for short requests".into(),
