@@ -12,8 +12,11 @@
 # $CARGO_TARGET_DIR/release/psp), SEEDS ("1 2 ... 10"), WORKLOADS (the five
 # below), POLICIES ("darc,darc+,c-fcfs"; the first is the baseline, the second
 # the variant, the third the work-conserving reference), WORKERS (14),
-# DURATION (1s), LONG_DURATION (10s, for rocksdb: its mean service is ~318 us,
-# so 1 s holds only ~44k requests and DARC's 50,000-sample window never fills),
+# DURATION (per workload by default, as `psp reproduce` sets them: long enough
+# that the discarded first 10% holds DARC's first profiling window of 50,000
+# completions from 30% load up, i.e. 6s on high-bimodal, 2s on tpcc, 40s on
+# rocksdb, 1s otherwise; shorter points measure DARC's c-FCFS warm-up; a value
+# here applies to every workload),
 # THREADS (1: sweeps one point at a time), REUSE (1: keep existing JSON files).
 # Needs python3 for the summary.
 set -euo pipefail
@@ -29,8 +32,7 @@ seeds=${SEEDS:-"1 2 3 4 5 6 7 8 9 10"}
 workloads=${WORKLOADS:-"high-bimodal extreme-bimodal tpcc rocksdb zippydb"}
 policies=${POLICIES:-"darc,darc+,c-fcfs"}
 workers=${WORKERS:-14}
-duration=${DURATION:-1s}
-long_duration=${LONG_DURATION:-10s}
+duration=${DURATION:-}
 threads=${THREADS:-1}
 reuse=${REUSE:-0}
 
@@ -46,7 +48,14 @@ if [ "$summary_only" = 0 ]; then
   mkdir -p "$out"
   for w in $workloads; do
     d=$duration
-    [ "$w" = rocksdb ] && d=$long_duration
+    if [ -z "$d" ]; then
+      case $w in
+        high-bimodal) d=6s ;;
+        tpcc) d=2s ;;
+        rocksdb) d=40s ;;
+        *) d=1s ;;
+      esac
+    fi
     for s in $seeds; do
       f="$out/$w-seed$s.json"
       if [ "$reuse" = 1 ] && [ -s "$f" ]; then continue; fi

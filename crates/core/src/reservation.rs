@@ -26,6 +26,13 @@ pub enum Rounding {
     Ceil,
     /// Always round down (at least one worker).
     Floor,
+    /// `darc+`: the paper's rule, raised where it would leave a group fewer
+    /// workers than it keeps busy at the measured rate (its demand times the
+    /// measured utilization, plus [`ReservationConfig::headroom`]): rounding a
+    /// 2.32-worker demand down to 2 is right at 80% load (1.86 workers busy)
+    /// but starves the group at 95% (2.21). Without a measured utilization it is
+    /// the paper's rule.
+    Load,
 }
 
 impl Rounding {
@@ -33,9 +40,9 @@ impl Rounding {
     pub fn workers_for(self, d: f64) -> usize {
         let whole = d.floor();
         let n = match self {
-            Rounding::Paper if whole == 0.0 => 1.0,
-            Rounding::Paper if d - whole <= 0.5 => whole,
-            Rounding::Paper | Rounding::Ceil => d.ceil(),
+            Rounding::Paper | Rounding::Load if whole == 0.0 => 1.0,
+            Rounding::Paper | Rounding::Load if d - whole <= 0.5 => whole,
+            Rounding::Paper | Rounding::Load | Rounding::Ceil => d.ceil(),
             Rounding::Floor => whole,
         };
         (n as usize).max(1)
@@ -47,6 +54,7 @@ impl Rounding {
             Rounding::Paper => "paper",
             Rounding::Ceil => "ceil",
             Rounding::Floor => "floor",
+            Rounding::Load => "load",
         }
     }
 }
@@ -73,6 +81,9 @@ pub struct ReservationConfig {
     /// workers joins the next shorter group instead of taking a whole worker of
     /// its own (0: never, the paper's one-worker minimum).
     pub merge_below: f64,
+    /// `round=load`: workers a group keeps above its measured load (0: at least
+    /// `ceil(load)`).
+    pub headroom: f64,
 }
 
 impl Default for ReservationConfig {
@@ -83,6 +94,7 @@ impl Default for ReservationConfig {
             rounding: Rounding::Paper,
             protect_longest: 0.0,
             merge_below: 0.0,
+            headroom: 0.0,
         }
     }
 }
@@ -174,8 +186,34 @@ impl Reservation {
         r
     }
 
+    /// As [`compute`](Self::compute), with the window's measured utilization
+    /// (busy workers / workers) for [`Rounding::Load`].
+    pub fn compute_loaded(
+        stats: &[TypeDemand],
+        workers: usize,
+        utilization: Option<f64>,
+        cfg: &ReservationConfig,
+    ) -> Self {
+        let mut r = Self::with_capacity(stats.len(), workers);
+        r.compute_into_loaded(stats, utilization, cfg);
+        r
+    }
+
     /// Recomputes this reservation in place (no allocation).
     pub fn compute_into(&mut self, stats: &[TypeDemand], cfg: &ReservationConfig) {
+        self.compute_into_loaded(stats, None, cfg);
+    }
+
+    /// Recomputes this reservation in place (no allocation), with the measured
+    /// utilization: the fraction of the workers kept busy over the profiling
+    /// window, so that a group of demand `d` (a share of all workers) keeps
+    /// `utilization x d` of them busy. Only [`Rounding::Load`] reads it.
+    pub fn compute_into_loaded(
+        &mut self,
+        stats: &[TypeDemand],
+        utilization: Option<f64>,
+        cfg: &ReservationConfig,
+    ) {
         let w = self.workers;
         assert!(
             w >= 1 && cfg.spillway >= 1 && cfg.spillway <= w,
@@ -242,19 +280,27 @@ impl Reservation {
         // Workers, shortest group first, in index order.
         let mut next = 0usize;
         let last = self.spans.len().saturating_sub(1);
+        let load_floor = match (cfg.rounding, utilization) {
+            (Rounding::Load, Some(u)) if u.is_finite() && u > 0.0 => Some(u),
+            _ => None,
+        };
         for g in 0..self.spans.len() {
             let (start, end, demand) = self.spans[g];
+            let mut want = cfg.rounding.workers_for(demand);
+            if let Some(u) = load_floor {
+                // Never below the workers the group keeps busy, but every
+                // longer group keeps one worker of its own.
+                let busy = ((u * demand + cfg.headroom).ceil() as usize).max(1);
+                let later = self.spans.len() - 1 - g;
+                want = want.max(busy.min((w - next).saturating_sub(later).max(1)));
+            }
             let take = if protect && g == last {
                 w - next
             } else if protect {
                 let room = (w - next).saturating_sub(self.keep_for_later[g]);
-                cfg.rounding
-                    .workers_for(demand)
-                    .min(room)
-                    .max(1)
-                    .min(w - next)
+                want.min(room).max(1).min(w - next)
             } else {
-                cfg.rounding.workers_for(demand).min(w - next)
+                want.min(w - next)
             };
             let (reserved, on_spillway) = if take == 0 {
                 (self.spillway, true)
@@ -449,6 +495,17 @@ impl Reservation {
                 format!(
                     "type {t} (group {g}) on worker {worker}, reserved for a shorter group: {self}"
                 )
+            })
+    }
+
+    /// Whether `other` groups the same types and hands them the same workers
+    /// (whatever the demands it was computed from).
+    pub fn same_split(&self, other: &Reservation) -> bool {
+        self.order == other.order
+            && self.groups.len() == other.groups.len()
+            && self.groups.iter().zip(&other.groups).all(|(a, b)| {
+                (a.start, a.end, a.reserved, a.stealable, a.on_spillway)
+                    == (b.start, b.end, b.reserved, b.stealable, b.on_spillway)
             })
     }
 
@@ -802,5 +859,83 @@ mod tests {
         assert!(!a.deviates(&b, 0.1));
         assert!(a.deviates(&c, 0.1));
         assert!(a.deviates(&d, 0.1));
+    }
+
+    fn load_cfg(headroom: f64) -> ReservationConfig {
+        ReservationConfig {
+            rounding: Rounding::Load,
+            headroom,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn load_rounding_never_leaves_a_group_below_its_measured_load() {
+        // Extreme-bimodal, 14 workers: short demand 2.32 workers, i.e. 2.32 x
+        // utilization busy. The paper's 2 holds until 2 workers are busy
+        // (utilization 0.862), then 3.
+        let s = td(&[(0.5, 0.995), (500.0, 0.005)]);
+        let at = |u: Option<f64>, cfg: &ReservationConfig| {
+            sizes(&Reservation::compute_loaded(&s, 14, u, cfg))
+        };
+        let cfg = load_cfg(0.0);
+        assert_eq!(
+            at(None, &cfg),
+            [2, 12],
+            "no rate measured: the paper's rule"
+        );
+        assert_eq!(at(Some(0.5), &cfg), [2, 12]);
+        assert_eq!(at(Some(0.80), &cfg), [2, 12]);
+        assert_eq!(at(Some(0.86), &cfg), [2, 12]);
+        assert_eq!(at(Some(0.87), &cfg), [3, 11]);
+        assert_eq!(at(Some(0.95), &cfg), [3, 11]);
+        // Headroom: a quarter of a worker above the load from 0.755.
+        assert_eq!(at(Some(0.75), &load_cfg(0.25)), [2, 12]);
+        assert_eq!(at(Some(0.80), &load_cfg(0.25)), [3, 11]);
+        // The paper's rounding ignores the rate.
+        assert_eq!(at(Some(0.95), &ReservationConfig::default()), [2, 12]);
+    }
+
+    #[test]
+    fn load_rounding_keeps_the_paper_examples_below_their_boundaries() {
+        let cfg = load_cfg(0.0);
+        for (s, want) in [
+            (td(&[(1.0, 0.5), (100.0, 0.5)]), vec![1, 13]),
+            (td(&[(1.5, 0.5), (635.0, 0.5)]), vec![1, 13]),
+            (tpcc_with_new_order_demand(6.46), vec![2, 6, 6]),
+        ] {
+            let paper = Reservation::compute(&s, 14, &Default::default());
+            assert_eq!(sizes(&paper), want);
+            for u in [0.3, 0.6, 0.85] {
+                let r = Reservation::compute_loaded(&s, 14, Some(u), &cfg);
+                assert_eq!((&r.order, &r.groups), (&paper.order, &paper.groups), "{u}");
+            }
+        }
+    }
+
+    #[test]
+    fn load_rounding_leaves_every_longer_group_a_worker_and_the_protected_room() {
+        // TPC-C at 97%: NewOrder keeps 6.27 workers busy, but with the longest
+        // group sized first (darc+) it may not take Delivery/StockLevel's sixth.
+        let tpcc = tpcc_with_new_order_demand(6.46);
+        let plus = ReservationConfig {
+            protect_longest: 10.0,
+            ..load_cfg(0.0)
+        };
+        let r = Reservation::compute_loaded(&tpcc, 14, Some(0.97), &plus);
+        assert_eq!(sizes(&r), [2, 6, 6], "{r}");
+        // Without that rule NewOrder rises to 7 and the longest keeps the rest.
+        let r = Reservation::compute_loaded(&tpcc, 14, Some(0.97), &load_cfg(0.0));
+        assert_eq!(sizes(&r), [2, 7, 5], "{r}");
+        // An overloaded short group never takes the last worker of a longer one.
+        // Demands 2 and 2 on 4 workers: the paper gives 2/2, the floor asks 4.
+        let s = td(&[(1.0, 0.5), (100.0, 0.005)]);
+        assert_eq!(
+            sizes(&Reservation::compute(&s, 4, &Default::default())),
+            [2, 2]
+        );
+        let r = Reservation::compute_loaded(&s, 4, Some(1.0), &load_cfg(2.0));
+        assert_eq!(sizes(&r), [3, 1], "{r}");
+        assert!(!r.groups[1].on_spillway);
     }
 }

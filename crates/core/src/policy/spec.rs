@@ -93,6 +93,10 @@ impl DarcConfig {
             reservation: ReservationConfig {
                 protect_longest: 10.0,
                 merge_below: 0.0,
+                rounding: Rounding::Load,
+                // A quarter worker above the load: measured on extreme-bimodal
+                // (docs/darc-variant.md), 0 leaves 2 workers busy 93% at 80%.
+                headroom: 0.25,
                 ..ReservationConfig::default()
             },
             order: GroupOrder::Oldest,
@@ -348,6 +352,7 @@ const STALE: ParamRange = ParamRange::closed("stale", 0.0, 1000.0);
 const LONGEST: ParamRange = ParamRange::closed("longest", 0.0, MAX_FACTOR);
 const MERGE: ParamRange = ParamRange::closed("merge", 0.0, MAX_WORKERS as f64);
 const HYSTERESIS: ParamRange = ParamRange::closed("hysteresis", 0.0, MAX_WORKERS as f64);
+const HEADROOM: ParamRange = ParamRange::closed("headroom", 0.0, MAX_WORKERS as f64);
 /// A quantum below 0.1 µs would make the simulator step through time slices of
 /// a few instructions.
 const QUANTUM: ParamRange = ParamRange::closed("quantum", 0.1, MAX_US).us();
@@ -388,6 +393,7 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("darc", LONGEST),
     ("darc", MERGE),
     ("darc", HYSTERESIS),
+    ("darc", HEADROOM),
     ("darc+", DELTA),
     ("darc+", SPILLWAY),
     ("darc+", SAMPLES),
@@ -397,6 +403,7 @@ pub const PARAM_RANGES: &[(&str, ParamRange)] = &[
     ("darc+", LONGEST),
     ("darc+", MERGE),
     ("darc+", HYSTERESIS),
+    ("darc+", HEADROOM),
     ("ts", QUANTUM),
     ("ts", TS_COST),
     ("ts", TARGET),
@@ -581,6 +588,7 @@ fn darc_params(
                         ("paper", Rounding::Paper),
                         ("ceil", Rounding::Ceil),
                         ("floor", Rounding::Floor),
+                        ("load", Rounding::Load),
                     ],
                 )?
             }
@@ -609,6 +617,7 @@ fn darc_params(
             }
             "longest" => c.reservation.protect_longest = real(s, &LONGEST, v)?,
             "merge" => c.reservation.merge_below = real(s, &MERGE, v)?,
+            "headroom" => c.reservation.headroom = real(s, &HEADROOM, v)?,
             "hysteresis" => c.hysteresis = real(s, &HYSTERESIS, v)?,
             _ => return Err(bad(s, format!("unknown parameter '{key}'"))),
         }
@@ -858,6 +867,9 @@ fn darc_parts(c: &DarcConfig, d: &DarcConfig, parts: &mut Vec<String>) {
     }
     if c.reservation.merge_below != d.reservation.merge_below {
         parts.push(format!("merge={}", c.reservation.merge_below));
+    }
+    if c.reservation.headroom != d.reservation.headroom {
+        parts.push(format!("headroom={}", c.reservation.headroom));
     }
     if c.hysteresis != d.hysteresis {
         parts.push(format!("hysteresis={}", c.hysteresis));
@@ -1151,6 +1163,9 @@ mod tests {
             "darc+:samples=1000,delay=1",
             "darc+:order=type,longest=0",
             "darc+:ratios=arrivals,merge=0.5,hysteresis=0.25",
+            "darc:round=load,headroom=0.5",
+            "darc+:round=paper",
+            "darc+:headroom=0",
             "ts",
             "ts:sq",
             "ts:quantum=10,cost=0.5,requeue=head,preempt=waiting",
@@ -1182,7 +1197,9 @@ mod tests {
         assert_eq!(paper, PolicySpec::Darc(DarcConfig::default()));
         assert_ne!(DarcConfig::plus(), DarcConfig::default());
         // Every darc+ rule can be turned off one by one; all off is the paper's DARC.
-        let off: PolicySpec = "darc+:order=type,longest=0".parse().unwrap();
+        let off: PolicySpec = "darc+:order=type,longest=0,round=paper,headroom=0"
+            .parse()
+            .unwrap();
         assert_eq!(off, PolicySpec::DarcPlus(DarcConfig::default()));
         assert_eq!(
             split_policy_list("darc,darc+:samples=10,delay=1,c-fcfs"),
