@@ -1413,14 +1413,13 @@ fn synergy_knobs(ctx: &Ctx) -> Result<Section> {
 }
 
 /// A verdict line: whether the figure agrees with the claim it reproduces,
-/// against the band stated in its setup before it was run.
+/// against the band stated in its setup before it was run; `why_not` says
+/// whether a miss contradicts the claim, and why.
 fn verdict(agrees: bool, why_not: &str) -> String {
     if agrees {
         "**Verdict.** Within the stated band: the figure agrees with the claim.\n\n".into()
     } else {
-        format!(
-            "**Verdict.** Outside the stated band: the figure contradicts the claim. {why_not}\n\n"
-        )
+        format!("**Verdict.** Outside the stated band. {why_not}\n\n")
     }
 }
 
@@ -1528,12 +1527,11 @@ fn synergy_mechanisms(ctx: &Ctx) -> Result<Section> {
     body += &table;
     body.push('\n');
     let why = if disordered.is_empty() {
-        "Signals sustain as much as compiler-inserted checks on every workload (within \
-         1.25% of the peak)."
+        "The figure contradicts the claim: signals sustain as much as compiler-inserted checks on every workload (within 1.25% of the peak)."
             .to_string()
     } else {
         format!(
-            "A cheaper mechanism sustains less than a dearer one on {}.",
+            "The figure contradicts the claim: a cheaper mechanism sustains less than a dearer one on {}.",
             disordered.join(", ")
         )
     };
@@ -1716,15 +1714,14 @@ fn synergy_imbalance(ctx: &Ctx) -> Result<Section> {
     );
     let why = if !steady {
         format!(
-            "SYNERGY itself sustains {:.1}% of the peak at 1 flow against {:.1}% at 1,024. \
+            "The figure contradicts the claim: SYNERGY itself sustains {:.1}% of the peak at 1 flow against {:.1}% at 1,024. \
              Stealing does move short requests off the one fed queue, but conditional \
              preemption looks only at the worker's own queue: with one flow the other \
              queues are empty except for what their workers steal, so a long request \
              running there is almost never preempted (the counters above) and holds its \
              worker for up to 500 µs. When enough long requests run at once, the free \
              workers left to steal cannot keep up with the short requests arriving at the \
-             one fed queue. The thesis's claim assumes that the stealing workers stay \
-             free; in this model they do not.{}",
+             one fed queue. The claim needs the stealing workers to stay free; in this model they do not.{}",
             share(&results[0], "synergy") * 100.0,
             share(many, "synergy") * 100.0,
             if few_lose {
@@ -1734,7 +1731,7 @@ fn synergy_imbalance(ctx: &Ctx) -> Result<Section> {
             }
         )
     } else {
-        "Stealing does not make SYNERGY sustain more than without it at 1, 2 and 4 flows."
+        "The figure contradicts the claim: stealing does not make SYNERGY sustain more than without it at 1, 2 and 4 flows."
             .to_string()
     };
     body += &verdict(steady && few_lose, &why);
@@ -1889,14 +1886,13 @@ fn dispatcher_overhead(ctx: &Ctx) -> Result<Section> {
             "Outside: {}. Each is below the band by less than the grid's step (1.25% \
              of the peak, {:.0}% of the smallest such cap): the band's lower edge falls \
              between two grid points, so the miss is the grid's resolution; the \
-             dispatcher's cap itself is followed.",
+             dispatcher's cap itself is followed, so the figure does not contradict the claim.",
             cells.join("; "),
             tol / smallest * 100.0
         )
     } else {
         format!(
-            "Outside: {}. A centralized policy does not follow the dispatcher's cap, or \
-             SYNERGY depends on a cost it should not pay.",
+            "Outside: {}. The figure contradicts the claim: a centralized policy does not follow the dispatcher's cap, or SYNERGY depends on a cost it does not pay.",
             if cells.is_empty() {
                 "SYNERGY's throughput changes with a cost it does not pay".to_string()
             } else {
@@ -2008,12 +2004,12 @@ fn apps_14w(ctx: &Ctx) -> Result<Section> {
     let mut why = Vec::new();
     if !kv_ok {
         why.push(
-            "On a key-value profile DARC does not reach 2x c-FCFS or does not pass TS.".to_string(),
+            "It contradicts the claim on a key-value profile: DARC does not reach 2x c-FCFS or does not pass TS.".to_string(),
         );
     }
     if !tpcc_short.is_empty() {
         why.push(format!(
-            "On TPC-C ({}), DARC with the paper's settings (`delta=0.2`, the paper's \
+            "It contradicts the claim on TPC-C ({}): DARC with the paper's settings (`delta=0.2`, the paper's \
              rounding) sustains less than c-FCFS. On the measured profile no two means are \
              within 20% of each other, so DARC makes five singleton groups and rounds each \
              up to at least one worker; the longest type (StockLevel) is left fewer \
