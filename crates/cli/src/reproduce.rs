@@ -1656,10 +1656,8 @@ fn synergy_imbalance(ctx: &Ctx) -> Result<Section> {
         lines,
         reference: None,
     };
+    // Each sweep's JSON is already written beside its command.
     files.extend(plot_lines(&fig, &ctx.out.join("synergy-imbalance"))?);
-    let json = ctx.out.join("synergy-imbalance.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&results)?)?;
-    files.push(json);
     let mut body = format!(
         "**Setup.** {workload} (0.5 µs 99.5%, 500 µs 0.5%), 14 workers, system `own` (no \
          dispatcher, 10 µs network), SLO p99.9 slowdown ≤ 50 over all requests, 1 s per \
@@ -1857,10 +1855,8 @@ fn dispatcher_overhead(ctx: &Ctx) -> Result<Section> {
         lines,
         reference: None,
     };
+    // Each sweep's JSON is already written beside its command.
     files.extend(plot_lines(&fig, &ctx.out.join("dispatcher-overhead"))?);
-    let json = ctx.out.join("dispatcher-overhead.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&results)?)?;
-    files.push(json);
     let mut body = format!(
         "**Setup.** The built-in `fixed` workload (one type, 1 µs), 14 workers (peak \
          14 Mrps), 100 ms per point, SLO p99.9 slowdown ≤ 50, loads on a 5% grid refined by \
