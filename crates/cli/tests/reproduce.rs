@@ -13,13 +13,46 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     d
 }
 
+/// Every relative link of the markdown file `md` names an existing file,
+/// relative to `md`'s directory; returns how many were checked.
+fn assert_links_resolve(md: &std::path::Path) -> usize {
+    let text = std::fs::read_to_string(md).unwrap();
+    let base = md.parent().unwrap();
+    let mut n = 0;
+    for (i, _) in text.match_indices("](") {
+        let target = text[i + 2..].split(')').next().unwrap();
+        if target.starts_with('#') || target.contains("://") {
+            continue;
+        }
+        let file = target.split('#').next().unwrap();
+        assert!(
+            base.join(file).exists(),
+            "{}: link '{target}' does not resolve",
+            md.display()
+        );
+        n += 1;
+    }
+    n
+}
+
 #[test]
 fn reproduce_lists_figures_and_writes_one_into_the_marked_region() {
     let out = psp(&["reproduce", "--list"]);
     assert!(out.status.success());
     let list = String::from_utf8(out.stdout).unwrap();
     for id in [
-        "fig1", "fig3", "fig4", "fig6", "fig7", "fig9", "fig10", "scaling",
+        "fig1",
+        "fig3",
+        "fig4",
+        "fig6",
+        "fig7",
+        "fig9",
+        "fig10",
+        "apps-14w",
+        "scaling",
+        "synergy-mechanisms",
+        "synergy-imbalance",
+        "dispatcher-overhead",
     ] {
         assert!(
             list.lines().any(|l| l.starts_with(id)),
@@ -27,27 +60,44 @@ fn reproduce_lists_figures_and_writes_one_into_the_marked_region() {
         );
     }
 
+    // The results file and the figures in sibling directories, given as paths
+    // relative to the working directory; one figure written without
+    // --results, another with it: every link must resolve either way.
     let dir = temp_dir("reproduce");
-    let results = dir.join("results.md");
+    std::fs::create_dir_all(dir.join("doc")).unwrap();
+    let results = dir.join("doc/results.md");
     std::fs::write(
         &results,
         "before\n<!-- psp reproduce: begin (generated; edit crates/cli/src/reproduce.rs) -->\nold\n<!-- psp reproduce: end -->\nafter\n",
     )
     .unwrap();
     let figs = dir.join("figs");
-    let out = psp(&[
+    let run_in_dir = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_psp"))
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("run psp");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    };
+    run_in_dir(&["reproduce", "fig3", "--quick", "--out", "figs"]);
+    let log = run_in_dir(&[
         "reproduce",
-        "fig3",
+        "synergy-mechanisms",
         "--quick",
         "--out",
-        figs.to_str().unwrap(),
+        "figs",
         "--results",
-        results.to_str().unwrap(),
+        "doc/results.md",
     ]);
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        log.contains("psp reproduce: 1 figure(s) in"),
+        "total wall time: {log}"
     );
     for f in [
         "fig3.json",
@@ -55,6 +105,8 @@ fn reproduce_lists_figures_and_writes_one_into_the_marked_region() {
         "fig3.png",
         "fig3.md",
         "fig3-260k.json",
+        "synergy-mechanisms.md",
+        "synergy-mechanisms-zippydb.json",
     ] {
         assert!(figs.join(f).exists(), "{f} not written");
     }
@@ -65,10 +117,16 @@ fn reproduce_lists_figures_and_writes_one_into_the_marked_region() {
     );
     assert!(!text.contains("\nold\n"));
     assert!(text.contains("Fig. 3") && text.contains("| `darc` |"));
+    assert!(text.contains("Fig. 6.7") && text.contains("`synergy:mech=signal`"));
     assert!(
-        text.contains("](figs/fig3.png)"),
+        text.contains("](../figs/fig3.png)"),
         "links relative to the results file"
     );
+    let mut checked = assert_links_resolve(&results);
+    for md in ["fig3.md", "synergy-mechanisms.md"] {
+        checked += assert_links_resolve(&figs.join(md));
+    }
+    assert!(checked >= 2 * (2 + 2 * 4), "{checked} links");
 
     assert_one_line_error(&["reproduce", "fig99"], "unknown figure 'fig99'");
     let plain = dir.join("plain.md");
@@ -76,6 +134,13 @@ fn reproduce_lists_figures_and_writes_one_into_the_marked_region() {
     assert_one_line_error(
         &["reproduce", "fig3", "--results", plain.to_str().unwrap()],
         "has no reproduce markers",
+    );
+    // Run from elsewhere than the repository root (the tests' working
+    // directory is the crate's), a figure that reads section 9's profiles is
+    // refused before any work.
+    assert_one_line_error(
+        &["reproduce", "apps-14w"],
+        "reads 'docs/data/apps/kv-rocksdb.toml', which is not here",
     );
     let _ = std::fs::remove_dir_all(dir);
 }
