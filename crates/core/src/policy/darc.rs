@@ -531,21 +531,10 @@ mod tests {
         let spec: PolicySpec = "darc:samples=20000".parse().unwrap();
         let mut p = spec.build(&ctx(14, &[0.5, 500.0])).unwrap();
         assert!(p.reservation().is_none(), "starts in c-FCFS warm-up");
-        for i in 0..20_000u64 {
-            let long = i % 200 == 0; // 0.5%
-            let req = Request {
-                id: i,
-                token: 0,
-                type_id: long as TypeId,
-                flow: 0,
-                arrival_ns: i,
-            };
-            p.on_arrival(req, i).unwrap();
-            let Some(Action::Dispatch { worker, req, .. }) = p.next_action(i) else {
-                panic!("no dispatch")
-            };
-            p.on_completion(worker, &req, if long { 500_000 } else { 500 }, i);
-        }
+        // 0.5% long requests.
+        serve_unqueued(p.as_mut(), 0, 20_000, &[500, 500_000], |i| {
+            (i % 200 == 0) as TypeId
+        });
         assert!(p.next_action(20_000).is_none());
         let r = p.reservation().expect("reservation after the first window");
         assert_eq!(r.groups[0].reserved, WorkerSet::range(0, 2), "{r}");
@@ -655,21 +644,9 @@ mod tests {
     fn warmed(spec: &str, workers: usize, means_us: &[f64]) -> Box<dyn Policy> {
         let spec: PolicySpec = spec.parse().unwrap();
         let mut p = spec.build(&ctx(workers, means_us)).unwrap();
-        for i in 0..10u64 {
-            let t = (i % means_us.len() as u64) as TypeId;
-            let req = Request {
-                id: i,
-                token: 0,
-                type_id: t,
-                flow: 0,
-                arrival_ns: i,
-            };
-            p.on_arrival(req, i).unwrap();
-            let Some(Action::Dispatch { worker, req, .. }) = p.next_action(i) else {
-                panic!("no dispatch")
-            };
-            p.on_completion(worker, &req, (means_us[t as usize] * 1e3) as u64, i);
-        }
+        let means_ns: Vec<u64> = means_us.iter().map(|m| (m * 1e3) as u64).collect();
+        let n = means_us.len() as u64;
+        serve_unqueued(p.as_mut(), 0, 10, &means_ns, |i| (i % n) as TypeId);
         assert!(p.next_action(10).is_none());
         assert!(p.reservation().is_some(), "still in warm-up");
         p
