@@ -19,10 +19,10 @@ mod sweep;
 mod system;
 mod units;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use psp_core::PolicySpec;
 use psp_sim::{SimConfig, Workload, simulate_point};
@@ -320,6 +320,7 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
         None => simulate_point(&workload, &spec, &cfg)?,
         Some(stem) => {
             let window = limits::SERIES_WINDOW.parse_ns(&a.series_window)?;
+            check_series_stem(stem)?;
             cfg.series_window_ns = Some(window);
             let (point, series) = psp_sim::simulate_with_series(&workload, &spec, &cfg)?;
             let series = series.context("the simulator recorded no series")?;
@@ -333,6 +334,38 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
         print!("{}", report::point_table(&point));
     }
     Ok(())
+}
+
+/// Refuses an output path (of option `flag`) that cannot be written (a directory, a missing
+/// directory, no permission) without changing what is there: an existing
+/// file is opened for appending, a new one created and removed.
+pub fn check_writable(flag: &str, path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!("{flag}: '{}' is a directory", path.display());
+    }
+    let opened = if path.exists() {
+        std::fs::OpenOptions::new().append(true).open(path)
+    } else {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .inspect(|_| {
+                let _ = std::fs::remove_file(path);
+            })
+    };
+    opened
+        .map(drop)
+        .with_context(|| format!("{flag}: cannot write '{}'", path.display()))
+}
+
+/// Refuses a `--series` stem whose files cannot be written, before the run.
+pub fn check_series_stem(stem: &std::path::Path) -> Result<()> {
+    if let Some(dir) = stem.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--series: cannot create '{}'", dir.display()))?;
+    }
+    check_writable("--series", &stem.with_extension("json"))
 }
 
 /// Writes a time series as `stem.json` and its figure, with the workload's

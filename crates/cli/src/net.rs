@@ -422,15 +422,11 @@ impl ServerSummary {
     fn of(s: &ServerReport, declared: &[Option<f64>]) -> Self {
         let (d, n) = (&s.dispatcher, &s.net);
         let c = &d.counts;
-        let capacity_ns = (s.served_per_worker.len() as f64 * s.wall.as_nanos() as f64).max(1.0);
-        let busy_ns: u64 = d.service_ns_by_type.iter().sum();
-        let declared_ns = declared.iter().any(Option::is_some).then(|| {
-            d.completed_by_type
-                .iter()
-                .zip(declared)
-                .map(|(&n, m)| n as f64 * m.unwrap_or(0.0))
-                .sum::<f64>()
-        });
+        let (measured_utilization, declared_utilization) = d.utilization(
+            s.served_per_worker.len(),
+            s.wall.as_nanos() as f64,
+            declared,
+        );
         ServerSummary {
             received: n.received,
             requests: c.arrived,
@@ -455,8 +451,8 @@ impl ServerSummary {
             steals_per_worker: s.steals_per_worker.clone(),
             pinned: s.pinned,
             wall_s: s.wall.as_secs_f64(),
-            measured_utilization: busy_ns as f64 / capacity_ns,
-            declared_utilization: declared_ns.map(|n| n / capacity_ns),
+            measured_utilization,
+            declared_utilization,
             server_side_latency: d
                 .recorder
                 .type_stats()
@@ -482,7 +478,7 @@ impl ServerSummary {
 }
 
 /// The workload's declared mean service times (ns), in type order.
-fn declared(workload: &Workload) -> Vec<Option<f64>> {
+pub(crate) fn declared(workload: &Workload) -> Vec<Option<f64>> {
     workload
         .type_infos()
         .iter()
@@ -514,10 +510,10 @@ fn service_warning(types: &[ServerTypeLatency]) -> Option<String> {
     let f = psp_runtime::SERVICE_OFF_FACTOR;
     let off: Vec<String> = types
         .iter()
-        .filter(|t| t.completed >= 100)
         .filter_map(|t| {
-            let r = t.mean_service_us / t.declared_service_us.filter(|d| *d > 0.0)?;
-            (!(1.0 / f..=f).contains(&r)).then(|| format!("{} {r:.2}x", t.name))
+            let r =
+                psp_runtime::service_off(t.mean_service_us, t.declared_service_us?, t.completed)?;
+            Some(format!("{} {r:.2}x", t.name))
         })
         .collect();
     (!off.is_empty()).then(|| {

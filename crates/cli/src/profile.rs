@@ -5,7 +5,7 @@
 //! and the policy's seed means in `psp run`/`psp serve`) use measured, not
 //! declared, service times.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -124,7 +124,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}-measured.toml", app.name())));
     // Before the measurement, which may take minutes.
-    check_writable(&out)?;
+    crate::check_writable("--out", &out)?;
     let names = type_names(&workload);
     eprintln!(
         "psp profile: app {} | {} types | {} timed requests each ({:?} order), one handler, one request at a time",
@@ -212,29 +212,6 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Refuses an output path that cannot be written (a directory, a missing
-/// directory, no permission) without changing what is there: an existing
-/// file is opened for appending, a new one created and removed.
-fn check_writable(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        bail!("--out: '{}' is a directory", path.display());
-    }
-    let opened = if path.exists() {
-        std::fs::OpenOptions::new().append(true).open(path)
-    } else {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .inspect(|_| {
-                let _ = std::fs::remove_file(path);
-            })
-    };
-    opened
-        .map(drop)
-        .with_context(|| format!("--out: cannot write '{}'", path.display()))
 }
 
 fn workload_file(

@@ -117,8 +117,9 @@ impl Default for RunOptions {
 /// Runs `psp run`.
 pub fn run(a: RunArgs) -> Result<()> {
     let (workload, spec, mut sim_cfg) = a.target.resolve(crate::Mode::Run)?;
-    if a.series.is_some() {
+    if let Some(stem) = &a.series {
         let window = limits::SERIES_WINDOW.parse_ns(&a.series_window)?;
+        crate::check_series_stem(stem)?;
         let period_ns = workload.arrival_period_ns(sim_cfg.duration_ns);
         psp_metrics::series::check_window(window, period_ns).map_err(anyhow::Error::msg)?;
         sim_cfg.series_window_ns = Some(window);
@@ -250,9 +251,9 @@ fn service_warning(workload: &Workload, point: &PointResult) -> Option<String> {
         .iter()
         .zip(measured.iter().zip(completed))
         .filter_map(|(t, (m, n))| {
-            let (m, n) = (m.as_f64()?, n.as_u64()?);
-            let r = m / t.service.mean_us();
-            (n >= 100 && !(1.0 / f..=f).contains(&r)).then(|| {
+            let m = m.as_f64()?;
+            let r = psp_runtime::service_off(m, t.service.mean_us(), n.as_u64()?)?;
+            Some({
                 format!(
                     "{} {m:.2} us, {r:.2}x the declared {:.2} us",
                     t.name,
@@ -475,22 +476,13 @@ pub fn measure(
     extra.insert("wall_s".into(), json!(report.wall.as_secs_f64()));
     // What the workers were busy with over the run, beside what the declared
     // service times imply for the same completions.
-    let capacity_ns = (cfg.workers as f64 * report.wall.as_nanos() as f64).max(1.0);
-    let busy_ns: u64 = d.service_ns_by_type.iter().sum();
-    let declared_ns: f64 = d
-        .completed_by_type
-        .iter()
-        .zip(&workload.types)
-        .map(|(&n, t)| n as f64 * t.service.mean_us() * 1e3)
-        .sum();
-    extra.insert(
-        "measured_utilization".into(),
-        json!(busy_ns as f64 / capacity_ns),
+    let (measured, declared) = d.utilization(
+        cfg.workers,
+        report.wall.as_nanos() as f64,
+        &crate::net::declared(workload),
     );
-    extra.insert(
-        "declared_utilization".into(),
-        json!(declared_ns / capacity_ns),
-    );
+    extra.insert("measured_utilization".into(), json!(measured));
+    extra.insert("declared_utilization".into(), json!(declared));
     extra.insert("completed_by_type".into(), json!(d.completed_by_type));
     extra.insert(
         "service_us_by_type".into(),

@@ -108,3 +108,28 @@ fn run_series_window_is_checked_before_the_run() {
         "window",
     );
 }
+
+/// A series that could not be written is refused before the run, not after
+/// it (a phased run may last minutes).
+#[test]
+fn run_series_stem_is_checked_before_the_run() {
+    let dir = std::env::temp_dir().join(format!("psp-run-series-dir-{}", std::process::id()));
+    // The series' JSON path is taken by a directory.
+    std::fs::create_dir_all(dir.join("taken.json")).unwrap();
+    let stem = dir.join("taken");
+    for cmd in ["run", "sim"] {
+        assert_one_line_error(
+            &[
+                cmd,
+                "--workload",
+                "workload-change-x100",
+                "--workers",
+                "2",
+                "--series",
+                stem.to_str().unwrap(),
+            ],
+            "--series",
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -498,6 +498,15 @@ impl Reservation {
             })
     }
 
+    /// Per type (index = type id), how many workers its group has reserved and
+    /// may steal: the shape a time series records.
+    pub fn worker_counts(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.group_of.len()).map(|t| {
+            let g = self.group(t as TypeId);
+            (g.reserved.len(), g.stealable.len())
+        })
+    }
+
     /// Whether `other` groups the same types and hands them the same workers
     /// (whatever the demands it was computed from).
     pub fn same_split(&self, other: &Reservation) -> bool {

@@ -289,7 +289,44 @@ pub struct DispatchCore {
 /// the declared times is not the load the workers carry.
 pub const SERVICE_OFF_FACTOR: f64 = 1.5;
 /// Completions of a type before its measured mean is compared.
-const SERVICE_CHECK_MIN: u64 = 100;
+pub const SERVICE_CHECK_MIN: u64 = 100;
+
+/// The one rule every front end warns by: a type's measured mean service time
+/// over its declared one, when it has [`SERVICE_CHECK_MIN`] completions and the
+/// ratio is more than [`SERVICE_OFF_FACTOR`] off either way; `None` otherwise
+/// (also without a positive declared mean). Both means in the same unit.
+pub fn service_off(measured_mean: f64, declared_mean: f64, completed: u64) -> Option<f64> {
+    if completed < SERVICE_CHECK_MIN || declared_mean.is_nan() || declared_mean <= 0.0 {
+        return None;
+    }
+    let ratio = measured_mean / declared_mean;
+    (!(1.0 / SERVICE_OFF_FACTOR..=SERVICE_OFF_FACTOR).contains(&ratio)).then_some(ratio)
+}
+
+impl DispatcherReport {
+    /// Over a run of `wall_ns` on `workers`: the measured utilization (the
+    /// service time of every completed request over workers x wall time), and
+    /// the utilization the declared mean service times (ns, in type order)
+    /// imply for the same completions (`None` when no type declares one).
+    pub fn utilization(
+        &self,
+        workers: usize,
+        wall_ns: f64,
+        declared_ns: &[Option<f64>],
+    ) -> (f64, Option<f64>) {
+        let capacity_ns = (workers as f64 * wall_ns).max(1.0);
+        let busy_ns: u64 = self.service_ns_by_type.iter().sum();
+        let declared = declared_ns.iter().any(Option::is_some).then(|| {
+            self.completed_by_type
+                .iter()
+                .zip(declared_ns)
+                .map(|(&n, m)| n as f64 * m.unwrap_or(0.0))
+                .sum::<f64>()
+                / capacity_ns
+        });
+        (busy_ns as f64 / capacity_ns, declared)
+    }
+}
 /// How often the measured means are compared with the declared ones.
 const SERVICE_CHECK_EVERY_NS: u64 = 1_000_000_000;
 
@@ -811,12 +848,11 @@ impl DispatchCore {
     fn check_service(&mut self) {
         for (i, c) in self.by_type.iter().enumerate() {
             let declared = self.declared_ns.get(i).copied().unwrap_or(0.0);
-            if c.completed < SERVICE_CHECK_MIN || declared <= 0.0 || self.warned[i] {
+            let measured = c.service_ns as f64 / c.completed.max(1) as f64;
+            let Some(ratio) = service_off(measured, declared, c.completed) else {
                 continue;
-            }
-            let measured = c.service_ns as f64 / c.completed as f64;
-            let ratio = measured / declared;
-            if (1.0 / SERVICE_OFF_FACTOR..=SERVICE_OFF_FACTOR).contains(&ratio) {
+            };
+            if self.warned[i] {
                 continue;
             }
             self.warned[i] = true;
@@ -857,10 +893,7 @@ impl DispatchCore {
         let at_s = now.saturating_sub(self.base) as f64 / 1e9;
         if let Some(series) = self.series.as_mut() {
             self.series_view.clear();
-            self.series_view.extend((0..r.group_of.len()).map(|t| {
-                let g = r.group(t as TypeId);
-                (g.reserved.len(), g.stealable.len())
-            }));
+            self.series_view.extend(r.worker_counts());
             series.close_windows_until(
                 now.saturating_sub(self.base),
                 Some(ReservationView {

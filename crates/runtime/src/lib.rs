@@ -67,7 +67,7 @@ pub use control::RunControl;
 #[cfg(not(loom))]
 pub use dispatcher::{
     DispatchCore, DispatcherReport, FrontEnd, LoopEnd, RequestCounts, ReservationEvent,
-    SERVICE_OFF_FACTOR, Slot, StatsConfig, dispatch_loop,
+    SERVICE_CHECK_MIN, SERVICE_OFF_FACTOR, Slot, StatsConfig, dispatch_loop, service_off,
 };
 #[cfg(not(loom))]
 pub use generator::Generator;

@@ -321,11 +321,7 @@ impl<'p> Simulator<'p> {
         match self.policy.reservation() {
             Some(r) => {
                 self.series_view.clear();
-                let types = r.group_of.len();
-                self.series_view.extend((0..types).map(|t| {
-                    let g = r.group(t as TypeId);
-                    (g.reserved.len(), g.stealable.len())
-                }));
+                self.series_view.extend(r.worker_counts());
                 let text = r.to_string();
                 series.close_windows_until(
                     self.now,

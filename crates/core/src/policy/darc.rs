@@ -255,7 +255,7 @@ impl Darc {
                         .reservation
                         .shifts(&self.candidate, self.cfg.hysteresis))
                 && (!by_age
-                    || same_workers(&self.reservation, &self.candidate)
+                    || self.reservation.same_split(&self.candidate)
                     || self.reservation.shifts(&self.candidate, AGE_MARGIN_WORKERS)));
         if apply {
             std::mem::swap(&mut self.reservation, &mut self.candidate);
@@ -345,17 +345,6 @@ impl Darc {
 /// only for its age moves workers: half a worker, so a demand that merely
 /// wobbles across a rounding boundary stays put.
 const AGE_MARGIN_WORKERS: f64 = 0.5;
-
-/// Whether two reservations put every type on the same workers (same order,
-/// grouping, reserved, stealable and spillway sets); only demands may differ.
-fn same_workers(a: &Reservation, b: &Reservation) -> bool {
-    a.order == b.order
-        && a.group_of == b.group_of
-        && a.groups.len() == b.groups.len()
-        && a.groups.iter().zip(&b.groups).all(|(x, y)| {
-            x.reserved == y.reserved && x.stealable == y.stealable && x.on_spillway == y.on_spillway
-        })
-}
 
 impl Policy for Darc {
     fn name(&self) -> String {
