@@ -640,29 +640,31 @@ impl SnapshotCollector {
             }
         }
         let capacity_s = (c.workers as f64 * self.uptime_s).max(1e-9);
+        // Every completed request, whatever its outcome, as the summary
+        // counts them: a failed handler kept its worker busy too.
         let busy_s: f64 = self
             .snapshot
             .types
             .iter()
-            .map(|t| seconds(t.service.sum_ns))
+            .map(|t| seconds(u128::from(t.busy_ns)))
             .sum();
         let declared_s: f64 = self
             .snapshot
             .types
             .iter()
             .zip(&c.declared_service_ns)
-            .map(|(t, d)| t.service.count as f64 * d.unwrap_or(0.0) / 1e9)
+            .map(|(t, d)| t.completed() as f64 * d.unwrap_or(0.0) / 1e9)
             .sum();
         enc.encode_descriptor(
             "psp_utilization",
-            "Measured utilization since the start: service time of ok requests over workers x uptime",
+            "Measured utilization since the start: service time of every completed request over workers x uptime",
             None,
             MetricType::Gauge,
         )?
         .encode_gauge(&(busy_s / capacity_s))?;
         enc.encode_descriptor(
             "psp_declared_utilization",
-            "Utilization the workload's declared service times imply for the same ok requests, over workers x uptime",
+            "Utilization the workload's declared service times imply for the same completed requests, over workers x uptime",
             None,
             MetricType::Gauge,
         )?

@@ -805,6 +805,7 @@ impl DispatchCore {
             out.unsent = c.unsent;
             out.shed = c.shed;
             out.stranded = c.stranded;
+            out.busy_ns = c.service_ns;
             out.queued = policy.queued_by_type(t).map(|q| q as u64);
             out.reserved_workers = reservation.map(|r| r.group(t).reserved.len() as u32);
             let quantiles = finished || i == fresh;

@@ -53,6 +53,10 @@ pub struct TypeSnapshot {
     pub latency: Digest,
     /// Service time of the `ok` requests.
     pub service: Digest,
+    /// Service time of every completed request (all outcomes, from the
+    /// start): what the workers were busy with, the measured utilization's
+    /// numerator, as in the server's summary.
+    pub busy_ns: u64,
 }
 
 impl TypeSnapshot {
