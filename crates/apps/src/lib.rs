@@ -179,6 +179,15 @@ impl AppConfig {
         })
     }
 
+    /// The encoders of this application's request bodies for `types`, for a
+    /// load generator ([`Self::encoder`] with each seed).
+    pub fn encoders(&self, types: &[String]) -> psp_runtime::EncoderSource {
+        let (app, types) = (self.clone(), types.to_vec());
+        psp_runtime::EncoderSource::new(move |seed| {
+            app.encoder(&types, seed).map_err(|e| e.to_string())
+        })
+    }
+
     /// Starts the application for a workload with `types`: opens and loads
     /// its database or tables.
     ///
@@ -231,6 +240,20 @@ pub trait Service: Send + Sync + Debug {
     fn finish(&self) -> Option<String> {
         None
     }
+}
+
+/// The handlers of `service` as a front end or run takes them: under a
+/// policy driven by application feedback (`feedback_ns`: SYNERGY's `long`,
+/// [`psp_core::PolicySpec::feedback_threshold_ns`]) each handler declares
+/// long requests by that threshold ([`Service::handler_with_feedback`]).
+pub fn handler_factory(
+    service: Arc<dyn Service>,
+    feedback_ns: Option<u64>,
+) -> Arc<dyn psp_runtime::HandlerFactory> {
+    Arc::new(move |i: usize| match feedback_ns {
+        Some(long_ns) => service.handler_with_feedback(i, long_ns),
+        None => service.handler(i),
+    })
 }
 
 /// The operation index of `type_id` under `ops` (from [`AppConfig::bind`]);

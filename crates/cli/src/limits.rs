@@ -509,33 +509,14 @@ pub fn point_work(
 }
 
 /// The shortest time slice the simulator may step through for `spec` on
-/// `workload`: the policy's fixed quantum, or for SYNERGY's dynamic quantum
-/// its floor: the shortest type's mean times the smaller of its factors (a
-/// short average cannot fall below the shortest type), at least
-/// [`psp_core::policy::synergy::MIN_QUANTUM_NS`].
+/// `workload` ([`PolicySpec::shortest_slice_ns`] of its shortest type).
 fn sim_slice_ns(spec: &PolicySpec, workload: &Workload) -> Option<u64> {
-    match spec {
-        PolicySpec::Synergy(c) if c.adaptive => {
-            let shortest = workload
-                .type_infos()
-                .iter()
-                .filter_map(|t| t.mean_service_ns)
-                .fold(f64::INFINITY, f64::min);
-            let factor = if c.congested_factor > 0.0 {
-                c.quantum_factor.min(c.congested_factor)
-            } else {
-                c.quantum_factor
-            };
-            let floor = psp_core::policy::synergy::MIN_QUANTUM_NS;
-            Some(if shortest.is_finite() {
-                ((shortest * factor) as u64).max(floor)
-            } else {
-                floor
-            })
-        }
-        PolicySpec::Synergy(c) => Some(c.quantum_ns),
-        _ => spec.quantum_ns(),
-    }
+    let shortest = workload
+        .type_infos()
+        .iter()
+        .filter_map(|t| t.mean_service_ns)
+        .fold(f64::INFINITY, f64::min);
+    spec.shortest_slice_ns(shortest)
 }
 
 /// The shortest quantum the real runtime honours: requests reach a
@@ -551,11 +532,10 @@ pub const MIN_RUNTIME_QUANTUM_NS: u64 = psp_runtime::handler::DEFAULT_SPIN_POINT
 /// # Errors
 /// A shorter quantum.
 pub fn runtime_quantum(spec: &PolicySpec) -> Result<()> {
-    let q = match spec {
-        PolicySpec::Synergy(c) if !c.adaptive => Some(c.quantum_ns),
-        _ => spec.quantum_ns(),
-    };
-    if let Some(q) = q.filter(|&q| q < MIN_RUNTIME_QUANTUM_NS) {
+    if let Some(q) = spec
+        .fixed_quantum_ns()
+        .filter(|&q| q < MIN_RUNTIME_QUANTUM_NS)
+    {
         bail!(
             "policy '{spec}': a {}us quantum is shorter than the runtime can honour (requests reach a preemption point every {}us); use quantum >= {}",
             q as f64 / 1e3,
@@ -786,7 +766,7 @@ mod tests {
                 prop_assert!((0.0..1.0).contains(&cfg.warmup_fraction));
                 let mean = w.mean_service_ns();
                 prop_assert!((1.0..=1e9).contains(&mean), "mean {}", mean);
-                if let Some(q) = spec.quantum_ns() {
+                if let Some(q) = spec.fixed_quantum_ns() {
                     prop_assert!(requests * mean / q as f64 <= MAX_TIME_SLICES);
                 }
             }

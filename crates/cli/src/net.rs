@@ -238,6 +238,9 @@ impl Sources<'_> {
 
 struct ServePlan {
     cfg: ServerConfig,
+    /// The application behind the handlers (described at start, checked at
+    /// the end).
+    service: Arc<dyn psp_apps::Service>,
     workload: Workload,
     duration: Option<Duration>,
 }
@@ -289,11 +292,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         types: workload.type_infos(),
         queue_capacity,
     })?;
-    if policy.needs_preemption() {
-        bail!(
-            "policy '{policy}' preempts requests, which the network server does not do yet (psp run does)"
-        );
-    }
+    limits::runtime_quantum(&policy)?;
     let cores = src.pick(&a.cores, &f.cores, |c| crate::run::parse_cores(&c))?;
     let idle = src
         .pick(&a.idle, &f.idle, |s| limits::idle(&s))?
@@ -356,8 +355,9 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             policy,
             types: workload.type_infos(),
             classifier,
-            app: service,
+            handlers: psp_apps::handler_factory(service.clone(), policy.feedback_threshold_ns()),
         },
+        service,
         workload,
         duration,
     })
@@ -541,7 +541,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         cfg.runtime.workers,
         plan.workload.name,
         cfg.types.len(),
-        cfg.app.describe(),
+        plan.service.describe(),
     );
     if a.json {
         eprintln!("{line}");
@@ -560,7 +560,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     let report = server.join()?;
     let declared: Vec<Option<f64>> = cfg.types.iter().map(|t| t.mean_service_ns).collect();
     let mut s = ServerSummary::of(&report, &declared);
-    s.app_check = cfg.app.finish();
+    s.app_check = plan.service.finish();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
@@ -662,7 +662,7 @@ fn load_config(
     Ok(LoadConfig {
         server,
         workload: workload.clone(),
-        app: app.clone(),
+        bodies: app.encoders(&type_names(workload)),
         rate_rps: sim.rate_rps,
         duration_ns: workload.arrival_period_ns(sim.duration_ns),
         workers: sim.workers,
@@ -873,7 +873,10 @@ pub fn measure(
             policy: *spec,
             types: workload.type_infos(),
             classifier: cfg.classifier,
-            app: app.start(&type_names(workload))?,
+            handlers: psp_apps::handler_factory(
+                app.start(&type_names(workload))?,
+                spec.feedback_threshold_ns(),
+            ),
         })?),
     };
     let addr = opts
@@ -1042,7 +1045,10 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
                             policy: spec,
                             types: workload.type_infos(),
                             classifier: ClassifierKind::Header,
-                            app: Arc::new(psp_apps::spin::EchoService),
+                            handlers: psp_apps::handler_factory(
+                                Arc::new(psp_apps::spin::EchoService),
+                                None,
+                            ),
                         })?;
                         (
                             s.local_addr(),

@@ -361,10 +361,7 @@ pub fn measure(
     let names = type_names(workload);
     let service = app.start(&names)?;
     // SYNERGY's synthetic application declares long requests from `long`.
-    let feedback_ns = match spec {
-        PolicySpec::Synergy(c) => Some(c.long_ns),
-        _ => None,
-    };
+    let handlers = psp_apps::handler_factory(service.clone(), spec.feedback_threshold_ns());
     let encoder = app.encoder(&names, sim_cfg.seed ^ 0xb0d1)?;
     let arrivals = Arrivals::new(
         workload,
@@ -384,10 +381,7 @@ pub fn measure(
         encoder,
         classifier,
         warmup_ns,
-        |i| match feedback_ns {
-            Some(long_ns) => service.handler_with_feedback(i, long_ns),
-            None => service.handler(i),
-        },
+        |i| handlers.handler(i),
     )?;
     let d = &report.dispatcher;
     let mut extra = serde_json::Map::new();

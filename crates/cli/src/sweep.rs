@@ -205,13 +205,9 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     if server.is_some() && specs.len() != 1 {
         bail!("with --server, --policies names the one policy that server runs");
     }
-    if a.mode == Mode::Net {
+    if a.mode != Mode::Sim {
         for s in &specs {
-            if s.needs_preemption() {
-                bail!(
-                    "policy '{s}' preempts requests, which the network server does not do yet; use --mode run or sim"
-                );
-            }
+            limits::runtime_quantum(s)?;
         }
     }
     let app = a

@@ -59,7 +59,7 @@ fn run_reports_synergy_and_tq_counters() {
 }
 
 #[test]
-fn a_quantum_the_runtime_cannot_honour_and_serve_are_refused_in_one_line() {
+fn a_quantum_the_runtime_cannot_honour_is_refused_in_one_line_by_run_and_serve() {
     for policy in ["tq:quantum=0.5", "synergy:qa=off,quantum=0.2"] {
         assert_one_line_error(
             &[
@@ -74,7 +74,10 @@ fn a_quantum_the_runtime_cannot_honour_and_serve_are_refused_in_one_line() {
             "shorter than the runtime can honour",
         );
     }
-    for policy in ["synergy", "tq"] {
-        assert_one_line_error(&["serve", "--policy", policy], "preempts requests");
+    for policy in ["tq:quantum=0.5", "ts:quantum=0.5", "concord:quantum=0.5"] {
+        assert_one_line_error(
+            &["serve", "--policy", policy],
+            "shorter than the runtime can honour",
+        );
     }
 }

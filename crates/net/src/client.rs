@@ -28,11 +28,10 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
-use psp_apps::AppConfig;
 use psp_metrics::{PointMeta, PointResult, Recorder};
-use psp_runtime::BodyEncoder;
 use psp_runtime::Clock;
 use psp_runtime::pool::MAX_GENERATED_BODY;
+use psp_runtime::{BodyEncoder, EncoderSource};
 use psp_workload::{ArrivalSource, Arrivals, Workload};
 use serde_json::json;
 
@@ -48,9 +47,9 @@ pub struct LoadConfig {
     pub server: SocketAddr,
     /// The request mix and service times.
     pub workload: Workload,
-    /// The application whose request bodies are sent (the synthetic one
-    /// carries each request's service time).
-    pub app: AppConfig,
+    /// The request bodies' encoders, from the application whose requests are
+    /// sent (the synthetic one carries each request's service time).
+    pub bodies: EncoderSource,
     /// Offered rate (a phased workload's phases may set their own).
     pub rate_rps: f64,
     /// Length of the sending period (a phased workload's is the sum of its
@@ -223,11 +222,10 @@ fn reply_source(server: SocketAddr) -> SocketAddr {
 /// # Errors
 /// The client's sockets cannot be set up.
 pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport> {
-    let names: Vec<String> = cfg.workload.types.iter().map(|t| t.name.clone()).collect();
     let encoder = cfg
-        .app
-        .encoder(&names, cfg.seed ^ 0xb0d1)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        .bodies
+        .make(cfg.seed ^ 0xb0d1)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let mut arrivals = Arrivals::new(
         &cfg.workload,
         cfg.rate_rps,

@@ -20,12 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use psp_apps::Service;
 use psp_core::{Classifier, ClassifierKind, PolicySpec, Request, TypeInfo};
 use psp_runtime::idle::{Idler, Wakeup};
 use psp_runtime::{
-    DispatchCore, DispatcherReport, FrontEnd, HandlerError, IdleStrategy, Job, JobIo, RunReport,
-    RuntimeConfig, RuntimeError, Slot, SnapshotPublisher,
+    DispatchCore, DispatcherReport, FrontEnd, HandlerError, HandlerFactory, IdleStrategy, Job,
+    JobIo, RunReport, RuntimeConfig, RuntimeError, Slot, SnapshotPublisher,
 };
 
 use crate::datapath::{Datapath, Transmit};
@@ -35,7 +34,7 @@ use crate::protocol::{self, HEADER_LEN, ParseError, Status};
 use crate::udp::UdpDatapath;
 
 /// Everything `psp serve` configures.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServerConfig {
     /// Where to listen (port 0: any free port).
     pub addr: SocketAddr,
@@ -50,8 +49,22 @@ pub struct ServerConfig {
     pub types: Vec<TypeInfo>,
     /// How types are read.
     pub classifier: ClassifierKind,
-    /// The application, started (each worker gets a handler from it).
-    pub app: Arc<dyn Service>,
+    /// What the server serves: a handler per worker (or per request slot,
+    /// under a preemptive policy), from the application the caller started.
+    pub handlers: Arc<dyn HandlerFactory>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("addr", &self.addr)
+            .field("metrics", &self.metrics)
+            .field("runtime", &self.runtime)
+            .field("policy", &self.policy)
+            .field("types", &self.types)
+            .field("classifier", &self.classifier)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What the network front end counted.
@@ -137,8 +150,10 @@ pub struct ServerReport {
     pub wall: Duration,
 }
 
-/// A worker's packet access and response path.
-struct NetIo<T: Transmit> {
+/// A worker's packet access and response path: the request's packet (its
+/// body and its peer) stays in the shared pool under its token until its
+/// completion, so whichever worker finishes a request answers it.
+pub struct NetIo<T: Transmit> {
     pool: Arc<PacketPool>,
     tx: T,
 }
@@ -198,6 +213,8 @@ struct NetFrontEnd<D: Datapath> {
     /// The registered types' declared mean service times, which the core
     /// compares with the measured ones.
     declared_ns: Vec<Option<f64>>,
+    /// Each worker's transmitter, until the worker's I/O takes it.
+    worker_txs: Vec<Option<D::Tx>>,
 }
 
 /// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
@@ -219,6 +236,20 @@ const BUSY_SPIN_US: u32 = 20;
 
 impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
     type Report = (DispatcherReport, NetCounters);
+    type Io = NetIo<D::Tx>;
+
+    fn worker_io(&mut self, worker: usize) -> NetIo<D::Tx> {
+        NetIo {
+            pool: self.pool.clone(),
+            tx: self.worker_txs[worker]
+                .take()
+                .expect("one transmitter per worker, asked once"),
+        }
+    }
+
+    fn waits_on_event_fd(&self) -> bool {
+        true
+    }
 
     fn begin(&mut self, core: &mut DispatchCore, now: u64) {
         core.set_base(now);
@@ -454,9 +485,6 @@ impl Server {
                 "a server needs between 1 and 65535 request types".into(),
             ));
         }
-        if cfg.policy.needs_preemption() {
-            return Err(RuntimeError::Preemptive(cfg.policy.to_string()).into());
-        }
         let bind_err = |source| ServerError::Bind {
             addr: cfg.addr,
             source,
@@ -578,9 +606,9 @@ fn serve<D: Datapath + 'static>(
         cfg.types.len(),
     )));
     let classifier = cfg.classifier.build(protocol::TYPE_OFFSET, n_types);
-    let mut txs = Vec::with_capacity(cfg.runtime.workers);
+    let mut worker_txs = Vec::with_capacity(cfg.runtime.workers);
     for _ in 0..cfg.runtime.workers {
-        txs.push(datapath.transmitter().map_err(thread_err)?);
+        worker_txs.push(Some(datapath.transmitter().map_err(thread_err)?));
     }
     let front = NetFrontEnd {
         reply_tx: datapath.transmitter().map_err(thread_err)?,
@@ -600,25 +628,14 @@ fn serve<D: Datapath + 'static>(
         snapshots,
         started: Some(started),
         declared_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
+        worker_txs,
     };
-    // Workers are made in order 0..n: each takes the next transmitter.
-    let mut txs = txs.into_iter();
-    let app = cfg.app;
+    let handlers = cfg.handlers;
     psp_runtime::start(
         &cfg.runtime,
         &cfg.policy,
         cfg.types,
-        |i| {
-            let tx = txs.next().expect("one transmitter per worker");
-            (
-                app.handler(i),
-                NetIo {
-                    pool: pool.clone(),
-                    tx,
-                },
-            )
-        },
-        true,
+        |i| handlers.handler(i),
         front,
     )
 }

@@ -28,7 +28,7 @@ fn server(app: &AppConfig, w: &Workload, policy: &str) -> (Server, Arc<dyn Servi
         policy: policy.parse().unwrap(),
         types: w.type_infos(),
         classifier: ClassifierKind::Header,
-        app: service.clone(),
+        handlers: psp_apps::handler_factory(service.clone(), None),
         metrics: None,
     })
     .expect("server starts");
@@ -39,7 +39,7 @@ fn load(srv: &Server, app: &AppConfig, w: &Workload, rps: f64, ms: u64) -> LoadC
     LoadConfig {
         server: srv.local_addr(),
         workload: w.clone(),
-        app: app.clone(),
+        bodies: app.encoders(&w.types.iter().map(|t| t.name.clone()).collect::<Vec<_>>()),
         rate_rps: rps,
         duration_ns: ms * 1_000_000,
         warmup_ns: 0,

@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use psp_apps::{AppConfig, SpinConfig};
 use psp_net::client::{LoadConfig, LoadReport, Progress, RejectedReplies, run_load};
 use psp_net::protocol::{self, HEADER_LEN, Status};
 use psp_workload::{ArrivalSource, PoissonArrivals, Workload};
@@ -125,9 +124,7 @@ fn config(server: SocketAddr) -> LoadConfig {
     LoadConfig {
         server,
         workload: workload(),
-        app: AppConfig::Spin(SpinConfig {
-            max_service_ns: u64::MAX,
-        }),
+        bodies: psp_runtime::EncoderSource::synthetic(),
         rate_rps: RATE_RPS,
         duration_ns: DURATION_NS,
         warmup_ns: 0,

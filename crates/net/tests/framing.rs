@@ -30,7 +30,7 @@ fn server() -> Server {
             .type_infos(),
         classifier: ClassifierKind::Header,
         // Echo: a body of any length is a valid request to serve.
-        app: Arc::new(EchoService),
+        handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
     })
     .expect("server starts")
 }

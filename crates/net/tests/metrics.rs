@@ -40,12 +40,15 @@ fn config(policy: &str, metrics: Option<SocketAddr>) -> ServerConfig {
         )
         .type_infos(),
         classifier: ClassifierKind::Header,
-        app: Arc::new(SpinService::with_spinner(
-            spinner(),
-            &SpinConfig {
-                max_service_ns: 1_000_000_000,
-            },
-        )),
+        handlers: psp_apps::handler_factory(
+            Arc::new(SpinService::with_spinner(
+                spinner(),
+                &SpinConfig {
+                    max_service_ns: 1_000_000_000,
+                },
+            )),
+            None,
+        ),
     }
 }
 

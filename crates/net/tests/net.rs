@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use psp_apps::spin::{EchoService, SpinService};
-use psp_apps::{AppConfig, Service, SpinConfig};
+use psp_apps::{Service, SpinConfig};
 use psp_net::client::{LoadConfig, Progress, run_load};
 use psp_net::protocol::{self, HEADER_LEN, Status};
 use psp_net::{ClassifierKind, Server, ServerConfig};
@@ -49,12 +49,15 @@ fn server_at(
         policy: policy.parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
-        app: Arc::new(SpinService::with_spinner(
-            spinner(),
-            &SpinConfig {
-                max_service_ns: MAX_SERVICE_NS,
-            },
-        )),
+        handlers: psp_apps::handler_factory(
+            Arc::new(SpinService::with_spinner(
+                spinner(),
+                &SpinConfig {
+                    max_service_ns: MAX_SERVICE_NS,
+                },
+            )),
+            None,
+        ),
     })
 }
 
@@ -73,7 +76,7 @@ fn one_worker_server(drain_timeout: Duration, app: Arc<dyn Service>) -> Server {
         policy: "c-fcfs".parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
-        app,
+        handlers: psp_apps::handler_factory(app, None),
     })
     .expect("server starts")
 }
@@ -103,9 +106,7 @@ fn load(server: SocketAddr, rps: f64, ms: u64, timeout_ms: u64) -> LoadConfig {
     LoadConfig {
         server,
         workload: workload(),
-        app: AppConfig::Spin(SpinConfig {
-            max_service_ns: u64::MAX,
-        }),
+        bodies: psp_runtime::EncoderSource::synthetic(),
         rate_rps: rps,
         duration_ns: ms * 1_000_000,
         warmup_ns: ms * 100_000,
@@ -571,7 +572,7 @@ fn metrics_server() -> Server {
         policy: "c-fcfs".parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
-        app: Arc::new(EchoService),
+        handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
     })
     .expect("server starts")
 }
@@ -641,7 +642,7 @@ fn a_server_whose_cores_are_missing_does_not_start() {
         policy: "c-fcfs".parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
-        app: Arc::new(EchoService),
+        handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
     });
     match r {
         Err(psp_net::ServerError::Runtime(psp_runtime::RuntimeError::Cores(m))) => {
@@ -683,12 +684,15 @@ fn measured_utilization_is_reported_beside_the_declared_one() {
         policy: "c-fcfs".parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
-        app: Arc::new(SpinService::with_spinner(
-            spinner(),
-            &SpinConfig {
-                max_service_ns: MAX_SERVICE_NS,
-            },
-        )),
+        handlers: psp_apps::handler_factory(
+            Arc::new(SpinService::with_spinner(
+                spinner(),
+                &SpinConfig {
+                    max_service_ns: MAX_SERVICE_NS,
+                },
+            )),
+            None,
+        ),
     })
     .expect("server starts");
     let maddr = srv.metrics_addr().unwrap();

@@ -82,7 +82,7 @@ impl Loopback {
             .map(|_| Arc::new(Wakeup::for_current()))
             .collect();
         let core = DispatchCore::new(CoreParts {
-            quanta: None,
+            executor: psp_runtime::CoreExecutor::Central,
             policy,
             jobs: jobs_tx,
             done: done_rx,
@@ -92,8 +92,6 @@ impl Loopback {
             max_in_flight: QUEUE_CAPACITY,
             stats: None,
             workers_park,
-            worker_queues: None,
-            local: None,
         });
         Self {
             core,

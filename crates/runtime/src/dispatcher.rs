@@ -13,11 +13,13 @@
 //! received (a bounded batch), drains every completion ring, drains the policy's
 //! decisions, logs reservation changes, checks for a failed thread and for the
 //! end (input over and everything answered, or the drain deadline), and lets the
-//! front end idle if nothing happened. A decentralized policy (one with
-//! per-worker rules: `d-fcfs`, `ws`) is not driven on the request path: the
-//! core steers each admitted request straight to its flow's worker queue
-//! ([`crate::worker_queues`]) and the workers take and steal by the policy's
-//! rules; the core still records every completion. Nothing on this path allocates or locks;
+//! front end idle if nothing happened. What admitting, completing and watching
+//! time mean is the run's one executor ([`CoreExecutor`], built by
+//! [`crate::executor::plan`]): with a decentralized one (`worker-queues`,
+//! `local-preemptive`) the policy is not driven on the request path: the core
+//! steers each admitted request straight to a worker queue and the workers
+//! take, steal and preempt by the policy's rules; the core still records every
+//! completion. Nothing on this path allocates or locks;
 //! request state lives in a slab sized at start-up. Only the dispatcher thread
 //! touches the core. When a front end asks for live metrics
 //! ([`DispatchCore::publish_snapshots`]), the end of a pass also publishes a
@@ -36,13 +38,11 @@ use rtrb::{Consumer, Producer};
 
 use crate::clock::Clock;
 use crate::control::RunControl;
+use crate::executor::CoreExecutor;
 use crate::idle::Wakeup;
-use crate::local::LocalQueues;
-use crate::preempt::QuantumMonitor;
 use crate::snapshot::{PUBLISH_INTERVAL, SnapshotPublisher};
-use crate::worker::{Done, Job};
+use crate::worker::{Done, Job, JobIo};
 use crate::worker_queues::WorkerQueues;
-use psp_core::policy::CongestionDetector;
 
 /// Requests admitted per pass at most, so completions are never starved.
 pub const ARRIVAL_BATCH: usize = 64;
@@ -186,17 +186,12 @@ pub struct CoreParts {
     pub max_in_flight: usize,
     /// Periodic statistics on stderr.
     pub stats: Option<StatsConfig>,
-    /// For a preemptive policy: the workers' flags and segment clocks.
-    pub quanta: Option<QuantumMonitor>,
+    /// The dispatcher's side of the run's executor ([`crate::executor::plan`]).
+    pub executor: CoreExecutor,
     /// Whether workers may park when idle: then every dispatch pays the wake-up
     /// protocol (a SeqCst fence and a flag check); workers that only spin or
     /// yield never need it.
     pub workers_park: bool,
-    /// For a decentralized policy: the worker queues admitted requests go to.
-    pub worker_queues: Option<Arc<WorkerQueues>>,
-    /// For SYNERGY and Tiny Quanta: their queues (admitted requests go to
-    /// them; the dispatcher thread is SYNERGY's timer).
-    pub local: Option<Arc<LocalQueues>>,
 }
 
 /// Per-type counters of the live statistics and snapshots. Unlike
@@ -254,19 +249,11 @@ pub struct DispatchCore {
     /// tick is due.
     tick_ns: Option<u64>,
     next_tick: u64,
-    /// For a preemptive policy: the quantum watch, and per token the run time
-    /// of the request's segments before the one running.
-    quanta: Option<QuantumMonitor>,
-    served_ns: Vec<u64>,
-    /// For a decentralized policy: the worker queues (the policy itself is
-    /// then off the request path), and every worker, whose completion rings
-    /// are all worth a look while requests are in flight.
-    worker_queues: Option<Arc<WorkerQueues>>,
+    /// The dispatcher's side of the run's one executor.
+    executor: CoreExecutor,
+    /// Every worker: with a decentralized executor, every completion ring is
+    /// worth a look while requests are in flight.
     all_workers: WorkerSet,
-    /// For SYNERGY and Tiny Quanta: their queues, and SYNERGY's congestion
-    /// detector (this thread is its timer).
-    local: Option<Arc<LocalQueues>>,
-    detector: CongestionDetector,
     /// The time series (`psp run --series`), its view of the reservation in
     /// force, and the time (since `base`) of the last pass, where it ends.
     series: Option<SeriesRecorder>,
@@ -339,20 +326,7 @@ impl DispatchCore {
         Self {
             tick_ns: parts.policy.tick_interval().filter(|&t| t > 0),
             next_tick: 0,
-            served_ns: if parts.quanta.is_some() {
-                vec![0; parts.max_in_flight]
-            } else {
-                Vec::new()
-            },
-            quanta: parts.quanta,
-            worker_queues: parts.worker_queues,
-            detector: CongestionDetector::new(match parts.local.as_ref().map(|l| l.mode()) {
-                Some(crate::local::LocalMode::Synergy(r)) if r.config().wait_queue => {
-                    r.config().wqd_ns
-                }
-                _ => 0,
-            }),
-            local: parts.local,
+            executor: parts.executor,
             all_workers: WorkerSet::range(0, n_workers),
             policy: parts.policy,
             jobs: parts.jobs,
@@ -446,10 +420,10 @@ impl DispatchCore {
     /// Requests waiting for a worker: in the policy's queues, or in the
     /// worker queues of the decentralized executor.
     pub fn queued(&self) -> usize {
-        match (&self.worker_queues, &self.local) {
-            (Some(q), _) => q.len(),
-            (None, Some(l)) => l.len(),
-            (None, None) => self.policy.queued(),
+        match &self.executor {
+            CoreExecutor::WorkerQueues(q) => q.len(),
+            CoreExecutor::LocalPreemptive { queues, .. } => queues.len(),
+            CoreExecutor::Central | CoreExecutor::CentralPreemptive { .. } => self.policy.queued(),
         }
     }
 
@@ -509,19 +483,13 @@ impl DispatchCore {
         self.note_arrival(slot.true_type, slot.measured);
         slot.req.token = token;
         self.slots[token as usize] = slot;
-        if let Some(s) = self.served_ns.get_mut(token as usize) {
-            *s = 0;
-        }
-        let taken = match (self.worker_queues.as_deref(), self.local.as_deref()) {
-            (None, Some(l)) => {
-                let steered = l.admit(slot.req.flow, slot.job()).is_ok();
-                if steered {
-                    // Any worker may complete a job from now on.
-                    self.busy = self.all_workers;
-                }
-                steered
+        let taken = match &mut self.executor {
+            CoreExecutor::Central => self.policy.on_arrival(slot.req, now).is_ok(),
+            CoreExecutor::CentralPreemptive { served_ns, .. } => {
+                served_ns[token as usize] = 0;
+                self.policy.on_arrival(slot.req, now).is_ok()
             }
-            (Some(q), _) => {
+            CoreExecutor::WorkerQueues(q) => {
                 let steered = steer(q, &slot, &self.workers, self.workers_park);
                 if steered {
                     // Any worker may complete a job from now on.
@@ -529,7 +497,14 @@ impl DispatchCore {
                 }
                 steered
             }
-            (None, None) => self.policy.on_arrival(slot.req, now).is_ok(),
+            CoreExecutor::LocalPreemptive { queues, .. } => {
+                let steered = queues.admit(slot.req.flow, slot.job()).is_ok();
+                if steered {
+                    // Any worker may complete a job from now on.
+                    self.busy = self.all_workers;
+                }
+                steered
+            }
         };
         if taken {
             self.in_flight += 1;
@@ -547,7 +522,7 @@ impl DispatchCore {
     #[inline]
     pub fn complete(&mut self, now: u64) -> bool {
         let mut worked = false;
-        let decentralized = self.worker_queues.is_some() || self.local.is_some();
+        let decentralized = self.executor.decentralized();
         // Only workers holding a job can complete one: with mostly idle workers
         // this skips most rings (each look is a cache line another core writes).
         for w in self.busy.iter() {
@@ -562,16 +537,23 @@ impl DispatchCore {
                         self.busy.remove(w);
                     }
                 }
+                // Run time of the request's earlier segments (preemptive).
+                let mut none = 0;
+                let before_ns = match &mut self.executor {
+                    CoreExecutor::CentralPreemptive { served_ns, .. } => {
+                        &mut served_ns[d.token as usize]
+                    }
+                    _ => &mut none,
+                };
                 if d.preempted {
                     // Still in flight under its token; the policy queues it
                     // again.
-                    self.served_ns[d.token as usize] += d.service_ns;
+                    *before_ns += d.service_ns;
                     let req = self.slots[d.token as usize].req;
                     self.policy.on_preempted(w, req, now);
                     continue;
                 }
-                let service_ns =
-                    d.service_ns + self.served_ns.get(d.token as usize).copied().unwrap_or(0);
+                let service_ns = d.service_ns + *before_ns;
                 let slot = &self.slots[d.token as usize];
                 let t = slot.true_type as usize;
                 let tc = &mut self.by_type[t];
@@ -636,9 +618,9 @@ impl DispatchCore {
                     req,
                     quantum_ns,
                 } => {
-                    if let Some(q) = self.quanta.as_mut() {
+                    if let CoreExecutor::CentralPreemptive { quanta, .. } = &mut self.executor {
                         let idle = self.outstanding[worker as usize] == 0;
-                        q.on_dispatch(worker, quantum_ns, now, idle);
+                        quanta.on_dispatch(worker, quantum_ns, now, idle);
                     }
                     debug_assert!(
                         self.policy
@@ -662,9 +644,9 @@ impl DispatchCore {
                     self.busy.insert(worker);
                     dispatched.insert(worker);
                 }
-                Action::Preempt { worker } => match self.quanta.as_mut() {
-                    Some(q) => q.raise(worker),
-                    None => panic!("a preemptive policy runs only with fibers"),
+                Action::Preempt { worker } => match &mut self.executor {
+                    CoreExecutor::CentralPreemptive { quanta, .. } => quanta.raise(worker),
+                    _ => panic!("policy preempted in an executor that does not preempt"),
                 },
             }
         }
@@ -676,10 +658,11 @@ impl DispatchCore {
     /// (preemptive policies), so that an idle dispatcher wakes for it.
     #[inline]
     pub fn next_quantum_end(&self) -> Option<u64> {
-        if let Some(l) = &self.local {
-            return l.next_deadline();
+        match &self.executor {
+            CoreExecutor::LocalPreemptive { queues, .. } => queues.next_deadline(),
+            CoreExecutor::CentralPreemptive { quanta, .. } => quanta.next_check(self.busy),
+            CoreExecutor::Central | CoreExecutor::WorkerQueues(_) => None,
         }
-        self.quanta.as_ref()?.next_check(self.busy)
     }
 
     /// Completions, then the policy's decisions: what a front end calls between
@@ -702,12 +685,13 @@ impl DispatchCore {
             self.policy.on_tick(now);
             self.next_tick = now.saturating_add(tick);
         }
-        if let Some(l) = &self.local {
-            l.timer_pass(now, &mut self.detector);
-        }
-        if let Some(q) = self.quanta.as_mut() {
-            let policy = &mut self.policy;
-            q.check(self.busy, now, |w| policy.on_quantum_expired(w, now));
+        match &mut self.executor {
+            CoreExecutor::LocalPreemptive { queues, detector } => queues.timer_pass(now, detector),
+            CoreExecutor::CentralPreemptive { quanta, .. } => {
+                let policy = &mut self.policy;
+                quanta.check(self.busy, now, |w| policy.on_quantum_expired(w, now));
+            }
+            CoreExecutor::Central | CoreExecutor::WorkerQueues(_) => {}
         }
     }
 
@@ -1015,6 +999,21 @@ fn steer(queues: &WorkerQueues, slot: &Slot, workers: &[Arc<Wakeup>], park: bool
 pub trait FrontEnd {
     /// What the run reports (the core's report plus the front end's own).
     type Report: Send;
+    /// Where a worker reads a request's body and sends its answer. A request
+    /// resumed on another worker is answered through that worker's I/O: what
+    /// the answer needs (the body, the peer) stays under the request's token
+    /// until its completion, so any worker's I/O can send it.
+    type Io: JobIo + 'static;
+
+    /// The I/O of worker `worker`, asked once per worker, in worker order,
+    /// before the run starts.
+    fn worker_io(&mut self, worker: usize) -> Self::Io;
+
+    /// Whether the front end waits in `poll(2)`: workers then signal the
+    /// dispatcher through an eventfd instead of unparking it.
+    fn waits_on_event_fd(&self) -> bool {
+        false
+    }
 
     /// Before the first pass: sets the core's time zero (`now` is on the run's
     /// one clock).
@@ -1044,6 +1043,51 @@ pub trait FrontEnd {
     /// writes nothing.
     fn fill_snapshot(&self, out: &mut [u64]) {
         let _ = out;
+    }
+}
+
+/// A front end whose workers' I/O is wrapped by `wrap` (to observe answers,
+/// or inject faults into them); everything else is `inner`'s.
+pub struct WrappedIo<F, W> {
+    /// The front end.
+    pub inner: F,
+    /// Makes worker `i`'s I/O from `inner`'s.
+    pub wrap: W,
+}
+
+impl<F, W, IO> FrontEnd for WrappedIo<F, W>
+where
+    F: FrontEnd,
+    W: FnMut(usize, F::Io) -> IO,
+    IO: JobIo + 'static,
+{
+    type Report = F::Report;
+    type Io = IO;
+
+    fn worker_io(&mut self, worker: usize) -> IO {
+        let io = self.inner.worker_io(worker);
+        (self.wrap)(worker, io)
+    }
+    fn waits_on_event_fd(&self) -> bool {
+        self.inner.waits_on_event_fd()
+    }
+    fn begin(&mut self, core: &mut DispatchCore, now: u64) {
+        self.inner.begin(core, now);
+    }
+    fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
+        self.inner.poll(core, now)
+    }
+    fn input_ended(&self) -> bool {
+        self.inner.input_ended()
+    }
+    fn idle(&mut self, core: &DispatchCore, me: &Wakeup, now: u64, worked: bool) {
+        self.inner.idle(core, me, now, worked);
+    }
+    fn finish(self, core: DispatcherReport) -> Self::Report {
+        self.inner.finish(core)
+    }
+    fn fill_snapshot(&self, out: &mut [u64]) {
+        self.inner.fill_snapshot(out);
     }
 }
 

@@ -73,15 +73,14 @@ impl Generator {
     }
 }
 
-impl Generator {
-    /// The I/O of a worker of this generator's run (it reads the bodies).
-    pub fn worker_io(&self) -> GeneratedIo {
-        GeneratedIo::new(self.bodies.clone())
-    }
-}
-
 impl FrontEnd for Generator {
     type Report = DispatcherReport;
+    type Io = GeneratedIo;
+
+    /// Every worker reads the bodies from the generator's pool.
+    fn worker_io(&mut self, _worker: usize) -> GeneratedIo {
+        GeneratedIo::new(self.bodies.clone())
+    }
 
     fn begin(&mut self, core: &mut DispatchCore, now: u64) {
         self.base = now + START_DELAY_NS;

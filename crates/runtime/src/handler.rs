@@ -130,6 +130,22 @@ impl<H: Handler + ?Sized> Handler for Box<H> {
     }
 }
 
+/// What a front end serves: handlers made on demand, one per worker, or one
+/// per request slot under a preemptive policy (instance indices then run past
+/// the number of workers). The caller wires it to an application; front ends
+/// know nothing of applications.
+pub trait HandlerFactory: Send + Sync {
+    /// The handler of instance `instance` (its own state; shared state
+    /// behind an `Arc`).
+    fn handler(&self, instance: usize) -> Box<dyn Handler>;
+}
+
+impl<F: Fn(usize) -> Box<dyn Handler> + Send + Sync> HandlerFactory for F {
+    fn handler(&self, instance: usize) -> Box<dyn Handler> {
+        self(instance)
+    }
+}
+
 /// Writes the bodies of generated requests (the in-process generator's and the
 /// load client's): one instance per generating thread, with its own random
 /// state. `service_ns` is the service time the workload drew for the request
@@ -138,6 +154,43 @@ pub trait BodyEncoder: Send {
     /// Appends the body of a request of `type_id` to `out` (empty on entry), at
     /// most [`crate::pool::MAX_GENERATED_BODY`] bytes.
     fn encode(&mut self, type_id: TypeId, service_ns: u64, out: &mut Vec<u8>);
+}
+
+/// Makes a load generator's [`BodyEncoder`] from a seed: what a client sends,
+/// wired to an application by the caller (front ends and clients know
+/// nothing of applications).
+#[derive(Clone)]
+pub struct EncoderSource(std::sync::Arc<MakeEncoder>);
+
+/// What an [`EncoderSource`] calls: a seed to an encoder, or why not.
+type MakeEncoder = dyn Fn(u64) -> Result<Box<dyn BodyEncoder>, String> + Send + Sync;
+
+impl EncoderSource {
+    /// The encoders `make` builds (its error: why it cannot, one line).
+    pub fn new(
+        make: impl Fn(u64) -> Result<Box<dyn BodyEncoder>, String> + Send + Sync + 'static,
+    ) -> Self {
+        Self(std::sync::Arc::new(make))
+    }
+
+    /// The synthetic application's encoder, whatever the seed.
+    pub fn synthetic() -> Self {
+        Self::new(|_| Ok(Box::new(SyntheticEncoder)))
+    }
+
+    /// An encoder seeded with `seed`.
+    ///
+    /// # Errors
+    /// The application cannot encode this workload's types.
+    pub fn make(&self, seed: u64) -> Result<Box<dyn BodyEncoder>, String> {
+        (self.0)(seed)
+    }
+}
+
+impl std::fmt::Debug for EncoderSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EncoderSource")
+    }
 }
 
 /// The synthetic application's bodies: [`synthetic::encode`].

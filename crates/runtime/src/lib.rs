@@ -43,6 +43,8 @@ pub mod control;
 #[cfg(not(loom))]
 pub mod dispatcher;
 #[cfg(not(loom))]
+pub mod executor;
+#[cfg(not(loom))]
 pub mod generator;
 pub mod green;
 pub mod handler;
@@ -67,8 +69,11 @@ pub use control::RunControl;
 #[cfg(not(loom))]
 pub use dispatcher::{
     DispatchCore, DispatcherReport, FrontEnd, LoopEnd, RequestCounts, ReservationEvent,
-    SERVICE_CHECK_MIN, SERVICE_OFF_FACTOR, Slot, StatsConfig, dispatch_loop, service_off,
+    SERVICE_CHECK_MIN, SERVICE_OFF_FACTOR, Slot, StatsConfig, WrappedIo, dispatch_loop,
+    service_off,
 };
+#[cfg(not(loom))]
+pub use executor::{CoreExecutor, WorkerExec};
 #[cfg(not(loom))]
 pub use generator::Generator;
 pub use green::{
@@ -76,7 +81,8 @@ pub use green::{
     RunLimits, Served, StackPool, StackPoolConfig,
 };
 pub use handler::{
-    BodyEncoder, Handler, HandlerError, RequestContext, SpinHandler, SyntheticEncoder,
+    BodyEncoder, EncoderSource, Handler, HandlerError, HandlerFactory, RequestContext, SpinHandler,
+    SyntheticEncoder,
 };
 pub use idle::IdleStrategy;
 #[cfg(not(loom))]
@@ -88,6 +94,6 @@ pub use snapshot::{
     PUBLISH_INTERVAL, Snapshot, SnapshotPublisher, SnapshotReader, TypeSnapshot, snapshot_channel,
 };
 #[cfg(not(loom))]
-pub use worker::{GeneratedIo, Inbox, Job, JobIo};
+pub use worker::{GeneratedIo, Job, JobIo};
 #[cfg(not(loom))]
 pub use worker_queues::WorkerQueues;

@@ -38,7 +38,7 @@ use std::sync::{Arc, OnceLock};
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use psp_core::policy::synergy::Source;
-use psp_core::policy::{CongestionDetector, ShortAverage, SynergyRules};
+use psp_core::policy::{CongestionDetector, LocalRules, ShortAverage, SynergyRules, TqRules};
 use psp_core::{FlowId, WorkerId};
 
 use crate::clock::Clock;
@@ -47,18 +47,36 @@ use crate::idle::Wakeup;
 use crate::sync::Counter;
 use crate::worker::Job;
 
-/// Which executor.
+/// Which executor, with what the workers need of its rules.
 #[derive(Debug, Clone, Copy)]
 pub enum LocalMode {
     /// SYNERGY with its rules.
     Synergy(SynergyRules),
-    /// Tiny Quanta with this quantum.
+    /// Tiny Quanta with its rules.
     Tq {
-        /// The time slice.
-        quantum_ns: u64,
-        /// The same in [`crate::clock::ticks`].
+        /// JSQ and the yield rule.
+        rules: TqRules,
+        /// The time slice in [`crate::clock::ticks`].
         quantum_ticks: u64,
     },
+}
+
+impl LocalMode {
+    /// The mode of `rules` (Tiny Quanta's quantum converted to clock ticks
+    /// once, by a 10 ms calibration).
+    pub fn new(rules: LocalRules) -> Self {
+        match rules {
+            LocalRules::Synergy(r) => LocalMode::Synergy(r),
+            LocalRules::Tq(rules) => {
+                let spinner =
+                    crate::clock::Spinner::calibrate(std::time::Duration::from_millis(10));
+                LocalMode::Tq {
+                    rules,
+                    quantum_ticks: spinner.ns_to_ticks(rules.quantum_ns()).max(1),
+                }
+            }
+        }
+    }
 }
 
 /// One worker's shared state (its own cache lines).
@@ -121,10 +139,10 @@ pub struct LocalQueues {
 }
 
 impl LocalQueues {
-    /// Queues for `flags.len()` workers (one preemption flag each), `tokens`
+    /// Queues under `rules` for `flags.len()` workers (one preemption flag each), `tokens`
     /// request tokens, and a policy bound of `bound` per worker queue.
     pub fn new(
-        mode: LocalMode,
+        rules: LocalRules,
         flags: Vec<Arc<PreemptFlag>>,
         tokens: usize,
         bound: usize,
@@ -133,7 +151,7 @@ impl LocalQueues {
         let n = flags.len();
         let cap = tokens.max(1);
         Self {
-            mode,
+            mode: LocalMode::new(rules),
             queues: (0..n).map(|_| ArrayQueue::new(cap)).collect(),
             bound: bound.max(1),
             wait: ArrayQueue::new(cap),
@@ -209,7 +227,9 @@ impl LocalQueues {
     pub fn admit(&self, flow: FlowId, job: Job) -> Result<WorkerId, Job> {
         let w = match self.mode {
             LocalMode::Synergy(r) => r.home(flow) as usize,
-            LocalMode::Tq { .. } => self.shortest(),
+            LocalMode::Tq { rules, .. } => rules.join(self.workers(), |w| {
+                self.queues[w].len() + usize::from(self.lines[w].running.load(Ordering::Relaxed))
+            }),
         };
         if self.queues[w].len() >= self.bound {
             return Err(job);
@@ -225,18 +245,6 @@ impl LocalQueues {
             }
         }
         Ok(w as WorkerId)
-    }
-
-    /// JSQ: the worker with the fewest queued + running requests (the lowest
-    /// index among equals).
-    #[inline]
-    fn shortest(&self) -> usize {
-        let load = |w: usize| {
-            self.queues[w].len() + usize::from(self.lines[w].running.load(Ordering::Relaxed))
-        };
-        (0..self.workers())
-            .min_by_key(|&w| (load(w), w))
-            .unwrap_or(0)
     }
 
     #[inline]

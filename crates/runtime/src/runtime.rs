@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use crossbeam_queue::ArrayQueue;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -15,14 +14,12 @@ use crate::control::RunControl;
 use crate::dispatcher::{
     CoreParts, DispatchCore, DispatcherReport, FrontEnd, LoopEnd, StatsConfig, dispatch_loop,
 };
+use crate::executor::{self, PlanInput};
 use crate::generator::Generator;
-use crate::green::{PreemptFlag, RequestSlot, StackPool, StackPoolConfig};
 use crate::handler::{BodyEncoder, Handler};
 use crate::idle::{IdleStrategy, Wakeup};
-use crate::local::{LocalMode, LocalQueues, LocalStats};
-use crate::preempt::{GreenWorker, HandlerFiber, QuantumMonitor, SegmentClock, SuspendedFibers};
-use crate::worker::{Done, Inbox, Job, JobIo, WorkerThread};
-use crate::worker_queues::WorkerQueues;
+use crate::local::LocalStats;
+use crate::worker::{Done, Job, WorkerParts, WorkerThread};
 
 /// How the runtime is laid out.
 #[derive(Debug, Clone, PartialEq)]
@@ -229,7 +226,7 @@ pub fn run<H, F>(
 ) -> Result<RunReport, RuntimeError>
 where
     H: Handler + 'static,
-    F: Fn(usize) -> H,
+    F: FnMut(usize) -> H,
 {
     let front = Generator::new(
         classifier,
@@ -239,89 +236,10 @@ where
         warmup_ns,
         cfg.idle,
     );
-    let io = front.worker_io();
-    start(
-        cfg,
-        spec,
-        types,
-        |i| (make_handler(i), io.clone()),
-        false,
-        front,
-    )
+    start(cfg, spec, types, make_handler, front)
 }
 
-/// Request slots (a handler instance and 4.3 KB of buffers each; a stack, up
-/// to as many, is taken only while a request is started) per worker in a
-/// preemptive run, at most (never more than the run's request slots): how
-/// many requests may be started and unfinished (running or preempted) at once.
-/// Time sharing starts every queued request in turn, so with 64 a queue of a
-/// few hundred ran out under load. A request that finds none free is answered
-/// with a handler error ("no request slot free for a fiber"), counted.
-pub const FIBER_SLOTS_PER_WORKER: usize = 1024;
-
-/// The green threads of a preemptive run: stacks, request slots and parked
-/// fibers shared by every worker; a flag and a segment clock per worker.
-struct GreenSetup<H> {
-    pool: Arc<StackPool>,
-    flags: Vec<Arc<PreemptFlag>>,
-    segments: Vec<Arc<SegmentClock>>,
-    slots: Arc<ArrayQueue<RequestSlot<H>>>,
-    suspended: Arc<SuspendedFibers<HandlerFiber<H>>>,
-}
-
-impl<H: Handler + 'static> GreenSetup<H> {
-    /// Slots with handlers from `make_worker` (each must be fiber-safe), and
-    /// as many stacks at most.
-    fn new<IO>(
-        workers: usize,
-        max_in_flight: usize,
-        make_worker: &mut impl FnMut(usize) -> (H, IO),
-        spec: &PolicySpec,
-    ) -> Result<Self, RuntimeError> {
-        let n = (workers * FIBER_SLOTS_PER_WORKER)
-            .min(max_in_flight)
-            .max(workers);
-        let slots = ArrayQueue::new(n);
-        for i in 0..n {
-            let (handler, _) = make_worker(i % workers);
-            if !handler.fiber_safe() {
-                return Err(RuntimeError::Preemptive(spec.to_string()));
-            }
-            let _ = slots.push(RequestSlot::new(handler, 256, 4096));
-        }
-        let pool = StackPool::new(StackPoolConfig {
-            preallocate: (2 * workers).min(n),
-            max_stacks: n,
-            ..StackPoolConfig::default()
-        })
-        .map_err(|e| RuntimeError::Green(e.to_string()))?;
-        Ok(Self {
-            pool,
-            flags: (0..workers).map(|_| Arc::new(PreemptFlag::new())).collect(),
-            segments: (0..workers)
-                .map(|_| Arc::new(SegmentClock::new()))
-                .collect(),
-            slots: Arc::new(slots),
-            suspended: Arc::new(SuspendedFibers::new(max_in_flight)),
-        })
-    }
-
-    /// The dispatcher's watch over these workers.
-    fn monitor(&self) -> QuantumMonitor {
-        QuantumMonitor::new(self.flags.clone(), self.segments.clone())
-    }
-
-    /// Worker `i`'s share.
-    fn worker(&self, i: usize) -> GreenWorker<H> {
-        GreenWorker {
-            pool: self.pool.clone(),
-            flag: self.flags[i].clone(),
-            segment: self.segments[i].clone(),
-            slots: self.slots.clone(),
-            suspended: self.suspended.clone(),
-        }
-    }
-}
+pub use crate::executor::FIBER_SLOTS_PER_WORKER;
 
 /// The text of a panic's payload.
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
@@ -332,33 +250,35 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "(no message)".into())
 }
 
-/// Starts the workers (each with the handler and I/O from `make_worker`) and runs
-/// the one dispatch loop with `front` on the dispatcher thread, around a
-/// [`DispatchCore`] that drives `spec`. Every thread stamps time with one
-/// [`Clock`]. Returns when the loop does, after releasing the workers and
-/// joining them (a worker still inside its handler after a short grace is
-/// abandoned and reported, so shutdown is bounded). With `event_fd`, workers
-/// signal the dispatcher through an eventfd (for front ends that wait in
-/// `poll`) instead of unparking it.
+/// Starts a run of `spec` with `front` as its front end: plans the one
+/// executor the policy's [`Execution`](psp_core::policy::Execution) names
+/// ([`crate::executor::plan`]), spawns the workers (each with its side of the
+/// executor and its I/O from the front end), runs the one dispatch loop on
+/// the dispatcher thread around a [`DispatchCore`], and joins. Handlers come
+/// from `make_handler`: one per worker, or for a preemptive policy one per
+/// request slot (a request keeps its handler when it moves between workers).
+/// Every thread stamps time with one [`Clock`]. Returns when the loop does,
+/// after releasing the workers and joining them (a worker still inside its
+/// handler after a short grace is abandoned and reported, so shutdown is
+/// bounded).
 ///
 /// # Errors
 /// A policy that cannot be built, a preemptive policy with a handler that
 /// cannot be preempted ([`Handler::fiber_safe`]), a bad core list, a thread
 /// that could not start, a thread that panicked (the run then ends at once:
 /// workers are released and joined, nothing hangs).
-pub fn start<H, IO, F>(
+pub fn start<H, F>(
     cfg: &RuntimeConfig,
     spec: &PolicySpec,
     types: Vec<TypeInfo>,
-    mut make_worker: impl FnMut(usize) -> (H, IO),
-    event_fd: bool,
-    front: F,
+    mut make_handler: impl FnMut(usize) -> H,
+    mut front: F,
 ) -> Result<RunReport<F::Report>, RuntimeError>
 where
     H: Handler + 'static,
-    IO: JobIo + 'static,
     F: FrontEnd + Send,
 {
+    // Plan: the policy, the cores, the executor.
     let type_names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
     let ctx = PolicyContext {
         workers: cfg.workers,
@@ -366,84 +286,47 @@ where
         queue_capacity: cfg.queue_capacity,
     };
     let policy = spec.build(&ctx)?;
-    // A decentralized policy runs on worker queues fed by flow, without the
-    // dispatcher deciding (crate::worker_queues).
-    let worker_queues = policy
-        .per_worker_rules()
-        .map(|rules| Arc::new(WorkerQueues::new(rules, cfg.queue_capacity)));
     let cores = plan_cores(cfg)?;
     let max_in_flight = max_in_flight(cfg, ctx.types.len());
-    // A preemptive policy's requests run on fibers: shared stacks, request
-    // slots (a handler instance each) and parked fibers, a flag and a segment
-    // clock per worker.
     // The run's one clock: arrivals, receive times and completions all read it.
     let clock = Clock::new();
-    let local_mode = match (policy.synergy_rules(), spec) {
-        (Some(rules), _) => Some(LocalMode::Synergy(rules)),
-        (None, PolicySpec::Tq(c)) => {
-            let spinner = crate::clock::Spinner::calibrate(Duration::from_millis(10));
-            Some(LocalMode::Tq {
-                quantum_ns: c.quantum_ns,
-                quantum_ticks: spinner.ns_to_ticks(c.quantum_ns).max(1),
-            })
-        }
-        _ => None,
-    };
-    let green = if spec.needs_preemption() {
-        if worker_queues.is_some() {
-            return Err(RuntimeError::Unsupported(format!(
-                "policy '{spec}' preempts and runs on worker queues: the runtime cannot run both yet"
-            )));
-        }
-        Some(GreenSetup::new(
-            cfg.workers,
-            max_in_flight,
-            &mut make_worker,
-            spec,
-        )?)
-    } else {
-        None
-    };
-    // SYNERGY and Tiny Quanta: workers pick from their own queues and preempt
-    // on green threads (crate::local).
-    let local = match (local_mode, &green) {
-        (Some(mode), Some(g)) => Some(Arc::new(LocalQueues::new(
-            mode,
-            g.flags.clone(),
-            max_in_flight,
-            cfg.queue_capacity,
-            clock,
-        ))),
-        _ => None,
-    };
-    let control = Arc::new(RunControl::new(cfg.workers));
-    // At most one job is outstanding per worker (policies dispatch only to free
-    // workers); a little slack costs nothing.
-    let (mut job_tx, mut job_rx, mut done_tx, mut done_rx) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    // Workers of the decentralized executor complete jobs back to back,
-    // without waiting for the dispatcher: their completion rings get room for
-    // a burst (a full ring only makes the worker wait for the next pass).
-    let done_capacity = if worker_queues.is_some() || local.is_some() {
-        256
-    } else {
-        4
-    };
+    let mut job_tx = Vec::with_capacity(cfg.workers);
+    let mut job_rx = Vec::with_capacity(cfg.workers);
     for _ in 0..cfg.workers {
-        // Room for the policy's worker-local queue too (Concord's JBSQ).
+        // At most one job is outstanding per worker (policies dispatch only
+        // to free workers), plus the policy's worker-local queue (Concord's
+        // JBSQ); a little slack costs nothing.
         let (p, c) = rtrb::RingBuffer::<Job>::new(4 + policy.local_queue_depth());
         job_tx.push(p);
         job_rx.push(c);
-        let (p, c) = rtrb::RingBuffer::<Done>::new(done_capacity);
+    }
+    let planned = executor::plan(
+        PlanInput {
+            execution: policy.execution(),
+            workers: cfg.workers,
+            max_in_flight,
+            queue_capacity: cfg.queue_capacity,
+            clock,
+            make_handler: &mut make_handler,
+        },
+        &spec.to_string(),
+        job_rx,
+    )?;
+    let local = planned.local.clone();
+    let control = Arc::new(RunControl::new(cfg.workers));
+    // Workers of the decentralized executors complete jobs back to back,
+    // without waiting for the dispatcher: their completion rings get room for
+    // a burst (a full ring only makes the worker wait for the next pass).
+    let (mut done_tx, mut done_rx) = (Vec::new(), Vec::new());
+    for _ in 0..cfg.workers {
+        let (p, c) = rtrb::RingBuffer::<Done>::new(planned.done_capacity);
         done_tx.push(p);
         done_rx.push(c);
     }
+    let event_fd = front.waits_on_event_fd();
     let started = Instant::now();
     let parts = CoreParts {
-        quanta: green
-            .as_ref()
-            .filter(|_| local.is_none())
-            .map(GreenSetup::monitor),
+        executor: planned.core,
         policy,
         jobs: job_tx,
         done: done_rx,
@@ -453,8 +336,6 @@ where
         max_in_flight,
         stats: cfg.stats,
         workers_park: matches!(cfg.idle, IdleStrategy::SpinPark { .. }),
-        worker_queues: worker_queues.clone(),
-        local: local.clone(),
     };
     let spawn_err = |e: std::io::Error| RuntimeError::Thread(e.to_string());
 
@@ -462,15 +343,10 @@ where
     // deadline must not hold the caller (it is abandoned, see below).
     let mut w_handles = Vec::with_capacity(cfg.workers);
     let mut w_starts = Vec::with_capacity(cfg.workers);
-    for (i, (jobs, done)) in job_rx.into_iter().zip(done_tx).enumerate() {
+    // Spawn: each worker with its side of the executor.
+    for (i, (exec, done)) in planned.workers.into_iter().zip(done_tx).enumerate() {
         let (tx, rx) = mpsc::channel::<(Arc<Wakeup>, Arc<Wakeup>)>();
-        let (handler, io) = make_worker(i);
-        let green_worker = green.as_ref().map(|g| g.worker(i));
-        let jobs = match (&worker_queues, &local) {
-            (Some(q), _) => Inbox::Queues(q.clone()),
-            (None, Some(l)) => Inbox::Local(l.clone()),
-            (None, None) => Inbox::Ring(jobs),
-        };
+        let io = front.worker_io(i);
         let core = cores.as_ref().and_then(|c| c[i + 1]);
         let (control, idle) = (control.clone(), cfg.idle);
         let spawned = std::thread::Builder::new()
@@ -484,16 +360,16 @@ where
                     return;
                 };
                 WorkerThread {
-                    jobs,
-                    done,
-                    handler,
-                    io,
-                    clock,
-                    idle,
-                    dispatcher,
-                    control,
-                    index: i,
-                    green: green_worker,
+                    exec,
+                    parts: WorkerParts {
+                        done,
+                        io,
+                        clock,
+                        idle,
+                        dispatcher,
+                        control,
+                        index: i,
+                    },
                 }
                 .run(&me)
             });
@@ -518,6 +394,8 @@ where
         l.set_wakeups(&worker_wakes);
     }
 
+    // Run: the dispatch loop on its own thread, until the input ends and
+    // everything is answered (or stranded at the drain deadline).
     let dispatched = std::thread::scope(|scope| -> Result<_, RuntimeError> {
         // The dispatcher waits for its own and the workers' wake-up handles.
         let (d_start_tx, d_start_rx) = mpsc::channel::<(Arc<Wakeup>, Vec<Arc<Wakeup>>)>();
@@ -557,8 +435,8 @@ where
         let _ = d_start_tx.send((d_wake, worker_wakes.clone()));
         Ok(d_handle.join())
     });
-    // Whatever happened to the dispatcher (returned, panicked, never started),
-    // release the workers before anything else.
+    // Join. Whatever happened to the dispatcher (returned, panicked, never
+    // started), release the workers before anything else.
     control.stop();
     for w in &worker_wakes {
         w.notify();

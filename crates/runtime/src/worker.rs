@@ -1,6 +1,7 @@
-//! An application worker: takes a job from its [`Inbox`] (its ring from the
-//! dispatcher, or, in the decentralized executor, its own worker queue and the
-//! queues it steals from), runs the handler, measures the service time and
+//! An application worker: takes a job by its side of the run's executor
+//! ([`WorkerExec`]: its ring from the dispatcher, its own worker queue and the
+//! queues it steals from, or the local queues), runs the handler (to
+//! completion, or a segment on a green thread), measures the service time and
 //! pushes the completion back. One thread per worker, pinned when the machine
 //! has the cores. Only this thread touches the handler, the job consumer, the
 //! completion producer and its line of the [`RunControl`].
@@ -19,6 +20,7 @@ use rtrb::{Consumer, Producer};
 use crate::clock;
 use crate::clock::Clock;
 use crate::control::RunControl;
+use crate::executor::WorkerExec;
 use crate::green::{Cause, RequestFiber, Resumed, RunLimits};
 use crate::handler::{Handler, HandlerError, RequestContext};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
@@ -158,26 +160,21 @@ impl JobIo for GeneratedIo {
     }
 }
 
-/// Where a worker's jobs come from.
-pub enum Inbox {
-    /// The dispatcher's ring to this worker (centralized policies).
+/// Where the general worker loop takes its jobs.
+enum Source {
+    /// The dispatcher's ring to this worker.
     Ring(Consumer<Job>),
-    /// The decentralized executor's worker queues: this worker's own, and
-    /// those it may steal from.
+    /// Its own worker queue, and those it may steal from.
     Queues(Arc<WorkerQueues>),
-    /// SYNERGY's or Tiny Quanta's queues ([`crate::local`]): the worker
-    /// picks its requests itself and preempts them on green threads.
-    Local(Arc<LocalQueues>),
 }
 
-impl Inbox {
+impl Source {
     /// The next job for worker `me`, and whether it was stolen.
     #[inline]
     fn take(&mut self, me: usize) -> Option<(Job, bool)> {
         match self {
-            Inbox::Ring(ring) => ring.pop().ok().map(|job| (job, false)),
-            Inbox::Queues(q) => q.take(me as psp_core::WorkerId),
-            Inbox::Local(q) => q.take(me).map(|job| (job, false)),
+            Source::Ring(ring) => ring.pop().ok().map(|job| (job, false)),
+            Source::Queues(q) => q.take(me as psp_core::WorkerId),
         }
     }
 
@@ -185,21 +182,33 @@ impl Inbox {
     #[inline]
     fn has_job(&self, me: usize) -> bool {
         match self {
-            Inbox::Ring(ring) => !ring.is_empty(),
-            Inbox::Queues(q) => q.has_work_for(me as psp_core::WorkerId),
-            Inbox::Local(q) => q.has_work_for(me),
+            Source::Ring(ring) => !ring.is_empty(),
+            Source::Queues(q) => q.has_work_for(me as psp_core::WorkerId),
         }
     }
 }
 
+/// How the general worker loop runs a job.
+enum Runner<H> {
+    /// To completion, on this thread, with this worker's handler.
+    Direct(H),
+    /// On a green thread, for one segment.
+    Fiber(GreenWorker<H>),
+}
+
 /// Everything a worker thread owns.
 pub struct WorkerThread<H: Handler, IO: JobIo = GeneratedIo> {
-    /// Jobs from the dispatcher, or from the worker queues.
-    pub jobs: Inbox,
+    /// Where its jobs come from and how it runs them: the worker's side of
+    /// the run's one executor ([`crate::executor::plan`]).
+    pub exec: WorkerExec<H>,
+    /// What every executor's worker shares.
+    pub parts: WorkerParts<IO>,
+}
+
+/// The parts of a worker every executor uses.
+pub struct WorkerParts<IO: JobIo> {
     /// Completions to the dispatcher.
     pub done: Producer<Done>,
-    /// The application state of this worker.
-    pub handler: H,
     /// Request bytes and response delivery.
     pub io: IO,
     /// The run's one clock (the dispatcher stamps arrivals with it too).
@@ -212,9 +221,6 @@ pub struct WorkerThread<H: Handler, IO: JobIo = GeneratedIo> {
     pub control: Arc<RunControl>,
     /// This worker's index.
     pub index: usize,
-    /// For a preemptive policy: requests run on fibers
-    /// ([`crate::preempt`]).
-    pub green: Option<GreenWorker<H>>,
 }
 
 /// Raises the run's failure flag and wakes the dispatcher if the worker unwinds.
@@ -236,17 +242,42 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
     /// The worker loop; `me` is this thread's wake-up handle (already shared with
     /// the dispatcher). Returns when the run stops, or when the dispatcher
     /// abandoned the job this worker was serving.
-    pub fn run(mut self, me: &Wakeup) {
-        let control = self.control.clone();
-        let dispatcher = self.dispatcher.clone();
+    pub fn run(self, me: &Wakeup) {
+        let WorkerThread { exec, mut parts } = self;
+        let control = parts.control.clone();
+        let dispatcher = parts.dispatcher.clone();
         let _guard = FailOnPanic {
             control: &control,
             dispatcher: &dispatcher,
         };
-        if let Inbox::Local(q) = &self.jobs {
-            let q = q.clone();
-            return self.run_local(me, &q);
+        match exec {
+            WorkerExec::Central(ring, h) => {
+                parts.run_general(me, Source::Ring(ring), Runner::Direct(h))
+            }
+            WorkerExec::CentralPreemptive(ring, g) => {
+                parts.run_general(me, Source::Ring(ring), Runner::Fiber(g))
+            }
+            WorkerExec::WorkerQueues(q, h) => {
+                parts.run_general(me, Source::Queues(q), Runner::Direct(h))
+            }
+            WorkerExec::LocalPreemptive(q, g) => parts.run_local(me, &q, &g),
         }
+    }
+}
+
+impl<IO: JobIo> WorkerParts<IO> {
+    /// The loop of the central executors and of the worker queues: take a
+    /// job, run it (to completion, or one segment on a fiber), push its
+    /// completion. Returns when the run stops, or when the dispatcher
+    /// abandoned the job this worker was serving.
+    fn run_general<H: Handler + 'static>(
+        &mut self,
+        me: &Wakeup,
+        mut jobs: Source,
+        mut runner: Runner<H>,
+    ) {
+        let control = self.control.clone();
+        let dispatcher = self.dispatcher.clone();
         let mut idler = Idler::new(self.idle);
         let mut response = Vec::with_capacity(4096);
         let done_capacity = self.done.buffer().capacity();
@@ -255,92 +286,99 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
         let mut awaiting: Option<u64> = None;
         let mut picked_up: Option<u64> = None;
         // Only a dispatcher that hands out the next job is worth waiting for.
-        let centralized = matches!(self.jobs, Inbox::Ring(_));
+        let centralized = matches!(jobs, Source::Ring(_));
         loop {
-            let next = self.jobs.take(self.index);
+            let next = jobs.take(self.index);
             if let Some((_, true)) = next {
                 control.stole(self.index);
             }
-            match next.map(|(job, _)| job) {
-                Some(job) if self.green.is_some() => {
-                    idler.reset();
-                    picked_up = None;
-                    let Some(mut done) = self.serve_on_fiber(&job) else {
-                        return; // abandoned at the drain deadline
+            let Some((job, _)) = next else {
+                if control.stopping() && !jobs.has_job(self.index) {
+                    return;
+                }
+                if let Some(since) = awaiting {
+                    let now = self.clock.now_ns();
+                    let poll = if self.done.slots() < done_capacity {
+                        now.saturating_sub(since) < AWAIT_PICKUP_NS
+                    } else {
+                        now.saturating_sub(*picked_up.get_or_insert(now)) < AFTER_PICKUP_NS
                     };
-                    while let Err(rtrb::PushError::Full(d)) = self.done.push(done) {
-                        done = d;
+                    if poll {
                         std::hint::spin_loop();
+                        continue;
                     }
-                    if !done.preempted {
-                        control.answered(self.index);
-                    }
-                    dispatcher.notify();
-                    awaiting = centralized.then_some(done.finished_ns);
+                    (awaiting, picked_up) = (None, None);
                 }
-                Some(job) => {
-                    idler.reset();
-                    picked_up = None;
-                    response.clear();
-                    let t0 = self.clock.now_ns();
-                    let outcome = self.handler.handle(&mut RequestContext::new(
-                        job.type_id,
-                        self.io.request(&job),
-                        &mut response,
-                        self.index,
-                    ));
-                    let t1 = self.clock.now_ns();
-                    let outcome = fits(outcome, &response, self.io.max_response());
-                    let mut done = Done::finished(job.token, &outcome, t0, t1);
-                    if !control.begin_answer(self.index) {
-                        // Abandoned at the drain deadline: counted stranded, so
-                        // it must stay unanswered.
-                        return;
-                    }
-                    // The response leaves before the completion is reported: the
-                    // dispatcher may reuse the job's buffer once it sees it.
-                    done.sent = self.io.respond(&job, outcome, &response);
-                    // The ring holds as many slots as jobs can be outstanding on this
-                    // worker, so this never spins in practice.
-                    while let Err(rtrb::PushError::Full(d)) = self.done.push(done) {
-                        done = d;
-                        std::hint::spin_loop();
-                    }
-                    control.answered(self.index);
-                    dispatcher.notify();
-                    awaiting = centralized.then_some(t1);
-                }
-                None => {
-                    if control.stopping() && !self.jobs.has_job(self.index) {
-                        return;
-                    }
-                    if let Some(since) = awaiting {
-                        let now = self.clock.now_ns();
-                        let poll = if self.done.slots() < done_capacity {
-                            now.saturating_sub(since) < AWAIT_PICKUP_NS
-                        } else {
-                            now.saturating_sub(*picked_up.get_or_insert(now)) < AFTER_PICKUP_NS
-                        };
-                        if poll {
-                            std::hint::spin_loop();
-                            continue;
-                        }
-                        (awaiting, picked_up) = (None, None);
-                    }
-                    let (jobs, index) = (&self.jobs, self.index);
-                    idler.idle(me, Duration::from_millis(1), || {
-                        jobs.has_job(index) || control.stopping()
-                    });
-                }
+                let index = self.index;
+                idler.idle(me, Duration::from_millis(1), || {
+                    jobs.has_job(index) || control.stopping()
+                });
+                continue;
+            };
+            idler.reset();
+            picked_up = None;
+            let served = match &mut runner {
+                Runner::Fiber(g) => self.serve_on_fiber(g, &job),
+                Runner::Direct(handler) => self.serve_direct(handler, &job, &mut response),
+            };
+            let Some(mut done) = served else {
+                return; // abandoned at the drain deadline
+            };
+            // The ring holds as many slots as jobs can be outstanding on this
+            // worker, so this never spins in practice.
+            while let Err(rtrb::PushError::Full(d)) = self.done.push(done) {
+                done = d;
+                std::hint::spin_loop();
             }
+            if !done.preempted {
+                control.answered(self.index);
+            }
+            dispatcher.notify();
+            awaiting = centralized.then_some(done.finished_ns);
         }
+    }
+
+    /// Runs `job` to completion with `handler` and answers it. `None`: the
+    /// dispatcher abandoned it at the drain deadline (it stays unanswered).
+    #[inline]
+    fn serve_direct<H: Handler>(
+        &mut self,
+        handler: &mut H,
+        job: &Job,
+        response: &mut Vec<u8>,
+    ) -> Option<Done> {
+        response.clear();
+        let t0 = self.clock.now_ns();
+        let outcome = handler.handle(&mut RequestContext::new(
+            job.type_id,
+            self.io.request(job),
+            response,
+            self.index,
+        ));
+        let t1 = self.clock.now_ns();
+        let outcome = fits(outcome, response, self.io.max_response());
+        let mut done = Done::finished(job.token, &outcome, t0, t1);
+        if !self.control.begin_answer(self.index) {
+            // Abandoned at the drain deadline: counted stranded, so it must
+            // stay unanswered.
+            return None;
+        }
+        // The response leaves before the completion is reported: the
+        // dispatcher may reuse the job's buffer once it sees it.
+        done.sent = self.io.respond(job, outcome, response);
+        Some(done)
     }
 
     /// The worker loop of SYNERGY and Tiny Quanta ([`crate::local`]): takes
     /// its next job itself, runs it on a fiber, and either answers it or
     /// requeues it preempted. Returns when the run stops, or when the
     /// dispatcher abandoned the job this worker was serving.
-    fn run_local(mut self, me: &Wakeup, q: &LocalQueues) {
+    fn run_local<H: Handler + 'static>(
+        &mut self,
+        me: &Wakeup,
+        q: &LocalQueues,
+        g: &GreenWorker<H>,
+    ) {
         let mut idler = Idler::new(self.idle);
         let mut average = match q.mode() {
             LocalMode::Synergy(r) => Some(short_average(&r)),
@@ -359,7 +397,7 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
             };
             idler.reset();
             q.set_running(self.index, true);
-            let served = self.serve_local(q, &job, average.as_mut());
+            let served = self.serve_local(q, g, &job, average.as_mut());
             q.set_running(self.index, false);
             let Some(done) = served else {
                 return; // abandoned at the drain deadline
@@ -377,13 +415,15 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
     }
 
     /// Starts (a free slot, a fiber) or resumes (parked under the token) the
-    /// request of `job`; `Ok(fiber, resumed)`, or its error completion.
-    fn fiber_for(&mut self, job: &Job) -> Result<(HandlerFiber<H>, bool), &'static str> {
-        let Some(g) = self.green.as_ref() else {
-            unreachable!("called in fiber mode only");
-        };
-        // SAFETY: this worker owns the job's token from the queue's pop
-        // until it pushes the completion or requeues the job.
+    /// request of `job`; `Ok(fiber, resumed)`, or why it cannot start.
+    fn fiber_for<H: Handler + 'static>(
+        &mut self,
+        g: &GreenWorker<H>,
+        job: &Job,
+    ) -> Result<(HandlerFiber<H>, bool), &'static str> {
+        // SAFETY: this worker owns the job's token from its pop (from the
+        // dispatcher's ring or a queue) until it pushes the completion or
+        // requeues the job.
         if let Some(f) = unsafe { g.suspended.take(job.token) } {
             return Ok((f, true));
         }
@@ -418,22 +458,47 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
         Some(done)
     }
 
+    /// The request on a fiber finished: answers it (through this worker's
+    /// I/O, whichever worker started it: the request's bytes and its peer
+    /// are under its token) and frees its slot. `None`: the run is
+    /// abandoning answers.
+    fn answer_served<H>(
+        &mut self,
+        g: &GreenWorker<H>,
+        job: &Job,
+        served: crate::green::Served<H>,
+        t0: u64,
+        t1: u64,
+        total_ns: u64,
+    ) -> Option<Done> {
+        let outcome = fits(
+            served.outcome,
+            &served.slot.response,
+            self.io.max_response(),
+        );
+        let mut done = Done::finished(job.token, &outcome, t0, t1);
+        done.service_ns = total_ns;
+        let answer = self.control.begin_answer(self.index);
+        done.sent = answer && self.io.respond(job, outcome, &served.slot.response);
+        // Back to the queue it came from: there is room.
+        let _ = g.slots.push(served.slot);
+        answer.then_some(done)
+    }
+
     /// One turn of `job` on this worker ([`Self::run_local`]): `None`, the
     /// job was abandoned; `Some(None)`, it was preempted and requeued;
     /// `Some(Some(done))`, it finished (`done.service_ns` is the sum of its
     /// segments).
-    fn serve_local(
+    fn serve_local<H: Handler + 'static>(
         &mut self,
         q: &LocalQueues,
+        g: &GreenWorker<H>,
         job: &Job,
         average: Option<&mut ShortAverage>,
     ) -> Option<Option<Done>> {
-        let (mut fiber, resumed) = match self.fiber_for(job) {
+        let (mut fiber, resumed) = match self.fiber_for(g, job) {
             Ok(f) => f,
             Err(why) => return self.refuse_start(job, why).map(Some),
-        };
-        let Some(g) = self.green.as_ref() else {
-            unreachable!("called in fiber mode only");
         };
         let me = self.index;
         let t0 = self.clock.now_ns();
@@ -448,14 +513,19 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
                 let r = fiber.resume(&RunLimits::new(&g.flag).with_feedback(fb));
                 (r, fb.end())
             }
-            LocalMode::Tq { quantum_ticks, .. } => loop {
+            LocalMode::Tq {
+                rules,
+                quantum_ticks,
+            } => loop {
                 let limits = RunLimits::new(&g.flag)
                     .deadline_at(clock::ticks().saturating_add(quantum_ticks))
                     .clock_every(1);
                 match fiber.resume(&limits) {
-                    // Processor sharing: yield only to another request of
-                    // this worker; alone, it goes on for another quantum.
-                    Resumed::Yielded(Cause::Deadline) if !q.own_queued(me) => q.note_renewal(me),
+                    Resumed::Yielded(Cause::Deadline)
+                        if !rules.yields_on_expiry(q.own_queued(me)) =>
+                    {
+                        q.note_renewal(me)
+                    }
                     r => break (r, true),
                 }
             },
@@ -475,56 +545,22 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
                 if let (Some(a), false) = (average, long) {
                     a.record(total);
                 }
-                let outcome = fits(
-                    served.outcome,
-                    &served.slot.response,
-                    self.io.max_response(),
-                );
-                let mut done = Done::finished(job.token, &outcome, t0, t1);
-                done.service_ns = total;
-                let answer = self.control.begin_answer(me);
-                done.sent = answer && self.io.respond(job, outcome, &served.slot.response);
-                // Back to the queue it came from: there is room.
-                let _ = g.slots.push(served.slot);
-                answer.then_some(Some(done))
+                self.answer_served(g, job, served, t0, t1, total).map(Some)
             }
         }
     }
 
-    /// Runs `job` on a fiber for one segment (`green` is set): resumes the
-    /// request parked under its token, or starts it on a free slot. `None`:
-    /// the dispatcher abandoned the job at the drain deadline (the worker
-    /// exits without answering).
-    fn serve_on_fiber(&mut self, job: &Job) -> Option<Done> {
-        let Some(g) = self.green.as_ref() else {
-            unreachable!("called in fiber mode only");
-        };
-        // SAFETY: this worker owns the job's token from the job ring's pop
-        // until it pushes the completion below.
-        let parked = unsafe { g.suspended.take(job.token) };
-        let fiber = match parked {
-            Some(f) => Ok(f),
-            None => match g.slots.pop() {
-                None => Err("no request slot free for a fiber"),
-                Some(mut slot) => {
-                    slot.load(job.type_id, self.index, self.io.request(job));
-                    // SAFETY: the run was started for a preemptive policy with
-                    // handlers that keep `RequestFiber::serve`'s contract
-                    // (`start`'s documentation: nothing tied to the thread
-                    // across a preemption point outside a `NoPreempt` guard).
-                    match unsafe { RequestFiber::serve(&g.pool, slot) } {
-                        Ok(f) => Ok(f),
-                        Err(refused) => {
-                            // The slot came from the queue: there is room.
-                            let _ = g.slots.push(refused.work);
-                            Err("no fiber stack free")
-                        }
-                    }
-                }
-            },
-        };
-        let mut fiber = match fiber {
-            Ok(f) => f,
+    /// Runs `job` on a fiber for one segment: resumes the request parked
+    /// under its token, or starts it on a free slot. `None`: the dispatcher
+    /// abandoned the job at the drain deadline (the worker exits without
+    /// answering).
+    fn serve_on_fiber<H: Handler + 'static>(
+        &mut self,
+        g: &GreenWorker<H>,
+        job: &Job,
+    ) -> Option<Done> {
+        let mut fiber = match self.fiber_for(g, job) {
+            Ok((f, _)) => f,
             Err(why) => return self.refuse_start(job, why),
         };
         // A flag raised before the segment begins is kept: the dispatcher
@@ -541,26 +577,14 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
         g.flag.clear();
         match r {
             Resumed::Yielded(_) => {
-                // SAFETY: as above, the token is still this worker's.
+                // SAFETY: as in `fiber_for`, the token is still this worker's.
                 unsafe { g.suspended.put(job.token, fiber) };
                 Some(Done {
                     preempted: true,
                     ..Done::finished(job.token, &Ok(()), t0, t1)
                 })
             }
-            Resumed::Finished(served) => {
-                let outcome = fits(
-                    served.outcome,
-                    &served.slot.response,
-                    self.io.max_response(),
-                );
-                let mut done = Done::finished(job.token, &outcome, t0, t1);
-                let answer = self.control.begin_answer(self.index);
-                done.sent = answer && self.io.respond(job, outcome, &served.slot.response);
-                // Back to the queue it came from: there is room.
-                let _ = g.slots.push(served.slot);
-                answer.then_some(done)
-            }
+            Resumed::Finished(served) => self.answer_served(g, job, served, t0, t1, t1 - t0),
         }
     }
 }

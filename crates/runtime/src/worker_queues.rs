@@ -1,6 +1,6 @@
 //! The decentralized executor's queues: one bounded multi-producer,
 //! multi-consumer queue of jobs per worker, for policies with per-worker rules
-//! ([`psp_core::Policy::per_worker_rules`]: `d-fcfs`, `ws`).
+//! ([`psp_core::policy::Execution::WorkerQueues`]: `d-fcfs`, `ws`).
 //!
 //! The front end steers each request straight to its flow's worker queue
 //! ([`PerWorkerRules::home`], RSS-like) instead of handing it to a policy; a

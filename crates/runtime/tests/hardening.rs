@@ -18,7 +18,7 @@ use psp_runtime::idle::Wakeup;
 use psp_runtime::{
     DispatchCore, DispatcherReport, FrontEnd, GeneratedIo, Generator, Handler, HandlerError,
     IdleStrategy, Job, JobIo, RequestContext, RunReport, RuntimeConfig, RuntimeError, SpinHandler,
-    Spinner, SyntheticEncoder,
+    Spinner, SyntheticEncoder, WrappedIo,
 };
 use psp_workload::{Arrival, ArrivalSource, PoissonArrivals, TraceArrivals, Workload};
 
@@ -82,6 +82,10 @@ struct PanickingFrontEnd {
 
 impl FrontEnd for PanickingFrontEnd {
     type Report = DispatcherReport;
+    type Io = GeneratedIo;
+    fn worker_io(&mut self, worker: usize) -> GeneratedIo {
+        self.inner.worker_io(worker)
+    }
     fn begin(&mut self, core: &mut DispatchCore, now: u64) {
         self.inner.begin(core, now);
     }
@@ -107,7 +111,6 @@ fn a_dispatcher_panic_ends_the_run_with_an_error() {
     let spinner = Spinner::calibrate(Duration::from_millis(10));
     let r: Result<RunReport, RuntimeError> = within(Duration::from_secs(30), move || {
         let inner = generator(trace(1_000, 100_000, 20_000));
-        let io = inner.worker_io();
         let front = PanickingFrontEnd {
             inner,
             passes: 0,
@@ -117,8 +120,7 @@ fn a_dispatcher_panic_ends_the_run_with_an_error() {
             &cfg(2),
             &"c-fcfs".parse::<PolicySpec>().unwrap(),
             w.type_infos(),
-            |_| (SpinHandler::new(spinner), io.clone()),
-            false,
+            |_| SpinHandler::new(spinner),
             front,
         )
     });
@@ -150,21 +152,14 @@ fn a_worker_panic_ends_the_run_with_an_error() {
     // A long schedule: without the failure flag the run would last 100 s.
     let r = within(Duration::from_secs(30), move || {
         let g = generator(trace(100_000, 1_000_000, 1_000));
-        let io = g.worker_io();
         psp_runtime::start(
             &cfg(2),
             &"c-fcfs".parse::<PolicySpec>().unwrap(),
             w.type_infos(),
-            |_| {
-                (
-                    PanickingHandler {
-                        seen: 0,
-                        fail_at: 5,
-                    },
-                    io.clone(),
-                )
+            |_| PanickingHandler {
+                seen: 0,
+                fail_at: 5,
             },
-            false,
             g,
         )
     });
@@ -208,21 +203,17 @@ fn a_handler_that_never_returns_does_not_hold_shutdown_and_stays_unanswered() {
     let started = std::time::Instant::now();
     let r = within(Duration::from_secs(20), move || {
         let g = generator(trace(1, 0, 1_000));
-        let io = g.worker_io();
         psp_runtime::start(
             &cfg(1),
             &"c-fcfs".parse::<PolicySpec>().unwrap(),
             w.type_infos(),
-            |_| {
-                (
-                    BlockingHandler {
-                        release: rel.clone(),
-                    },
-                    CountingIo(io.clone(), ans.clone()),
-                )
+            |_| BlockingHandler {
+                release: rel.clone(),
             },
-            false,
-            g,
+            WrappedIo {
+                inner: g,
+                wrap: |_, io| CountingIo(io, ans.clone()),
+            },
         )
     })
     .expect("the run ends normally");
@@ -300,14 +291,15 @@ fn an_answer_that_could_not_be_sent_is_counted_and_not_a_latency_sample() {
     let spinner = Spinner::calibrate(Duration::from_millis(10));
     let r = within(Duration::from_secs(30), move || {
         let g = generator(trace(20, 200_000, 10_000));
-        let io = g.worker_io();
         psp_runtime::start(
             &cfg(1),
             &"c-fcfs".parse::<PolicySpec>().unwrap(),
             w.type_infos(),
-            |_| (SpinHandler::new(spinner), FailingIo(io.clone())),
-            false,
-            g,
+            |_| SpinHandler::new(spinner),
+            WrappedIo {
+                inner: g,
+                wrap: |_, io| FailingIo(io),
+            },
         )
     })
     .expect("run");
@@ -343,14 +335,15 @@ fn a_response_longer_than_the_io_carries_is_a_handler_error_on_both_sides() {
     let seen = errors.clone();
     let r = within(Duration::from_secs(30), move || {
         let g = generator(trace(20, 200_000, 10_000));
-        let io = g.worker_io();
         psp_runtime::start(
             &cfg(1),
             &"c-fcfs".parse::<PolicySpec>().unwrap(),
             w.type_infos(),
-            |_| (SpinHandler::new(spinner), SmallIo(io.clone(), seen.clone())),
-            false,
-            g,
+            |_| SpinHandler::new(spinner),
+            WrappedIo {
+                inner: g,
+                wrap: |_, io| SmallIo(io, seen.clone()),
+            },
         )
     })
     .expect("run");

@@ -19,7 +19,7 @@ use psp_runtime::handler::synthetic;
 use psp_runtime::{
     BodyEncoder, GeneratedIo, Generator, Handler, HandlerError, Job, JobIo, PreemptFlag,
     Preemption, RequestContext, RequestFiber, Resumed, RunLimits, RunReport, RuntimeConfig,
-    StackPool, SyntheticEncoder, max_in_flight,
+    StackPool, SyntheticEncoder, WrappedIo, max_in_flight,
 };
 use psp_workload::{Arrival, ArrivalSource, PoissonArrivals, TraceArrivals, Workload};
 
@@ -483,25 +483,24 @@ fn serve(
         0,
         cfg.idle,
     );
-    let io = CheckedIo {
-        inner: front.worker_io(),
-        table,
-        tally: tally.clone(),
-    };
+    let checked = tally.clone();
     psp_runtime::start(
         &cfg,
         &spec,
         types,
-        |_| {
-            let h = Checksummer {
-                table,
-                tally: tally.clone(),
-                sabotage,
-            };
-            (h, io.clone())
+        |_| Checksummer {
+            table,
+            tally: tally.clone(),
+            sabotage,
         },
-        false,
-        front,
+        WrappedIo {
+            inner: front,
+            wrap: move |_, inner| CheckedIo {
+                inner,
+                table,
+                tally: checked.clone(),
+            },
+        },
     )
     .unwrap_or_else(|e| panic!("{policy}: {e}"))
 }

@@ -118,7 +118,7 @@ impl Loopback {
             done_rx.push(c);
         }
         let core = DispatchCore::new(CoreParts {
-            quanta: None,
+            executor: psp_runtime::CoreExecutor::Central,
             policy,
             jobs: jobs_tx,
             done: done_rx,
@@ -130,8 +130,6 @@ impl Loopback {
             max_in_flight: 256,
             stats: None,
             workers_park: false,
-            worker_queues: None,
-            local: None,
         });
         Self {
             core,

@@ -225,9 +225,9 @@ pub struct Simulator<'p> {
     preemption: PreemptionCost,
     /// The policy's tick period, if it asked for one.
     tick_ns: Option<Nanos>,
-    /// The simulated application's feedback rule (`Policy::feedback_threshold_ns`).
+    /// The simulated application's feedback rule (`Execution::feedback_threshold_ns`).
     feedback_ns: Option<Nanos>,
-    /// Workers pick from their own queues (`Policy::local_dispatch`).
+    /// Workers pick from their own queues (`Execution::workers_pick_locally`).
     local_dispatch: bool,
     /// The policy pays the dispatcher's costs (centralized, non-zero costs).
     dispatcher_on: bool,
@@ -254,8 +254,9 @@ impl<'p> Simulator<'p> {
         measure_from_ns: Nanos,
     ) -> Self {
         let local_depth = policy.local_queue_depth();
-        let feedback_ns = policy.feedback_threshold_ns();
-        let local_dispatch = policy.local_dispatch();
+        let execution = policy.execution();
+        let feedback_ns = execution.feedback_threshold_ns();
+        let local_dispatch = execution.workers_pick_locally();
         Self {
             feedback_ns,
             local_dispatch,
@@ -344,7 +345,8 @@ impl<'p> Simulator<'p> {
     /// Runs under `costs` (centralized policies pay the dispatcher's costs;
     /// every policy pays the network).
     pub fn with_system(mut self, costs: SystemCosts) -> Self {
-        self.dispatcher_on = self.policy.centralized() && costs.has_dispatcher_cost();
+        self.dispatcher_on =
+            self.policy.execution().dispatcher_places_arrivals() && costs.has_dispatcher_cost();
         self.ingress = VecDeque::with_capacity(if self.dispatcher_on {
             costs.ingress_capacity
         } else {

@@ -56,6 +56,10 @@ impl Policy for Concord {
         self.label.clone()
     }
 
+    fn execution(&self) -> super::Execution {
+        super::Execution::CentralPreemptive
+    }
+
     fn on_arrival(&mut self, req: Request, _now: Nanos) -> Result<(), Request> {
         self.central.push(req)
     }

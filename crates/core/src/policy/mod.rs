@@ -24,6 +24,7 @@
 pub mod concord;
 pub mod darc;
 pub mod edf;
+pub mod execution;
 pub mod fcfs;
 pub mod spec;
 pub mod synergy;
@@ -32,12 +33,13 @@ pub mod ts;
 pub mod ts_block;
 pub mod ws;
 
+pub use execution::{EXECUTIONS, Execution, LocalRules};
 pub use spec::{
     ConcordConfig, DarcConfig, GroupOrder, PARAM_RANGES, POLICY_NAMES, ParamRange, PolicySpec,
     RatioSource, Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues, split_policy_list,
 };
 pub use synergy::{CongestionDetector, ShortAverage, SynergyConfig, SynergyRules};
-pub use tq::TqConfig;
+pub use tq::{TqConfig, TqRules};
 pub use ws::{PerWorkerRules, StealRule};
 
 use crate::request::{Nanos, Request};
@@ -192,15 +194,6 @@ pub trait Policy: Send {
         false
     }
 
-    /// The simulated application's feedback rule, for policies driven by
-    /// application feedback (SYNERGY): a request whose service time is at
-    /// least this calls `feedback_start()` when it begins, and the executor
-    /// calls [`Policy::on_feedback_start`]. `None` (the default): no feedback.
-    /// Executors of real applications ignore it: the handler decides.
-    fn feedback_threshold_ns(&self) -> Option<Nanos> {
-        None
-    }
-
     /// The request running on `worker` declared itself long
     /// (`feedback_start()`): the quantum to arm its timer with (`None`: no
     /// timer). Only policies with a feedback rule are called.
@@ -209,17 +202,10 @@ pub trait Policy: Send {
         None
     }
 
-    /// Whether the workers pick their next request from their own queues
-    /// themselves (Tiny Quanta): the dispatcher pays for arrivals and
-    /// completions, not for dispatches or yields, in the simulator's system
-    /// cost model.
-    fn local_dispatch(&self) -> bool {
-        false
-    }
-
-    /// SYNERGY's rules, for the runtime's executor of SYNERGY.
-    fn synergy_rules(&self) -> Option<SynergyRules> {
-        None
+    /// How the policy must be executed: read once, before the executor is
+    /// built (the default: one dispatcher, run to completion).
+    fn execution(&self) -> Execution {
+        Execution::Central
     }
 
     /// How many requests the policy may hand a busy worker beyond the one it
@@ -273,23 +259,6 @@ pub trait Policy: Send {
     /// Decision counters.
     fn stats(&self) -> PolicyStats {
         PolicyStats::default()
-    }
-
-    /// Whether one dispatcher sees every request (a central queue or typed
-    /// queues). A decentralized policy (requests steered straight to worker
-    /// queues, as by RSS) pays no dispatcher in the simulator's system cost model.
-    fn centralized(&self) -> bool {
-        true
-    }
-
-    /// The per-worker rules of a decentralized policy (`d-fcfs`, `ws`): which
-    /// worker's queue a flow joins and whom an idle worker steals from. With
-    /// them, the runtime runs its decentralized executor (requests go straight
-    /// to worker queues, workers steal by these rules) and does not drive the
-    /// policy on the request path; the simulator drives the policy, which
-    /// applies the same rules.
-    fn per_worker_rules(&self) -> Option<PerWorkerRules> {
-        None
     }
 }
 

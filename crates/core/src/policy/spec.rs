@@ -1034,25 +1034,50 @@ pub fn split_policy_list(list: &str) -> Vec<String> {
 }
 
 impl PolicySpec {
-    /// Whether the policy preempts running requests (its executor must be able
-    /// to interrupt a worker).
-    pub fn needs_preemption(&self) -> bool {
-        matches!(
-            self,
-            PolicySpec::Ts(_)
-                | PolicySpec::TsBlock(_)
-                | PolicySpec::Concord(_)
-                | PolicySpec::Synergy(_)
-                | PolicySpec::Tq(_)
-        )
-    }
-
-    /// The time slice of a policy that runs requests in quanta (`ts`, `concord`).
-    pub fn quantum_ns(&self) -> Option<u64> {
+    /// The fixed time slice of a policy that runs requests in quanta (`ts`,
+    /// `concord`, `tq`, and `synergy` with its dynamic quantum off): what an
+    /// executor must be able to honour. `None` for the others.
+    pub fn fixed_quantum_ns(&self) -> Option<u64> {
         match *self {
             PolicySpec::Ts(c) => Some(c.quantum_ns),
             PolicySpec::Concord(c) => Some(c.quantum_ns),
             PolicySpec::Tq(c) => Some(c.quantum_ns),
+            PolicySpec::Synergy(c) if !c.adaptive => Some(c.quantum_ns),
+            _ => None,
+        }
+    }
+
+    /// The shortest time slice an executor may have to step through for this
+    /// policy, when the shortest request type's mean service time is
+    /// `shortest_mean_ns` (infinite: unknown): the fixed quantum, or for
+    /// SYNERGY's dynamic quantum its floor, that mean times the smaller of its
+    /// factors (a short average cannot fall below the shortest type), at least
+    /// [`super::synergy::MIN_QUANTUM_NS`]. `None`: no time slices.
+    pub fn shortest_slice_ns(&self, shortest_mean_ns: f64) -> Option<u64> {
+        match *self {
+            PolicySpec::Synergy(c) if c.adaptive => {
+                let factor = if c.congested_factor > 0.0 {
+                    c.quantum_factor.min(c.congested_factor)
+                } else {
+                    c.quantum_factor
+                };
+                let floor = super::synergy::MIN_QUANTUM_NS;
+                Some(if shortest_mean_ns.is_finite() {
+                    ((shortest_mean_ns * factor) as u64).max(floor)
+                } else {
+                    floor
+                })
+            }
+            _ => self.fixed_quantum_ns(),
+        }
+    }
+
+    /// The application-feedback threshold of a policy driven by it (SYNERGY's
+    /// `long`): the synthetic application declares requests asking for at
+    /// least this much service long. `None` for the others.
+    pub fn feedback_threshold_ns(&self) -> Option<u64> {
+        match *self {
+            PolicySpec::Synergy(c) => Some(c.long_ns),
             _ => None,
         }
     }

@@ -407,10 +407,6 @@ impl Policy for Synergy {
         self.label.clone()
     }
 
-    fn centralized(&self) -> bool {
-        false
-    }
-
     fn on_arrival(&mut self, req: Request, _now: Nanos) -> Result<(), Request> {
         let q = &mut self.queues[self.rules.home(req.flow) as usize];
         if q.len() >= self.capacity {
@@ -450,10 +446,6 @@ impl Policy for Synergy {
             }
         }
         None
-    }
-
-    fn feedback_threshold_ns(&self) -> Option<Nanos> {
-        Some(self.rules.config().long_ns)
     }
 
     fn on_feedback_start(&mut self, worker: WorkerId, _now: Nanos) -> Option<Nanos> {
@@ -516,8 +508,8 @@ impl Policy for Synergy {
         }
     }
 
-    fn synergy_rules(&self) -> Option<SynergyRules> {
-        Some(self.rules)
+    fn execution(&self) -> super::Execution {
+        super::Execution::LocalPreemptive(super::LocalRules::Synergy(self.rules))
     }
 }
 

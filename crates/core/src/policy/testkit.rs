@@ -157,6 +157,7 @@ impl Driver {
                             // long by the application's rule declares itself.
                             let long = self
                                 .policy
+                                .execution()
                                 .feedback_threshold_ns()
                                 .is_some_and(|t| self.means_ns[req.type_id as usize] >= t as f64);
                             if !job.1 && long {

@@ -8,11 +8,14 @@
 //!
 //! The worker's picks and yields are local: only arrivals (and the queue
 //! lengths the dispatcher reads) go through the dispatcher
-//! ([`Policy::local_dispatch`]).
+//! ([`super::Execution::workers_pick_locally`]). The placement and yield
+//! rules are [`TqRules`], which the runtime's workers apply too.
 
 use std::collections::VecDeque;
 
-use super::{Action, Policy, PolicyContext, PolicyStats, PreemptionMechanism};
+use super::{
+    Action, Execution, LocalRules, Policy, PolicyContext, PolicyStats, PreemptionMechanism,
+};
 use crate::request::{Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
 
@@ -31,6 +34,40 @@ impl Default for TqConfig {
             quantum_ns: 2_000,
             mechanism: PreemptionMechanism::CompilerInterrupt,
         }
+    }
+}
+
+/// Tiny Quanta's decisions, pure and `Copy`: shared by the simulator's
+/// [`TinyQuanta`] and the runtime's workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TqRules {
+    quantum_ns: Nanos,
+}
+
+impl TqRules {
+    /// The rules with this time slice.
+    pub fn new(quantum_ns: Nanos) -> Self {
+        Self { quantum_ns }
+    }
+
+    /// The time slice.
+    pub fn quantum_ns(&self) -> Nanos {
+        self.quantum_ns
+    }
+
+    /// JSQ: the worker (of `workers`, at least one) with the fewest queued
+    /// plus running requests by `load`, the lowest index among equals.
+    #[inline]
+    pub fn join(&self, workers: usize, load: impl Fn(usize) -> usize) -> usize {
+        (0..workers).min_by_key(|&w| (load(w), w)).unwrap_or(0)
+    }
+
+    /// Whether a request whose quantum expired yields: only to another
+    /// request of its worker's own queue (processor sharing); alone, it goes
+    /// on for another quantum.
+    #[inline]
+    pub fn yields_on_expiry(&self, own_queued: bool) -> bool {
+        own_queued
     }
 }
 
@@ -66,6 +103,10 @@ impl TinyQuanta {
         }
     }
 
+    fn rules(&self) -> TqRules {
+        TqRules::new(self.cfg.quantum_ns)
+    }
+
     /// A worker's load as JSQ counts it: queued plus running.
     fn load(&self, w: usize) -> usize {
         self.queues[w].len() + usize::from(!self.free.contains(w as WorkerId))
@@ -78,9 +119,7 @@ impl Policy for TinyQuanta {
     }
 
     fn on_arrival(&mut self, req: Request, _now: Nanos) -> Result<(), Request> {
-        let w = (0..self.queues.len())
-            .min_by_key(|&w| (self.load(w), w))
-            .expect("a worker");
+        let w = self.rules().join(self.queues.len(), |w| self.load(w));
         if self.queues[w].len() >= self.capacity {
             return Err(req);
         }
@@ -113,8 +152,9 @@ impl Policy for TinyQuanta {
     }
 
     fn on_quantum_expired(&mut self, worker: WorkerId, _now: Nanos) -> bool {
-        // Processor sharing: yield only to another request of this worker.
-        let yields = !self.queues[worker as usize].is_empty();
+        let yields = self
+            .rules()
+            .yields_on_expiry(!self.queues[worker as usize].is_empty());
         self.stats.preemptions += u64::from(yields);
         yields
     }
@@ -126,8 +166,8 @@ impl Policy for TinyQuanta {
         self.ready.insert(worker);
     }
 
-    fn local_dispatch(&self) -> bool {
-        true
+    fn execution(&self) -> Execution {
+        Execution::LocalPreemptive(LocalRules::Tq(self.rules()))
     }
 
     fn queued(&self) -> usize {

@@ -74,6 +74,10 @@ impl Policy for TimeSharing {
         self.label.clone()
     }
 
+    fn execution(&self) -> super::Execution {
+        super::Execution::CentralPreemptive
+    }
+
     fn on_arrival(&mut self, req: Request, _now: Nanos) -> Result<(), Request> {
         let q = self.queue_of(&req);
         self.queues[q].push(req)?;

@@ -110,6 +110,10 @@ impl Policy for TsBlock {
         self.label.clone()
     }
 
+    fn execution(&self) -> super::Execution {
+        super::Execution::CentralPreemptive
+    }
+
     fn on_arrival(&mut self, req: Request, _now: Nanos) -> Result<(), Request> {
         if self.short.len() + self.long.len() >= self.capacity {
             return Err(req);

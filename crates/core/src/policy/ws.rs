@@ -151,12 +151,8 @@ impl Policy for PerWorkerFcfs {
         self.name.clone()
     }
 
-    fn centralized(&self) -> bool {
-        false
-    }
-
-    fn per_worker_rules(&self) -> Option<PerWorkerRules> {
-        Some(self.rules)
+    fn execution(&self) -> super::Execution {
+        super::Execution::WorkerQueues(self.rules)
     }
 
     #[inline]
