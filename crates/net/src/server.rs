@@ -144,6 +144,9 @@ pub struct ServerReport {
     /// Workers still inside their handler after the drain deadline: left
     /// running, answering nothing more.
     pub abandoned_workers: Vec<usize>,
+    /// SYNERGY's or Tiny Quanta's counters (preemptions, renewals, steals,
+    /// wait-queue passes), for those executors.
+    pub local: Option<psp_runtime::LocalStats>,
     /// Whether threads were pinned.
     pub pinned: bool,
     /// How long the server ran.
@@ -586,6 +589,7 @@ impl Server {
             served_per_worker: r.served_per_worker,
             steals_per_worker: r.steals_per_worker,
             abandoned_workers: r.abandoned_workers,
+            local: r.local,
             pinned: r.pinned,
             wall: r.wall,
         })

@@ -1,0 +1,362 @@
+//! Every policy behind every front end: each of the thirteen policies serves
+//! the synthetic (`spin`) and the key-value (`kv`, RocksDB) applications on 2
+//! workers, through the in-process generator and through the UDP server.
+//! Each run checks that every request is answered exactly once, that the
+//! dispatcher's counters balance, and that every answer is the one the
+//! application gives when the request runs alone, unpreempted: a SCAN's
+//! digest folds every key and value it visits, with a preemption point after
+//! each key, so a request resumed on another worker, or resumed twice, or
+//! answered with another request's response, fails the comparison. The
+//! preemptive runs must also have preempted (so the comparison covered
+//! preemption points).
+
+use std::collections::HashMap;
+use std::net::UdpSocket;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use psp_apps::{AppConfig, KvConfig, Service, SpinConfig};
+use psp_core::{HeaderClassifier, PolicySpec};
+use psp_net::protocol::{self, HEADER_LEN, Status};
+use psp_net::{ClassifierKind, Server, ServerConfig};
+use psp_runtime::{
+    GeneratedIo, Generator, HandlerError, IdleStrategy, Job, JobIo, RequestContext, RunReport,
+    RuntimeConfig, WrappedIo, max_in_flight,
+};
+use psp_workload::{Arrival, TraceArrivals, Workload};
+
+/// Every policy, with parameters that make short runs meaningful: DARC
+/// profiles after 20 completions; the preemptive ones keep their default
+/// quanta (a few µs), far below the long requests.
+const POLICIES: [&str; 13] = [
+    "d-fcfs",
+    "c-fcfs",
+    "fp",
+    "edf",
+    "darc-static:1",
+    "darc:samples=20",
+    "darc+:samples=20",
+    "ts",
+    "ts-block:1",
+    "concord",
+    "ws",
+    "synergy",
+    "tq",
+];
+
+/// Requests per run.
+const REQUESTS: u64 = 160;
+/// Between two groups of ten requests: 160 requests over 0.2 s.
+const GROUP_NS: u64 = 12_500_000;
+
+/// An application under test: its workload (types, declared service
+/// times), the started service, and the reference answer of a request.
+struct App {
+    name: &'static str,
+    workload: Workload,
+    config: AppConfig,
+    service: Arc<dyn Service>,
+}
+
+impl App {
+    fn spin() -> App {
+        // Short 20 µs, long 1 ms: dozens of quanta for the preemptive ones.
+        let workload = Workload::fixed(
+            "matrix-spin",
+            &[("short", 20.0, 0.8), ("long", 1000.0, 0.2)],
+        );
+        let config = AppConfig::Spin(SpinConfig {
+            max_service_ns: 10_000_000,
+        });
+        App::start("spin", workload, config)
+    }
+
+    fn kv() -> App {
+        // A SCAN walks all 2,000 keys (hundreds of µs).
+        let workload = Workload::fixed("matrix-kv", &[("GET", 2.0, 0.7), ("SCAN", 200.0, 0.3)]);
+        let config = AppConfig::Kv(KvConfig {
+            keys: 2_000,
+            ..KvConfig::default()
+        });
+        App::start("kv", workload, config)
+    }
+
+    fn start(name: &'static str, workload: Workload, config: AppConfig) -> App {
+        let service = config
+            .start(&names(&workload))
+            .expect("the application starts");
+        App {
+            name,
+            workload,
+            config,
+            service,
+        }
+    }
+
+    /// The answer of `body` (of `type_id`) served alone, run to completion
+    /// by a fresh handler.
+    fn reference(&self, type_id: u16, body: &[u8]) -> Vec<u8> {
+        let mut response = Vec::new();
+        self.service
+            .handler(0)
+            .handle(&mut RequestContext::new(type_id, body, &mut response, 0))
+            .expect("the reference run succeeds");
+        response
+    }
+
+    /// The requests of a run, in groups of ten every [`GROUP_NS`]: two long
+    /// requests at once (both workers busy), two short ones right behind
+    /// them (blocked: every preemptive policy has a reason to preempt), then
+    /// six short ones spread out; one flow of 4 each.
+    fn arrivals(&self) -> Vec<Arrival> {
+        let means = self.workload.type_infos();
+        (0..REQUESTS)
+            .map(|i| {
+                let (group, k) = (i / 10, i % 10);
+                let type_id = u16::from(k < 2);
+                let offset_ns = match k {
+                    0 | 1 => 0,
+                    2 | 3 => 50_000 + k * 10_000,
+                    _ => k * GROUP_NS / 10,
+                };
+                Arrival {
+                    at_ns: group * GROUP_NS + offset_ns,
+                    type_id,
+                    service_ns: means[usize::from(type_id)]
+                        .mean_service_ns
+                        .expect("declared") as u64,
+                    flow: (i % 4) as u16,
+                }
+            })
+            .collect()
+    }
+}
+
+fn names(w: &Workload) -> Vec<String> {
+    w.types.iter().map(|t| t.name.clone()).collect()
+}
+
+fn runtime_config() -> RuntimeConfig {
+    RuntimeConfig {
+        workers: 2,
+        queue_capacity: 256,
+        drain_timeout: Duration::from_secs(10),
+        // Tests sleep when idle: no more spinning threads than cores.
+        idle: IdleStrategy::SpinPark {
+            spin_us: 0,
+            park_us: 1_000,
+        },
+        raise_priority: false,
+        ..RuntimeConfig::default()
+    }
+}
+
+/// What a run's answers looked like.
+#[derive(Default)]
+struct Tally {
+    answered: AtomicU64,
+    ok: AtomicU64,
+    mismatched: AtomicU64,
+}
+
+/// The generator's I/O, checking each answer against the reference.
+struct CheckedIo {
+    inner: GeneratedIo,
+    app: Arc<App>,
+    tally: Arc<Tally>,
+}
+
+impl JobIo for CheckedIo {
+    fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
+        self.inner.request(job)
+    }
+
+    fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
+        let t = &self.tally;
+        t.answered.fetch_add(1, Ordering::SeqCst);
+        if outcome.is_ok() {
+            t.ok.fetch_add(1, Ordering::SeqCst);
+            if response != self.app.reference(job.type_id, self.inner.request(job)) {
+                t.mismatched.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        self.inner.respond(job, outcome, response)
+    }
+}
+
+/// Preemptions a run made (by the dispatcher's policy, or by the local
+/// executors' workers).
+fn preemptions(r: &RunReport<impl Sized>, policy_preemptions: u64) -> u64 {
+    policy_preemptions + r.local.as_ref().map_or(0, |l| l.preemptions.iter().sum())
+}
+
+fn in_process(app: &Arc<App>, policy: &str) {
+    let spec: PolicySpec = policy.parse().unwrap();
+    let cfg = runtime_config();
+    let types = app.workload.type_infos();
+    let front = Generator::new(
+        Box::new(HeaderClassifier {
+            offset: 0,
+            types: types.len() as u16,
+        }),
+        Box::new(TraceArrivals::new(app.arrivals())),
+        app.config.encoder(&names(&app.workload), 7).unwrap(),
+        max_in_flight(&cfg, types.len()),
+        0,
+        cfg.idle,
+    );
+    let tally = Arc::new(Tally::default());
+    let handlers = psp_apps::handler_factory(app.service.clone(), spec.feedback_threshold_ns());
+    let (checked, checked_app) = (tally.clone(), app.clone());
+    let r = psp_runtime::start(
+        &cfg,
+        &spec,
+        types,
+        |i| handlers.handler(i),
+        WrappedIo {
+            inner: front,
+            wrap: move |_, inner| CheckedIo {
+                inner,
+                app: checked_app.clone(),
+                tally: checked.clone(),
+            },
+        },
+    )
+    .unwrap_or_else(|e| panic!("{policy} on {}: {e}", app.name));
+    let c = r.dispatcher.counts;
+    let at = format!("{policy}, {}, in-process: {c:?}", app.name);
+    assert_eq!(c.arrived, REQUESTS, "{at}");
+    assert_eq!((c.shed, c.stranded, c.handler_errors), (0, 0, 0), "{at}");
+    assert_eq!(c.admitted, c.completed, "{at}");
+    assert_eq!(tally.answered.load(Ordering::SeqCst), REQUESTS, "{at}");
+    assert_eq!(tally.ok.load(Ordering::SeqCst), REQUESTS, "{at}");
+    assert_eq!(tally.mismatched.load(Ordering::SeqCst), 0, "{at}");
+    assert_eq!(r.served_per_worker.iter().sum::<u64>(), REQUESTS, "{at}");
+    if spec_preempts(&spec) {
+        assert!(
+            preemptions(&r, r.dispatcher.policy_stats.preemptions) > 0,
+            "{at}: nothing was preempted"
+        );
+    }
+}
+
+fn spec_preempts(spec: &PolicySpec) -> bool {
+    let ctx = psp_core::PolicyContext {
+        workers: 2,
+        types: vec![
+            psp_core::TypeInfo {
+                name: "a".into(),
+                mean_service_ns: Some(1e3),
+            },
+            psp_core::TypeInfo {
+                name: "b".into(),
+                mean_service_ns: Some(1e6),
+            },
+        ],
+        queue_capacity: 16,
+    };
+    spec.build(&ctx).unwrap().execution().preempts()
+}
+
+fn over_udp(app: &Arc<App>, policy: &str) {
+    let spec: PolicySpec = policy.parse().unwrap();
+    let server = Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: None,
+        runtime: runtime_config(),
+        policy: spec,
+        types: app.workload.type_infos(),
+        classifier: ClassifierKind::Header,
+        handlers: psp_apps::handler_factory(app.service.clone(), spec.feedback_threshold_ns()),
+    })
+    .unwrap_or_else(|e| panic!("{policy} on {}: {e}", app.name));
+    let at = format!("{policy}, {}, udp", app.name);
+    // Four client sockets: four flows for the flow-steered policies.
+    let socks: Vec<UdpSocket> = (0..4)
+        .map(|_| {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.connect(server.local_addr()).unwrap();
+            s.set_nonblocking(true).unwrap();
+            s
+        })
+        .collect();
+    let mut encoder = app.config.encoder(&names(&app.workload), 7).unwrap();
+    let arrivals = app.arrivals();
+    let mut bodies = Vec::with_capacity(arrivals.len());
+    let mut answers: HashMap<u64, u32> = HashMap::new();
+    let (mut mismatched, mut not_ok) = (0, 0);
+    let mut buf = vec![0u8; 65_536];
+    let mut receive = |answers: &mut HashMap<u64, u32>, bodies: &Vec<(u16, Vec<u8>)>| {
+        for s in &socks {
+            while let Ok(n) = s.recv(&mut buf) {
+                let (h, status) = protocol::parse_response(&buf[..n]).expect("a valid response");
+                *answers.entry(h.id).or_default() += 1;
+                let (type_id, body) = &bodies[h.id as usize];
+                if status != Status::Ok {
+                    not_ok += 1;
+                } else if buf[HEADER_LEN..n] != app.reference(*type_id, body)[..] {
+                    mismatched += 1;
+                }
+            }
+        }
+    };
+    let start = Instant::now();
+    let mut dgram = Vec::new();
+    for (id, a) in arrivals.iter().enumerate() {
+        while start.elapsed() < Duration::from_nanos(a.at_ns) {
+            receive(&mut answers, &bodies);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let mut body = Vec::new();
+        encoder.encode(a.type_id, a.service_ns, &mut body);
+        dgram.clear();
+        protocol::encode_request(&mut dgram, a.type_id, id as u64, &body);
+        bodies.push((a.type_id, body));
+        socks[a.flow as usize].send(&dgram).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while answers.len() < arrivals.len() && Instant::now() < deadline {
+        receive(&mut answers, &bodies);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let report = server.stop().unwrap();
+    let c = report.dispatcher.counts;
+    assert_eq!(answers.len() as u64, REQUESTS, "{at}: unanswered requests");
+    assert!(answers.values().all(|&n| n == 1), "{at}: answered twice");
+    assert_eq!((not_ok, mismatched), (0, 0), "{at}: not OK, wrong answer");
+    assert_eq!(report.net.received, REQUESTS, "{at}: {:?}", report.net);
+    assert_eq!(c.arrived, REQUESTS, "{at}: {c:?}");
+    assert_eq!(
+        (c.shed, c.stranded, c.handler_errors),
+        (0, 0, 0),
+        "{at}: {c:?}"
+    );
+    assert_eq!(c.admitted, c.completed, "{at}: {c:?}");
+    assert_eq!(
+        report.served_per_worker.iter().sum::<u64>(),
+        REQUESTS,
+        "{at}"
+    );
+    if spec_preempts(&spec) {
+        let local: u64 = report
+            .local
+            .as_ref()
+            .map_or(0, |l| l.preemptions.iter().sum());
+        assert!(
+            report.dispatcher.policy_stats.preemptions + local > 0,
+            "{at}: nothing was preempted"
+        );
+    }
+}
+
+#[test]
+fn every_policy_answers_every_request_once_and_correctly_behind_both_front_ends() {
+    for app in [App::spin(), App::kv()] {
+        let app = Arc::new(app);
+        for policy in POLICIES {
+            in_process(&app, policy);
+            over_udp(&app, policy);
+        }
+    }
+}
