@@ -27,17 +27,23 @@
 //!
 //! A job is in at most one queue at a time (its token is unique while in
 //! flight), and every queue holds as many jobs as the run has tokens, so no
-//! push can fail; the policy's bound is enforced at admission. A failed push
-//! to the wait queue would still be counted ([`LocalStats::wait_queue_full`])
-//! and the job kept in its worker's own queue. Nothing here allocates, locks
-//! or formats after construction; counters have one writer each.
+//! push can fail; the policy's bound is enforced by the rules, as in the
+//! simulator: at admission for a worker queue, and at a quantum's expiry for
+//! the wait queue (a full one renews the quantum,
+//! [`SynergyRules::preempt_on_expiry`]; concurrent preemptions may pass the
+//! bound by at most one per worker). A failed push to the wait queue would
+//! still be counted ([`LocalStats::wait_queue_full`]) and the job kept in its
+//! worker's own queue. Which queue a free worker takes from is the rules' one
+//! selection loop ([`SynergyRules::take`]) over these queues. Nothing here
+//! allocates, locks or formats after construction; counters have one writer
+//! each.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
-use psp_core::policy::synergy::Source;
+use psp_core::policy::synergy::{Source, SynergyQueues};
 use psp_core::policy::{CongestionDetector, LocalRules, ShortAverage, SynergyRules, TqRules};
 use psp_core::{FlowId, WorkerId};
 
@@ -256,53 +262,25 @@ impl LocalQueues {
         )
     }
 
-    /// The next job for worker `me` (its own queue, the wait queue, a steal,
-    /// in SYNERGY's order; Tiny Quanta: its own queue).
+    /// The next job for worker `me`: Tiny Quanta, its own queue's head;
+    /// SYNERGY, by the rules' one selection loop ([`SynergyRules::take`]:
+    /// its own queue, the wait queue, a steal).
     #[inline]
     pub fn take(&self, me: usize) -> Option<Job> {
         let LocalMode::Synergy(r) = self.mode else {
             return self.queues[me].pop();
         };
-        for source in r.order(self.congested()) {
-            match source {
-                Source::Own => {
-                    if let Some(j) = self.queues[me].pop() {
-                        return Some(j);
-                    }
-                }
-                Source::Wait => {
-                    if let Some(j) = self.wait.pop() {
-                        self.lines[me].wait_taken.add(1);
-                        return Some(j);
-                    }
-                }
-                Source::Steal => {
-                    let Some(v) = self.victim(&r, me as WorkerId) else {
-                        continue;
-                    };
-                    let v = v as usize;
-                    let n = r.batch(self.queues[v].len());
-                    let Some(first) = self.queues[v].pop() else {
-                        continue;
-                    };
-                    let mut taken = 1;
-                    for _ in 1..n {
-                        let Some(j) = self.queues[v].pop() else {
-                            break;
-                        };
-                        // Never full: a queue has room for every token.
-                        if let Err(j) = self.queues[me].push(j) {
-                            let _ = self.queues[v].push(j);
-                            break;
-                        }
-                        taken += 1;
-                    }
-                    self.lines[me].steals.add(taken);
-                    return Some(first);
-                }
+        let taken = r.take(&mut SharedQueues(self), me as WorkerId, self.congested())?;
+        match taken.source {
+            Source::Own => {}
+            Source::Wait => {
+                self.lines[me].wait_taken.add(1);
+            }
+            Source::Steal => {
+                self.lines[me].steals.add(taken.stolen as u64);
             }
         }
-        None
+        Some(taken.job)
     }
 
     /// Whether worker `me` has something to take: what it checks before it
@@ -350,7 +328,7 @@ impl LocalQueues {
     #[inline]
     pub fn requeue_preempted(&self, me: usize, job: Job) {
         let job = match self.mode {
-            LocalMode::Synergy(r) if r.config().wait_queue => match self.wait.push(job) {
+            LocalMode::Synergy(r) if r.preempted_to_wait_queue() => match self.wait.push(job) {
                 Ok(()) => {
                     self.lines[me].wait_pushed.add(1);
                     for o in 0..self.workers() {
@@ -409,7 +387,7 @@ impl LocalQueues {
             if d == 0 || now < d {
                 continue;
             }
-            if r.preempt_on_expiry(self.queues[w].len()) {
+            if r.preempt_on_expiry(self.queues[w].len(), self.wait.len(), self.bound) {
                 if l.feedback.claim(d) {
                     self.flags[w].raise();
                     l.preemptions.add(1);
@@ -458,6 +436,42 @@ impl LocalQueues {
             congestion_episodes: self.episodes.get(),
             wait_queue_full: self.wait_full.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// The runtime's queues as SYNERGY's rules see them: lock-free, shared by
+/// every worker, so a length read may be stale by the time it is used (a
+/// steal may find fewer jobs than its batch: it takes what is there).
+struct SharedQueues<'a>(&'a LocalQueues);
+
+impl SynergyQueues for SharedQueues<'_> {
+    type Job = Job;
+
+    #[inline]
+    fn pop_own(&mut self, w: WorkerId) -> Option<Job> {
+        self.0.queues[w as usize].pop()
+    }
+
+    #[inline]
+    fn push_own(&mut self, w: WorkerId, job: Job) {
+        // Never full: a queue has room for every token.
+        let pushed = self.0.queues[w as usize].push(job);
+        debug_assert!(pushed.is_ok(), "a worker queue has room for every token");
+    }
+
+    #[inline]
+    fn pop_wait(&mut self) -> Option<Job> {
+        self.0.wait.pop()
+    }
+
+    #[inline]
+    fn len(&self, w: WorkerId) -> usize {
+        self.0.queues[w as usize].len()
+    }
+
+    #[inline]
+    fn running_long(&self, w: WorkerId) -> bool {
+        self.0.lines[w as usize].feedback.deadline_ns() != 0
     }
 }
 

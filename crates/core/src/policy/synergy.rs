@@ -107,6 +107,36 @@ pub enum Source {
     Steal,
 }
 
+/// The queues SYNERGY's rules select from, as an executor stores them (the
+/// simulator's deques, the runtime's lock-free queues): the rules decide,
+/// the queues only pop and push.
+pub trait SynergyQueues {
+    /// What a queue holds.
+    type Job;
+    /// Pops the head of worker `w`'s own queue.
+    fn pop_own(&mut self, w: WorkerId) -> Option<Self::Job>;
+    /// Pushes `job` at the tail of worker `w`'s own queue (a stolen request;
+    /// there is always room).
+    fn push_own(&mut self, w: WorkerId, job: Self::Job);
+    /// Pops the head of the global wait queue.
+    fn pop_wait(&mut self) -> Option<Self::Job>;
+    /// Requests in worker `w`'s own queue.
+    fn len(&self, w: WorkerId) -> usize;
+    /// Whether worker `w` runs a long request (its timer is armed).
+    fn running_long(&self, w: WorkerId) -> bool;
+}
+
+/// What [`SynergyRules::take`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken<J> {
+    /// The request to run.
+    pub job: J,
+    /// Where it came from.
+    pub source: Source,
+    /// Requests stolen with it, itself included (0 unless stolen).
+    pub stolen: usize,
+}
+
 /// SYNERGY's per-worker decisions, pure and `Copy`: shared by the
 /// simulator's [`Synergy`] and the runtime's executor.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -159,11 +189,68 @@ impl SynergyRules {
     }
 
     /// Whether a long request whose quantum expired is preempted, given its
-    /// worker's own queue length: only when the worker has queued work
-    /// (conditional preemption); always without it.
+    /// worker's own queue length, the wait queue's length and the wait
+    /// queue's bound: only when the worker has queued work (conditional
+    /// preemption; always without it), and only when the wait queue has room
+    /// for it. A full wait queue renews the quantum instead, so that overload
+    /// fills the worker queues, where arrivals are refused, rather than
+    /// preempted requests piling up without bound.
     #[inline]
-    pub fn preempt_on_expiry(&self, own_queued: usize) -> bool {
-        !self.cfg.conditional || own_queued > 0
+    pub fn preempt_on_expiry(&self, own_queued: usize, wait_len: usize, wait_bound: usize) -> bool {
+        let room = !self.cfg.wait_queue || wait_len < wait_bound;
+        room && (!self.cfg.conditional || own_queued > 0)
+    }
+
+    /// Where a preempted request goes: the global wait queue (`true`), or
+    /// the tail of its worker's own queue.
+    #[inline]
+    pub fn preempted_to_wait_queue(&self) -> bool {
+        self.cfg.wait_queue
+    }
+
+    /// The next request for free worker `me`, looking in [`Self::order`]:
+    /// its own queue's head, the wait queue's head, or a steal from
+    /// [`Self::victim`] of [`Self::batch`] requests (the first runs, the rest
+    /// join `me`'s own queue). The one selection loop: the simulator's
+    /// [`Synergy`] and the runtime's executor both call it on their queues.
+    #[inline]
+    pub fn take<Q: SynergyQueues>(
+        &self,
+        queues: &mut Q,
+        me: WorkerId,
+        congested: bool,
+    ) -> Option<Taken<Q::Job>> {
+        for &source in self.order(congested) {
+            let job = match source {
+                Source::Own => queues.pop_own(me).map(|j| (j, 0)),
+                Source::Wait => queues.pop_wait().map(|j| (j, 0)),
+                Source::Steal => {
+                    let Some(v) = self.victim(me, |v| queues.running_long(v), |v| queues.len(v))
+                    else {
+                        continue;
+                    };
+                    let n = self.batch(queues.len(v));
+                    let Some(first) = queues.pop_own(v) else {
+                        continue;
+                    };
+                    let mut stolen = 1;
+                    while stolen < n {
+                        let Some(j) = queues.pop_own(v) else { break };
+                        queues.push_own(me, j);
+                        stolen += 1;
+                    }
+                    Some((first, stolen))
+                }
+            };
+            if let Some((job, stolen)) = job {
+                return Some(Taken {
+                    job,
+                    source,
+                    stolen,
+                });
+            }
+        }
+        None
     }
 
     /// Where a free worker looks, in order (the sources switched off are
@@ -318,7 +405,8 @@ pub struct Synergy {
     rules: SynergyRules,
     capacity: usize,
     queues: Vec<VecDeque<Job>>,
-    wait: VecDeque<Request>,
+    /// Preempted requests (all long).
+    wait: VecDeque<Job>,
     free: WorkerSet,
     /// Workers running a long request (timer armed).
     long: WorkerSet,
@@ -329,6 +417,37 @@ pub struct Synergy {
     consumed: u64,
     queued: usize,
     stats: PolicyStats,
+}
+
+/// The simulator's queues as the rules see them.
+struct SimQueues<'a> {
+    queues: &'a mut [VecDeque<Job>],
+    wait: &'a mut VecDeque<Job>,
+    long: WorkerSet,
+}
+
+impl SynergyQueues for SimQueues<'_> {
+    type Job = Job;
+
+    fn pop_own(&mut self, w: WorkerId) -> Option<Job> {
+        self.queues[w as usize].pop_front()
+    }
+
+    fn push_own(&mut self, w: WorkerId, job: Job) {
+        self.queues[w as usize].push_back(job);
+    }
+
+    fn pop_wait(&mut self) -> Option<Job> {
+        self.wait.pop_front()
+    }
+
+    fn len(&self, w: WorkerId) -> usize {
+        self.queues[w as usize].len()
+    }
+
+    fn running_long(&self, w: WorkerId) -> bool {
+        self.long.contains(w)
+    }
 }
 
 impl Synergy {
@@ -354,44 +473,34 @@ impl Synergy {
         }
     }
 
-    /// The next request for free worker `w`, by the selection order.
+    /// The next request for free worker `w`, by the rules' one selection
+    /// loop ([`SynergyRules::take`]).
     fn take(&mut self, w: WorkerId, now: Nanos) -> Option<Job> {
-        let wi = w as usize;
-        for source in self.rules.order(self.detector.congested()) {
-            match source {
-                Source::Own => {
-                    if let Some(job) = self.queues[wi].pop_front() {
-                        return Some(job);
-                    }
-                }
-                Source::Wait => {
-                    if let Some(req) = self.wait.pop_front() {
-                        self.consumed += 1;
-                        if self.detector.congested() {
-                            // The timer core's passes while congested.
-                            self.detector.pass(now, self.produced, self.consumed);
-                        }
-                        return Some((req, true));
-                    }
-                }
-                Source::Steal => {
-                    let queues = &self.queues;
-                    let long = self.long;
-                    let v =
-                        self.rules
-                            .victim(w, |v| long.contains(v), |v| queues[v as usize].len())?;
-                    let n = self.rules.batch(self.queues[v as usize].len());
-                    let first = self.queues[v as usize].pop_front()?;
-                    for _ in 1..n {
-                        let job = self.queues[v as usize].pop_front().expect("batch ≤ len");
-                        self.queues[wi].push_back(job);
-                    }
-                    self.stats.steals += n as u64;
-                    return Some(first);
+        let congested = self.detector.congested();
+        let taken = self.rules.take(
+            &mut SimQueues {
+                queues: &mut self.queues,
+                wait: &mut self.wait,
+                long: self.long,
+            },
+            w,
+            congested,
+        )?;
+        match taken.source {
+            Source::Own => {}
+            Source::Wait => {
+                self.consumed += 1;
+                if congested {
+                    // The runtime's timer re-checks a congested wait queue on
+                    // every pass (continuously); the simulator's ticks come
+                    // every THRESH_WQD, so it re-checks when the consumer
+                    // moves, the only moment the answer can change.
+                    self.detector.pass(now, self.produced, self.consumed);
                 }
             }
+            Source::Steal => self.stats.steals += taken.stolen as u64,
         }
-        None
+        Some(taken.job)
     }
 
     fn quantum(&self, w: WorkerId) -> Nanos {
@@ -455,15 +564,11 @@ impl Policy for Synergy {
 
     fn on_quantum_expired(&mut self, worker: WorkerId, _now: Nanos) -> bool {
         debug_assert!(self.long.contains(worker), "only long requests have quanta");
-        // A preempted request needs room in the wait queue (bounded like
-        // every queue): when it is full the request runs on, so that
-        // overload fills the worker queues and arrivals are refused there
-        // rather than preempted requests piling up without bound.
-        let room = !self.rules.config().wait_queue || self.wait.len() < self.capacity;
-        let preempt = room
-            && self
-                .rules
-                .preempt_on_expiry(self.queues[worker as usize].len());
+        let preempt = self.rules.preempt_on_expiry(
+            self.queues[worker as usize].len(),
+            self.wait.len(),
+            self.capacity,
+        );
         if preempt {
             self.stats.preemptions += 1;
         } else {
@@ -476,8 +581,8 @@ impl Policy for Synergy {
         self.long.remove(worker);
         self.free.insert(worker);
         self.queued += 1;
-        if self.rules.config().wait_queue {
-            self.wait.push_back(req);
+        if self.rules.preempted_to_wait_queue() {
+            self.wait.push_back((req, true));
             self.produced += 1;
         } else {
             self.queues[worker as usize].push_back((req, true));
@@ -538,10 +643,16 @@ mod tests {
     #[test]
     fn conditional_preemption_fires_only_with_queued_work() {
         let r = rules(4, |_| {});
-        assert!(!r.preempt_on_expiry(0), "renewed on an empty queue");
-        assert!(r.preempt_on_expiry(1));
+        assert!(!r.preempt_on_expiry(0, 0, 8), "renewed on an empty queue");
+        assert!(r.preempt_on_expiry(1, 0, 8));
+        assert!(
+            !r.preempt_on_expiry(1, 8, 8),
+            "renewed: the wait queue is full"
+        );
         let always = rules(4, |c| c.conditional = false);
-        assert!(always.preempt_on_expiry(0));
+        assert!(always.preempt_on_expiry(0, 0, 8));
+        let own_tail = rules(4, |c| c.wait_queue = false);
+        assert!(own_tail.preempt_on_expiry(1, 8, 8), "no wait queue to fill");
     }
 
     #[test]

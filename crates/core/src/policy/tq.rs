@@ -156,6 +156,7 @@ impl Policy for TinyQuanta {
             .rules()
             .yields_on_expiry(!self.queues[worker as usize].is_empty());
         self.stats.preemptions += u64::from(yields);
+        self.stats.preemptions_avoided += u64::from(!yields);
         yields
     }
 
