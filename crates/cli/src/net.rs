@@ -15,13 +15,13 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use psp_apps::AppConfig;
 use psp_core::PolicySpec;
-use psp_metrics::PointResult;
+use psp_metrics::{Extra, LoadedServer, PointResult, ServerSummary, ServerTypeLatency};
 use psp_net::client::{LoadConfig, LoadReport, Progress, run_load};
 use psp_net::echo::EchoServer;
 use psp_net::{ClassifierKind, Server, ServerConfig, ServerReport};
 use psp_runtime::{IdleStrategy, RuntimeConfig, StatsConfig};
 use psp_sim::{SimConfig, Workload};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
 use crate::app::{AppArgs, type_names};
@@ -363,118 +363,65 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     })
 }
 
-/// One type's server-side latency.
-#[derive(Debug, Serialize)]
-struct ServerTypeLatency {
-    name: String,
-    completed: u64,
-    mean_service_us: f64,
-    /// The mean service time the workload declares for the type.
-    declared_service_us: Option<f64>,
-    p50_latency_us: f64,
-    p99_latency_us: f64,
-    p999_latency_us: f64,
-}
-
-/// The server's own view of a run, for reports: every datagram ends in one of
-/// `truncated_dropped`, `bad_request`, `unknown_type` or `requests`; every
-/// request in one of `overloaded`, `shed_unanswered` or `admitted`; every
-/// admitted one in `completed` (HANDLER_ERROR included) or `stranded`.
-#[derive(Debug, Serialize)]
-struct ServerSummary {
-    received: u64,
-    requests: u64,
-    admitted: u64,
-    completed: u64,
-    truncated_dropped: u64,
-    bad_request: u64,
-    unknown_type: u64,
-    overloaded: u64,
-    shed_unanswered: u64,
-    handler_errors: u64,
-    bad_bodies: u64,
-    reply_send_errors: u64,
-    worker_send_errors: u64,
-    receive_errors: u64,
-    dropped_by_os: Option<u64>,
-    stranded: u64,
-    abandoned_workers: Vec<usize>,
-    reservation_updates: u64,
-    reservation: Option<String>,
-    served_per_worker: Vec<u64>,
-    steals_per_worker: Vec<u64>,
-    pinned: bool,
-    wall_s: f64,
-    /// Service time of every completed request over workers x `wall_s`.
-    measured_utilization: f64,
-    /// What the workload's declared mean service times imply for the same
-    /// completions, over workers x `wall_s` (`None`: no type declares one).
-    declared_utilization: Option<f64>,
-    server_side_latency: Vec<ServerTypeLatency>,
-    /// The application's own check of its state at the end (TPC-C's
-    /// consistency conditions), when it has one.
-    app_check: Option<String>,
-}
-
-impl ServerSummary {
-    /// The summary of `s`, whose types declare the mean service times
-    /// `declared` (ns, in type order).
-    fn of(s: &ServerReport, declared: &[Option<f64>]) -> Self {
-        let (d, n) = (&s.dispatcher, &s.net);
-        let c = &d.counts;
-        let (measured_utilization, declared_utilization) = d.utilization(
-            s.served_per_worker.len(),
-            s.wall.as_nanos() as f64,
-            declared,
-        );
-        ServerSummary {
-            received: n.received,
-            requests: c.arrived,
-            admitted: c.admitted,
-            completed: c.completed,
-            truncated_dropped: n.truncated,
-            bad_request: n.bad_request,
-            unknown_type: n.unknown_type,
-            overloaded: n.overloaded,
-            shed_unanswered: n.shed_unanswered,
-            handler_errors: c.handler_errors,
-            bad_bodies: c.bad_bodies,
-            reply_send_errors: n.reply_send_errors,
-            worker_send_errors: c.unsent,
-            receive_errors: n.receive_errors,
-            dropped_by_os: n.dropped_by_os,
-            stranded: c.stranded,
-            abandoned_workers: s.abandoned_workers.clone(),
-            reservation_updates: d.policy_stats.reservation_updates,
-            reservation: d.reservation.clone(),
-            served_per_worker: s.served_per_worker.clone(),
-            steals_per_worker: s.steals_per_worker.clone(),
-            pinned: s.pinned,
-            wall_s: s.wall.as_secs_f64(),
-            measured_utilization,
-            declared_utilization,
-            server_side_latency: d
-                .recorder
-                .type_stats()
-                .into_iter()
-                .zip(declared.iter().chain(std::iter::repeat(&None)))
-                .map(|(t, m)| ServerTypeLatency {
-                    name: t.name,
-                    completed: t.count,
-                    mean_service_us: t.mean_service_us,
-                    declared_service_us: m.map(|ns| ns / 1e3),
-                    p50_latency_us: t.p50_latency_us,
-                    p99_latency_us: t.p99_latency_us,
-                    p999_latency_us: t.p999_latency_us,
-                })
-                .collect(),
-            app_check: None,
-        }
-    }
-
-    fn json(&self) -> serde_json::Value {
-        serde_json::to_value(self).expect("plain data serializes")
-    }
+/// The server's summary of `s`, whose types declare the mean service times
+/// `declared` (ns, in type order).
+///
+/// # Errors
+/// A final reservation whose text does not read back as data.
+fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> Result<ServerSummary> {
+    let (d, n) = (&s.dispatcher, &s.net);
+    let c = &d.counts;
+    let (measured_utilization, declared_utilization) = d.utilization(
+        s.served_per_worker.len(),
+        s.wall.as_nanos() as f64,
+        declared,
+    );
+    Ok(ServerSummary {
+        received: n.received,
+        requests: c.arrived,
+        admitted: c.admitted,
+        completed: c.completed,
+        truncated_dropped: n.truncated,
+        bad_request: n.bad_request,
+        unknown_type: n.unknown_type,
+        overloaded: n.overloaded,
+        shed_unanswered: n.shed_unanswered,
+        handler_errors: c.handler_errors,
+        bad_bodies: c.bad_bodies,
+        reply_send_errors: n.reply_send_errors,
+        worker_send_errors: c.unsent,
+        receive_errors: n.receive_errors,
+        dropped_by_os: n.dropped_by_os,
+        stranded: c.stranded,
+        abandoned_workers: s.abandoned_workers.clone(),
+        reservation_updates: d.policy_stats.reservation_updates,
+        // The runtime hands the final reservation over as its text.
+        reservation: d.reservation.as_deref().map(str::parse).transpose()?,
+        served_per_worker: s.served_per_worker.clone(),
+        steals_per_worker: s.steals_per_worker.clone(),
+        preemptions: crate::run::preemptions(s.local.as_ref(), &d.policy_stats),
+        local: s.local.as_ref().map(crate::run::local_counters),
+        pinned: s.pinned,
+        wall_s: s.wall.as_secs_f64(),
+        measured_utilization,
+        declared_utilization,
+        server_side_latency: d
+            .recorder
+            .type_stats()
+            .into_iter()
+            .zip(declared.iter().chain(std::iter::repeat(&None)))
+            .map(|(t, m)| ServerTypeLatency {
+                name: t.name,
+                completed: t.count,
+                mean_service_us: t.mean_service_us,
+                declared_service_us: m.map(|ns| ns / 1e3),
+                p50_latency_us: t.p50_latency_us,
+                p99_latency_us: t.p99_latency_us,
+                p999_latency_us: t.p999_latency_us,
+            })
+            .collect(),
+        app_check: None,
+    })
 }
 
 /// The workload's declared mean service times (ns), in type order.
@@ -559,7 +506,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     eprintln!("psp serve: stopping (draining admitted requests)");
     let report = server.join()?;
     let declared: Vec<Option<f64>> = cfg.types.iter().map(|t| t.mean_service_ns).collect();
-    let mut s = ServerSummary::of(&report, &declared);
+    let mut s = server_summary(&report, &declared)?;
     s.app_check = plan.service.finish();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
@@ -846,7 +793,8 @@ pub struct NetOptions {
 /// One point over loopback: starts a server running `spec` on `cfg.workers`
 /// workers (unless `opts.server` names a running one), runs the client at
 /// `cfg`'s rate, stops the server and reports the client's measurements, with
-/// the server's counters in `extra.server`.
+/// the server's summary in `extra.server` and its final reservation in
+/// `extra.reservation`.
 pub fn measure(
     workload: &Workload,
     app: &AppConfig,
@@ -887,14 +835,12 @@ pub fn measure(
     let rep = run_load(&lc, &Progress::default()).with_context(|| format!("cannot load {addr}"))?;
     let mut point = rep.to_point(&lc, &spec.to_string(), cfg.workers);
     if let Some(s) = server {
-        let s = s.stop()?;
-        point.extra.insert(
-            "server".into(),
-            ServerSummary::of(&s, &declared(workload)).json(),
-        );
-        if let Some(r) = &s.dispatcher.reservation {
-            point.extra.insert("reservation".into(), json!(r));
-        }
+        let summary = server_summary(&s.stop()?, &declared(workload))?;
+        let Extra::Net(net) = &mut point.extra else {
+            unreachable!("the client's points are net points")
+        };
+        net.reservation = summary.reservation.clone();
+        net.server = LoadedServer::Summary(Box::new(summary));
     }
     Ok(point)
 }
@@ -1054,7 +1000,7 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
                             s.local_addr(),
                             Box::new({
                                 let d = declared(&workload);
-                                move || Ok(ServerSummary::of(&s.stop()?, &d).json())
+                                move || Ok(serde_json::to_value(server_summary(&s.stop()?, &d)?)?)
                             }),
                         )
                     }
@@ -1193,7 +1139,25 @@ mod tests {
             measured_s: 1.0,
             seed: 1,
         };
-        PointResult::from_recorder(meta, &rec, 100, serde_json::Map::new())
+        let extra = psp_metrics::NetExtra {
+            server: LoadedServer::Address("127.0.0.1:7000".into()),
+            flows: 1,
+            timeout_ms: 1000.0,
+            scheduled_total: 100,
+            sent_total: 100,
+            send_errors: 0,
+            responses_total: psp_metrics::ResponsesByStatus {
+                ok: 100,
+                ..Default::default()
+            },
+            late_responses: 0,
+            unexpected_datagrams: 0,
+            rejected_replies: Default::default(),
+            send_lag_us: Default::default(),
+            wall_s: 1.0,
+            reservation: None,
+        };
+        PointResult::new(meta, &rec, 100, Extra::Net(Box::new(extra)))
     }
 
     /// The client warns when a type's median latency is past 10x its declared

@@ -46,7 +46,7 @@ pub fn point_table(p: &PointResult) -> String {
             t.dropped
         );
     }
-    if p.mode == "net" {
+    if let Some(net) = p.extra.net() {
         let per_type: Vec<String> = p
             .types
             .iter()
@@ -63,17 +63,14 @@ pub fn point_table(p: &PointResult) -> String {
             per_type.join(", "),
             p.loss_fraction * 100.0
         );
-        if let Some(lag) = p.extra.get("send_lag_us") {
-            let _ = writeln!(
-                s,
-                "client send lag behind schedule: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
-                lag["p50"].as_f64().unwrap_or(0.0),
-                lag["p99"].as_f64().unwrap_or(0.0),
-                lag["max"].as_f64().unwrap_or(0.0)
-            );
-        }
+        let lag = &net.send_lag_us;
+        let _ = writeln!(
+            s,
+            "client send lag behind schedule: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+            lag.p50, lag.p99, lag.max
+        );
     }
-    if let Some(r) = p.extra.get("reservation").and_then(|r| r.as_str()) {
+    if let Some(r) = p.extra.reservation() {
         let _ = writeln!(s, "reservation: {r}");
     }
     s

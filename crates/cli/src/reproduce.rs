@@ -578,6 +578,11 @@ fn points(
     })
 }
 
+/// The simulator's figures of a point [`points`] simulated.
+fn sim_stats(p: &PointResult) -> &psp_metrics::SimExtra {
+    p.extra.sim().expect("reproduce's points are simulated")
+}
+
 /// Per workload, the point length (ms) whose discarded first 10% holds DARC's
 /// first profiling window (50,000 completions, c-FCFS until then) from 30% load
 /// up. Shorter points measure DARC's warm-up: at 1 s on high-bimodal, DARC's
@@ -707,9 +712,8 @@ fn fig3(ctx: &Ctx) -> Result<Section> {
             p.types[0].p999_latency_us,
             p.types[1].p999_latency_us,
             p.extra
-                .get("reservation")
-                .and_then(|v| v.as_str())
-                .unwrap_or("–")
+                .reservation()
+                .map_or("–".to_string(), |r| r.to_string())
         );
     }
     body.push('\n');
@@ -1431,7 +1435,7 @@ fn synergy_knobs(ctx: &Ctx) -> Result<Section> {
         let row = &pts[ci * loads.len()..][..loads.len()];
         let _ = write!(body, "| {label} | `{p}` |");
         for pt in row {
-            let ep = pt.extra["congestion_episodes"].as_u64().unwrap_or(0);
+            let ep = sim_stats(pt).congestion_episodes;
             let _ = write!(
                 body,
                 " {:.1} / {:.0} [{ep}] |",
@@ -1758,7 +1762,6 @@ fn synergy_imbalance(ctx: &Ctx) -> Result<Section> {
         probe.push((w.clone(), "synergy".to_string(), WORKERS, probe_load, a));
     }
     let probe = points(ctx, &probe)?;
-    let counter = |p: &PointResult, k: &str| p.extra[k].as_u64().unwrap_or(0);
     let _ = write!(
         body,
         "SYNERGY's counters at {:.0}% load, 1 flow against 1,024 (`psp sim --workload \
@@ -1768,12 +1771,12 @@ fn synergy_imbalance(ctx: &Ctx) -> Result<Section> {
         probe_load * 100.0,
         probe[0].types[0].p999_latency_us,
         probe[1].types[0].p999_latency_us,
-        counter(&probe[0], "preemptions"),
-        counter(&probe[1], "preemptions"),
-        counter(&probe[0], "preemptions_avoided"),
-        counter(&probe[1], "preemptions_avoided"),
-        counter(&probe[0], "steals"),
-        counter(&probe[1], "steals"),
+        sim_stats(&probe[0]).preemptions,
+        sim_stats(&probe[1]).preemptions,
+        sim_stats(&probe[0]).preemptions_avoided,
+        sim_stats(&probe[1]).preemptions_avoided,
+        sim_stats(&probe[0]).steals,
+        sim_stats(&probe[1]).steals,
     );
     let why = if !steady {
         format!(

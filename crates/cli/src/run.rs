@@ -11,11 +11,13 @@ use clap::Args;
 use psp_apps::AppConfig;
 use psp_core::PolicySpec;
 use psp_metrics::series::TimeSeries;
-use psp_metrics::{PointMeta, PointResult};
+use psp_metrics::{
+    Agreement, Extra, LocalCounters, PhaseSpan, PointMeta, PointResult, ReservationChange,
+    ReservationLayout, RunExtra, TypeStats,
+};
 use psp_runtime::{IdleStrategy, RequestCounts, RuntimeConfig, StatsConfig};
 use psp_sim::{Workload, simulate_point};
 use psp_workload::Arrivals;
-use serde_json::json;
 
 use crate::app::{AppArgs, type_names};
 use crate::{PolicyPoint, limits, report};
@@ -157,7 +159,11 @@ pub fn run(a: RunArgs) -> Result<()> {
     if let Some(w) = machine_warning(&workload, sim_cfg.workers) {
         eprintln!("{w}");
     }
-    if let Some(w) = service_warning(&workload, &point) {
+    if let Some(w) = point
+        .extra
+        .run()
+        .and_then(|r| service_warning(&workload, r))
+    {
         eprintln!("{w}");
     }
     let prediction = if a.compare_sim {
@@ -165,37 +171,30 @@ pub fn run(a: RunArgs) -> Result<()> {
     } else {
         None
     };
-    if let Some(p) = &prediction {
-        point
-            .extra
-            .insert("sim_prediction".into(), serde_json::to_value(p)?);
-        point
-            .extra
-            .insert("sim_agreement".into(), json!(sim_agreement(&point, p)));
+    if let (Some(p), Extra::Run(r)) = (&prediction, &mut point.extra) {
+        r.sim_agreement = Some(sim_agreement(&point.types, p));
+        r.sim_prediction = Some(Box::new(p.clone()));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&point)?);
     } else {
         print!("{}", report::point_table(&point));
-        let e = &point.extra;
-        if let (Some(m), Some(d)) = (
-            e.get("measured_utilization").and_then(|v| v.as_f64()),
-            e.get("declared_utilization").and_then(|v| v.as_f64()),
-        ) {
+        let run = point.extra.run().expect("psp run measures a run point");
+        if let Some(d) = run.declared_utilization {
             println!(
                 "utilization over the run: measured {:.1}% | by the workload's declared service times {:.1}%",
-                m * 100.0,
+                run.measured_utilization * 100.0,
                 d * 100.0
             );
         }
-        if let Some(line) = executor_counters(&point) {
+        if let Some(line) = executor_counters(run) {
             println!("{line}");
         }
         if let Some(p) = &prediction {
             println!("\nsimulator's prediction for the same point:");
             print!("{}", report::point_table(p));
             println!("\nmeasured / predicted, per type:");
-            for r in sim_agreement(&point, p) {
+            for r in sim_agreement(&point.types, p) {
                 println!(
                     "  {:<12} p99.9 latency {:>6.2}x   p50 latency {:>6.2}x",
                     r.name, r.p999_ratio, r.p50_ratio
@@ -235,24 +234,21 @@ pub fn machine_warning(workload: &Workload, workers: usize) -> Option<String> {
     })
 }
 
-/// A warning naming the types whose measured mean service time (`extra`'s
+/// A warning naming the types whose measured mean service time (the run's
 /// `service_us_by_type`) is more than [`psp_runtime::SERVICE_OFF_FACTOR`] off
 /// the declared one (types with 100 completions or more). Phased workloads
 /// change their service times on purpose: not checked.
-fn service_warning(workload: &Workload, point: &PointResult) -> Option<String> {
+fn service_warning(workload: &Workload, run: &RunExtra) -> Option<String> {
     if !workload.phases.is_empty() {
         return None;
     }
     let f = psp_runtime::SERVICE_OFF_FACTOR;
-    let measured = point.extra.get("service_us_by_type")?.as_array()?;
-    let completed = point.extra.get("completed_by_type")?.as_array()?;
     let off: Vec<String> = workload
         .types
         .iter()
-        .zip(measured.iter().zip(completed))
-        .filter_map(|(t, (m, n))| {
-            let m = m.as_f64()?;
-            let r = psp_runtime::service_off(m, t.service.mean_us(), n.as_u64()?)?;
+        .zip(run.service_us_by_type.iter().zip(&run.completed_by_type))
+        .filter_map(|(t, (&m, &n))| {
+            let r = psp_runtime::service_off(m, t.service.mean_us(), n)?;
             Some({
                 format!(
                     "{} {m:.2} us, {r:.2}x the declared {:.2} us",
@@ -270,43 +266,35 @@ fn service_warning(workload: &Workload, point: &PointResult) -> Option<String> {
     })
 }
 
-/// SYNERGY's or Tiny Quanta's counters from a measured point's extras, as
-/// one line for the text report (`None` for other executors).
-fn executor_counters(point: &PointResult) -> Option<String> {
-    let e = &point.extra;
-    let executor = e.get("executor")?.as_str()?;
-    let n = |k: &str| e.get(k).map_or_else(|| "-".to_string(), |v| v.to_string());
-    Some(format!(
-        "{executor} counters: preemptions {} (per worker {}), preemptions avoided {} (per worker {}), steals {} (per worker {}), wait-queue passes {}, congestion episodes {}, wait-queue full {}",
-        n("preemptions"),
-        n("preemptions_per_worker"),
-        n("preemptions_avoided"),
-        n("preemptions_avoided_per_worker"),
-        n("steals_total"),
-        n("steals_per_worker"),
-        n("wait_queue_passes"),
-        n("congestion_episodes"),
-        n("wait_queue_full"),
-    ))
+/// A list of counters as the text report writes it: `[a,b,c]`.
+fn counter_list(v: &[u64]) -> String {
+    let items: Vec<String> = v.iter().map(u64::to_string).collect();
+    format!("[{}]", items.join(","))
 }
 
-/// How far a measurement is from the simulator's prediction of the same
-/// point, for one request type.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Agreement {
-    /// The type.
-    pub name: String,
-    /// Measured p99.9 latency over predicted.
-    pub p999_ratio: f64,
-    /// Measured median latency over predicted.
-    pub p50_ratio: f64,
+/// SYNERGY's or Tiny Quanta's counters from a measured run, as one line for
+/// the text report (`None` for other executors).
+fn executor_counters(run: &RunExtra) -> Option<String> {
+    let l = run.local.as_ref()?;
+    Some(format!(
+        "{} counters: preemptions {} (per worker {}), preemptions avoided {} (per worker {}), steals {} (per worker {}), wait-queue passes {}, congestion episodes {}, wait-queue full {}",
+        l.executor,
+        run.preemptions,
+        counter_list(&l.preemptions_per_worker),
+        l.preemptions_avoided,
+        counter_list(&l.preemptions_avoided_per_worker),
+        run.steals_total,
+        counter_list(&run.steals_per_worker),
+        l.wait_queue_passes,
+        l.congestion_episodes,
+        l.wait_queue_full,
+    ))
 }
 
 /// Measured over predicted latency quantiles, per type of `measured` (same
 /// arrivals: same workload, rate, seed and flows).
-pub fn sim_agreement(measured: &PointResult, predicted: &PointResult) -> Vec<Agreement> {
+pub fn sim_agreement(measured: &[TypeStats], predicted: &PointResult) -> Vec<Agreement> {
     measured
-        .types
         .iter()
         .zip(&predicted.types)
         .map(|(m, p)| Agreement {
@@ -384,114 +372,75 @@ pub fn measure(
         |i| handlers.handler(i),
     )?;
     let d = &report.dispatcher;
-    let mut extra = serde_json::Map::new();
     let c = &d.counts;
-    extra.insert("generated_total".into(), json!(c.arrived));
-    extra.insert("admitted_total".into(), json!(c.admitted));
-    extra.insert("completed_total".into(), json!(c.completed));
-    extra.insert("shed_total".into(), json!(c.shed));
-    extra.insert("handler_errors".into(), json!(c.handler_errors));
-    extra.insert("bad_bodies".into(), json!(c.bad_bodies));
-    extra.insert("stranded".into(), json!(c.stranded));
-    extra.insert(
-        "reservation_updates".into(),
-        json!(d.policy_stats.reservation_updates),
-    );
-    if let Some(r) = &d.reservation {
-        extra.insert("reservation".into(), json!(r));
-    }
-    extra.insert(
-        "reservation_log".into(),
-        json!(
-            d.reservation_log
-                .iter()
-                .map(|e| json!({"at_s": e.at_s, "reservation": e.reservation.to_string()}))
-                .collect::<Vec<_>>()
-        ),
-    );
-    if !workload.phases.is_empty() {
-        extra.insert(
-            "phases".into(),
-            json!(
-                workload
-                    .phase_boundaries()
-                    .iter()
-                    .zip(workload.arrival_plan(rate, sim_cfg.duration_ns, cfg.workers))
-                    .map(|((start_s, name), (rps, d))| json!({
-                        "name": name,
-                        "start_s": start_s,
-                        "duration_s": d as f64 / 1e9,
-                        "offered_rps": rps,
-                    }))
-                    .collect::<Vec<_>>()
-            ),
-        );
-    }
-    extra.insert("served_per_worker".into(), json!(report.served_per_worker));
-    extra.insert(
-        "steals_total".into(),
-        json!(report.steals_per_worker.iter().sum::<u64>()),
-    );
-    extra.insert("steals_per_worker".into(), json!(report.steals_per_worker));
-    match &report.local {
-        Some(l) => {
-            let sum = |v: &[u64]| v.iter().sum::<u64>();
-            extra.insert("executor".into(), json!(l.executor));
-            extra.insert("preemptions".into(), json!(sum(&l.preemptions)));
-            extra.insert("preemptions_per_worker".into(), json!(l.preemptions));
-            extra.insert(
-                "preemptions_avoided".into(),
-                json!(sum(&l.preemptions_avoided)),
-            );
-            extra.insert(
-                "preemptions_avoided_per_worker".into(),
-                json!(l.preemptions_avoided),
-            );
-            extra.insert("wait_queue_passes".into(), json!(sum(&l.wait_queue_passes)));
-            extra.insert(
-                "wait_queue_passes_per_worker".into(),
-                json!(l.wait_queue_passes),
-            );
-            extra.insert("congestion_episodes".into(), json!(l.congestion_episodes));
-            extra.insert("wait_queue_full".into(), json!(l.wait_queue_full));
-        }
-        None => {
-            extra.insert("preemptions".into(), json!(d.policy_stats.preemptions));
-        }
-    }
-    extra.insert("abandoned_workers".into(), json!(report.abandoned_workers));
-    extra.insert("pinned".into(), json!(report.pinned));
-    extra.insert("idle".into(), json!(format!("{:?}", opts.idle)));
-    extra.insert("classifier".into(), json!(sim_cfg.classifier.name()));
-    extra.insert("app".into(), json!(service.describe()));
-    if let Some(check) = service.finish() {
-        extra.insert("app_check".into(), json!(check));
-    }
-    extra.insert("wall_s".into(), json!(report.wall.as_secs_f64()));
     // What the workers were busy with over the run, beside what the declared
     // service times imply for the same completions.
-    let (measured, declared) = d.utilization(
+    let (measured_utilization, declared_utilization) = d.utilization(
         cfg.workers,
         report.wall.as_nanos() as f64,
         &crate::net::declared(workload),
     );
-    extra.insert("measured_utilization".into(), json!(measured));
-    extra.insert("declared_utilization".into(), json!(declared));
-    extra.insert("completed_by_type".into(), json!(d.completed_by_type));
-    extra.insert(
-        "service_us_by_type".into(),
-        json!(
-            d.completed_by_type
-                .iter()
-                .zip(&d.service_ns_by_type)
-                .map(|(&n, &ns)| if n == 0 {
+    let sum = |v: &[u64]| v.iter().sum::<u64>();
+    let extra = RunExtra {
+        generated_total: c.arrived,
+        admitted_total: c.admitted,
+        completed_total: c.completed,
+        shed_total: c.shed,
+        handler_errors: c.handler_errors,
+        bad_bodies: c.bad_bodies,
+        stranded: c.stranded,
+        reservation_updates: d.policy_stats.reservation_updates,
+        // The runtime hands the final reservation over as its text.
+        reservation: d.reservation.as_deref().map(str::parse).transpose()?,
+        reservation_log: d
+            .reservation_log
+            .iter()
+            .map(|e| ReservationChange {
+                at_s: e.at_s,
+                reservation: ReservationLayout::from(&e.reservation),
+            })
+            .collect(),
+        phases: workload
+            .phase_boundaries()
+            .iter()
+            .zip(workload.arrival_plan(rate, sim_cfg.duration_ns, cfg.workers))
+            .map(|((start_s, name), (rps, d))| PhaseSpan {
+                name: name.clone(),
+                start_s: *start_s,
+                duration_s: d as f64 / 1e9,
+                offered_rps: rps,
+            })
+            .collect(),
+        served_per_worker: report.served_per_worker.clone(),
+        steals_total: sum(&report.steals_per_worker),
+        steals_per_worker: report.steals_per_worker.clone(),
+        local: report.local.as_ref().map(local_counters),
+        preemptions: preemptions(report.local.as_ref(), &d.policy_stats),
+        abandoned_workers: report.abandoned_workers.clone(),
+        pinned: report.pinned,
+        idle: format!("{:?}", opts.idle),
+        classifier: sim_cfg.classifier.name().to_string(),
+        app: service.describe(),
+        app_check: service.finish(),
+        wall_s: report.wall.as_secs_f64(),
+        measured_utilization,
+        declared_utilization,
+        completed_by_type: d.completed_by_type.clone(),
+        service_us_by_type: d
+            .completed_by_type
+            .iter()
+            .zip(&d.service_ns_by_type)
+            .map(|(&n, &ns)| {
+                if n == 0 {
                     0.0
                 } else {
                     ns as f64 / n as f64 / 1e3
-                })
-                .collect::<Vec<_>>()
-        ),
-    );
+                }
+            })
+            .collect(),
+        sim_prediction: None,
+        sim_agreement: None,
+    };
     let meta = PointMeta {
         mode: "run",
         workload: workload.name.clone(),
@@ -504,8 +453,41 @@ pub fn measure(
         seed: sim_cfg.seed,
     };
     Ok((
-        PointResult::from_recorder(meta, &d.recorder, d.measured_arrived, extra),
+        PointResult::new(
+            meta,
+            &d.recorder,
+            d.measured_arrived,
+            Extra::Run(Box::new(extra)),
+        ),
         d.counts,
         report.dispatcher.series,
     ))
+}
+
+/// SYNERGY's or Tiny Quanta's counters as a result carries them (`psp run`'s
+/// point and `psp serve`'s summary).
+pub fn local_counters(l: &psp_runtime::LocalStats) -> LocalCounters {
+    let sum = |v: &[u64]| v.iter().sum::<u64>();
+    LocalCounters {
+        executor: l.executor.to_string(),
+        preemptions_per_worker: l.preemptions.clone(),
+        preemptions_avoided: sum(&l.preemptions_avoided),
+        preemptions_avoided_per_worker: l.preemptions_avoided.clone(),
+        wait_queue_passes: sum(&l.wait_queue_passes),
+        wait_queue_passes_per_worker: l.wait_queue_passes.clone(),
+        congestion_episodes: l.congestion_episodes,
+        wait_queue_full: l.wait_queue_full,
+    }
+}
+
+/// A run's preemptions: the local executor's when it has one (its workers
+/// preempt), else the policy's (the dispatcher preempts).
+pub fn preemptions(
+    local: Option<&psp_runtime::LocalStats>,
+    policy: &psp_core::policy::PolicyStats,
+) -> u64 {
+    match local {
+        Some(l) => l.preemptions.iter().sum(),
+        None => policy.preemptions,
+    }
 }

@@ -82,13 +82,14 @@ service = { dist = "fixed", us = 1000.0 }
     );
     // The last window carries the reservation in force at the end, when the
     // run made one.
-    if let Some(r) = extra["reservation"].as_str() {
+    if let Some(r) = extra.get("reservation") {
+        let r: psp_metrics::ReservationLayout = serde_json::from_value(r.clone()).unwrap();
         let last = windows
             .iter()
             .rev()
             .find_map(|w| w["reservation"].as_str())
             .expect("a window with the reservation");
-        assert_eq!(last, r);
+        assert_eq!(last, r.to_string());
     }
     std::fs::remove_dir_all(&dir).ok();
 }

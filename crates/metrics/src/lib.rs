@@ -3,22 +3,35 @@
 //! - [`recorder`]: per-type latency and slowdown histograms, filled by an executor.
 //! - [`schema`]: the JSON result documents of `psp` (one point, a sweep), and the
 //!   SLO that decides a point's sustainability.
+//! - [`extra`]: each executor's own figures of a point (its `extra` object), and
+//!   the server's summary of a run.
+//! - [`reservation`]: a reservation as result data (groups, types, workers), and
+//!   its one-line text.
 //! - [`series`]: per-window, per-type latency over time with the reservation in
 //!   force (the workload-change experiment).
 //! - [`plot`]: paper-style figures (p99.9 slowdown against throughput; latency
 //!   and reservation against time) as SVG and PNG.
 //!
-//! Nothing here reads a clock or knows about policies: executors hand in numbers.
+//! Nothing here reads a clock or knows about policies (a reservation is read only
+//! as data): executors hand in numbers.
 
+pub mod extra;
 pub mod lines;
 pub mod plot;
 pub mod recorder;
+pub mod reservation;
 pub mod schema;
 pub mod series;
 
+pub use extra::{
+    Agreement, Extra, LoadedServer, LocalCounters, NetExtra, PhaseSpan, RejectedReplies,
+    ReservationChange, ResponsesByStatus, RunExtra, SendLag, ServerSummary, ServerTypeLatency,
+    SimExtra,
+};
 pub use recorder::{
     DIGEST_BOUNDS_NS, DIGEST_BUCKETS, DIGEST_QUANTILES, Digest, Recorder, TypeRecorder,
 };
+pub use reservation::{ParseReservationError, ReservationGroup, ReservationLayout};
 pub use schema::{
     OverallStats, PointMeta, PointResult, PolicySweep, Slo, SweepResult, TypeStats, rate_unit,
 };

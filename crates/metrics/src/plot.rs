@@ -718,7 +718,6 @@ mod tests {
 
     fn point(policy: &str, offered_rps: f64, slowdown: f64) -> PointResult {
         PointResult {
-            mode: "sim".to_string(),
             workload: "high-bimodal".to_string(),
             policy: policy.to_string(),
             workers: 14,
@@ -744,7 +743,7 @@ mod tests {
             errors: 0,
             measured_generated: 2000,
             loss_fraction: 0.0,
-            extra: serde_json::Map::new(),
+            extra: crate::Extra::Sim(Box::default()),
         }
     }
 

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::extra::Extra;
+
 /// Overall (all types together) slowdown percentiles of one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OverallStats {
@@ -60,8 +62,6 @@ pub struct TypeStats {
 /// One measured or simulated point: a workload under a policy at one offered load.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointResult {
-    /// `sim`, `run` or `net`.
-    pub mode: String,
     /// Workload name.
     pub workload: String,
     /// Policy, as given on the command line (with its parameters).
@@ -99,9 +99,11 @@ pub struct PointResult {
     /// Fraction of measured requests lost (dropped + shed + timeouts).
     #[serde(default)]
     pub loss_fraction: f64,
-    /// Executor-specific extras (preemptions, reservation updates, simulator speed...).
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub extra: serde_json::Map<String, serde_json::Value>,
+    /// The mode (`sim`, `run` or `net`) and that executor's own figures
+    /// (preemptions, reservation, simulator speed...): the `mode` and `extra`
+    /// fields.
+    #[serde(flatten)]
+    pub extra: Extra,
 }
 
 /// What a point is, besides its measurements.
@@ -128,24 +130,31 @@ pub struct PointMeta {
 }
 
 impl PointResult {
-    /// A point from an executor's recorder: `measured_generated` requests arrived
-    /// after warm-up, of which the recorder's drops were dropped (`mode` sim) or
-    /// shed (other modes), and its timeouts and errors were lost at the client.
-    pub fn from_recorder(
+    /// A point from an executor's recorder and its own figures: `measured_generated`
+    /// requests arrived after warm-up, of which the recorder's drops were dropped
+    /// (`mode` sim) or shed (other modes), and its timeouts and errors were lost at
+    /// the client.
+    ///
+    /// # Panics
+    /// If `meta.mode` is not the mode of `extra`.
+    pub fn new(
         meta: PointMeta,
         recorder: &crate::Recorder,
         measured_generated: u64,
-        extra: serde_json::Map<String, serde_json::Value>,
+        extra: Extra,
     ) -> Self {
+        assert_eq!(
+            meta.mode,
+            extra.mode(),
+            "a point's meta and figures disagree"
+        );
         let lost = recorder.dropped();
         let (timeouts, errors) = (recorder.timeouts(), recorder.errors());
-        let (dropped, shed) = if meta.mode == "sim" {
-            (lost, 0)
-        } else {
-            (0, lost)
+        let (dropped, shed) = match extra {
+            Extra::Sim(_) => (lost, 0),
+            _ => (0, lost),
         };
         PointResult {
-            mode: meta.mode.to_string(),
             workload: meta.workload,
             policy: meta.policy,
             workers: meta.workers,
@@ -164,6 +173,33 @@ impl PointResult {
             loss_fraction: (lost + timeouts + errors) as f64 / measured_generated.max(1) as f64,
             extra,
         }
+    }
+
+    /// [`new`](Self::new) for an executor that hands its figures over as a JSON
+    /// object (the simulator serializes its `SimStats`): they are read as the
+    /// figures of `meta.mode`.
+    ///
+    /// # Panics
+    /// If `extra` is not the figures of `meta.mode`: the executor and this
+    /// schema disagree on a field.
+    pub fn from_recorder(
+        meta: PointMeta,
+        recorder: &crate::Recorder,
+        measured_generated: u64,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
+        let extra = Extra::from_object(meta.mode, extra).unwrap_or_else(|e| {
+            panic!(
+                "the {} executor's figures do not fit the schema: {e}",
+                meta.mode
+            )
+        });
+        Self::new(meta, recorder, measured_generated, extra)
+    }
+
+    /// `sim`, `run` or `net`.
+    pub fn mode(&self) -> &'static str {
+        self.extra.mode()
     }
 }
 

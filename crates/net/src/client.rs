@@ -28,12 +28,13 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
-use psp_metrics::{PointMeta, PointResult, Recorder};
+use psp_metrics::{
+    Extra, LoadedServer, NetExtra, PointMeta, PointResult, Recorder, ResponsesByStatus, SendLag,
+};
 use psp_runtime::Clock;
 use psp_runtime::pool::MAX_GENERATED_BODY;
 use psp_runtime::{BodyEncoder, EncoderSource};
 use psp_workload::{ArrivalSource, Arrivals, Workload};
-use serde_json::json;
 
 use crate::datapath::PeerAddr;
 use crate::pool::PACKET_BYTES;
@@ -133,49 +134,9 @@ pub struct LoadReport {
     pub wall: Duration,
 }
 
-/// Datagrams the client refused as answers, by the first check each failed (in
-/// this order): each counts once, in one field.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RejectedReplies {
-    /// Not from the server's address and port.
-    pub wrong_peer: u64,
-    /// Longer than the client's receive buffer (truncated): not read as a reply.
-    pub oversize: u64,
-    /// Not a valid version-1 response.
-    pub malformed: u64,
-    /// An id outside this client's schedule.
-    pub unknown_id: u64,
-    /// An id of the schedule this client had not sent (not yet, or its send
-    /// failed).
-    pub future_id: u64,
-    /// Arrived on a flow other than the one its request was sent on.
-    pub wrong_flow: u64,
-    /// Does not echo its request's type.
-    pub wrong_type: u64,
-    /// A request already answered (or already timed out and answered late).
-    pub duplicate: u64,
-}
-
-impl RejectedReplies {
-    /// All refused datagrams.
-    pub fn total(&self) -> u64 {
-        self.fields().iter().map(|(_, n)| n).sum()
-    }
-
-    /// Each counter with its name in the point document.
-    pub fn fields(&self) -> [(&'static str, u64); 8] {
-        [
-            ("wrong_peer", self.wrong_peer),
-            ("oversize", self.oversize),
-            ("malformed", self.malformed),
-            ("unknown_id", self.unknown_id),
-            ("future_id", self.future_id),
-            ("wrong_flow", self.wrong_flow),
-            ("wrong_type", self.wrong_type),
-            ("duplicate", self.duplicate),
-        ]
-    }
-}
+/// Datagrams the client refused as answers, by reason (the point document's
+/// `rejected_replies`).
+pub use psp_metrics::RejectedReplies;
 
 #[derive(Debug, Clone, Copy)]
 struct Planned {
@@ -614,40 +575,34 @@ impl Receiver<'_> {
 impl LoadReport {
     /// The point document (`mode` "net"), with the client's counters in `extra`.
     pub fn to_point(&self, cfg: &LoadConfig, policy: &str, workers: usize) -> PointResult {
-        let mut extra = serde_json::Map::new();
-        extra.insert("server".into(), json!(cfg.server.to_string()));
-        extra.insert("flows".into(), json!(cfg.flows));
-        extra.insert("timeout_ms".into(), json!(cfg.timeout.as_secs_f64() * 1e3));
-        extra.insert("scheduled_total".into(), json!(self.scheduled));
-        extra.insert("sent_total".into(), json!(self.sent));
-        extra.insert("send_errors".into(), json!(self.send_errors));
-        extra.insert(
-            "responses_total".into(),
-            json!(
-                Status::ALL
-                    .iter()
-                    .map(|s| (s.name().to_string(), json!(self.responses[*s as usize - 1])))
-                    .collect::<serde_json::Map<_, _>>()
-            ),
-        );
-        extra.insert("late_responses".into(), json!(self.late));
-        // Every refused datagram, then by reason.
-        extra.insert("unexpected_datagrams".into(), json!(self.rejected.total()));
-        extra.insert(
-            "rejected_replies".into(),
-            json!(
-                self.rejected
-                    .fields()
-                    .iter()
-                    .map(|&(name, n)| (name.to_string(), json!(n)))
-                    .collect::<serde_json::Map<_, _>>()
-            ),
-        );
-        extra.insert(
-            "send_lag_us".into(),
-            json!({"p50": self.send_lag_ns[0] as f64 / 1e3, "p99": self.send_lag_ns[1] as f64 / 1e3, "max": self.send_lag_ns[2] as f64 / 1e3}),
-        );
-        extra.insert("wall_s".into(), json!(self.wall.as_secs_f64()));
+        let replies = |s: Status| self.responses[s as usize - 1];
+        let lag_us = |i: usize| self.send_lag_ns[i] as f64 / 1e3;
+        let extra = NetExtra {
+            server: LoadedServer::Address(cfg.server.to_string()),
+            flows: cfg.flows,
+            timeout_ms: cfg.timeout.as_secs_f64() * 1e3,
+            scheduled_total: self.scheduled,
+            sent_total: self.sent,
+            send_errors: self.send_errors,
+            responses_total: ResponsesByStatus {
+                ok: replies(Status::Ok),
+                overloaded: replies(Status::Overloaded),
+                bad_request: replies(Status::BadRequest),
+                unknown_type: replies(Status::UnknownType),
+                handler_error: replies(Status::HandlerError),
+            },
+            late_responses: self.late,
+            // Every refused datagram, then by reason.
+            unexpected_datagrams: self.rejected.total(),
+            rejected_replies: self.rejected,
+            send_lag_us: SendLag {
+                p50: lag_us(0),
+                p99: lag_us(1),
+                max: lag_us(2),
+            },
+            wall_s: self.wall.as_secs_f64(),
+            reservation: None,
+        };
         let meta = PointMeta {
             mode: "net",
             workload: cfg.workload.name.clone(),
@@ -663,6 +618,11 @@ impl LoadReport {
             measured_s: cfg.duration_ns.saturating_sub(cfg.warmup_ns) as f64 / 1e9,
             seed: cfg.seed,
         };
-        PointResult::from_recorder(meta, &self.recorder, self.measured_generated, extra)
+        PointResult::new(
+            meta,
+            &self.recorder,
+            self.measured_generated,
+            Extra::Net(Box::new(extra)),
+        )
     }
 }

@@ -158,11 +158,21 @@ fn check_accounting(rep: &LoadReport, cfg: &LoadConfig) {
         rep.samples.iter().filter(|s| s.status.is_none()).count() as u64,
         point.timeouts
     );
-    let refused = &point.extra["rejected_replies"];
+    // The point document names each counter as the client does.
+    let doc = serde_json::to_value(&point).unwrap();
+    let extra = &doc["extra"];
     for (name, n) in rep.rejected.fields() {
-        assert_eq!(refused[name], n, "{name}");
+        assert_eq!(extra["rejected_replies"][name], n, "{name}");
     }
-    assert_eq!(point.extra["unexpected_datagrams"], rep.rejected.total());
+    assert_eq!(extra["unexpected_datagrams"], rep.rejected.total());
+    for s in Status::ALL {
+        assert_eq!(
+            extra["responses_total"][s.name()],
+            rep.responses[s as usize - 1],
+            "{}",
+            s.name()
+        );
+    }
 }
 
 #[test]

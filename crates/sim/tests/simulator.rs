@@ -1,7 +1,7 @@
 //! Black-box properties of the simulator driving the shared policy core.
 
 use psp_core::{ClassifierKind, Policy, PolicyContext, PolicySpec, Request, WorkerId};
-use psp_metrics::PointResult;
+use psp_metrics::{Extra, PointResult, SimExtra};
 use psp_sim::{
     Arrival, SimConfig, Simulator, SystemCosts, TraceArrivals, Workload, simulate_point,
 };
@@ -43,10 +43,9 @@ fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u
     }
 }
 
-fn extra(p: &PointResult, key: &str) -> u64 {
-    p.extra[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} missing"))
+/// The simulator's own figures of a point.
+fn sim(p: &PointResult) -> &SimExtra {
+    p.extra.sim().expect("a simulated point")
 }
 
 #[test]
@@ -58,13 +57,13 @@ fn every_request_is_completed_or_counted_as_dropped() {
         for load in [0.5, 0.95, 3.0] {
             let p = simulate_point(&w, &spec, &cfg(4, &w, load, 20, 3)).unwrap();
             let (gen_, done, drop) = (
-                extra(&p, "generated_total"),
-                extra(&p, "completed_total"),
-                extra(&p, "dropped_total"),
+                sim(&p).generated_total,
+                sim(&p).completed_total,
+                sim(&p).dropped_total,
             );
             assert!(gen_ > 0);
             assert_eq!(
-                extra(&p, "stranded"),
+                sim(&p).stranded,
                 0,
                 "{policy} at {load}: requests stranded in queues"
             );
@@ -86,9 +85,10 @@ fn every_request_is_completed_or_counted_as_dropped() {
 #[test]
 fn same_seed_same_result() {
     let w = Workload::resolve("extreme-bimodal").unwrap();
+    // Wall-clock figures differ from run to run.
     let strip = |mut p: PointResult| {
-        for k in ["wall_s", "sim_requests_per_s"] {
-            p.extra.remove(k);
+        if let Extra::Sim(s) = &mut p.extra {
+            (s.wall_s, s.sim_requests_per_s) = (0.0, 0.0);
         }
         p
     };
@@ -169,16 +169,51 @@ fn darc_never_runs_a_request_on_a_worker_reserved_for_a_shorter_group() {
 fn darc_learns_the_paper_reservation_for_extreme_bimodal_on_16_workers() {
     let w = Workload::resolve("extreme-bimodal").unwrap();
     let p = simulate_point(&w, &"darc".parse().unwrap(), &cfg(16, &w, 0.8, 100, 1)).unwrap();
-    let r = p.extra["reservation"].as_str().expect("reservation");
+    let r = sim(&p).reservation.as_ref().expect("reservation");
+    let [short, long] = &r.groups[..] else {
+        panic!("two groups: {r}")
+    };
     // Demand 2.66 workers (R_long is estimated from ~250 samples per window, so the
     // learned demand wanders by ~10%), paper rounding: 3 reserved for short.
-    let demand: f64 = r["types [0] demand ".len()..][..4].parse().unwrap();
-    assert!((2.4..2.95).contains(&demand), "{r}");
+    assert_eq!(short.types, [0], "{r}");
+    assert!((2.4..2.95).contains(&short.demand), "{r}");
+    assert_eq!(short.reserved, [0, 1, 2], "{r}");
+    assert_eq!(short.stealable, (3..16).collect::<Vec<_>>(), "{r}");
+    assert_eq!(long.types, [1], "{r}");
+    assert!((13.0..14.0).contains(&long.demand), "{r}");
+    assert_eq!(long.reserved, (3..16).collect::<Vec<_>>(), "{r}");
     assert!(
-        r.contains("reserved 0-2 stealable 3-15; types [1] demand 13."),
+        long.stealable.is_empty() && !short.spillway && !long.spillway,
         "{r}"
     );
-    assert!(r.ends_with("reserved 3-15 stealable -"), "{r}");
+}
+
+/// Every figure of the simulator's `SimStats` reaches the point's `extra` under
+/// its own name and with its value (the reservation as data whose text is the
+/// simulator's): none is lost on the way into the schema's typed figures.
+#[test]
+fn the_point_carries_every_figure_of_the_simulator() {
+    let w = Workload::resolve("extreme-bimodal").unwrap();
+    let (p, stats) =
+        psp_sim::simulate(&w, &"darc".parse().unwrap(), &cfg(16, &w, 0.8, 100, 1)).unwrap();
+    let serde_json::Value::Object(stats) = serde_json::to_value(&stats).unwrap() else {
+        panic!("a struct serializes to an object")
+    };
+    let doc = serde_json::to_value(&p).unwrap();
+    let extra = doc["extra"].as_object().expect("an extra object");
+    assert_eq!(
+        stats.keys().collect::<Vec<_>>(),
+        extra.keys().collect::<Vec<_>>()
+    );
+    for (k, v) in &stats {
+        if k == "reservation" {
+            let r: psp_metrics::ReservationLayout =
+                serde_json::from_value(extra[k].clone()).unwrap();
+            assert_eq!(Some(r.to_string().as_str()), v.as_str());
+        } else {
+            assert_eq!(&extra[k], v, "{k}");
+        }
+    }
 }
 
 /// One worker, explicit arrivals; returns per-type mean latency in us.
@@ -451,7 +486,7 @@ fn concord_protects_short_requests_from_long_ones_at_a_cost_to_them() {
         simulate_point(&w, &policy.parse::<PolicySpec>().unwrap(), &c).unwrap()
     };
     let (fcfs, concord) = (run("c-fcfs"), run("concord"));
-    assert_eq!(extra(&concord, "stranded"), 0);
+    assert_eq!(sim(&concord).stranded, 0);
     let short = |p: &PointResult| p.types[0].p999_slowdown;
     let long = |p: &PointResult| p.types[1].p999_latency_us;
     assert!(
@@ -477,7 +512,7 @@ fn work_stealing_sits_between_d_fcfs_and_c_fcfs_and_flows_decide_d_fcfs() {
         c.flows = flows;
         c.queue_capacity = 1 << 16;
         let p = simulate_point(&w, &policy.parse().unwrap(), &c).unwrap();
-        (p.overall.p999_slowdown, extra(&p, "steals"))
+        (p.overall.p999_slowdown, sim(&p).steals)
     };
     let (d, d_steals) = p999("d-fcfs", 512);
     let (ws, ws_steals) = p999("ws", 512);
@@ -504,34 +539,34 @@ fn synergy_reports_each_mechanism_and_the_ablation_switches_them_off() {
     let run = |policy: &str| {
         let spec: PolicySpec = policy.parse().unwrap();
         let p = simulate_point(&w, &spec, &cfg(8, &w, 0.9, 100, 5)).unwrap();
-        assert_eq!(extra(&p, "stranded"), 0, "{policy}");
+        assert_eq!(sim(&p).stranded, 0, "{policy}");
         assert_eq!(
-            extra(&p, "generated_total"),
-            extra(&p, "completed_total") + extra(&p, "dropped_total"),
+            sim(&p).generated_total,
+            sim(&p).completed_total + sim(&p).dropped_total,
             "{policy}"
         );
         p
     };
     let p = run("synergy:wqd=1,cqf=5");
-    let preempted = extra(&p, "preemptions");
+    let preempted = sim(&p).preemptions;
     assert!(preempted > 0, "never preempted");
     // Conditional preemption renews most expiries (docs/results.md §12 cites
     // this): more renewed than preempted.
-    let avoided = extra(&p, "preemptions_avoided");
+    let avoided = sim(&p).preemptions_avoided;
     assert!(
         avoided > preempted,
         "renewed {avoided}, preempted {preempted}"
     );
     // Compiler interrupts land at once: every preemption passes through the
     // wait queue.
-    assert_eq!(extra(&p, "wait_queue_passes"), preempted);
-    assert!(extra(&p, "steals") > 0, "never stole");
-    assert!(extra(&p, "congestion_episodes") > 0, "never congested");
+    assert_eq!(sim(&p).wait_queue_passes, preempted);
+    assert!(sim(&p).steals > 0, "never stole");
+    assert!(sim(&p).congestion_episodes > 0, "never congested");
     // Each switch turns its counter off.
     let p = run("synergy:ws=off,wq=off,cp=off,qa=off");
-    assert_eq!(extra(&p, "steals"), 0);
-    assert_eq!(extra(&p, "wait_queue_passes"), 0);
-    assert_eq!(extra(&p, "preemptions_avoided"), 0, "cp=off renews nothing");
-    assert_eq!(extra(&p, "congestion_episodes"), 0);
-    assert!(extra(&p, "preemptions") > 0);
+    assert_eq!(sim(&p).steals, 0);
+    assert_eq!(sim(&p).wait_queue_passes, 0);
+    assert_eq!(sim(&p).preemptions_avoided, 0, "cp=off renews nothing");
+    assert_eq!(sim(&p).congestion_episodes, 0);
+    assert!(sim(&p).preemptions > 0);
 }

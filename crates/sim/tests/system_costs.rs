@@ -3,7 +3,7 @@
 //! and every request is still accounted for. Also the simulated classifier.
 
 use psp_core::{ClassifierKind, PolicySpec};
-use psp_metrics::PointResult;
+use psp_metrics::{PointResult, SimExtra};
 use psp_sim::{SimConfig, SystemCosts, Workload, simulate_point};
 
 fn cfg(workers: usize, rate_rps: f64, duration_ms: u64, system: SystemCosts) -> SimConfig {
@@ -21,10 +21,9 @@ fn cfg(workers: usize, rate_rps: f64, duration_ms: u64, system: SystemCosts) -> 
     }
 }
 
-fn extra(p: &PointResult, key: &str) -> u64 {
-    p.extra[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} missing"))
+/// The simulator's own figures of a point.
+fn sim(p: &PointResult) -> &SimExtra {
+    p.extra.sim().expect("a simulated point")
 }
 
 fn request_cost(ns: u64) -> SystemCosts {
@@ -81,7 +80,7 @@ fn the_ideal_system_reproduces_the_simulator_before_the_cost_model_bit_for_bit()
                 t.name
             );
         }
-        assert_eq!(extra(&p, "preemptions"), preemptions, "{policy}");
+        assert_eq!(sim(&p).preemptions, preemptions, "{policy}");
         assert_eq!(p.dropped, 0, "{policy}");
     }
 }
@@ -174,15 +173,15 @@ fn with_costs_every_request_is_completed_or_counted_as_dropped() {
             let p =
                 simulate_point(&w, &spec, &cfg(4, load * w.peak_rps(4), 20, small_ring)).unwrap();
             let (gen_, done, drop) = (
-                extra(&p, "generated_total"),
-                extra(&p, "completed_total"),
-                extra(&p, "dropped_total"),
+                sim(&p).generated_total,
+                sim(&p).completed_total,
+                sim(&p).dropped_total,
             );
-            assert_eq!(extra(&p, "stranded"), 0, "{policy} at {load}");
+            assert_eq!(sim(&p).stranded, 0, "{policy} at {load}");
             assert_eq!(gen_, done + drop, "{policy} at {load}");
             if load > 1.0 && policy != "d-fcfs" {
                 assert!(
-                    extra(&p, "ingress_dropped_total") > 0,
+                    sim(&p).ingress_dropped_total > 0,
                     "{policy} at {load}: the 16-slot ring never filled"
                 );
             }
@@ -201,7 +200,7 @@ fn a_random_classifier_hides_types_from_the_policy_but_not_from_the_report() {
     // Latency is reported under the true type: same counts per type.
     let counts = |p: &PointResult| p.types.iter().map(|t| t.count).collect::<Vec<_>>();
     assert_eq!(counts(&header), counts(&random));
-    assert_eq!(random.extra["classifier"], "random");
+    assert_eq!(sim(&random).classifier, "random");
     // The policy saw two types of equal mean: it cannot keep long requests off
     // the short requests' workers, so short requests wait behind them.
     assert!(

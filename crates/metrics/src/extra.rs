@@ -1,0 +1,507 @@
+//! Each executor's own figures of a point: the point document's `extra` object,
+//! typed. The point's `mode` says which one it holds ([`Extra`]): the
+//! simulator's ([`SimExtra`]), the runtime's under `psp run` ([`RunExtra`]), or
+//! the open-loop client's, with the server's summary when the client started the
+//! server itself ([`NetExtra`], [`ServerSummary`]).
+//!
+//! Field names are part of the `psp` command contract, like the point's own:
+//! add fields, never rename or remove one. Fields that documents saved by
+//! earlier versions lack read as their default (`#[serde(default)]`), so those
+//! documents still load (`psp plot`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::reservation::ReservationLayout;
+use crate::schema::PointResult;
+
+/// A point's executor-specific figures, keyed by the point's `mode`: in JSON, the
+/// point's `mode` and `extra` fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", content = "extra", rename_all = "lowercase")]
+pub enum Extra {
+    /// `psp sim`: the simulator's figures.
+    Sim(Box<SimExtra>),
+    /// `psp run`: the runtime's counters, with the in-process generator.
+    Run(Box<RunExtra>),
+    /// `psp load` and `psp sweep --mode net`: the client's counters.
+    Net(Box<NetExtra>),
+}
+
+impl Extra {
+    /// The point's mode: `sim`, `run` or `net`.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Extra::Sim(_) => "sim",
+            Extra::Run(_) => "run",
+            Extra::Net(_) => "net",
+        }
+    }
+
+    /// The simulator's figures, for a `sim` point.
+    pub fn sim(&self) -> Option<&SimExtra> {
+        match self {
+            Extra::Sim(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The runtime's figures, for a `run` point.
+    pub fn run(&self) -> Option<&RunExtra> {
+        match self {
+            Extra::Run(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The client's figures, for a `net` point.
+    pub fn net(&self) -> Option<&NetExtra> {
+        match self {
+            Extra::Net(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The reservation in force at the end, when the policy makes one (and, in
+    /// network mode, when the server's was collected).
+    pub fn reservation(&self) -> Option<&ReservationLayout> {
+        match self {
+            Extra::Sim(s) => s.reservation.as_ref(),
+            Extra::Run(r) => r.reservation.as_ref(),
+            Extra::Net(n) => n.reservation.as_ref(),
+        }
+    }
+
+    /// The figures of `mode` from their JSON object: for an executor that hands
+    /// them over serialized (the simulator's `SimStats`).
+    ///
+    /// # Errors
+    /// An unknown mode, or an object that is not that mode's figures (a field
+    /// missing or of another type).
+    pub fn from_object(
+        mode: &str,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> serde_json::Result<Self> {
+        let mut doc = serde_json::Map::new();
+        doc.insert("mode".into(), mode.into());
+        doc.insert("extra".into(), extra.into());
+        serde_json::from_value(doc.into())
+    }
+}
+
+/// The simulator's figures for one point (field for field `psp_sim::SimStats`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SimExtra {
+    /// Requests generated, warm-up included.
+    pub generated_total: u64,
+    /// Requests completed, warm-up included.
+    pub completed_total: u64,
+    /// Requests dropped at a full queue or receive ring, warm-up included.
+    pub dropped_total: u64,
+    /// Of those, requests dropped at the full receive ring (system cost model).
+    #[serde(default)]
+    pub ingress_dropped_total: u64,
+    /// The system cost model.
+    #[serde(default)]
+    pub system: String,
+    /// The classifier (`header`: the true type; `random`).
+    #[serde(default)]
+    pub classifier: String,
+    /// Requests left queued with no event pending (a policy bug if non-zero).
+    pub stranded: u64,
+    /// Preemptions the policy asked for.
+    pub preemptions: u64,
+    /// Requests idle workers stole from other workers' queues (`ws`).
+    #[serde(default)]
+    pub steals: u64,
+    /// Expired quanta that did not preempt (conditional preemption).
+    #[serde(default)]
+    pub preemptions_avoided: u64,
+    /// Preempted requests that went through the global wait queue (`synergy`).
+    #[serde(default)]
+    pub wait_queue_passes: u64,
+    /// Times the wait queue became congested (`synergy`'s THRESH_WQD).
+    #[serde(default)]
+    pub congestion_episodes: u64,
+    /// Reservation changes applied.
+    pub reservation_updates: u64,
+    /// The final reservation, for reservation-based policies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<ReservationLayout>,
+    /// Simulated time of the last event.
+    pub simulated_end_s: f64,
+    /// Events processed (arrivals included).
+    #[serde(default)]
+    pub events: u64,
+    /// Wall time of the simulation.
+    pub wall_s: f64,
+    /// Simulator speed: requests simulated per wall-clock second.
+    pub sim_requests_per_s: f64,
+}
+
+/// The runtime's figures for one `psp run` point.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunExtra {
+    /// Requests the generator produced, warm-up included.
+    pub generated_total: u64,
+    /// Requests admitted to a queue, warm-up included.
+    #[serde(default)]
+    pub admitted_total: u64,
+    /// Requests answered by a worker, warm-up included.
+    pub completed_total: u64,
+    /// Requests shed at a full queue, warm-up included.
+    pub shed_total: u64,
+    /// Completed requests whose handler failed.
+    pub handler_errors: u64,
+    /// Completed requests whose body the handler could not read.
+    #[serde(default)]
+    pub bad_bodies: u64,
+    /// Admitted requests still in flight when the drain timed out.
+    pub stranded: u64,
+    /// Reservation changes applied.
+    pub reservation_updates: u64,
+    /// The final reservation, for reservation-based policies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<ReservationLayout>,
+    /// The most recent reservation changes, in order.
+    pub reservation_log: Vec<ReservationChange>,
+    /// A phased workload's phases, in order (absent for other workloads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseSpan>,
+    /// Jobs answered per worker.
+    pub served_per_worker: Vec<u64>,
+    /// Jobs stolen from other workers' queues, all workers.
+    #[serde(default)]
+    pub steals_total: u64,
+    /// Jobs each worker stole.
+    #[serde(default)]
+    pub steals_per_worker: Vec<u64>,
+    /// SYNERGY's or Tiny Quanta's counters, for those executors.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalCounters>,
+    /// Preemptions: the local executor's, else the policy's.
+    #[serde(default)]
+    pub preemptions: u64,
+    /// Workers still in their handler after the drain deadline (left running).
+    #[serde(default)]
+    pub abandoned_workers: Vec<usize>,
+    /// Whether threads were pinned.
+    pub pinned: bool,
+    /// The idle strategy, as its `Debug` form.
+    pub idle: String,
+    /// The classifier.
+    pub classifier: String,
+    /// The application, as it describes itself.
+    #[serde(default)]
+    pub app: String,
+    /// The application's own check of its state at the end, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_check: Option<String>,
+    /// Wall time of the run.
+    pub wall_s: f64,
+    /// Service time of every completed request over workers x `wall_s`.
+    #[serde(default)]
+    pub measured_utilization: f64,
+    /// What the workload's declared mean service times imply for the same
+    /// completions (`None`: no type declares one).
+    #[serde(default)]
+    pub declared_utilization: Option<f64>,
+    /// Requests completed, by type, warm-up included.
+    #[serde(default)]
+    pub completed_by_type: Vec<u64>,
+    /// Their mean service time (handler time), by type; 0 for a type with none.
+    #[serde(default)]
+    pub service_us_by_type: Vec<f64>,
+    /// The simulator's prediction of the same point (`--compare-sim`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim_prediction: Option<Box<PointResult>>,
+    /// Measured over predicted latency, per type (`--compare-sim`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim_agreement: Option<Vec<Agreement>>,
+}
+
+/// One reservation change of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReservationChange {
+    /// Seconds since the dispatcher started.
+    pub at_s: f64,
+    /// The reservation from then on.
+    pub reservation: ReservationLayout,
+}
+
+/// One phase of a phased workload, as the run scheduled it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSpan {
+    /// The phase's name.
+    pub name: String,
+    /// Its start, from the beginning of the arrivals.
+    pub start_s: f64,
+    /// Its length.
+    pub duration_s: f64,
+    /// Its offered rate.
+    pub offered_rps: f64,
+}
+
+/// SYNERGY's or Tiny Quanta's counters of a run (the total preemptions are
+/// [`RunExtra::preemptions`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LocalCounters {
+    /// The executor (`synergy` or `tq`).
+    pub executor: String,
+    /// Requests preempted, by the worker running them.
+    pub preemptions_per_worker: Vec<u64>,
+    /// Expired quanta that did not preempt, all workers.
+    pub preemptions_avoided: u64,
+    /// Expired quanta that did not preempt, per worker.
+    pub preemptions_avoided_per_worker: Vec<u64>,
+    /// Preempted requests put on the global wait queue, all workers.
+    pub wait_queue_passes: u64,
+    /// Preempted requests put on the global wait queue, per worker.
+    pub wait_queue_passes_per_worker: Vec<u64>,
+    /// Times the wait queue became congested.
+    pub congestion_episodes: u64,
+    /// Pushes the wait queue refused.
+    pub wait_queue_full: u64,
+}
+
+/// How far a measurement is from the simulator's prediction of the same
+/// point, for one request type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Agreement {
+    /// The type.
+    pub name: String,
+    /// Measured p99.9 latency over predicted.
+    pub p999_ratio: f64,
+    /// Measured median latency over predicted.
+    pub p50_ratio: f64,
+}
+
+/// The open-loop client's figures for one network point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetExtra {
+    /// The server loaded: its address, or its summary when the client's caller
+    /// started the server itself (`psp sweep --mode net`).
+    pub server: LoadedServer,
+    /// Flows (source ports) the requests were spread over.
+    pub flows: usize,
+    /// How long the client waited for a reply.
+    pub timeout_ms: f64,
+    /// Requests in the schedule, warm-up included.
+    pub scheduled_total: u64,
+    /// Requests the OS accepted to send.
+    pub sent_total: u64,
+    /// Sends the OS refused.
+    pub send_errors: u64,
+    /// Replies by status, warm-up included.
+    pub responses_total: ResponsesByStatus,
+    /// Replies after the timeout (counted as timeouts).
+    pub late_responses: u64,
+    /// Datagrams refused as replies, all reasons.
+    pub unexpected_datagrams: u64,
+    /// Datagrams refused as replies, by reason.
+    #[serde(default)]
+    pub rejected_replies: RejectedReplies,
+    /// How far the sender fell behind its schedule.
+    pub send_lag_us: SendLag,
+    /// Wall time of the client's run.
+    pub wall_s: f64,
+    /// The server's final reservation, when the caller started the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<ReservationLayout>,
+}
+
+/// The server a network point loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum LoadedServer {
+    /// The server's own summary of the run.
+    Summary(Box<ServerSummary>),
+    /// The server's address (a server the client does not control).
+    Address(String),
+}
+
+impl LoadedServer {
+    /// The server's summary, when the point has it.
+    pub fn summary(&self) -> Option<&ServerSummary> {
+        match self {
+            LoadedServer::Summary(s) => Some(s),
+            LoadedServer::Address(_) => None,
+        }
+    }
+}
+
+/// Replies by status, named as on the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponsesByStatus {
+    /// `OK`.
+    #[serde(rename = "OK")]
+    pub ok: u64,
+    /// `OVERLOADED`.
+    #[serde(rename = "OVERLOADED")]
+    pub overloaded: u64,
+    /// `BAD_REQUEST`.
+    #[serde(rename = "BAD_REQUEST")]
+    pub bad_request: u64,
+    /// `UNKNOWN_TYPE`.
+    #[serde(rename = "UNKNOWN_TYPE")]
+    pub unknown_type: u64,
+    /// `HANDLER_ERROR`.
+    #[serde(rename = "HANDLER_ERROR")]
+    pub handler_error: u64,
+}
+
+/// Datagrams the client refused as replies, by the first check each failed (in
+/// this order): each counts once, in one field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedReplies {
+    /// Not from the server's address and port.
+    pub wrong_peer: u64,
+    /// Longer than the client's receive buffer (truncated): not read as a reply.
+    pub oversize: u64,
+    /// Not a valid version-1 response.
+    pub malformed: u64,
+    /// An id outside this client's schedule.
+    pub unknown_id: u64,
+    /// An id of the schedule this client had not sent (not yet, or its send
+    /// failed).
+    pub future_id: u64,
+    /// Arrived on a flow other than the one its request was sent on.
+    pub wrong_flow: u64,
+    /// Does not echo its request's type.
+    pub wrong_type: u64,
+    /// A request already answered (or already timed out and answered late).
+    pub duplicate: u64,
+}
+
+impl RejectedReplies {
+    /// All refused datagrams.
+    pub fn total(&self) -> u64 {
+        self.fields().iter().map(|(_, n)| n).sum()
+    }
+
+    /// Each counter with its name in the point document.
+    pub fn fields(&self) -> [(&'static str, u64); 8] {
+        [
+            ("wrong_peer", self.wrong_peer),
+            ("oversize", self.oversize),
+            ("malformed", self.malformed),
+            ("unknown_id", self.unknown_id),
+            ("future_id", self.future_id),
+            ("wrong_flow", self.wrong_flow),
+            ("wrong_type", self.wrong_type),
+            ("duplicate", self.duplicate),
+        ]
+    }
+}
+
+/// The client's lag behind its send schedule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SendLag {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// The server's own view of a run (`psp serve --json`, and a network point's
+/// `server` when the sweep started the server): every datagram ends in one of
+/// `truncated_dropped`, `bad_request`, `unknown_type` or `requests`; every
+/// request in one of `overloaded`, `shed_unanswered` or `admitted`; every
+/// admitted one in `completed` (HANDLER_ERROR included) or `stranded`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerSummary {
+    /// Datagrams received.
+    pub received: u64,
+    /// Valid requests.
+    #[serde(default)]
+    pub requests: u64,
+    /// Requests admitted to a queue.
+    #[serde(default)]
+    pub admitted: u64,
+    /// Admitted requests answered by a worker.
+    pub completed: u64,
+    /// Datagrams longer than the receive buffer, dropped.
+    pub truncated_dropped: u64,
+    /// Datagrams answered BAD_REQUEST.
+    pub bad_request: u64,
+    /// Requests of a type the server does not know.
+    pub unknown_type: u64,
+    /// Requests answered OVERLOADED.
+    pub overloaded: u64,
+    /// Requests shed whose OVERLOADED reply could not be sent.
+    #[serde(default)]
+    pub shed_unanswered: u64,
+    /// Completed requests whose handler failed.
+    pub handler_errors: u64,
+    /// Completed requests whose body the handler could not read.
+    #[serde(default)]
+    pub bad_bodies: u64,
+    /// Replies of the front end the OS refused to send.
+    pub reply_send_errors: u64,
+    /// Replies of the workers the OS refused to send.
+    pub worker_send_errors: u64,
+    /// Receive calls that failed.
+    pub receive_errors: u64,
+    /// Datagrams the OS dropped at a full receive buffer (`None`: unknown).
+    #[serde(default)]
+    pub dropped_by_os: Option<u64>,
+    /// Admitted requests still in flight when the drain timed out.
+    pub stranded: u64,
+    /// Workers still in their handler after the drain deadline.
+    #[serde(default)]
+    pub abandoned_workers: Vec<usize>,
+    /// Reservation changes applied.
+    pub reservation_updates: u64,
+    /// The final reservation, for reservation-based policies.
+    pub reservation: Option<ReservationLayout>,
+    /// Jobs answered per worker.
+    pub served_per_worker: Vec<u64>,
+    /// Jobs each worker stole.
+    #[serde(default)]
+    pub steals_per_worker: Vec<u64>,
+    /// Preemptions: the local executor's (SYNERGY, Tiny Quanta), else the
+    /// policy's.
+    #[serde(default)]
+    pub preemptions: u64,
+    /// SYNERGY's or Tiny Quanta's counters, for those executors.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalCounters>,
+    /// Whether threads were pinned.
+    pub pinned: bool,
+    /// Wall time of the server's run.
+    pub wall_s: f64,
+    /// Service time of every completed request over workers x `wall_s`.
+    #[serde(default)]
+    pub measured_utilization: f64,
+    /// What the workload's declared mean service times imply for the same
+    /// completions, over workers x `wall_s` (`None`: no type declares one).
+    #[serde(default)]
+    pub declared_utilization: Option<f64>,
+    /// Latency from receive to handler completion, by type.
+    pub server_side_latency: Vec<ServerTypeLatency>,
+    /// The application's own check of its state at the end (TPC-C's
+    /// consistency conditions), when it has one.
+    #[serde(default)]
+    pub app_check: Option<String>,
+}
+
+/// One type's server-side latency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerTypeLatency {
+    /// The type.
+    pub name: String,
+    /// Requests of the type completed (measured).
+    pub completed: u64,
+    /// Their mean service time.
+    pub mean_service_us: f64,
+    /// The mean service time the workload declares for the type.
+    #[serde(default)]
+    pub declared_service_us: Option<f64>,
+    /// Median latency.
+    pub p50_latency_us: f64,
+    /// 99th percentile latency.
+    pub p99_latency_us: f64,
+    /// 99.9th percentile latency.
+    pub p999_latency_us: f64,
+}
