@@ -210,7 +210,7 @@ impl SystemCosts {
         }
         let name = match spec {
             P::Ts(_) | P::TsBlock(_) => "shinjuku",
-            P::DFcfs | P::Ws { .. } | P::Synergy(_) => "synergy",
+            P::DFcfs | P::Ws(_) | P::Synergy(_) => "synergy",
             _ => "persephone",
         };
         Self::preset(name).expect("a listed preset")
