@@ -788,6 +788,108 @@ mod tests {
         }
     }
 
+    /// The README's list of policy parameters, from the policies' tables:
+    /// one row per parameter; policies with the same table (`darc`, `darc+`)
+    /// share rows, each with its own default.
+    fn policy_parameter_table() -> String {
+        use psp_core::policy::{Accepts, Form, ParamInfo, parameters};
+        let params = parameters();
+        // Policies in order, each with its rows.
+        let mut policies: Vec<(&str, Vec<&ParamInfo>)> = Vec::new();
+        for p in &params {
+            match policies.last_mut() {
+                Some((name, rows)) if *name == p.policy => rows.push(p),
+                _ => policies.push((p.policy, vec![p])),
+            }
+        }
+        let same_table = |a: &[&ParamInfo], b: &[&ParamInfo]| {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(x, y)| {
+                    (x.key, x.form, &x.accepts, x.doc) == (y.key, y.form, &y.accepts, y.doc)
+                })
+        };
+        let mut out = String::from(
+            "  | policy | parameter | values | default | what it sets |\n  |---|---|---|---|---|\n",
+        );
+        let mut i = 0;
+        while i < policies.len() {
+            let mut group = vec![&policies[i]];
+            while i + group.len() < policies.len()
+                && same_table(&policies[i].1, &policies[i + group.len()].1)
+            {
+                group.push(&policies[i + group.len()]);
+            }
+            i += group.len();
+            let names: Vec<String> = group.iter().map(|(n, _)| format!("`{n}`")).collect();
+            for (row, p) in group[0].1.iter().enumerate() {
+                let param = match p.form {
+                    Form::Keyed => format!("`{}`", p.key),
+                    Form::Leading => format!("`{}` (first, alone)", p.key),
+                    Form::Bare => format!("`{}` (alone)", p.key),
+                };
+                let values = match &p.accepts {
+                    Accepts::Real(r) => r.to_string(),
+                    Accepts::Integer(r) => format!("integer in {r}"),
+                    Accepts::Names(n) => {
+                        let n: Vec<String> = n.iter().map(|v| format!("`{v}`")).collect();
+                        n.join(", ")
+                    }
+                };
+                let default_of = |rows: &[&ParamInfo]| match (&rows[row].default, p.form) {
+                    (_, Form::Leading) => "required".to_string(),
+                    (Some(d), _) => d.clone(),
+                    (None, _) => "none".to_string(),
+                };
+                let defaults: Vec<String> =
+                    group.iter().map(|(_, rows)| default_of(rows)).collect();
+                let default = if defaults.iter().all(|d| *d == defaults[0]) {
+                    defaults[0].clone()
+                } else {
+                    let each: Vec<String> = names
+                        .iter()
+                        .zip(&defaults)
+                        .map(|(n, d)| format!("{n}: {d}"))
+                        .collect();
+                    each.join(", ")
+                };
+                let cells = [names.join(", "), param, values, default, p.doc.to_string()];
+                assert!(cells.iter().all(|c| !c.contains('|')), "{cells:?}");
+                out.push_str(&format!("  | {} |\n", cells.join(" | ")));
+            }
+        }
+        out
+    }
+
+    /// README's list of policy parameters is the policies' tables.
+    #[test]
+    fn the_readme_lists_every_policy_parameter() {
+        let readme = include_str!("../../../README.md");
+        let (begin, end) = (
+            "  <!-- policy parameters: begin -->\n",
+            "  <!-- policy parameters: end -->",
+        );
+        let listed = readme
+            .split_once(begin)
+            .and_then(|(_, rest)| rest.split_once(end))
+            .map(|(list, _)| list)
+            .expect("README.md marks its policy parameter list");
+        let expected = policy_parameter_table();
+        assert!(
+            listed == expected,
+            "README.md's policy parameters disagree with the policies' tables; \
+             between the markers it should read:\n{expected}"
+        );
+        // Every parameter of every policy is in it.
+        for p in psp_core::policy::parameters() {
+            assert!(
+                listed.contains(&format!("`{}`", p.key)),
+                "{}: {}",
+                p.policy,
+                p.key
+            );
+        }
+    }
+
     #[test]
     fn cross_value_bounds() {
         let w = Workload::resolve("extreme-bimodal").unwrap();

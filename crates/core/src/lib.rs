@@ -19,7 +19,7 @@ pub mod workers;
 
 pub use classifier::{Classifier, ClassifierKind, HeaderClassifier, RandomClassifier};
 pub use policy::{
-    Action, PerWorkerRules, Policy, PolicyContext, PolicyError, PolicySpec, PreemptionCost,
+    Action, PerWorkerRules, Policy, PolicyContext, PolicyError, PolicySpec, PreemptionMechanism,
     StealRule, TypeInfo,
 };
 pub use profile::ProfileWindow;

@@ -23,14 +23,14 @@ use std::collections::{BinaryHeap, VecDeque};
 use psp_core::classifier::{Classifier, ClassifierKind, RandomClassifier};
 use psp_core::policy::PolicyStats;
 use psp_core::{
-    Action, FlowId, Nanos, Policy, PolicyContext, PolicySpec, PreemptionCost, Request, TypeId,
-    WorkerId,
+    Action, FlowId, Nanos, Policy, PolicyContext, PolicySpec, Request, TypeId, WorkerId,
 };
 use psp_metrics::{PointMeta, PointResult, Recorder};
 
 use psp_metrics::series::{ReservationView, SeriesRecorder, TimeSeries};
 use psp_workload::{ArrivalSource, Arrivals, Workload};
 
+use crate::preemption::PreemptionCost;
 use crate::system::SystemCosts;
 
 /// Ticks in a row with no other event pending after which a policy that still
@@ -805,7 +805,7 @@ fn simulate_outcome(
     .with_flows(cfg.flows);
     let started = std::time::Instant::now();
     let mut sim = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns)
-        .with_preemption(spec.preemption_cost())
+        .with_preemption(PreemptionCost::for_policy(spec))
         .with_system(cfg.system.for_policy(spec))
         .with_classifier(cfg.classifier, names.len());
     if let Some(window) = cfg.series_window_ns {

@@ -8,17 +8,22 @@
 //! - [`system`]: the system cost model (dispatcher time per step, network
 //!   latency, receive ring), off by default.
 //!
+//! - [`preemption`]: what a preemption costs, from the policy's parameters or
+//!   the mechanism it names.
+//!
 //! Workloads and arrivals come from `psp-workload`. By default the simulator is
 //! an ideal system: no network, no dispatcher cost; each worker runs one request
 //! at a time; preemption costs are the policy's parameters.
 
 pub mod engine;
+pub mod preemption;
 pub mod system;
 
 pub use engine::{
     SimConfig, SimError, SimOutcome, SimStats, Simulator, simulate, simulate_point,
     simulate_with_series,
 };
+pub use preemption::PreemptionCost;
 pub use system::SystemCosts;
 // Workloads and arrivals live in `psp-workload`; re-exported for convenience.
 pub use psp_workload::{

@@ -13,8 +13,9 @@
 //! it full is dropped (counted), as a NIC drops. `network_ns` is added to every
 //! response's latency (wire and stack, both ways).
 //!
-//! Decentralized policies ([`psp_core::Policy::centralized`] false) have no
-//! dispatcher: they pay only the network. A worker's context-switch cost stays
+//! Policies whose execution places no arrival through a dispatcher
+//! ([`psp_core::policy::Execution::dispatcher_places_arrivals`] false: d-FCFS,
+//! work stealing, SYNERGY) have no dispatcher: they pay only the network. A worker's context-switch cost stays
 //! the policy's parameter (`ts:cost=`, `ts-block:X`).
 //!
 //! This module holds the costs, the named presets and their ranges; the engine
@@ -210,7 +211,7 @@ impl SystemCosts {
         }
         let name = match spec {
             P::Ts(_) | P::TsBlock(_) => "shinjuku",
-            P::DFcfs | P::Ws { .. } | P::Synergy(_) => "synergy",
+            P::DFcfs | P::Ws(_) | P::Synergy(_) => "synergy",
             _ => "persephone",
         };
         Self::preset(name).expect("a listed preset")

@@ -3,7 +3,8 @@
 use psp_core::{ClassifierKind, Policy, PolicyContext, PolicySpec, Request, WorkerId};
 use psp_metrics::{Extra, PointResult, SimExtra};
 use psp_sim::{
-    Arrival, SimConfig, Simulator, SystemCosts, TraceArrivals, Workload, simulate_point,
+    Arrival, PreemptionCost, SimConfig, Simulator, SystemCosts, TraceArrivals, Workload,
+    simulate_point,
 };
 
 const ALL_POLICIES: &[&str] = &[
@@ -237,7 +238,7 @@ fn timeline(policy: &str, arrivals: &[(u64, u16, u64)]) -> Vec<f64> {
         .collect();
     let names = vec!["short".to_string(), "long".to_string()];
     let out = Simulator::new(&mut *p, 1, &names, 0)
-        .with_preemption(spec.preemption_cost())
+        .with_preemption(PreemptionCost::for_policy(&spec))
         .run(&mut TraceArrivals::new(trace));
     assert_eq!(out.completed, arrivals.len() as u64);
     out.recorder

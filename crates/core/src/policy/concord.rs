@@ -9,10 +9,80 @@
 //! a dispatch to a busy worker waits there, and a worker that frees starts its
 //! local head itself. This policy mirrors their lengths to pick the shortest.
 
-use super::{Action, ConcordConfig, Policy, PolicyContext, PolicyStats};
+use super::param::{
+    COST_US, Count, MECH_OVER_COST_DOC, Micros, Param, ParamRange, Params, Pick, QUANTUM_US,
+};
+use super::{Action, Policy, PolicyContext, PolicyStats, PreemptionMechanism};
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
+
+/// Concord: JBSQ(k) dispatch with a fixed quantum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConcordConfig {
+    /// Requests outstanding per worker at most (the running one included).
+    pub k: usize,
+    /// Time slice; an expired one always preempts.
+    pub quantum_ns: u64,
+    /// Worker time lost per preemption, in the simulator (the runtime pays its
+    /// real mechanism).
+    pub cost_ns: u64,
+    /// A named mechanism whose cost replaces `cost_ns` in the simulator.
+    pub mechanism: Option<PreemptionMechanism>,
+}
+
+impl Default for ConcordConfig {
+    fn default() -> Self {
+        Self {
+            k: 2,
+            quantum_ns: 5_000,
+            cost_ns: 1_000,
+            mechanism: None,
+        }
+    }
+}
+
+impl Params for ConcordConfig {
+    const PARAMS: &'static [Param<Self>] = &[
+        Param::keyed(
+            "k",
+            "JBSQ's bound: requests outstanding per worker, the running one included",
+            // A worker's own queue is sized by it.
+            &Count::<Self> {
+                range: ParamRange::closed(1.0, 64.0),
+                get: |c| c.k as u64,
+                set: |c, v| c.k = v as usize,
+            },
+        ),
+        Param::keyed(
+            "quantum",
+            "time slice; an expired one always preempts",
+            &Micros::<Self> {
+                range: QUANTUM_US,
+                get: |c| c.quantum_ns,
+                set: |c, v| c.quantum_ns = v,
+            },
+        ),
+        Param::keyed(
+            "cost",
+            "the simulated worker time lost per preemption",
+            &Micros::<Self> {
+                range: COST_US,
+                get: |c| c.cost_ns,
+                set: |c, v| c.cost_ns = v,
+            },
+        ),
+        Param::keyed(
+            "mech",
+            MECH_OVER_COST_DOC,
+            &Pick::<Self, _> {
+                options: PreemptionMechanism::ALL,
+                get: |c| c.mechanism,
+                set: |c, v| c.mechanism = Some(v),
+            },
+        ),
+    ];
+}
 
 /// Concord's JBSQ(k) dispatcher with a fixed quantum.
 #[derive(Debug)]
@@ -182,7 +252,8 @@ mod tests {
             for seed in 0..10 {
                 let mut d = Driver::new(spec.build(&ctx(3, &means)).unwrap(), seed)
                     .with_means(&means)
-                    .with_cost(spec.preemption_cost());
+                    // With and without a switch cost.
+                    .with_switch_ns(seed % 2 * 1_000);
                 d.run(3_000, |_, _| {});
                 assert!(d.preempted > 0, "{s}: no preemption exercised");
                 assert_eq!(

@@ -25,15 +25,277 @@
 //! ([`RatioSource::Arrivals`]), hysteresis on updates, merging tiny groups. With the
 //! paper's settings every added branch is skipped and `darc` is unchanged.
 
-use super::{
-    Action, DarcConfig, GroupOrder, Policy, PolicyContext, PolicyError, PolicyStats, RatioSource,
-    mean_hints,
-};
+use super::param::{Count, MAX_FACTOR, Param, ParamRange, Params, Pick, Real};
+use super::{Action, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
 use crate::profile::ProfileWindow;
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request, TypeId, UNKNOWN_TYPE};
-use crate::reservation::{Reservation, Rounding, TypeDemand};
-use crate::workers::{WorkerId, WorkerSet};
+use crate::reservation::{Reservation, ReservationConfig, Rounding, TypeDemand};
+use crate::workers::{MAX_WORKERS, WorkerId, WorkerSet};
+
+/// DARC's parameters (profiling and reservation updates, docs/architecture.md
+/// "DARC as implemented").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DarcConfig {
+    /// Grouping, spillway and rounding.
+    pub reservation: ReservationConfig,
+    /// Completions a profiling window needs before an update is considered.
+    pub min_samples: u64,
+    /// An update is considered when a request waited more than this many times its
+    /// type's mean service time.
+    pub delay_factor: f64,
+    /// An update is also considered once the window holds this many times
+    /// `min_samples` completions, whether or not a request was delayed: a type
+    /// that becomes rare or stops arriving delays nobody, so without this bound
+    /// its reservation would never be revisited (Perséphone Fig. 7). 0: only
+    /// the delay trigger (the paper's text).
+    pub stale_windows: u64,
+    /// A reservation is replaced when some type's demand moved by more than this
+    /// fraction.
+    pub deviation: f64,
+    /// Which of a group's typed queues is served first.
+    pub order: GroupOrder,
+    /// Where a window's occurrence ratios come from.
+    pub ratios: RatioSource,
+    /// `darc+`: a reservation that moves workers is applied only when the moving
+    /// group's demand changed by more than this many workers (0: the paper's rule
+    /// alone, [`DarcConfig::deviation`]).
+    pub hysteresis: f64,
+}
+
+/// Which of a group's typed queues a worker of the group serves first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupOrder {
+    /// The paper's Algorithm 1: by ascending profiled mean, i.e. a fixed order.
+    Type,
+    /// The oldest head among the group's queues (FCFS within a group).
+    Oldest,
+}
+
+/// Where a profiling window takes each type's occurrence ratio from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RatioSource {
+    /// Completions in the window (the paper and its reference code).
+    Completions,
+    /// Arrivals in the window, dropped ones included: what is offered, not what
+    /// got served, so an overloaded type does not look smaller.
+    Arrivals,
+}
+
+impl Default for DarcConfig {
+    fn default() -> Self {
+        Self {
+            reservation: ReservationConfig::default(),
+            min_samples: 50_000,
+            delay_factor: 10.0,
+            stale_windows: 2,
+            deviation: 0.1,
+            order: GroupOrder::Type,
+            ratios: RatioSource::Completions,
+            hysteresis: 0.0,
+        }
+    }
+}
+
+impl DarcConfig {
+    /// `darc+`: the paper's DARC with the rules of docs/darc-variant.md.
+    pub fn plus() -> Self {
+        Self {
+            reservation: ReservationConfig {
+                protect_longest: 10.0,
+                merge_below: 0.0,
+                rounding: Rounding::Load,
+                // A quarter worker above the load: measured on extreme-bimodal
+                // (docs/darc-variant.md), 0 leaves 2 workers busy 93% at 80%.
+                headroom: 0.25,
+                ..ReservationConfig::default()
+            },
+            order: GroupOrder::Oldest,
+            // Tried and measured neutral or worse (docs/darc-variant.md):
+            // ratios from arrivals, hysteresis, merging tiny groups.
+            ratios: RatioSource::Completions,
+            hysteresis: 0.0,
+            ..Self::default()
+        }
+    }
+}
+
+/// The grouping factor's range (`darc` and `darc-static`).
+const DELTA: ParamRange = ParamRange::closed(0.0, 1000.0);
+const DELTA_DOC: &str = "grouping factor: a type joins a group when its mean is below 1 + delta times the group's first";
+/// A number of workers, fractional.
+const WORKERS: ParamRange = ParamRange::closed(0.0, MAX_WORKERS as f64);
+
+impl Params for DarcConfig {
+    const PARAMS: &'static [Param<Self>] = &[
+        Param::keyed(
+            "delta",
+            DELTA_DOC,
+            &Real::<Self> {
+                range: DELTA,
+                get: |c| c.reservation.delta,
+                set: |c, v| c.reservation.delta = v,
+            },
+        ),
+        Param::keyed(
+            "spillway",
+            "workers (the last ones) that serve UNKNOWN requests and groups left without any",
+            &Count::<Self> {
+                range: ParamRange::closed(1.0, MAX_WORKERS as f64),
+                get: |c| c.reservation.spillway as u64,
+                set: |c, v| c.reservation.spillway = v as usize,
+            },
+        ),
+        Param::keyed(
+            "round",
+            "how a group's fractional demand becomes workers (`load`: at least its measured load plus `headroom`)",
+            &Pick::<Self, _> {
+                options: &[
+                    ("paper", Rounding::Paper),
+                    ("ceil", Rounding::Ceil),
+                    ("floor", Rounding::Floor),
+                    ("load", Rounding::Load),
+                ],
+                get: |c| Some(c.reservation.rounding),
+                set: |c, v| c.reservation.rounding = v,
+            },
+        ),
+        Param::keyed(
+            "samples",
+            "completions a profiling window needs before an update is considered",
+            &Count::<Self> {
+                range: ParamRange::closed(1.0, 1e9),
+                get: |c| c.min_samples,
+                set: |c, v| c.min_samples = v,
+            },
+        ),
+        Param::keyed(
+            "delay",
+            "an update is considered when a request waited more than this many times its type's mean",
+            &Real::<Self> {
+                range: ParamRange::closed(0.0, MAX_FACTOR),
+                get: |c| c.delay_factor,
+                set: |c, v| c.delay_factor = v,
+            },
+        ),
+        Param::keyed(
+            "deviation",
+            "a reservation is replaced when some type's demand moved by more than this fraction",
+            &Real::<Self> {
+                range: ParamRange::closed(0.0, 1000.0),
+                get: |c| c.deviation,
+                set: |c, v| c.deviation = v,
+            },
+        ),
+        Param::keyed(
+            "stale",
+            "an update is also considered once a window holds this many times `samples` (0: never)",
+            &Count::<Self> {
+                range: ParamRange::closed(0.0, 1000.0),
+                get: |c| c.stale_windows,
+                set: |c, v| c.stale_windows = v,
+            },
+        ),
+        Param::keyed(
+            "order",
+            "which of a group's typed queues is served first: by type (the paper) or the oldest head",
+            &Pick::<Self, _> {
+                options: &[("type", GroupOrder::Type), ("oldest", GroupOrder::Oldest)],
+                get: |c| Some(c.order),
+                set: |c, v| c.order = v,
+            },
+        ),
+        Param::keyed(
+            "ratios",
+            "where a profiling window's occurrence ratios come from",
+            &Pick::<Self, _> {
+                options: &[
+                    ("completions", RatioSource::Completions),
+                    ("arrivals", RatioSource::Arrivals),
+                ],
+                get: |c| Some(c.ratios),
+                set: |c, v| c.ratios = v,
+            },
+        ),
+        Param::keyed(
+            "longest",
+            "the longest group is sized first when its mean is within this factor of the next shorter one (0: never)",
+            &Real::<Self> {
+                range: ParamRange::closed(0.0, MAX_FACTOR),
+                get: |c| c.reservation.protect_longest,
+                set: |c, v| c.reservation.protect_longest = v,
+            },
+        ),
+        Param::keyed(
+            "merge",
+            "a group whose demand is below this many workers joins the next shorter group (0: never)",
+            &Real::<Self> {
+                range: WORKERS,
+                get: |c| c.reservation.merge_below,
+                set: |c, v| c.reservation.merge_below = v,
+            },
+        ),
+        Param::keyed(
+            "headroom",
+            "`round=load`: workers a group keeps above its measured load",
+            &Real::<Self> {
+                range: WORKERS,
+                get: |c| c.reservation.headroom,
+                set: |c, v| c.reservation.headroom = v,
+            },
+        ),
+        Param::keyed(
+            "hysteresis",
+            "a reservation that moves workers is applied only when demand moved by more than this many workers",
+            &Real::<Self> {
+                range: WORKERS,
+                get: |c| c.hysteresis,
+                set: |c, v| c.hysteresis = v,
+            },
+        ),
+    ];
+}
+
+/// DARC-static's parameters (`fp` is `reserved = 0`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DarcStaticConfig {
+    /// Workers reserved for the shortest group.
+    pub reserved: usize,
+    /// Grouping factor for what counts as "short".
+    pub delta: f64,
+}
+
+impl Default for DarcStaticConfig {
+    fn default() -> Self {
+        Self {
+            reserved: 0,
+            delta: ReservationConfig::default().delta,
+        }
+    }
+}
+
+impl Params for DarcStaticConfig {
+    const PARAMS: &'static [Param<Self>] = &[
+        Param::leading(
+            "N",
+            "workers reserved for short requests",
+            &Count::<Self> {
+                range: ParamRange::closed(0.0, (MAX_WORKERS - 1) as f64),
+                get: |c| c.reserved as u64,
+                set: |c, v| c.reserved = v as usize,
+            },
+        ),
+        Param::keyed(
+            "delta",
+            DELTA_DOC,
+            &Real::<Self> {
+                range: DELTA,
+                get: |c| c.delta,
+                set: |c, v| c.delta = v,
+            },
+        ),
+    ];
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -149,10 +411,10 @@ impl Darc {
     /// Without expected means, or when long types would get no worker.
     pub fn new_static(
         ctx: &PolicyContext,
-        reserved: usize,
-        delta: f64,
+        cfg: DarcStaticConfig,
         label: String,
     ) -> Result<Self, PolicyError> {
+        let DarcStaticConfig { reserved, delta } = cfg;
         let means = mean_hints(ctx, &label)?;
         let Some(r) = Reservation::static_split(&means, ctx.workers, reserved, delta) else {
             return Err(PolicyError::BadContext {
@@ -484,10 +746,10 @@ mod tests {
     fn static_darc_respects_its_fixed_reservation() {
         for n in 0..4 {
             let means = [1.0, 100.0];
-            let spec = PolicySpec::DarcStatic {
+            let spec = PolicySpec::DarcStatic(DarcStaticConfig {
                 reserved: n,
-                delta: 0.2,
-            };
+                ..DarcStaticConfig::default()
+            });
             let mut d =
                 Driver::new(spec.build(&ctx(4, &means)).unwrap(), n as u64).with_means(&means);
             d.run(3_000, |p, disp| {

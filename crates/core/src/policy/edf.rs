@@ -3,10 +3,37 @@
 //! Work conserving, application-aware, non-preemptive. UNKNOWN requests get the
 //! loosest deadline of any type.
 
+use super::param::{MAX_FACTOR, Param, ParamRange, Params, Real};
 use super::{Action, Policy, PolicyContext, PolicyError, mean_hints};
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
+
+/// EDF's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EdfConfig {
+    /// Deadline factor: a request's deadline is its arrival plus `k` times its
+    /// type's expected mean service time.
+    pub k: f64,
+}
+
+impl Default for EdfConfig {
+    fn default() -> Self {
+        Self { k: 10.0 }
+    }
+}
+
+impl Params for EdfConfig {
+    const PARAMS: &'static [Param<Self>] = &[Param::keyed(
+        "k",
+        "deadline = arrival + k x the type's expected mean service time",
+        &Real::<Self> {
+            range: ParamRange::positive(MAX_FACTOR),
+            get: |c| c.k,
+            set: |c, v| c.k = v,
+        },
+    )];
+}
 
 /// Earliest deadline first.
 #[derive(Debug)]
@@ -20,14 +47,14 @@ pub struct Edf {
 }
 
 impl Edf {
-    /// EDF with deadline factor `k`.
+    /// EDF with `cfg`'s deadline factor.
     ///
     /// # Errors
     /// Without the types' expected mean service times.
-    pub fn new(ctx: &PolicyContext, k: f64, label: String) -> Result<Self, PolicyError> {
+    pub fn new(ctx: &PolicyContext, cfg: EdfConfig, label: String) -> Result<Self, PolicyError> {
         let mut slack_ns: Vec<Nanos> = mean_hints(ctx, &label)?
             .iter()
-            .map(|m| (k * m) as Nanos)
+            .map(|m| (cfg.k * m) as Nanos)
             .collect();
         slack_ns.push(slack_ns.iter().copied().max().unwrap_or(0));
         Ok(Self {
@@ -101,7 +128,7 @@ mod tests {
     fn earliest_deadline_wins() {
         // Short (1 us, k=10: deadline +10 us) arriving later beats a long one
         // (100 us: deadline +1000 us) that arrived earlier.
-        let mut p = PolicySpec::Edf { k: 10.0 }
+        let mut p = PolicySpec::Edf(EdfConfig { k: 10.0 })
             .build(&ctx(1, &[1.0, 100.0]))
             .unwrap();
         p.on_arrival(

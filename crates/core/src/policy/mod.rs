@@ -10,22 +10,25 @@
 //!
 //! A policy decides *what* happens (dispatch, preempt, re-queue); what carrying
 //! it out costs belongs to the executor: the simulator models a mechanism
-//! ([`PreemptionCost`], from the policy's parameters or the system cost model),
-//! the runtime pays its real one.
+//! (`psp-sim`'s preemption costs, from the policy's parameters or the system
+//! cost model), the runtime pays its real one.
 //!
-//! One file per policy family: [`fcfs`] (c-FCFS), [`edf`], [`darc`] (DARC,
-//! DARC-static, FP), [`ts`] (Shinjuku time sharing), [`ts_block`] (preempt as soon
-//! as a short request is blocked), [`concord`] (JBSQ(k) with a fixed quantum),
-//! [`ws`] (per-worker queues fed by flow: d-FCFS, work stealing; the per-worker rules
-//! the runtime's decentralized executor applies), [`synergy`] (SYNERGY: feedback,
-//! conditional preemption, the wait queue), [`tq`] (Tiny Quanta: JSQ plus
-//! per-worker processor sharing). [`spec`] parses policy names.
+//! One file per policy family, each with its configuration and that
+//! configuration's parameter table ([`param`]): [`fcfs`] (c-FCFS), [`edf`],
+//! [`darc`] (DARC, DARC-static, FP), [`ts`] (Shinjuku time sharing), [`ts_block`]
+//! (preempt as soon as a short request is blocked), [`concord`] (JBSQ(k) with a
+//! fixed quantum), [`ws`] (per-worker queues fed by flow: d-FCFS, work stealing;
+//! the per-worker rules the runtime's decentralized executor applies),
+//! [`synergy`] (SYNERGY: feedback, conditional preemption, the wait queue),
+//! [`tq`] (Tiny Quanta: JSQ plus per-worker processor sharing). [`spec`] names
+//! the policies and parses them.
 
 pub mod concord;
 pub mod darc;
 pub mod edf;
 pub mod execution;
 pub mod fcfs;
+pub mod param;
 pub mod spec;
 pub mod synergy;
 pub mod tq;
@@ -33,13 +36,16 @@ pub mod ts;
 pub mod ts_block;
 pub mod ws;
 
+pub use concord::ConcordConfig;
+pub use darc::{DarcConfig, DarcStaticConfig, GroupOrder, RatioSource};
+pub use edf::EdfConfig;
 pub use execution::{EXECUTIONS, Execution, LocalRules};
-pub use spec::{
-    ConcordConfig, DarcConfig, GroupOrder, PARAM_RANGES, POLICY_NAMES, ParamRange, PolicySpec,
-    RatioSource, Requeue, TsBlockConfig, TsConfig, TsPreempt, TsQueues, split_policy_list,
-};
+pub use param::{Accepts, Form, ParamInfo, ParamRange};
+pub use spec::{POLICY_NAMES, PolicySpec, parameters, split_policy_list};
 pub use synergy::{CongestionDetector, ShortAverage, SynergyConfig, SynergyRules};
 pub use tq::{TqConfig, TqRules};
+pub use ts::{Requeue, TsConfig, TsPreempt, TsQueues};
+pub use ts_block::{BlockPick, TsBlockConfig};
 pub use ws::{PerWorkerRules, StealRule};
 
 use crate::request::{Nanos, Request};
@@ -70,43 +76,26 @@ pub enum Action {
     },
 }
 
-/// What one preemption costs in the simulator's model of the mechanism. The
-/// runtime ignores it: it pays its real mechanism.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PreemptionCost {
-    /// From a [`Action::Preempt`] to the interrupt reaching the worker (the
-    /// request keeps running meanwhile). A quantum expiry needs no signal: the
-    /// worker's own timer fires.
-    pub signal_ns: Nanos,
-    /// Worker time lost to the switch, after which the worker is free.
-    pub switch_ns: Nanos,
-}
-
-/// How a preemption reaches a worker, with the cost the simulator charges for
-/// it (the published measurements named on each variant). The runtime pays
-/// its real mechanism.
+/// How a preemption reaches a worker: a policy parameter (`mech=NAME`) naming
+/// the mechanism the simulator charges (`psp-sim` holds each one's measured
+/// cost). The runtime pays its real mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreemptionMechanism {
     /// Compiler-inserted checks of a flag or of the clock (Concord, Tiny
-    /// Quanta, SYNERGY's default): the worker sees the flag at its next probe
-    /// (no propagation modelled) and switches at user level (Shinjuku's
-    /// optimised switch, ~109 cycles at 2 GHz).
+    /// Quanta, SYNERGY's default), with a user-level switch.
     CompilerInterrupt,
-    /// POSIX signals, SYNERGY's measured p50: send 746 + propagate 2,216 ns to
-    /// reach the worker, receive 1,434 + return 641 ns of worker time.
+    /// POSIX signals.
     Signal,
-    /// Intel user interrupts, SYNERGY's measured p50: 171 + 671 ns to reach
-    /// the worker, 464 + 45 ns of worker time.
+    /// Intel user interrupts.
     UserInterrupt,
-    /// Shinjuku's posted interrupts without VM exits at 2 GHz: 298 cycles to
-    /// send, 1,212 to receive, plus its user-level switch.
+    /// Shinjuku's posted interrupts without VM exits.
     PostedInterrupt,
     /// Free and instant (the ideal preemptive system).
     Free,
 }
 
 impl PreemptionMechanism {
-    /// Every mechanism, by name.
+    /// Every mechanism, by its parameter name.
     pub const ALL: &'static [(&'static str, PreemptionMechanism)] = &[
         ("ci", PreemptionMechanism::CompilerInterrupt),
         ("signal", PreemptionMechanism::Signal),
@@ -114,35 +103,6 @@ impl PreemptionMechanism {
         ("posted", PreemptionMechanism::PostedInterrupt),
         ("free", PreemptionMechanism::Free),
     ];
-
-    /// Its name as a policy parameter (`mech=NAME`).
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map(|(n, _)| *n)
-            .expect("every mechanism is named")
-    }
-
-    /// The mechanism called `name`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
-    }
-
-    /// What one preemption costs under this mechanism.
-    pub fn cost(self) -> PreemptionCost {
-        let (signal_ns, switch_ns) = match self {
-            PreemptionMechanism::CompilerInterrupt => (0, 55),
-            PreemptionMechanism::Signal => (746 + 2_216, 1_434 + 641),
-            PreemptionMechanism::UserInterrupt => (171 + 671, 464 + 45),
-            PreemptionMechanism::PostedInterrupt => (149, 606 + 55),
-            PreemptionMechanism::Free => (0, 0),
-        };
-        PreemptionCost {
-            signal_ns,
-            switch_ns,
-        }
-    }
 }
 
 /// Counters a policy keeps about its own decisions.
@@ -288,9 +248,7 @@ pub struct TypeInfo {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PolicyError {
     /// The name is not a policy.
-    #[error(
-        "unknown policy '{0}' (known: d-fcfs, c-fcfs, fp, edf, darc-static:N, darc, darc+, ts, ts-block:COST_US, concord, ws, synergy, tq)"
-    )]
+    #[error("unknown policy '{0}' (known: {known})", known = spec::known_policies())]
     Unknown(String),
     /// A parameter is malformed or out of range.
     #[error("policy '{policy}': {msg}")]

@@ -25,6 +25,10 @@
 
 use std::collections::VecDeque;
 
+use super::param::{
+    Count, MAX_FACTOR, MAX_QUEUE_LEN, MAX_US, MECH_DOC, Micros, ON_OFF, Param, ParamRange, Params,
+    Pick, QUANTUM_US, Real,
+};
 use super::ws::flow_hash;
 use super::{Action, Policy, PolicyContext, PolicyStats, PreemptionMechanism};
 use crate::request::{FlowId, Nanos, Request};
@@ -94,6 +98,128 @@ impl Default for SynergyConfig {
             mechanism: PreemptionMechanism::CompilerInterrupt,
         }
     }
+}
+
+impl Params for SynergyConfig {
+    const PARAMS: &'static [Param<Self>] = &[
+        Param::keyed(
+            "qf",
+            "QUANTUM_FACTOR: a long request's quantum is its worker's short average times this",
+            &Real::<Self> {
+                range: ParamRange::positive(MAX_FACTOR),
+                get: |c| c.quantum_factor,
+                set: |c, v| c.quantum_factor = v,
+            },
+        ),
+        Param::keyed(
+            "quantum",
+            "the fixed quantum (`qa=off`) and the short average's starting value",
+            &Micros::<Self> {
+                range: QUANTUM_US,
+                get: |c| c.quantum_ns,
+                set: |c, v| c.quantum_ns = v,
+            },
+        ),
+        Param::keyed(
+            "wqd",
+            "THRESH_WQD: how often the wait queue is checked for congestion (0: never congested)",
+            &Micros::<Self> {
+                range: ParamRange::closed(0.0, MAX_US),
+                get: |c| c.wqd_ns,
+                set: |c, v| c.wqd_ns = v,
+            },
+        ),
+        Param::keyed(
+            "cqf",
+            "CONGESTED_QUANTUM_FACTOR, while the wait queue is congested (0: `qf` unchanged)",
+            &Real::<Self> {
+                range: ParamRange::closed(0.0, MAX_FACTOR),
+                get: |c| c.congested_factor,
+                set: |c, v| c.congested_factor = v,
+            },
+        ),
+        Param::keyed(
+            "ws",
+            "idle workers steal",
+            &Pick::<Self, _> {
+                options: ON_OFF,
+                get: |c| Some(c.steal),
+                set: |c, v| c.steal = v,
+            },
+        ),
+        Param::keyed(
+            "wq",
+            "preempted requests go to the global wait queue (off: their worker's tail)",
+            &Pick::<Self, _> {
+                options: ON_OFF,
+                get: |c| Some(c.wait_queue),
+                set: |c, v| c.wait_queue = v,
+            },
+        ),
+        Param::keyed(
+            "cp",
+            "conditional preemption: only when the worker has queued work",
+            &Pick::<Self, _> {
+                options: ON_OFF,
+                get: |c| Some(c.conditional),
+                set: |c, v| c.conditional = v,
+            },
+        ),
+        Param::keyed(
+            "qa",
+            "dynamic quantum (off: the fixed `quantum`)",
+            &Pick::<Self, _> {
+                options: ON_OFF,
+                get: |c| Some(c.adaptive),
+                set: |c, v| c.adaptive = v,
+            },
+        ),
+        Param::keyed(
+            "steal_busy",
+            "steal from a worker running a long request holding at least this many",
+            &Count::<Self> {
+                range: ParamRange::closed(1.0, MAX_QUEUE_LEN),
+                get: |c| c.steal_busy_min as u64,
+                set: |c, v| c.steal_busy_min = v as usize,
+            },
+        ),
+        Param::keyed(
+            "steal_min",
+            "else steal from any other worker holding at least this many",
+            &Count::<Self> {
+                range: ParamRange::closed(1.0, MAX_QUEUE_LEN),
+                get: |c| c.steal_min as u64,
+                set: |c, v| c.steal_min = v as usize,
+            },
+        ),
+        Param::keyed(
+            "batch",
+            "at most this many requests per steal (half the victim's queue)",
+            &Count::<Self> {
+                range: ParamRange::closed(1.0, 1024.0),
+                get: |c| c.steal_batch as u64,
+                set: |c, v| c.steal_batch = v as usize,
+            },
+        ),
+        Param::keyed(
+            "long",
+            "the simulated application calls `feedback_start()` for requests of at least this service time",
+            &Micros::<Self> {
+                range: ParamRange::closed(0.0, MAX_US),
+                get: |c| c.long_ns,
+                set: |c, v| c.long_ns = v,
+            },
+        ),
+        Param::keyed(
+            "mech",
+            MECH_DOC,
+            &Pick::<Self, _> {
+                options: PreemptionMechanism::ALL,
+                get: |c| Some(c.mechanism),
+                set: |c, v| c.mechanism = v,
+            },
+        ),
+    ];
 }
 
 /// Where a free worker looks for its next request.

@@ -2,7 +2,7 @@
 //! and preemptions in random order, with invariants checked after every decision.
 //! Pure like the policies: a tiny xorshift generator, time as a counter.
 
-use super::{Action, Policy, PolicyContext, PreemptionCost, TypeInfo};
+use super::{Action, Policy, PolicyContext, TypeInfo};
 use crate::request::{Nanos, Request, TypeId};
 use crate::workers::WorkerId;
 
@@ -37,8 +37,8 @@ pub struct Driver {
     /// Every preempted request, in order.
     pub preempted_reqs: Vec<Request>,
     pub dispatched: Vec<(WorkerId, Request)>,
-    /// The switch cost charged per preemption (the interrupt lands at once).
-    pub cost: PreemptionCost,
+    /// Worker time lost per preemption (the interrupt lands at once).
+    pub switch_ns: Nanos,
 }
 
 impl Driver {
@@ -57,13 +57,13 @@ impl Driver {
             preempted: 0,
             preempted_reqs: Vec::new(),
             dispatched: Vec::new(),
-            cost: PreemptionCost::default(),
+            switch_ns: 0,
         }
     }
 
-    /// Charges `cost` per preemption.
-    pub fn with_cost(mut self, cost: PreemptionCost) -> Self {
-        self.cost = cost;
+    /// Charges `switch_ns` of worker time per preemption.
+    pub fn with_switch_ns(mut self, switch_ns: Nanos) -> Self {
+        self.switch_ns = switch_ns;
         self
     }
 
@@ -136,7 +136,7 @@ impl Driver {
                     self.start_local(w);
                 } else if self.policy.on_quantum_expired(w as WorkerId, self.now) {
                     self.running[w] = None;
-                    self.now += self.cost.switch_ns;
+                    self.now += self.switch_ns;
                     self.policy.on_preempted(w as WorkerId, req, self.now);
                     self.preempted += 1;
                     self.preempted_reqs.push(req);
@@ -177,7 +177,7 @@ impl Driver {
                     Action::Preempt { worker } => {
                         // Lands at once in this driver.
                         if let Some((req, _)) = self.running[worker as usize].take() {
-                            self.now += self.cost.switch_ns;
+                            self.now += self.switch_ns;
                             self.policy.on_preempted(worker, req, self.now);
                             self.preempted += 1;
                             self.preempted_reqs.push(req);

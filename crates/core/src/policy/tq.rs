@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 
+use super::param::{MECH_DOC, Micros, Param, Params, Pick, QUANTUM_US};
 use super::{
     Action, Execution, LocalRules, Policy, PolicyContext, PolicyStats, PreemptionMechanism,
 };
@@ -35,6 +36,29 @@ impl Default for TqConfig {
             mechanism: PreemptionMechanism::CompilerInterrupt,
         }
     }
+}
+
+impl Params for TqConfig {
+    const PARAMS: &'static [Param<Self>] = &[
+        Param::keyed(
+            "quantum",
+            "time slice, after which a request yields to its worker's next one",
+            &Micros::<Self> {
+                range: QUANTUM_US,
+                get: |c| c.quantum_ns,
+                set: |c, v| c.quantum_ns = v,
+            },
+        ),
+        Param::keyed(
+            "mech",
+            MECH_DOC,
+            &Pick::<Self, _> {
+                options: PreemptionMechanism::ALL,
+                get: |c| Some(c.mechanism),
+                set: |c, v| c.mechanism = v,
+            },
+        ),
+    ];
 }
 
 /// Tiny Quanta's decisions, pure and `Copy`: shared by the simulator's

@@ -7,13 +7,150 @@
 //! a free worker takes the head with the highest ratio of time since arrival to
 //! its type's target latency (`target_factor` x expected mean service time).
 
+use super::param::{
+    COST_US, MAX_FACTOR, MECH_OVER_COST_DOC, Micros, Param, ParamRange, Params, Pick, QUANTUM_US,
+    Real,
+};
 use super::{
-    Action, Policy, PolicyContext, PolicyError, PolicyStats, Requeue, TsConfig, TsPreempt,
-    TsQueues, mean_hints,
+    Action, Policy, PolicyContext, PolicyError, PolicyStats, PreemptionMechanism, mean_hints,
 };
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
+
+/// Shinjuku's queue structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TsQueues {
+    /// One FIFO.
+    Single,
+    /// One queue per type; the head with the highest waiting time / target wins.
+    Multi,
+}
+
+/// Where a preempted request goes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// Head of its queue (Shinjuku's choice for light-tailed distributions).
+    Head,
+    /// Tail of its queue (Shinjuku's choice for heavy-tailed or multimodal ones).
+    Tail,
+}
+
+/// The `requeue` parameter's values (`ts`, `ts-block`).
+pub const REQUEUE: &[(&str, Requeue)] = &[("head", Requeue::Head), ("tail", Requeue::Tail)];
+
+/// When an expired quantum preempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TsPreempt {
+    /// Every expired quantum preempts.
+    Always,
+    /// Only when some request is waiting; otherwise the request runs on.
+    IfWaiting,
+}
+
+/// Shinjuku-style time sharing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TsConfig {
+    /// Single or multi queue.
+    pub queues: TsQueues,
+    /// Time slice.
+    pub quantum_ns: u64,
+    /// Worker time lost per preemption, in the simulator.
+    pub cost_ns: u64,
+    /// Where a preempted request goes back.
+    pub requeue: Requeue,
+    /// When a quantum expiry preempts.
+    pub preempt: TsPreempt,
+    /// Multi-queue target latency of a type, as a multiple of its mean service time.
+    pub target_factor: f64,
+    /// A named mechanism whose cost replaces `cost_ns` in the simulator.
+    pub mechanism: Option<PreemptionMechanism>,
+}
+
+impl Default for TsConfig {
+    fn default() -> Self {
+        Self {
+            queues: TsQueues::Multi,
+            quantum_ns: 5_000,
+            cost_ns: 1_000,
+            requeue: Requeue::Tail,
+            preempt: TsPreempt::Always,
+            target_factor: 10.0,
+            mechanism: None,
+        }
+    }
+}
+
+impl Params for TsConfig {
+    const PARAMS: &'static [Param<Self>] = &[
+        Param::bare(
+            "queues",
+            "one queue per type (`mq`, the most overdue head first) or a single FIFO (`sq`)",
+            &Pick::<Self, _> {
+                options: &[("mq", TsQueues::Multi), ("sq", TsQueues::Single)],
+                get: |c| Some(c.queues),
+                set: |c, v| c.queues = v,
+            },
+        ),
+        Param::keyed(
+            "quantum",
+            "time slice",
+            &Micros::<Self> {
+                range: QUANTUM_US,
+                get: |c| c.quantum_ns,
+                set: |c, v| c.quantum_ns = v,
+            },
+        ),
+        Param::keyed(
+            "cost",
+            "the simulated worker time lost per preemption",
+            &Micros::<Self> {
+                range: COST_US,
+                get: |c| c.cost_ns,
+                set: |c, v| c.cost_ns = v,
+            },
+        ),
+        Param::keyed(
+            "requeue",
+            "where a preempted request goes back in its queue",
+            &Pick::<Self, _> {
+                options: REQUEUE,
+                get: |c| Some(c.requeue),
+                set: |c, v| c.requeue = v,
+            },
+        ),
+        Param::keyed(
+            "preempt",
+            "whether an expired quantum always preempts or only when a request waits",
+            &Pick::<Self, _> {
+                options: &[
+                    ("always", TsPreempt::Always),
+                    ("waiting", TsPreempt::IfWaiting),
+                ],
+                get: |c| Some(c.preempt),
+                set: |c, v| c.preempt = v,
+            },
+        ),
+        Param::keyed(
+            "target",
+            "`mq`: a type's target latency, as a multiple of its mean service time",
+            &Real::<Self> {
+                range: ParamRange::positive(MAX_FACTOR),
+                get: |c| c.target_factor,
+                set: |c, v| c.target_factor = v,
+            },
+        ),
+        Param::keyed(
+            "mech",
+            MECH_OVER_COST_DOC,
+            &Pick::<Self, _> {
+                options: PreemptionMechanism::ALL,
+                get: |c| c.mechanism,
+                set: |c, v| c.mechanism = Some(v),
+            },
+        ),
+    ];
+}
 
 /// Shinjuku time sharing.
 #[derive(Debug)]
@@ -171,7 +308,8 @@ mod tests {
             for seed in 0..10 {
                 let mut d = Driver::new(spec.build(&ctx(3, &means)).unwrap(), seed)
                     .with_means(&means)
-                    .with_cost(spec.preemption_cost());
+                    // With and without a switch cost.
+                    .with_switch_ns(seed % 2 * 1_000);
                 d.run(3_000, |p, disp| {
                     if disp.is_none() {
                         assert!(

@@ -15,12 +15,90 @@
 
 use std::collections::VecDeque;
 
-use super::spec::BlockPick;
-use super::{
-    Action, Policy, PolicyContext, PolicyError, PolicyStats, Requeue, TsBlockConfig, mean_hints,
-};
+use super::param::{COST_US, MAX_FACTOR, Micros, Param, ParamRange, Params, Pick, Real};
+use super::ts::{REQUEUE, Requeue};
+use super::{Action, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
 use crate::request::{Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
+
+/// Which waiting request a worker takes in the preempt-on-block model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockPick {
+    /// The head of the single FIFO, as in the paper's single-queue preemptive
+    /// systems. A worker freed by a preemption may then take an older long
+    /// request, which is preempted again at once: under load this cycles
+    /// through every queued long request per blocked short one. The default.
+    Fifo,
+    /// The oldest short request if any (what the preemption was for), else the
+    /// head: an idealisation that removes the cascade (`pick=short`).
+    Short,
+}
+
+/// Single-queue preemption fired as soon as a short request is blocked (the
+/// paper's "TS X us" model): the signal takes half the cost, the switch the other.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TsBlockConfig {
+    /// Total preemption cost (propagation + switch), in the simulator.
+    pub cost_ns: u64,
+    /// Where the preempted request goes back.
+    pub requeue: Requeue,
+    /// What a freed worker takes.
+    pub pick: BlockPick,
+    /// A type is long when its mean exceeds this multiple of the shortest mean.
+    pub long_factor: f64,
+}
+
+impl Default for TsBlockConfig {
+    fn default() -> Self {
+        Self {
+            cost_ns: 0,
+            requeue: Requeue::Tail,
+            pick: BlockPick::Fifo,
+            long_factor: 10.0,
+        }
+    }
+}
+
+impl Params for TsBlockConfig {
+    const PARAMS: &'static [Param<Self>] = &[
+        Param::leading(
+            "COST",
+            "the simulated total preemption cost: half to reach the worker, half its switch",
+            &Micros::<Self> {
+                range: COST_US,
+                get: |c| c.cost_ns,
+                set: |c, v| c.cost_ns = v,
+            },
+        ),
+        Param::keyed(
+            "requeue",
+            "where a preempted request goes back in the FIFO",
+            &Pick::<Self, _> {
+                options: REQUEUE,
+                get: |c| Some(c.requeue),
+                set: |c, v| c.requeue = v,
+            },
+        ),
+        Param::keyed(
+            "pick",
+            "what a free worker takes: the FIFO's head, or the oldest short request first",
+            &Pick::<Self, _> {
+                options: &[("fifo", BlockPick::Fifo), ("short", BlockPick::Short)],
+                get: |c| Some(c.pick),
+                set: |c, v| c.pick = v,
+            },
+        ),
+        Param::keyed(
+            "long",
+            "a type is long when its mean exceeds this multiple of the shortest mean",
+            &Real::<Self> {
+                range: ParamRange::closed(1.0, MAX_FACTOR),
+                get: |c| c.long_factor,
+                set: |c, v| c.long_factor = v,
+            },
+        ),
+    ];
+}
 
 /// Preempt-on-block time sharing.
 #[derive(Debug)]
@@ -211,7 +289,8 @@ mod tests {
             for seed in 0..10 {
                 let mut d = Driver::new(spec.build(&ctx(2, &means)).unwrap(), seed)
                     .with_means(&means)
-                    .with_cost(spec.preemption_cost());
+                    // With and without a switch cost.
+                    .with_switch_ns(seed % 2 * 1_000);
                 d.run(3_000, |_, _| {});
                 assert!(d.preempted > 0, "{s}: never preempted");
                 assert_eq!(
@@ -253,13 +332,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.next_action(10), Some(Action::Preempt { worker: 0 }));
-        assert_eq!(
-            spec.preemption_cost(),
-            crate::policy::PreemptionCost {
-                signal_ns: 2_000,
-                switch_ns: 2_000
-            }
-        );
         assert_eq!(p.next_action(10), None, "one blocked short, one preemption");
     }
 }

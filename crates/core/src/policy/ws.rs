@@ -12,6 +12,7 @@
 //!
 //! Nothing here reads a clock or touches a thread.
 
+use super::param::{Count, MAX_QUEUE_LEN, Param, ParamRange, Params};
 use super::{Action, Policy, PolicyContext, PolicyStats};
 use crate::queue::TypedQueue;
 use crate::request::{FlowId, Nanos, Request};
@@ -27,12 +28,24 @@ pub fn flow_hash(flow: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// When an idle worker steals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// When an idle worker steals (`ws`'s parameters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StealRule {
     /// It steals only from a queue holding more than this many requests (0:
     /// from any non-empty queue).
     pub threshold: usize,
+}
+
+impl Params for StealRule {
+    const PARAMS: &'static [Param<Self>] = &[Param::keyed(
+        "threshold",
+        "an idle worker steals only from a queue holding more than this many requests",
+        &Count::<Self> {
+            range: ParamRange::closed(0.0, MAX_QUEUE_LEN),
+            get: |c| c.threshold as u64,
+            set: |c, v| c.threshold = v as usize,
+        },
+    )];
 }
 
 /// The per-worker decisions of a decentralized policy: flows are steered to
@@ -250,7 +263,7 @@ mod tests {
     fn ws_never_leaves_a_worker_idle_while_another_queue_holds_a_request() {
         for seed in 0..20 {
             let mut d = Driver::new(
-                PolicySpec::Ws { threshold: 0 }
+                PolicySpec::Ws(StealRule { threshold: 0 })
                     .build(&ctx(3, &[1.0, 50.0]))
                     .unwrap(),
                 seed,
@@ -273,7 +286,12 @@ mod tests {
         let c = ctx(4, &[1.0, 20.0]);
         let r = rules(4, 0);
         for seed in 0..10 {
-            let mut d = Driver::new(PolicySpec::Ws { threshold: 0 }.build(&c).unwrap(), seed);
+            let mut d = Driver::new(
+                PolicySpec::Ws(StealRule { threshold: 0 })
+                    .build(&c)
+                    .unwrap(),
+                seed,
+            );
             d.run(3_000, |_, _| {});
             // Per home queue, requests start in arrival order, wherever they run.
             let mut last = [None::<u64>; 4];
@@ -312,7 +330,12 @@ mod tests {
     fn a_threshold_leaves_short_queues_alone() {
         // With a threshold above the queue bound, ws is d-FCFS.
         let c = ctx(4, &[1.0, 20.0]);
-        let mut d = Driver::new(PolicySpec::Ws { threshold: 1_000 }.build(&c).unwrap(), 3);
+        let mut d = Driver::new(
+            PolicySpec::Ws(StealRule { threshold: 1_000 })
+                .build(&c)
+                .unwrap(),
+            3,
+        );
         d.run(3_000, |_, _| {});
         assert_eq!(d.policy.stats().steals, 0);
         let r = rules(4, 0);
