@@ -432,6 +432,25 @@ impl DispatchCore {
         self.queued() > 0
     }
 
+    /// Whether an idle dispatcher should wake for a completion: only when
+    /// the completion may let it dispatch (a central executor whose policy
+    /// holds requests). Decentralized workers go on by themselves, and every
+    /// completion carries its worker's own timestamp, so collecting it on the
+    /// next pass costs no latency; waking for it would take a vCPU from a
+    /// worker (on a machine without a spare core: docs/results.md, "Every
+    /// policy behind psp serve").
+    #[inline]
+    pub fn completion_is_urgent(&self) -> bool {
+        !self.executor.decentralized() && self.policy.queued() > 0
+    }
+
+    /// Whether the run's executor is decentralized (workers take their jobs
+    /// themselves: `worker-queues`, `local-preemptive`).
+    #[inline]
+    pub fn decentralized(&self) -> bool {
+        self.executor.decentralized()
+    }
+
     /// Whether a completion waits in some worker's ring.
     pub fn has_completions(&self) -> bool {
         self.busy.iter().any(|w| !self.done[w as usize].is_empty())

@@ -171,7 +171,7 @@ impl FrontEnd for Generator {
             IdleStrategy::SpinPark { .. } => {
                 if until_next.is_zero() {
                     std::hint::spin_loop();
-                } else if core.has_queued() || self.next.is_none() {
+                } else if core.completion_is_urgent() || self.next.is_none() {
                     me.park(until_next, has_work);
                 } else {
                     // Workers stamp their own completions: those can wait.
