@@ -370,7 +370,7 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
         self.stop.load(Ordering::Relaxed)
     }
 
-    fn idle(&mut self, core: &DispatchCore, me: &Wakeup, _now: u64, worked: bool) {
+    fn idle(&mut self, core: &DispatchCore, me: &Wakeup, now: u64, worked: bool) {
         if worked {
             self.idler.reset();
             self.busy_idler.reset();
@@ -378,8 +378,17 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
         }
         let has_work = || core.has_completions();
         let datapath = &self.datapath;
+        // A running request's quantum (preemptive policies) or SYNERGY's
+        // timer ends before MAX_WAIT: wake for it, or the quantum overruns
+        // by up to MAX_WAIT.
+        let until_quantum = core.next_quantum_end().map_or(MAX_WAIT, |end| {
+            Duration::from_nanos(end.saturating_sub(now))
+        });
+        if until_quantum.is_zero() {
+            return;
+        }
         let wait = |max: Duration| {
-            datapath.wait(me.event_fd(), max);
+            datapath.wait(me.event_fd(), max.min(until_quantum));
             me.clear_event();
         };
         match self.idle {
