@@ -397,11 +397,12 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
             // the kernel for a datagram or a completion. Never poll long: a
             // polling dispatcher on a core it shares with a worker steals that
             // worker's time (docs/architecture.md).
-            // Decentralized workers go on by themselves: their completions
-            // wait for the next datagram or MAX_WAIT, and never wake the
-            // dispatcher (a wake-up takes a worker's vCPU on a small machine).
+            // Decentralized workers go on by themselves: they wake the
+            // dispatcher only when it must act (a completion ring half full,
+            // a quantum armed); otherwise it waits for a datagram or MAX_WAIT
+            // (a wake-up takes a worker's vCPU on a small machine).
             IdleStrategy::SpinPark { .. } if core.in_flight() > 0 && core.decentralized() => {
-                wait(MAX_WAIT);
+                me.park_with(|| false, || wait(MAX_WAIT));
             }
             IdleStrategy::SpinPark { .. } if core.in_flight() > 0 => {
                 self.busy_idler.idle_with(me, MAX_WAIT, has_work, wait);

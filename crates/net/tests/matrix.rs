@@ -73,10 +73,10 @@ impl App {
     }
 
     fn kv() -> App {
-        // A SCAN walks all 2,000 keys (hundreds of µs).
+        // A SCAN walks all 10,000 keys (about a millisecond).
         let workload = Workload::fixed("matrix-kv", &[("GET", 2.0, 0.7), ("SCAN", 200.0, 0.3)]);
         let config = AppConfig::Kv(KvConfig {
-            keys: 2_000,
+            keys: 10_000,
             ..KvConfig::default()
         });
         App::start("kv", workload, config)
@@ -105,19 +105,21 @@ impl App {
         response
     }
 
-    /// The requests of a run, in groups of ten every [`GROUP_NS`]: two long
-    /// requests at once (both workers busy), two short ones right behind
-    /// them (blocked: every preemptive policy has a reason to preempt), then
-    /// six short ones spread out; one flow of 4 each.
+    /// The requests of a run, in groups of ten every [`GROUP_NS`]: four long
+    /// requests at once (whatever the placement, both workers run one and
+    /// hold more), two short ones right behind them (blocked: every
+    /// preemptive policy has a reason to preempt, and SYNERGY's conditional
+    /// preemption finds queued work), then four short ones spread out; one
+    /// flow of 4 each.
     fn arrivals(&self) -> Vec<Arrival> {
         let means = self.workload.type_infos();
         (0..REQUESTS)
             .map(|i| {
                 let (group, k) = (i / 10, i % 10);
-                let type_id = u16::from(k < 2);
+                let type_id = u16::from(k < 4);
                 let offset_ns = match k {
-                    0 | 1 => 0,
-                    2 | 3 => 50_000 + k * 10_000,
+                    0..=3 => 0,
+                    4 | 5 => 50_000 + k * 10_000,
                     _ => k * GROUP_NS / 10,
                 };
                 Arrival {

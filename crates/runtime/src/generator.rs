@@ -171,7 +171,10 @@ impl FrontEnd for Generator {
             IdleStrategy::SpinPark { .. } => {
                 if until_next.is_zero() {
                     std::hint::spin_loop();
-                } else if core.completion_is_urgent() || self.next.is_none() {
+                } else if core.completion_is_urgent() || self.next.is_none() || core.decentralized()
+                {
+                    // Decentralized workers wake the dispatcher only when it
+                    // must act (a completion ring half full, a quantum armed).
                     me.park(until_next, has_work);
                 } else {
                     // Workers stamp their own completions: those can wait.

@@ -492,6 +492,9 @@ pub struct Feedback {
     /// The running request declared itself long.
     long: sync::AtomicBool,
     clock: Clock,
+    /// The timer's thread, woken when a request arms a quantum (it may be
+    /// asleep until a later deadline); set once, at start-up.
+    timer: std::sync::OnceLock<Arc<crate::idle::Wakeup>>,
 }
 
 impl Feedback {
@@ -502,7 +505,14 @@ impl Feedback {
             quantum_ns: sync::AtomicU64::new(0),
             long: sync::AtomicBool::new(false),
             clock,
+            timer: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The thread that runs the timer over this cell (once, before the
+    /// worker starts): arming a quantum wakes it.
+    pub fn set_timer(&self, timer: Arc<crate::idle::Wakeup>) {
+        let _ = self.timer.set(timer);
     }
 
     /// The worker begins a segment with quantum `quantum_ns`: a resumed long
@@ -517,6 +527,9 @@ impl Feedback {
             0
         };
         self.deadline_ns.store(d, Ordering::Release);
+        if long && let Some(t) = self.timer.get() {
+            t.notify();
+        }
     }
 
     /// The segment ended: disarms; returns whether the request was long.
@@ -536,6 +549,9 @@ impl Feedback {
             .saturating_add(self.quantum_ns.load(Ordering::Relaxed))
             .max(1);
         self.deadline_ns.store(d, Ordering::Release);
+        if let Some(t) = self.timer.get() {
+            t.notify();
+        }
     }
 
     /// `feedback_finished()`: disarms (the request stays long).

@@ -201,6 +201,14 @@ impl LocalQueues {
         }
     }
 
+    /// Gives every worker's feedback cell the timer's wake-up handle (the
+    /// dispatcher thread's, once, at start-up): arming a quantum wakes it.
+    pub fn set_timer(&self, timer: &Arc<Wakeup>) {
+        for l in self.lines.iter() {
+            l.feedback.set_timer(timer.clone());
+        }
+    }
+
     #[inline]
     fn wake(&self, w: usize) {
         if let Some(x) = self.wakes[w].get() {

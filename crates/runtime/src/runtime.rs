@@ -429,6 +429,11 @@ where
         } else {
             Wakeup::new(d_thread)
         });
+        // SYNERGY's timer is the dispatcher thread: a worker arming a quantum
+        // wakes it.
+        if let Some(l) = &local {
+            l.set_timer(&d_wake);
+        }
         for (tx, w) in &w_starts {
             let _ = tx.send((w.clone(), d_wake.clone()));
         }

@@ -333,7 +333,12 @@ impl<IO: JobIo> WorkerParts<IO> {
             if !done.preempted {
                 control.answered(self.index);
             }
-            dispatcher.notify();
+            // The central dispatcher may have this worker's next job; a
+            // decentralized one only records, and is woken only before the
+            // completion ring fills.
+            if centralized || self.done.slots() < done_capacity / 2 {
+                dispatcher.notify();
+            }
             awaiting = centralized.then_some(done.finished_ns);
         }
     }
@@ -380,6 +385,7 @@ impl<IO: JobIo> WorkerParts<IO> {
         g: &GreenWorker<H>,
     ) {
         let mut idler = Idler::new(self.idle);
+        let done_capacity = self.done.buffer().capacity();
         let mut average = match q.mode() {
             LocalMode::Synergy(r) => Some(short_average(&r)),
             LocalMode::Tq { .. } => None,
@@ -410,7 +416,11 @@ impl<IO: JobIo> WorkerParts<IO> {
                 std::hint::spin_loop();
             }
             self.control.answered(self.index);
-            self.dispatcher.notify();
+            // The dispatcher only records completions (workers go on by
+            // themselves): woken only before the completion ring fills.
+            if self.done.slots() < done_capacity / 2 {
+                self.dispatcher.notify();
+            }
         }
     }
 
