@@ -3,6 +3,7 @@
 //! parameters imply. The policies only name a mechanism (`mech=`) or give a
 //! cost (`cost=`); the runtime ignores both and pays its real mechanism.
 
+use psp_core::policy::PreemptionModel;
 use psp_core::{Nanos, PolicySpec, PreemptionMechanism};
 
 /// What one preemption costs in the simulator.
@@ -46,20 +47,17 @@ impl PreemptionCost {
     /// (its own timer fires, no signal), `ts-block`'s total cost is half
     /// signal, half switch. Zero for policies that never preempt.
     pub fn for_policy(spec: &PolicySpec) -> Self {
-        let switch = |switch_ns| Self {
-            signal_ns: 0,
-            switch_ns,
-        };
-        match *spec {
-            PolicySpec::Ts(c) => c.mechanism.map_or(switch(c.cost_ns), Self::of_mechanism),
-            PolicySpec::Concord(c) => c.mechanism.map_or(switch(c.cost_ns), Self::of_mechanism),
-            PolicySpec::TsBlock(c) => Self {
-                signal_ns: c.cost_ns / 2,
-                switch_ns: c.cost_ns - c.cost_ns / 2,
+        match spec.preemption_model() {
+            PreemptionModel::None => Self::default(),
+            PreemptionModel::Mechanism(m) => Self::of_mechanism(m),
+            PreemptionModel::Switch(switch_ns) => Self {
+                signal_ns: 0,
+                switch_ns,
             },
-            PolicySpec::Synergy(c) => Self::of_mechanism(c.mechanism),
-            PolicySpec::Tq(c) => Self::of_mechanism(c.mechanism),
-            _ => Self::default(),
+            PreemptionModel::SignalAndSwitch(total_ns) => Self {
+                signal_ns: total_ns / 2,
+                switch_ns: total_ns - total_ns / 2,
+            },
         }
     }
 }

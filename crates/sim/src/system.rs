@@ -205,14 +205,14 @@ impl SystemCosts {
     /// The costs `spec` runs under: these, or under [`OWN`] the preset of the
     /// system the policy models.
     pub fn for_policy(&self, spec: &psp_core::PolicySpec) -> SystemCosts {
-        use psp_core::PolicySpec as P;
+        use psp_core::policy::ModelledSystem;
         if self.preset != OWN {
             return *self;
         }
-        let name = match spec {
-            P::Ts(_) | P::TsBlock(_) => "shinjuku",
-            P::DFcfs | P::Ws(_) | P::Synergy(_) => "synergy",
-            _ => "persephone",
+        let name = match spec.modelled_system() {
+            ModelledSystem::Shinjuku => "shinjuku",
+            ModelledSystem::Synergy => "synergy",
+            ModelledSystem::Persephone => "persephone",
         };
         Self::preset(name).expect("a listed preset")
     }

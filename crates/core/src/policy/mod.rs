@@ -41,7 +41,9 @@ pub use darc::{DarcConfig, DarcStaticConfig, GroupOrder, RatioSource};
 pub use edf::EdfConfig;
 pub use execution::{EXECUTIONS, Execution, LocalRules};
 pub use param::{Accepts, Form, ParamInfo, ParamRange};
-pub use spec::{POLICY_NAMES, PolicySpec, parameters, split_policy_list};
+pub use spec::{
+    ModelledSystem, POLICY_NAMES, PolicySpec, PreemptionModel, parameters, split_policy_list,
+};
 pub use synergy::{CongestionDetector, ShortAverage, SynergyConfig, SynergyRules};
 pub use tq::{TqConfig, TqRules};
 pub use ts::{Requeue, TsConfig, TsPreempt, TsQueues};

@@ -11,6 +11,7 @@ use std::fmt;
 use std::mem::discriminant;
 use std::str::FromStr;
 
+use super::PreemptionMechanism;
 use super::concord::{Concord, ConcordConfig};
 use super::darc::{Darc, DarcConfig, DarcStaticConfig};
 use super::edf::{Edf, EdfConfig};
@@ -143,6 +144,32 @@ pub fn split_policy_list(list: &str) -> Vec<String> {
     out
 }
 
+/// How a policy's preemptions reach a worker, as its parameters say
+/// ([`PolicySpec::preemption_model`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreemptionModel {
+    /// The policy never preempts.
+    None,
+    /// A named mechanism.
+    Mechanism(PreemptionMechanism),
+    /// The worker's own timer fires (no signal); the switch costs this (ns).
+    Switch(u64),
+    /// A preemption costs this in all (ns), half to reach the worker, half
+    /// to switch (`ts-block`).
+    SignalAndSwitch(u64),
+}
+
+/// The published system a policy reproduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelledSystem {
+    /// Shinjuku (`ts`, `ts-block`).
+    Shinjuku,
+    /// SYNERGY, and the decentralized policies it is measured against.
+    Synergy,
+    /// Perséphone (the others).
+    Persephone,
+}
+
 impl PolicySpec {
     /// Its canonical name, and the policy at its defaults.
     fn entry(&self) -> Named {
@@ -170,6 +197,35 @@ impl PolicySpec {
             PolicySpec::Ws(c) => Some(c),
             PolicySpec::Synergy(c) => Some(c),
             PolicySpec::Tq(c) => Some(c),
+        }
+    }
+
+    /// How the policy's preemptions reach a worker, as its parameters
+    /// describe them (a simulator prices the description: the ns live
+    /// there, not here).
+    pub fn preemption_model(&self) -> PreemptionModel {
+        let named_or_switch = |m: Option<PreemptionMechanism>, cost_ns| {
+            m.map_or(PreemptionModel::Switch(cost_ns), PreemptionModel::Mechanism)
+        };
+        match *self {
+            PolicySpec::Ts(c) => named_or_switch(c.mechanism, c.cost_ns),
+            PolicySpec::Concord(c) => named_or_switch(c.mechanism, c.cost_ns),
+            PolicySpec::TsBlock(c) => PreemptionModel::SignalAndSwitch(c.cost_ns),
+            PolicySpec::Synergy(c) => PreemptionModel::Mechanism(c.mechanism),
+            PolicySpec::Tq(c) => PreemptionModel::Mechanism(c.mechanism),
+            _ => PreemptionModel::None,
+        }
+    }
+
+    /// The published system the policy reproduces (the simulator's `--system
+    /// own` runs each policy on that system's cost preset).
+    pub fn modelled_system(&self) -> ModelledSystem {
+        match self {
+            PolicySpec::Ts(_) | PolicySpec::TsBlock(_) => ModelledSystem::Shinjuku,
+            PolicySpec::DFcfs | PolicySpec::Ws(_) | PolicySpec::Synergy(_) => {
+                ModelledSystem::Synergy
+            }
+            _ => ModelledSystem::Persephone,
         }
     }
 
