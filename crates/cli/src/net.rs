@@ -550,6 +550,14 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             );
         }
         println!("{}", utilization_line(&s));
+        match &s.local {
+            Some(l) => println!(
+                "{}",
+                crate::run::local_counters_line(l, s.preemptions, &s.steals_per_worker)
+            ),
+            None if s.preemptions > 0 => println!("preemptions {}", s.preemptions),
+            None => {}
+        }
         if let Some(w) = service_warning(&s.server_side_latency) {
             eprintln!("{w}");
         }

@@ -276,19 +276,33 @@ fn counter_list(v: &[u64]) -> String {
 /// the text report (`None` for other executors).
 fn executor_counters(run: &RunExtra) -> Option<String> {
     let l = run.local.as_ref()?;
-    Some(format!(
+    Some(local_counters_line(
+        l,
+        run.preemptions,
+        &run.steals_per_worker,
+    ))
+}
+
+/// SYNERGY's or Tiny Quanta's counters as one line (`psp run` and `psp
+/// serve`'s text output).
+pub fn local_counters_line(
+    l: &LocalCounters,
+    preemptions: u64,
+    steals_per_worker: &[u64],
+) -> String {
+    format!(
         "{} counters: preemptions {} (per worker {}), preemptions avoided {} (per worker {}), steals {} (per worker {}), wait-queue passes {}, congestion episodes {}, wait-queue full {}",
         l.executor,
-        run.preemptions,
+        preemptions,
         counter_list(&l.preemptions_per_worker),
         l.preemptions_avoided,
         counter_list(&l.preemptions_avoided_per_worker),
-        run.steals_total,
-        counter_list(&run.steals_per_worker),
+        steals_per_worker.iter().sum::<u64>(),
+        counter_list(steals_per_worker),
         l.wait_queue_passes,
         l.congestion_episodes,
         l.wait_queue_full,
-    ))
+    )
 }
 
 /// Measured over predicted latency quantiles, per type of `measured` (same
