@@ -291,7 +291,7 @@ pub fn local_counters_line(
     steals_per_worker: &[u64],
 ) -> String {
     format!(
-        "{} counters: preemptions {} (per worker {}), preemptions avoided {} (per worker {}), steals {} (per worker {}), wait-queue passes {}, congestion episodes {}, wait-queue full {}",
+        "{} counters: preemptions {} (per worker {}), preemptions avoided {} (per worker {}), steals {} (per worker {}), wait-queue passes {}, congestion episodes {}, wait-queue full {}, timer late at expiries {:.1} us mean, {:.1} us worst",
         l.executor,
         preemptions,
         counter_list(&l.preemptions_per_worker),
@@ -302,6 +302,8 @@ pub fn local_counters_line(
         l.wait_queue_passes,
         l.congestion_episodes,
         l.wait_queue_full,
+        l.timer_late_mean_us,
+        l.timer_late_max_us,
     )
 }
 
@@ -491,6 +493,8 @@ pub fn local_counters(l: &psp_runtime::LocalStats) -> LocalCounters {
         wait_queue_passes_per_worker: l.wait_queue_passes.clone(),
         congestion_episodes: l.congestion_episodes,
         wait_queue_full: l.wait_queue_full,
+        timer_late_mean_us: l.timer_late_mean_ns as f64 / 1e3,
+        timer_late_max_us: l.timer_late_max_ns as f64 / 1e3,
     }
 }
 

@@ -261,6 +261,13 @@ pub struct LocalCounters {
     pub congestion_episodes: u64,
     /// Pushes the wait queue refused.
     pub wait_queue_full: u64,
+    /// SYNERGY's timer: mean lateness of its passes at expired quanta (µs;
+    /// 0 for Tiny Quanta, whose workers time themselves).
+    #[serde(default)]
+    pub timer_late_mean_us: f64,
+    /// The worst lateness (µs).
+    #[serde(default)]
+    pub timer_late_max_us: f64,
 }
 
 /// How far a measurement is from the simulator's prediction of the same

@@ -121,6 +121,12 @@ pub struct LocalStats {
     /// Pushes the wait queue refused (never expected: kept in the worker's
     /// own queue instead).
     pub wait_queue_full: u64,
+    /// SYNERGY's timer: how late its passes handled an expired quantum
+    /// (from the deadline to the pass that preempted or renewed), mean and
+    /// worst, in ns (0 for Tiny Quanta: its workers time themselves).
+    pub timer_late_mean_ns: u64,
+    /// The worst of those.
+    pub timer_late_max_ns: u64,
 }
 
 /// The executor's queues, timers and counters, shared by the front end
@@ -141,6 +147,11 @@ pub struct LocalQueues {
     congested: CachePadded<AtomicBool>,
     episodes: Counter,
     wait_full: CachePadded<AtomicU64>,
+    /// The timer's lateness at expiries: sum, count, worst (its one writer
+    /// is the timer's thread).
+    late_sum_ns: Counter,
+    late_count: Counter,
+    late_max_ns: Counter,
     wakes: Box<[OnceLock<Arc<Wakeup>>]>,
 }
 
@@ -179,6 +190,9 @@ impl LocalQueues {
             congested: CachePadded::new(AtomicBool::new(false)),
             episodes: Counter::default(),
             wait_full: CachePadded::new(AtomicU64::new(0)),
+            late_sum_ns: Counter::default(),
+            late_count: Counter::default(),
+            late_max_ns: Counter::default(),
             wakes: (0..n).map(|_| OnceLock::new()).collect(),
         }
     }
@@ -395,6 +409,12 @@ impl LocalQueues {
             if d == 0 || now < d {
                 continue;
             }
+            let late = now - d;
+            self.late_sum_ns.add(late);
+            self.late_count.add(1);
+            if late > self.late_max_ns.get() {
+                self.late_max_ns.add(late - self.late_max_ns.get());
+            }
             if r.preempt_on_expiry(self.queues[w].len(), self.wait.len(), self.bound) {
                 if l.feedback.claim(d) {
                     self.flags[w].raise();
@@ -443,6 +463,8 @@ impl LocalQueues {
             wait_queue_passes: per(|l| l.wait_pushed.get()),
             congestion_episodes: self.episodes.get(),
             wait_queue_full: self.wait_full.load(Ordering::Relaxed),
+            timer_late_mean_ns: self.late_sum_ns.get() / self.late_count.get().max(1),
+            timer_late_max_ns: self.late_max_ns.get(),
         }
     }
 }
