@@ -387,6 +387,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> Result<ServerSu
         overloaded: n.overloaded,
         shed_unanswered: n.shed_unanswered,
         handler_errors: c.handler_errors,
+        no_fiber: c.no_fiber,
         bad_bodies: c.bad_bodies,
         reply_send_errors: n.reply_send_errors,
         worker_send_errors: c.unsent,

@@ -403,6 +403,7 @@ pub fn measure(
         completed_total: c.completed,
         shed_total: c.shed,
         handler_errors: c.handler_errors,
+        no_fiber: c.no_fiber,
         bad_bodies: c.bad_bodies,
         stranded: c.stranded,
         reservation_updates: d.policy_stats.reservation_updates,

@@ -152,6 +152,10 @@ pub struct RunExtra {
     pub shed_total: u64,
     /// Completed requests whose handler failed.
     pub handler_errors: u64,
+    /// Of `handler_errors`, those a preemptive run could not start (no
+    /// request slot or fiber stack free).
+    #[serde(default)]
+    pub no_fiber: u64,
     /// Completed requests whose body the handler could not read.
     #[serde(default)]
     pub bad_bodies: u64,
@@ -441,6 +445,10 @@ pub struct ServerSummary {
     pub shed_unanswered: u64,
     /// Completed requests whose handler failed.
     pub handler_errors: u64,
+    /// Of `handler_errors`, those a preemptive run could not start (no
+    /// request slot or fiber stack free).
+    #[serde(default)]
+    pub no_fiber: u64,
     /// Completed requests whose body the handler could not read.
     #[serde(default)]
     pub bad_bodies: u64,

@@ -164,6 +164,7 @@ impl Loopback {
                     refused: false,
                     sent: true,
                     preempted: false,
+                    no_fiber: false,
                     service_ns,
                     finished_ns: now,
                 };

@@ -60,6 +60,7 @@ fn echo(mut jobs: Consumer<Job>, mut done: Producer<Done>, stop: Arc<AtomicBool>
                     refused: false,
                     sent: true,
                     preempted: false,
+                    no_fiber: false,
                     service_ns: 0,
                     finished_ns: 0,
                 };

@@ -130,6 +130,10 @@ pub struct RequestCounts {
     pub completed: u64,
     /// Of `completed`, those whose handler failed (answered HANDLER_ERROR).
     pub handler_errors: u64,
+    /// Of `handler_errors`, those that never started: a preemptive run had
+    /// no request slot or fiber stack free for them (every slot held by a
+    /// started, unfinished request).
+    pub no_fiber: u64,
     /// Of `completed`, those whose body the application refused (answered
     /// BAD_REQUEST).
     pub bad_bodies: u64,
@@ -584,6 +588,7 @@ impl DispatchCore {
                 tc.unsent += u64::from(!d.sent);
                 self.counts.completed += 1;
                 self.counts.handler_errors += u64::from(!d.ok && !d.refused);
+                self.counts.no_fiber += u64::from(d.no_fiber);
                 self.counts.bad_bodies += u64::from(d.refused);
                 self.counts.unsent += u64::from(!d.sent);
                 self.in_flight -= 1;

@@ -73,6 +73,9 @@ pub struct Done {
     /// token, to be dispatched again (nothing was answered; `service_ns` is
     /// the segment's run time).
     pub preempted: bool,
+    /// The request never started: no request slot or fiber stack was free
+    /// (answered HANDLER_ERROR; `ok` is false).
+    pub no_fiber: bool,
 }
 
 impl Done {
@@ -87,6 +90,7 @@ impl Done {
             finished_ns: t1,
             sent: false,
             preempted: false,
+            no_fiber: false,
         }
     }
 }
@@ -460,7 +464,10 @@ impl<IO: JobIo> WorkerParts<IO> {
     fn refuse_start(&mut self, job: &Job, why: &'static str) -> Option<Done> {
         let t = self.clock.now_ns();
         let outcome = Err(HandlerError::Failed(why));
-        let mut done = Done::finished(job.token, &outcome, t, t);
+        let mut done = Done {
+            no_fiber: true,
+            ..Done::finished(job.token, &outcome, t, t)
+        };
         if !self.control.begin_answer(self.index) {
             return None;
         }

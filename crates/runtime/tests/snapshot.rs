@@ -177,6 +177,7 @@ impl Loopback {
                     refused: matches!(outcome, Outcome::BadBody),
                     sent: !matches!(outcome, Outcome::Unsent),
                     preempted: false,
+                    no_fiber: false,
                     service_ns,
                     finished_ns: self.now + service_ns,
                 };
