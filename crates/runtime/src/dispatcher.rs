@@ -255,6 +255,8 @@ pub struct DispatchCore {
     next_tick: u64,
     /// The dispatcher's side of the run's one executor.
     executor: CoreExecutor,
+    /// Requests in flight at most ([`CoreExecutor::admission_bound`]).
+    admit_limit: usize,
     /// Every worker: with a decentralized executor, every completion ring is
     /// worth a look while requests are in flight.
     all_workers: WorkerSet,
@@ -330,6 +332,7 @@ impl DispatchCore {
         Self {
             tick_ns: parts.policy.tick_interval().filter(|&t| t > 0),
             next_tick: 0,
+            admit_limit: parts.executor.admission_bound(),
             executor: parts.executor,
             all_workers: WorkerSet::range(0, n_workers),
             policy: parts.policy,
@@ -506,29 +509,31 @@ impl DispatchCore {
         self.note_arrival(slot.true_type, slot.measured);
         slot.req.token = token;
         self.slots[token as usize] = slot;
-        let taken = match &mut self.executor {
-            CoreExecutor::Central => self.policy.on_arrival(slot.req, now).is_ok(),
-            CoreExecutor::CentralPreemptive { served_ns, .. } => {
-                served_ns[token as usize] = 0;
-                self.policy.on_arrival(slot.req, now).is_ok()
-            }
-            CoreExecutor::WorkerQueues(q) => {
-                let steered = steer(q, &slot, &self.workers, self.workers_park);
-                if steered {
-                    // Any worker may complete a job from now on.
-                    self.busy = self.all_workers;
+        // A preemptive executor admits no more than its fiber slots.
+        let taken = self.in_flight < self.admit_limit
+            && match &mut self.executor {
+                CoreExecutor::Central => self.policy.on_arrival(slot.req, now).is_ok(),
+                CoreExecutor::CentralPreemptive { served_ns, .. } => {
+                    served_ns[token as usize] = 0;
+                    self.policy.on_arrival(slot.req, now).is_ok()
                 }
-                steered
-            }
-            CoreExecutor::LocalPreemptive { queues, .. } => {
-                let steered = queues.admit(slot.req.flow, slot.job()).is_ok();
-                if steered {
-                    // Any worker may complete a job from now on.
-                    self.busy = self.all_workers;
+                CoreExecutor::WorkerQueues(q) => {
+                    let steered = steer(q, &slot, &self.workers, self.workers_park);
+                    if steered {
+                        // Any worker may complete a job from now on.
+                        self.busy = self.all_workers;
+                    }
+                    steered
                 }
-                steered
-            }
-        };
+                CoreExecutor::LocalPreemptive { queues, .. } => {
+                    let steered = queues.admit(slot.req.flow, slot.job()).is_ok();
+                    if steered {
+                        // Any worker may complete a job from now on.
+                        self.busy = self.all_workers;
+                    }
+                    steered
+                }
+            };
         if taken {
             self.in_flight += 1;
             self.counts.admitted += 1;
@@ -710,7 +715,9 @@ impl DispatchCore {
             self.next_tick = now.saturating_add(tick);
         }
         match &mut self.executor {
-            CoreExecutor::LocalPreemptive { queues, detector } => queues.timer_pass(now, detector),
+            CoreExecutor::LocalPreemptive {
+                queues, detector, ..
+            } => queues.timer_pass(now, detector),
             CoreExecutor::CentralPreemptive { quanta, .. } => {
                 let policy = &mut self.policy;
                 quanta.check(self.busy, now, |w| policy.on_quantum_expired(w, now));

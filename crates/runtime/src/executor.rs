@@ -52,6 +52,9 @@ pub enum CoreExecutor {
         quanta: QuantumMonitor,
         /// Per token: run time of the finished segments.
         served_ns: Vec<u64>,
+        /// Requests that may be in flight at once: one request slot each
+        /// once started (time sharing starts every queued request).
+        fiber_slots: usize,
     },
     /// Admitted jobs go to their flow's worker queue; the policy is off the
     /// request path.
@@ -63,6 +66,9 @@ pub enum CoreExecutor {
         queues: Arc<LocalQueues>,
         /// SYNERGY's congestion detector (period 0: off).
         detector: CongestionDetector,
+        /// Requests that may be in flight at once (a request slot each
+        /// once started).
+        fiber_slots: usize,
     },
 }
 
@@ -75,6 +81,18 @@ impl CoreExecutor {
             self,
             CoreExecutor::WorkerQueues(_) | CoreExecutor::LocalPreemptive { .. }
         )
+    }
+
+    /// How many requests may be in flight at once: a preemptive executor
+    /// admits no more than it has request slots for fibers, so that an
+    /// overload is shed at admission (OVERLOADED) rather than answered with
+    /// a handler error when the request's turn to start comes.
+    pub fn admission_bound(&self) -> usize {
+        match self {
+            CoreExecutor::CentralPreemptive { fiber_slots, .. }
+            | CoreExecutor::LocalPreemptive { fiber_slots, .. } => *fiber_slots,
+            CoreExecutor::Central | CoreExecutor::WorkerQueues(_) => usize::MAX,
+        }
     }
 }
 
@@ -174,6 +192,7 @@ pub fn plan<H: Handler + 'static>(
                 core: CoreExecutor::CentralPreemptive {
                     quanta: QuantumMonitor::new(green.flags.clone(), green.segments.clone()),
                     served_ns: vec![0; max_in_flight],
+                    fiber_slots: green.slots.capacity(),
                 },
                 workers: rings
                     .into_iter()
@@ -201,6 +220,7 @@ pub fn plan<H: Handler + 'static>(
                 core: CoreExecutor::LocalPreemptive {
                     queues: queues.clone(),
                     detector: CongestionDetector::new(wqd_ns),
+                    fiber_slots: green.slots.capacity(),
                 },
                 workers: (0..workers)
                     .map(|i| WorkerExec::LocalPreemptive(queues.clone(), green.worker(i)))
