@@ -8,7 +8,7 @@
 //! ([`AppConfig::start`]), which builds one [`Handler`] per worker, sharing
 //! what must be shared (one database, one set of tables). Handlers validate
 //! every body: a bad one is answered BAD_REQUEST
-//! ([`HandlerError::BadBody`]), never a crash.
+//! ([`psp_runtime::HandlerError::BadBody`]), never a crash.
 //!
 //! - [`spin`]: the synthetic application (spins for the service time the
 //!   request carries) and the echo service.

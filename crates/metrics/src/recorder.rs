@@ -1,7 +1,7 @@
 //! Per-type latency and slowdown recording for one point.
 //!
 //! An executor calls [`Recorder::record`] for each measured completion and
-//! [`Recorder::record_drop`] for each measured drop; [`Recorder::summarize`] turns the
+//! [`Recorder::record_drop`] for each measured drop; [`Recorder::overall`] and [`Recorder::type_stats`] turn the
 //! histograms into the schema's statistics. Percentiles come from HDR histograms with
 //! 3 significant digits (relative error at most 0.1%, well inside the 1% budget).
 //! Histograms are allocated with fixed bounds up front: recording never allocates.

@@ -24,7 +24,7 @@
 //! touches the core. When a front end asks for live metrics
 //! ([`DispatchCore::publish_snapshots`]), the end of a pass also publishes a
 //! [`Snapshot`](crate::snapshot::Snapshot) every
-//! [`PUBLISH_INTERVAL`](crate::snapshot::PUBLISH_INTERVAL), in place, without
+//! [`crate::snapshot::PUBLISH_INTERVAL`], in place, without
 //! a lock or an allocation.
 
 use std::collections::VecDeque;

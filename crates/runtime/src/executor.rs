@@ -1,5 +1,5 @@
 //! The one executor a run builds from its policy's
-//! [`Execution`](psp_core::policy::Execution): the dispatcher's side
+//! [`psp_core::policy::Execution`]: the dispatcher's side
 //! ([`CoreExecutor`], held by the [`DispatchCore`](crate::DispatchCore)) and
 //! each worker's side ([`WorkerExec`]), made together by [`plan`] so that the
 //! two always agree. A variant of each per execution shape, and nothing
