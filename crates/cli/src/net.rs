@@ -368,7 +368,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
 ///
 /// # Errors
 /// A final reservation whose text does not read back as data.
-fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> Result<ServerSummary> {
+fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
     let (d, n) = (&s.dispatcher, &s.net);
     let c = &d.counts;
     let (measured_utilization, declared_utilization) = d.utilization(
@@ -376,7 +376,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> Result<ServerSu
         s.wall.as_nanos() as f64,
         declared,
     );
-    Ok(ServerSummary {
+    ServerSummary {
         received: n.received,
         requests: c.arrived,
         admitted: c.admitted,
@@ -396,8 +396,10 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> Result<ServerSu
         stranded: c.stranded,
         abandoned_workers: s.abandoned_workers.clone(),
         reservation_updates: d.policy_stats.reservation_updates,
-        // The runtime hands the final reservation over as its text.
-        reservation: d.reservation.as_deref().map(str::parse).transpose()?,
+        reservation: d
+            .reservation
+            .as_ref()
+            .map(psp_metrics::reservation::ReservationLayout::from),
         served_per_worker: s.served_per_worker.clone(),
         steals_per_worker: s.steals_per_worker.clone(),
         preemptions: crate::run::preemptions(s.local.as_ref(), &d.policy_stats),
@@ -422,7 +424,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> Result<ServerSu
             })
             .collect(),
         app_check: None,
-    })
+    }
 }
 
 /// The workload's declared mean service times (ns), in type order.
@@ -507,7 +509,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     eprintln!("psp serve: stopping (draining admitted requests)");
     let report = server.join()?;
     let declared: Vec<Option<f64>> = cfg.types.iter().map(|t| t.mean_service_ns).collect();
-    let mut s = server_summary(&report, &declared)?;
+    let mut s = server_summary(&report, &declared);
     s.app_check = plan.service.finish();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
@@ -844,7 +846,7 @@ pub fn measure(
     let rep = run_load(&lc, &Progress::default()).with_context(|| format!("cannot load {addr}"))?;
     let mut point = rep.to_point(&lc, &spec.to_string(), cfg.workers);
     if let Some(s) = server {
-        let summary = server_summary(&s.stop()?, &declared(workload))?;
+        let summary = server_summary(&s.stop()?, &declared(workload));
         let Extra::Net(net) = &mut point.extra else {
             unreachable!("the client's points are net points")
         };
@@ -1009,7 +1011,7 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
                             s.local_addr(),
                             Box::new({
                                 let d = declared(&workload);
-                                move || Ok(serde_json::to_value(server_summary(&s.stop()?, &d)?)?)
+                                move || Ok(serde_json::to_value(server_summary(&s.stop()?, &d))?)
                             }),
                         )
                     }

@@ -407,8 +407,7 @@ pub fn measure(
         bad_bodies: c.bad_bodies,
         stranded: c.stranded,
         reservation_updates: d.policy_stats.reservation_updates,
-        // The runtime hands the final reservation over as its text.
-        reservation: d.reservation.as_deref().map(str::parse).transpose()?,
+        reservation: d.reservation.as_ref().map(ReservationLayout::from),
         reservation_log: d
             .reservation_log
             .iter()

@@ -175,28 +175,6 @@ impl PointResult {
         }
     }
 
-    /// [`new`](Self::new) for an executor that hands its figures over as a JSON
-    /// object (the simulator serializes its `SimStats`): they are read as the
-    /// figures of `meta.mode`.
-    ///
-    /// # Panics
-    /// If `extra` is not the figures of `meta.mode`: the executor and this
-    /// schema disagree on a field.
-    pub fn from_recorder(
-        meta: PointMeta,
-        recorder: &crate::Recorder,
-        measured_generated: u64,
-        extra: serde_json::Map<String, serde_json::Value>,
-    ) -> Self {
-        let extra = Extra::from_object(meta.mode, extra).unwrap_or_else(|e| {
-            panic!(
-                "the {} executor's figures do not fit the schema: {e}",
-                meta.mode
-            )
-        });
-        Self::new(meta, recorder, measured_generated, extra)
-    }
-
     /// `sim`, `run` or `net`.
     pub fn mode(&self) -> &'static str {
         self.extra.mode()

@@ -156,7 +156,7 @@ pub struct ServerReport {
 /// A worker's packet access and response path: the request's packet (its
 /// body and its peer) stays in the shared pool under its token until its
 /// completion, so whichever worker finishes a request answers it.
-pub struct NetIo<T: Transmit> {
+struct NetIo<T: Transmit> {
     pool: Arc<PacketPool>,
     tx: T,
 }
@@ -378,17 +378,12 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
         }
         let has_work = || core.has_completions();
         let datapath = &self.datapath;
-        // A running request's quantum (preemptive policies) or SYNERGY's
-        // timer ends before MAX_WAIT: wake for it, or the quantum overruns
-        // by up to MAX_WAIT.
-        let until_quantum = core.next_quantum_end().map_or(MAX_WAIT, |end| {
-            Duration::from_nanos(end.saturating_sub(now))
-        });
-        if until_quantum.is_zero() {
+        let bound = core.idle_bound(now, MAX_WAIT);
+        if bound.is_zero() {
             return;
         }
         let wait = |max: Duration| {
-            datapath.wait(me.event_fd(), max.min(until_quantum));
+            datapath.wait(me.event_fd(), max.min(bound));
             me.clear_event();
         };
         match self.idle {

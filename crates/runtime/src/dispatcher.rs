@@ -161,7 +161,7 @@ pub struct DispatcherReport {
     /// including those the bounded log no longer holds).
     pub policy_stats: psp_core::policy::PolicyStats,
     /// The final reservation, if any.
-    pub reservation: Option<String>,
+    pub reservation: Option<psp_core::Reservation>,
     /// Per-window latency and reservation, when a front end asked for one
     /// ([`DispatchCore::record_series`]).
     pub series: Option<TimeSeries>,
@@ -682,11 +682,22 @@ impl DispatchCore {
         dispatched
     }
 
+    /// How long an idle dispatcher may wait at `now`: at most `max`, and no
+    /// later than the earliest quantum end of a running request (preemptive
+    /// policies) or SYNERGY's next timer deadline, which it must handle on
+    /// time. Every front end bounds its wait by it.
+    #[inline]
+    pub fn idle_bound(&self, now: u64, max: Duration) -> Duration {
+        self.next_quantum_end().map_or(max, |end| {
+            max.min(Duration::from_nanos(end.saturating_sub(now)))
+        })
+    }
+
     /// When the dispatcher must look at the workers again even if nothing
     /// arrives or completes: the earliest quantum end of a running request
     /// (preemptive policies), so that an idle dispatcher wakes for it.
     #[inline]
-    pub fn next_quantum_end(&self) -> Option<u64> {
+    fn next_quantum_end(&self) -> Option<u64> {
         match &self.executor {
             CoreExecutor::LocalPreemptive { queues, .. } => queues.next_deadline(),
             CoreExecutor::CentralPreemptive { quanta, .. } => quanta.next_check(self.busy),
@@ -994,7 +1005,7 @@ impl DispatchCore {
             measured_arrived: self.measured_arrived,
             reservation_log: self.reservation_log.into(),
             policy_stats: self.policy.stats(),
-            reservation: self.policy.reservation().map(|r| r.to_string()),
+            reservation: self.policy.reservation().cloned(),
             series: self.series.map(|s| s.finish(self.series_end_ns)),
             completed_by_type: self.by_type.iter().map(|c| c.completed).collect(),
             service_ns_by_type: self.by_type.iter().map(|c| c.service_ns).collect(),

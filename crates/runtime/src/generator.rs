@@ -150,19 +150,17 @@ impl FrontEnd for Generator {
             return;
         }
         let has_work = || core.has_completions();
-        let mut until_next = self.next.map_or(Duration::from_millis(1), |a| {
-            Duration::from_nanos(
-                self.base
-                    .saturating_add(a.at_ns)
-                    .saturating_sub(now)
-                    .saturating_sub(PARK_MARGIN_NS),
-            )
-        });
-        // A running request's quantum ends before: wake for it (preemptive
-        // policies).
-        if let Some(end) = core.next_quantum_end() {
-            until_next = until_next.min(Duration::from_nanos(end.saturating_sub(now)));
-        }
+        let until_next = core.idle_bound(
+            now,
+            self.next.map_or(Duration::from_millis(1), |a| {
+                Duration::from_nanos(
+                    self.base
+                        .saturating_add(a.at_ns)
+                        .saturating_sub(now)
+                        .saturating_sub(PARK_MARGIN_NS),
+                )
+            }),
+        );
         match self.idle {
             // Nothing to do until the next arrival or, if requests wait for a
             // worker, a completion: sleep, never spin. A spinning (or

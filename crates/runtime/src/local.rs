@@ -275,13 +275,11 @@ impl LocalQueues {
         Ok(w as WorkerId)
     }
 
+    /// Whom `thief` would steal from now (the rules over these queues).
     #[inline]
     fn victim(&self, r: &SynergyRules, thief: WorkerId) -> Option<WorkerId> {
-        r.victim(
-            thief,
-            |v| self.lines[v as usize].feedback.deadline_ns() != 0,
-            |v| self.queues[v as usize].len(),
-        )
+        let q = SharedQueues(self);
+        r.victim(thief, |v| q.running_long(v), |v| q.len(v))
     }
 
     /// The next job for worker `me`: Tiny Quanta, its own queue's head;
@@ -412,9 +410,7 @@ impl LocalQueues {
             let late = now - d;
             self.late_sum_ns.add(late);
             self.late_count.add(1);
-            if late > self.late_max_ns.get() {
-                self.late_max_ns.add(late - self.late_max_ns.get());
-            }
+            self.late_max_ns.raise_to(late);
             if r.preempt_on_expiry(self.queues[w].len(), self.wait.len(), self.bound) {
                 if l.feedback.claim(d) {
                     self.flags[w].raise();

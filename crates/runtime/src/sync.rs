@@ -57,6 +57,14 @@ impl Counter {
         total
     }
 
+    /// Raises the value to `v` if it is lower (the writer only): a maximum.
+    #[inline]
+    pub fn raise_to(&self, v: u64) {
+        if v > self.0.load(Ordering::Relaxed) {
+            self.0.store(v, Ordering::Relaxed);
+        }
+    }
+
     /// Back to zero (the writer only).
     #[inline]
     pub fn reset(&self) {

@@ -25,7 +25,8 @@ use psp_core::policy::PolicyStats;
 use psp_core::{
     Action, FlowId, Nanos, Policy, PolicyContext, PolicySpec, Request, TypeId, WorkerId,
 };
-use psp_metrics::{PointMeta, PointResult, Recorder};
+use psp_metrics::reservation::ReservationLayout;
+use psp_metrics::{Extra, PointMeta, PointResult, Recorder};
 
 use psp_metrics::series::{ReservationView, SeriesRecorder, TimeSeries};
 use psp_workload::{ArrivalSource, Arrivals, Workload};
@@ -180,7 +181,7 @@ pub struct SimOutcome {
     /// The policy's decision counters.
     pub policy_stats: PolicyStats,
     /// The final reservation, for reservation-based policies.
-    pub reservation: Option<String>,
+    pub reservation: Option<psp_core::Reservation>,
     /// Events processed (arrivals included).
     pub events: u64,
     /// The time series, when one was asked for.
@@ -744,7 +745,7 @@ impl<'p> Simulator<'p> {
             measured_generated: self.measured_generated,
             end_ns: self.now,
             policy_stats: self.policy.stats(),
-            reservation: self.policy.reservation().map(|r| r.to_string()),
+            reservation: self.policy.reservation().cloned(),
             events: self.events,
             series: self.series.map(|s| s.finish(self.now)),
             recorder: self.recorder,
@@ -818,47 +819,9 @@ fn simulate_outcome(
     Ok((out, policy.name(), wall_s))
 }
 
-/// The simulator's own figures for one point (the point's `extra` object).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct SimStats {
-    /// Requests generated, warm-up included.
-    pub generated_total: u64,
-    /// Requests completed, warm-up included.
-    pub completed_total: u64,
-    /// Requests dropped at a full queue or receive ring, warm-up included.
-    pub dropped_total: u64,
-    /// Of those, requests dropped at the full receive ring (system cost model).
-    pub ingress_dropped_total: u64,
-    /// The system cost model.
-    pub system: String,
-    /// The classifier (`header`: the true type; `random`).
-    pub classifier: &'static str,
-    /// Requests left queued with no event pending (a policy bug if non-zero).
-    pub stranded: u64,
-    /// Preemptions the policy asked for.
-    pub preemptions: u64,
-    /// Requests idle workers stole from other workers' queues (`ws`).
-    pub steals: u64,
-    /// Expired quanta that did not preempt (conditional preemption).
-    pub preemptions_avoided: u64,
-    /// Preempted requests that went through the global wait queue (`synergy`).
-    pub wait_queue_passes: u64,
-    /// Times the wait queue became congested (`synergy`'s THRESH_WQD).
-    pub congestion_episodes: u64,
-    /// Reservation changes applied.
-    pub reservation_updates: u64,
-    /// The final reservation, for reservation-based policies.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reservation: Option<String>,
-    /// Simulated time of the last event.
-    pub simulated_end_s: f64,
-    /// Events processed (arrivals included).
-    pub events: u64,
-    /// Wall time of the simulation.
-    pub wall_s: f64,
-    /// Simulator speed: requests simulated per wall-clock second.
-    pub sim_requests_per_s: f64,
-}
+/// The simulator's own figures for one point (the point's `extra` object):
+/// the schema's type itself, so there is one definition of its fields.
+pub type SimStats = psp_metrics::SimExtra;
 
 /// Simulates one point: the schema's point and the simulator's own figures.
 ///
@@ -898,7 +861,7 @@ impl SimOutcome {
             dropped_total: self.dropped,
             ingress_dropped_total: self.ingress_dropped,
             system: self.system.describe(),
-            classifier: cfg.classifier.name(),
+            classifier: cfg.classifier.name().to_string(),
             stranded: self.stranded,
             preemptions: self.policy_stats.preemptions,
             steals: self.policy_stats.steals,
@@ -906,7 +869,7 @@ impl SimOutcome {
             wait_queue_passes: self.policy_stats.wait_queue_passes,
             congestion_episodes: self.policy_stats.congestion_episodes,
             reservation_updates: self.policy_stats.reservation_updates,
-            reservation: self.reservation.clone(),
+            reservation: self.reservation.as_ref().map(ReservationLayout::from),
             simulated_end_s: self.end_ns as f64 / 1e9,
             events: self.events,
             wall_s,
@@ -922,10 +885,7 @@ impl SimOutcome {
         cfg: &SimConfig,
         wall_s: f64,
     ) -> PointResult {
-        let extra = match serde_json::to_value(self.stats(wall_s, cfg)) {
-            Ok(serde_json::Value::Object(m)) => m,
-            _ => unreachable!("a struct serializes to an object"),
-        };
+        let extra = Extra::Sim(Box::new(self.stats(wall_s, cfg)));
         let period_ns = workload.arrival_period_ns(cfg.duration_ns) as f64;
         let meta = PointMeta {
             mode: "sim",
@@ -938,6 +898,6 @@ impl SimOutcome {
             measured_s: period_ns * (1.0 - cfg.warmup_fraction) / 1e9,
             seed: cfg.seed,
         };
-        PointResult::from_recorder(meta, &self.recorder, self.measured_generated, extra)
+        PointResult::new(meta, &self.recorder, self.measured_generated, extra)
     }
 }
