@@ -356,6 +356,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             types: workload.type_infos(),
             classifier,
             handlers: psp_apps::handler_factory(service.clone(), policy.feedback_threshold_ns()),
+            datapath: Default::default(),
         },
         service,
         workload,
@@ -631,6 +632,7 @@ fn load_config(
         timeout: client.check()?,
         keep_samples,
         raise_priority: !client.no_raise_priority,
+        datapath: Default::default(),
     })
 }
 
@@ -836,6 +838,7 @@ pub fn measure(
                 app.start(&type_names(workload))?,
                 spec.feedback_threshold_ns(),
             ),
+            datapath: Default::default(),
         })?),
     };
     let addr = opts
@@ -1006,6 +1009,7 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
                                 Arc::new(psp_apps::spin::EchoService),
                                 None,
                             ),
+                            datapath: Default::default(),
                         })?;
                         (
                             s.local_addr(),

@@ -76,6 +76,36 @@ pub struct LoadConfig {
     /// Leave it off when the client must not take CPU from the server
     /// (saturation benchmarks).
     pub raise_priority: bool,
+    /// Kernel UDP sockets (one per flow), or AF_XDP (flow `i` sends from
+    /// port [`crate::xdp::CLIENT_BASE_PORT`]` + i`; the server must be a
+    /// neighbour on an attached IPv4 subnet).
+    pub datapath: crate::server::DatapathKind,
+}
+
+/// Where requests leave: one kernel UDP socket per flow, or an AF_XDP TX
+/// ring.
+enum Outbound {
+    Udp {
+        flows: Vec<UdpSocket>,
+        server: SocketAddr,
+    },
+    Xdp(crate::xdp::XdpSender),
+}
+
+impl Outbound {
+    #[inline]
+    fn send(&mut self, flow: usize, dgram: &[u8]) -> io::Result<()> {
+        match self {
+            Outbound::Udp { flows, server } => flows[flow].send_to(dgram, *server).map(|_| ()),
+            Outbound::Xdp(x) => x.send(flow, dgram),
+        }
+    }
+}
+
+/// Where replies arrive: the flows' UDP sockets, or AF_XDP RX rings.
+enum Inbound {
+    Udp(Vec<UdpSocket>),
+    Xdp(crate::xdp::XdpReceiver),
 }
 
 /// What happened to one request.
@@ -214,15 +244,25 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
     // other senders in the kernel, unseen; the receiver checks and counts them.
     // (The price: a route lookup per send, about 0.3-0.5 us on loopback.)
     let server = reply_source(cfg.server);
-    let mut flows = Vec::with_capacity(cfg.flows.max(1));
-    for _ in 0..cfg.flows.max(1) {
-        flows.push(bind_udp(local, false)?);
-    }
+    let n_flows = cfg.flows.max(1);
+    let (mut outbound, inbound) = match &cfg.datapath {
+        crate::server::DatapathKind::Udp => {
+            let mut flows = Vec::with_capacity(n_flows);
+            for _ in 0..n_flows {
+                flows.push(bind_udp(local, false)?);
+            }
+            let rx_flows: Vec<UdpSocket> = flows
+                .iter()
+                .map(|s| s.try_clone())
+                .collect::<io::Result<_>>()?;
+            (Outbound::Udp { flows, server }, Inbound::Udp(rx_flows))
+        }
+        crate::server::DatapathKind::Xdp(x) => {
+            let (tx, rx) = crate::xdp::open_client(x, server, n_flows)?;
+            (Outbound::Xdp(tx), Inbound::Xdp(rx))
+        }
+    };
     let sent: Vec<AtomicU8> = plan.iter().map(|_| AtomicU8::new(NOT_SENT)).collect();
-    let rx_flows: Vec<UdpSocket> = flows
-        .iter()
-        .map(|s| s.try_clone())
-        .collect::<io::Result<_>>()?;
     let clock = Clock::new();
     // Start a little in the future so the first sends are not already late.
     let base = clock.now_ns() + 2_000_000;
@@ -249,7 +289,15 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
         let sender = scope.spawn(|| {
             let never_poll = tune();
             let out = send_all(
-                plan, sent, &flows, server, encoder, &clock, base, never_poll, progress,
+                plan,
+                sent,
+                &mut outbound,
+                n_flows,
+                encoder,
+                &clock,
+                base,
+                never_poll,
+                progress,
             );
             sender_done_at.store(clock.now_ns(), Ordering::Release);
             out
@@ -261,11 +309,11 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
                 plan,
                 sent,
                 server,
-                flows: rx_flows.len(),
+                flows: n_flows,
                 base,
                 timeout_ns: cfg.timeout.as_nanos() as u64,
             };
-            rx.run(&rx_flows, &clock, &sender_done_at, progress)
+            rx.run(inbound, &clock, &sender_done_at, progress)
         });
         (
             sender.join().expect("sender thread"),
@@ -332,8 +380,8 @@ struct SendOut {
 fn send_all(
     plan: &[Planned],
     sent: &[AtomicU8],
-    flows: &[UdpSocket],
-    server: SocketAddr,
+    out_path: &mut Outbound,
+    flows: usize,
     mut encoder: Box<dyn BodyEncoder>,
     clock: &Clock,
     base: u64,
@@ -377,8 +425,8 @@ fn send_all(
             }
         }
         sent[id].store(SENT, Ordering::Release);
-        match flows[flow_of(id, flows.len())].send_to(&buf, server) {
-            Ok(_) => out.sent += 1,
+        match out_path.send(flow_of(id, flows), &buf) {
+            Ok(()) => out.sent += 1,
             Err(_) => {
                 sent[id].store(SEND_FAILED, Ordering::Release);
                 out.errors += 1;
@@ -418,7 +466,7 @@ impl Receiver<'_> {
     /// answered, or one timeout after the sender finished.
     fn run(
         &self,
-        flows: &[UdpSocket],
+        inbound: Inbound,
         clock: &Clock,
         sender_done_at: &AtomicU64,
         progress: &Progress,
@@ -436,6 +484,11 @@ impl Receiver<'_> {
         let mut bufs = vec![[0u8; PACKET_BYTES]; MAX_BATCH];
         let mut peers = [PeerAddr::from(self.server); MAX_BATCH];
         let mut lens = [0usize; MAX_BATCH];
+        let mut flow_ids = [0usize; MAX_BATCH];
+        let (flows, mut xdp) = match inbound {
+            Inbound::Udp(f) => (f, None),
+            Inbound::Xdp(x) => (Vec::new(), Some(x)),
+        };
         let mut pollfds: Vec<libc::pollfd> = flows
             .iter()
             .map(|s| libc::pollfd {
@@ -446,7 +499,27 @@ impl Receiver<'_> {
             .collect();
         let mut answered = 0usize;
         loop {
-            poll_fds(&mut pollfds, Duration::from_millis(2));
+            if let Some(x) = &mut xdp {
+                let got = x.recv(&mut bufs, &mut peers, &mut lens, &mut flow_ids);
+                if got == 0 {
+                    x.wait(Duration::from_millis(2));
+                }
+                let now = clock.now_ns();
+                for i in 0..got {
+                    let stored = lens[i].min(PACKET_BYTES);
+                    answered += usize::from(self.handle_response(
+                        flow_ids[i],
+                        &peers[i],
+                        lens[i],
+                        &bufs[i][..stored],
+                        now,
+                        &mut out,
+                    ));
+                }
+                progress.received.fetch_add(got as u64, Ordering::Relaxed);
+            } else {
+                poll_fds(&mut pollfds, Duration::from_millis(2));
+            }
             for (flow, (f, pfd)) in flows.iter().zip(&pollfds).enumerate() {
                 if pfd.revents == 0 {
                     continue;
@@ -486,6 +559,11 @@ impl Receiver<'_> {
             {
                 break;
             }
+        }
+        if let Some(x) = &xdp {
+            // Frames for this client that were not replies (malformed, or
+            // for another address or port) are refused like any other.
+            out.rejected.malformed += x.dropped;
         }
         out
     }

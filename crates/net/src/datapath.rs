@@ -1,8 +1,9 @@
 //! The datapath interface: how requests get in and responses get out. The
 //! dispatcher's net worker receives batches into pool buffers it owns; every
 //! worker (and the dispatcher, for error replies) holds its own transmit handle.
-//! The first implementation is kernel UDP ([`crate::udp`]); a kernel-bypass one
-//! (AF_XDP, DPDK) plugs in behind the same two traits.
+//! Two implementations: kernel UDP ([`crate::udp`]) and AF_XDP
+//! ([`crate::xdp`], kernel bypass); another (DPDK) would plug in behind the
+//! same two traits.
 
 use std::io;
 use std::net::SocketAddr;
@@ -19,6 +20,10 @@ pub struct PeerAddr {
     pub storage: libc::sockaddr_storage,
     /// Bytes of `storage` in use.
     pub len: libc::socklen_t,
+    /// The peer's link-layer address, on a datapath that writes frames
+    /// (AF_XDP: the request's source MAC, where its reply goes); zero
+    /// otherwise.
+    pub hw: [u8; 6],
 }
 
 impl std::fmt::Debug for PeerAddr {
@@ -91,6 +96,26 @@ impl PeerAddr {
         Self {
             storage,
             len: n as libc::socklen_t,
+            hw: [0; 6],
+        }
+    }
+
+    /// An IPv4 peer seen on a link (AF_XDP), written without conversions:
+    /// this runs once per received frame.
+    #[inline]
+    pub fn ipv4(ip: std::net::Ipv4Addr, port: u16, hw: [u8; 6]) -> Self {
+        // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        // SAFETY: sockaddr_storage is large and aligned enough for a
+        // sockaddr_in, which is plain data.
+        let sin = unsafe { &mut *(&raw mut storage).cast::<libc::sockaddr_in>() };
+        sin.sin_family = libc::AF_INET as libc::sa_family_t;
+        sin.sin_port = port.to_be();
+        sin.sin_addr.s_addr = u32::from(ip).to_be();
+        Self {
+            storage,
+            len: std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            hw,
         }
     }
 }
@@ -123,7 +148,15 @@ pub trait Datapath: Send {
     ///
     /// # Errors
     /// If the OS refuses one.
-    fn transmitter(&self) -> io::Result<Self::Tx>;
+    fn transmitter(&mut self) -> io::Result<Self::Tx>;
+
+    /// Moves the datapath's own work along on the dispatcher thread (AF_XDP:
+    /// queued responses onto the TX ring, sent frames back to their
+    /// transmitters); returns whether it did anything. Called on every pass,
+    /// while receiving and while draining.
+    fn service(&mut self) -> bool {
+        false
+    }
 
     /// Blocks until a datagram may be waiting, `also` is readable, or `timeout`
     /// passed (spurious returns are allowed).
@@ -132,6 +165,19 @@ pub trait Datapath: Send {
     /// Datagrams the OS dropped before the server could read them (receive
     /// buffer full), if the datapath can tell.
     fn dropped_by_os(&self) -> Option<u64> {
+        None
+    }
+
+    /// Link-layer frames received and dropped as malformed (truncated
+    /// headers, bad lengths or checksums, fragments); 0 on a datapath whose
+    /// kernel checks them.
+    fn malformed(&self) -> u64 {
+        0
+    }
+
+    /// At the end of the run, after the last response was handed over: sends
+    /// what is still queued and reports where every frame is (AF_XDP).
+    fn finish(&mut self) -> Option<crate::xdp::XdpReport> {
         None
     }
 }
@@ -149,6 +195,11 @@ pub trait Transmit: Send {
     /// # Errors
     /// The OS refused the first one.
     fn send_batch(&mut self, msgs: &[(&PeerAddr, &[u8])]) -> io::Result<usize>;
+
+    /// The longest datagram one send carries (header and body).
+    fn max_payload(&self) -> usize {
+        65_507
+    }
 }
 
 #[cfg(test)]
@@ -168,7 +219,20 @@ mod tests {
         }
         // SAFETY: sockaddr_storage is plain data; all-zero is valid.
         let storage = unsafe { std::mem::zeroed() };
-        let unknown = PeerAddr { storage, len: 0 };
+        let unknown = PeerAddr {
+            storage,
+            len: 0,
+            hw: [0; 6],
+        };
+        let seen = PeerAddr::ipv4([10, 77, 0, 2].into(), 40_001, [2, 0, 0, 0, 0, 1]);
+        assert_eq!(
+            seen.to_socket_addr(),
+            Some("10.77.0.2:40001".parse().unwrap())
+        );
+        assert_eq!(
+            seen.flow(),
+            PeerAddr::from("10.77.0.2:40001".parse().unwrap()).flow()
+        );
         assert_eq!(unknown.to_socket_addr(), None);
     }
 

@@ -591,6 +591,11 @@ impl Collector for SnapshotCollector {
                 "Receive calls that failed",
                 net.receive_errors,
             ),
+            (
+                "psp_net_malformed_frames",
+                "Link-layer frames dropped as malformed (AF_XDP: truncated headers, bad lengths or checksums, fragments)",
+                net.malformed_frames,
+            ),
         ] {
             counter(&mut enc, name, help, v)?;
         }

@@ -6,6 +6,7 @@
 //! - [`protocol`]: the versioned binary header (docs/protocol.md); total parsers.
 //! - [`datapath`]: receive-in-batches / transmit-per-worker traits.
 //! - [`udp`]: kernel UDP (`recvmmsg`, `sendmsg`, `sendmmsg`).
+//! - [`xdp`]: AF_XDP (kernel bypass): UMEM, rings, the XDP program, frames.
 //! - [`pool`]: packet buffers owned by token, shared by dispatcher and workers.
 //! - [`server`]: `psp serve`'s engine.
 //! - [`exporter`]: `psp serve --metrics`, Prometheus metrics over HTTP from
@@ -21,6 +22,7 @@ pub mod pool;
 pub mod protocol;
 pub mod server;
 pub mod udp;
+pub mod xdp;
 
 pub use psp_core::ClassifierKind;
 pub use server::{NetCounters, Server, ServerConfig, ServerError, ServerReport};

@@ -3,6 +3,11 @@
 //! rewrites its header in place for the response. Nothing is copied between the
 //! kernel's receive and the worker's send but the response body.
 //!
+//! A packet's bytes are its own buffer (kernel UDP: `recvmmsg` writes there)
+//! or, under AF_XDP, the UMEM frame the kernel received it into: the
+//! datapath points the packet at that frame ([`Packet::set_frame`]), so the
+//! request is read where the kernel wrote it.
+//!
 //! Ownership of a buffer follows its token ([`psp_runtime::pool`]): the
 //! dispatcher owns free and queued tokens, a worker owns the token of the job it
 //! runs, from the pop of its job (job ring or worker queue) to the completion
@@ -30,16 +35,77 @@ pub struct Packet {
     /// The datagram's length as sent; more than [`PACKET_BYTES`] when it did not
     /// fit (then only the first [`PACKET_BYTES`] bytes are in `data`).
     pub len: usize,
-    /// The datagram (its first [`PACKET_BYTES`] bytes).
-    pub data: [u8; PACKET_BYTES],
+    /// Where the datagram is, when not in `own`: a UMEM frame of at least
+    /// [`PACKET_BYTES`] bytes from here (null: `own`).
+    frame_data: *mut u8,
+    /// The UMEM frame this packet's token holds (AF_XDP; 0 otherwise).
+    pub frame: u64,
+    /// The packet's own buffer (the datagram's first [`PACKET_BYTES`] bytes).
+    own: [u8; PACKET_BYTES],
 }
+
+// SAFETY: `frame_data` points into a UMEM that outlives the pool's users; the
+// packet, its own buffer and its frame are accessed only by the thread that
+// owns the packet's token (see the module doc), like every other field.
+unsafe impl Send for Packet {}
+// SAFETY: as above.
+unsafe impl Sync for Packet {}
 
 impl Packet {
     /// The received bytes: the whole datagram, or its first [`PACKET_BYTES`]
     /// bytes when it was truncated.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        &self.data[..self.len.min(PACKET_BYTES)]
+        &self.data()[..self.len.min(PACKET_BYTES)]
+    }
+
+    /// The buffer the datagram is in ([`PACKET_BYTES`] bytes).
+    #[inline]
+    pub fn data(&self) -> &[u8; PACKET_BYTES] {
+        if self.frame_data.is_null() {
+            &self.own
+        } else {
+            // SAFETY: `set_frame`'s caller guaranteed PACKET_BYTES bytes
+            // there, owned with this packet's token.
+            unsafe { &*self.frame_data.cast::<[u8; PACKET_BYTES]>() }
+        }
+    }
+
+    /// The buffer the datagram is in, writable (a response header is
+    /// rewritten in place).
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8; PACKET_BYTES] {
+        if self.frame_data.is_null() {
+            &mut self.own
+        } else {
+            // SAFETY: as in `data`; `&mut self` is the only access.
+            unsafe { &mut *self.frame_data.cast::<[u8; PACKET_BYTES]>() }
+        }
+    }
+
+    /// Where the kernel receives into the packet's own buffer
+    /// ([`PACKET_BYTES`] bytes), taken without creating a reference.
+    ///
+    /// # Safety
+    /// `p` points to a live packet.
+    #[inline]
+    pub unsafe fn own_buffer(p: *mut Packet) -> *mut u8 {
+        // SAFETY: the caller guarantees `p` is live; taking a field's address
+        // creates no reference.
+        unsafe { (&raw mut (*p).own).cast() }
+    }
+
+    /// Points the packet at UMEM frame `frame`, whose datagram starts at
+    /// `data` (null: back to the packet's own buffer).
+    ///
+    /// # Safety
+    /// `data` is null or valid for reads and writes of [`PACKET_BYTES`]
+    /// bytes for as long as the packet points there, and the memory belongs
+    /// to whoever owns this packet's token.
+    #[inline]
+    pub unsafe fn set_frame(&mut self, frame: u64, data: *mut u8) {
+        self.frame = frame;
+        self.frame_data = data;
     }
 
     /// Whether the datagram was longer than the buffer (and cut by the kernel).
@@ -80,7 +146,7 @@ mod tests {
         ] {
             dgram.resize(len, 2);
             let stored = len.min(PACKET_BYTES);
-            p.data[..stored].copy_from_slice(&dgram[..stored]);
+            p.data_mut()[..stored].copy_from_slice(&dgram[..stored]);
             p.len = len;
             assert_eq!(p.truncated(), len > PACKET_BYTES, "{len}");
             assert_eq!(p.bytes().len(), stored);

@@ -28,10 +28,11 @@ use psp_runtime::{
 };
 
 use crate::datapath::{Datapath, Transmit};
-use crate::exporter::{Exporter, MetricsSource};
+use crate::exporter::{DropProbe, Exporter, MetricsSource};
 use crate::pool::PacketPool;
 use crate::protocol::{self, HEADER_LEN, ParseError, Status};
 use crate::udp::UdpDatapath;
+use crate::xdp::XdpDatapath;
 
 /// Everything `psp serve` configures.
 #[derive(Clone)]
@@ -52,6 +53,29 @@ pub struct ServerConfig {
     /// What the server serves: a handler per worker (or per request slot,
     /// under a preemptive policy), from the application the caller started.
     pub handlers: Arc<dyn HandlerFactory>,
+    /// How datagrams get in and out.
+    pub datapath: DatapathKind,
+}
+
+/// Which datapath a server (or a load client) uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// Kernel UDP sockets.
+    #[default]
+    Udp,
+    /// AF_XDP sockets and an XDP program on the interface that holds the
+    /// address (kernel bypass).
+    Xdp(crate::xdp::XdpConfig),
+}
+
+impl DatapathKind {
+    /// The name `--datapath` takes.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DatapathKind::Udp => "udp",
+            DatapathKind::Xdp(_) => "xdp",
+        }
+    }
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -63,6 +87,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("policy", &self.policy)
             .field("types", &self.types)
             .field("classifier", &self.classifier)
+            .field("datapath", &self.datapath)
             .finish_non_exhaustive()
     }
 }
@@ -88,15 +113,21 @@ pub struct NetCounters {
     pub reply_send_errors: u64,
     /// Receive calls that failed (other than "nothing to receive").
     pub receive_errors: u64,
+    /// Link-layer frames dropped as malformed (AF_XDP: truncated headers,
+    /// bad lengths or checksums, fragments; the kernel drops these itself
+    /// on the UDP path).
+    pub malformed_frames: u64,
     /// Datagrams the OS dropped before the server read them (socket receive
     /// buffer full), when the datapath can tell.
     pub dropped_by_os: Option<u64>,
+    /// The AF_XDP datapath's frame accounting and drops, on that datapath.
+    pub xdp: Option<crate::xdp::XdpReport>,
 }
 
 impl NetCounters {
     /// Counters the network front end puts in a live snapshot (all but
     /// `dropped_by_os`, which the exporter reads itself: it is a file read).
-    pub const SNAPSHOT_LEN: usize = 8;
+    pub const SNAPSHOT_LEN: usize = 9;
 
     fn snapshot_values(&self) -> [u64; Self::SNAPSHOT_LEN] {
         [
@@ -108,6 +139,7 @@ impl NetCounters {
             self.shed_unanswered,
             self.reply_send_errors,
             self.receive_errors,
+            self.malformed_frames,
         ]
     }
 
@@ -124,7 +156,9 @@ impl NetCounters {
             shed_unanswered: v(5),
             reply_send_errors: v(6),
             receive_errors: v(7),
+            malformed_frames: v(8),
             dropped_by_os: None,
+            xdp: None,
         }
     }
 }
@@ -167,12 +201,15 @@ impl<T: Transmit> JobIo for NetIo<T> {
         // SAFETY: this worker owns the job's token from its job's pop until it
         // pushes the completion, after `respond`.
         let pkt = unsafe { self.pool.get_mut(job.token) };
-        &pkt.data[HEADER_LEN..HEADER_LEN + usize::from(job.len)]
+        &pkt.data()[HEADER_LEN..HEADER_LEN + usize::from(job.len)]
     }
 
     #[inline]
     fn max_response(&self) -> usize {
-        protocol::MAX_BODY
+        self.tx
+            .max_payload()
+            .saturating_sub(HEADER_LEN)
+            .min(protocol::MAX_BODY)
     }
 
     #[inline]
@@ -186,11 +223,14 @@ impl<T: Transmit> JobIo for NetIo<T> {
             Err(HandlerError::Failed(_)) => (Status::HandlerError, &[][..]),
         };
         let (header, _) = pkt
-            .data
+            .data_mut()
             .split_first_chunk_mut::<HEADER_LEN>()
             .expect("packet buffers hold a header");
         protocol::make_response_header(header, status, body.len() as u16);
-        self.tx.send(&pkt.peer, [&header[..], body]).is_ok()
+        let pkt = &*pkt;
+        self.tx
+            .send(&pkt.peer, [&pkt.data()[..HEADER_LEN], body])
+            .is_ok()
     }
 }
 
@@ -266,7 +306,9 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
     }
 
     fn fill_snapshot(&self, out: &mut [u64]) {
-        for (o, v) in out.iter_mut().zip(self.net.snapshot_values()) {
+        let mut values = self.net.snapshot_values();
+        values[8] = self.datapath.malformed();
+        for (o, v) in out.iter_mut().zip(values) {
             *o = v;
         }
     }
@@ -275,7 +317,7 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
         let mut tokens = [0u32; RX_BATCH];
         // Error replies of one pass: (token, status).
         let mut replies: [(u32, Status); RX_BATCH] = [(0, Status::Ok); RX_BATCH];
-        let mut worked = false;
+        let mut worked = self.datapath.service();
         let mut k = 0;
         while k < tokens.len() {
             match core.take_token() {
@@ -371,7 +413,8 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
     }
 
     fn idle(&mut self, core: &DispatchCore, me: &Wakeup, now: u64, worked: bool) {
-        if worked {
+        // Responses queued for the datapath go out while draining too.
+        if self.datapath.service() || worked {
             self.idler.reset();
             self.busy_idler.reset();
             return;
@@ -408,6 +451,8 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
     }
 
     fn finish(mut self, core: DispatcherReport) -> (DispatcherReport, NetCounters) {
+        self.net.xdp = self.datapath.finish();
+        self.net.malformed_frames = self.datapath.malformed();
         self.net.dropped_by_os = self.datapath.dropped_by_os();
         (core, self.net)
     }
@@ -426,11 +471,11 @@ impl<D: Datapath> NetFrontEnd<D> {
             // borrows are disjoint.
             let pkt = unsafe { &mut *self.pool.as_ptr(token) };
             let (header, _) = pkt
-                .data
+                .data_mut()
                 .split_first_chunk_mut::<HEADER_LEN>()
                 .expect("packet buffers hold a header");
             protocol::make_response_header(header, status, 0);
-            *m = (&pkt.peer, &pkt.data[..HEADER_LEN]);
+            *m = (&pkt.peer, &pkt.data()[..HEADER_LEN]);
         }
         let sent = self
             .reply_tx
@@ -447,6 +492,7 @@ static EMPTY_PEER: crate::datapath::PeerAddr = crate::datapath::PeerAddr {
     // SAFETY: sockaddr_storage is plain data; all-zero is valid.
     storage: unsafe { std::mem::zeroed() },
     len: 0,
+    hw: [0; 6],
 };
 
 /// A running server.
@@ -503,7 +549,43 @@ impl Server {
             addr: cfg.addr,
             source,
         };
-        let datapath = UdpDatapath::bind(cfg.addr).map_err(bind_err)?;
+        // The packet buffers, one per request slot: the AF_XDP datapath gives
+        // each its first frame when it binds.
+        let pool = Arc::new(PacketPool::new(psp_runtime::max_in_flight(
+            &cfg.runtime,
+            cfg.types.len(),
+        )));
+        match cfg.datapath.clone() {
+            DatapathKind::Udp => {
+                let datapath = UdpDatapath::bind(cfg.addr).map_err(bind_err)?;
+                let socket = datapath.try_clone_socket().map_err(bind_err)?;
+                let probe: DropProbe = Box::new(move || crate::udp::socket_drops(&socket));
+                Self::launch(cfg, datapath, pool, probe, started)
+            }
+            DatapathKind::Xdp(x) => {
+                let datapath = XdpDatapath::open(&x, cfg.addr, &pool, cfg.runtime.workers + 1)
+                    .map_err(bind_err)?;
+                let socket = datapath.socket();
+                let probe: DropProbe =
+                    Box::new(move || socket.statistics().ok().map(|s| s.rx_dropped));
+                Self::launch(cfg, datapath, pool, probe, started)
+            }
+        }
+    }
+
+    /// Starts the metrics exporter (if asked), the dispatcher and the
+    /// workers over a bound datapath.
+    fn launch<D: Datapath + 'static>(
+        cfg: ServerConfig,
+        datapath: D,
+        pool: Arc<PacketPool>,
+        dropped_by_os: DropProbe,
+        started: Instant,
+    ) -> Result<Server, ServerError> {
+        let bind_err = |source| ServerError::Bind {
+            addr: cfg.addr,
+            source,
+        };
         let local_addr = datapath.local_addr().map_err(bind_err)?;
         let thread_err = |e: io::Error| ServerError::Runtime(RuntimeError::Thread(e.to_string()));
         // Both listeners are bound before anything starts, so that a bad or used
@@ -514,12 +596,11 @@ impl Server {
                     .map_err(|source| ServerError::MetricsBind { addr, source })?;
                 let (publisher, reader) =
                     psp_runtime::snapshot_channel(cfg.types.len(), NetCounters::SNAPSHOT_LEN);
-                let socket = datapath.try_clone_socket().map_err(thread_err)?;
                 let source = MetricsSource {
                     reader,
                     type_names: cfg.types.iter().map(|t| t.name.clone()).collect(),
                     started,
-                    dropped_by_os: Some(Box::new(move || crate::udp::socket_drops(&socket))),
+                    dropped_by_os: Some(dropped_by_os),
                     workers: cfg.runtime.workers,
                     declared_service_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
                 };
@@ -533,7 +614,7 @@ impl Server {
         let (started_tx, started_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("psp-serve".into())
-            .spawn(move || serve(cfg, datapath, stop_front, snapshots, started_tx))
+            .spawn(move || serve(cfg, datapath, pool, stop_front, snapshots, started_tx))
             .map_err(thread_err)?;
         // The sender is dropped unanswered when the run fails to start: its
         // error is then this call's.
@@ -609,17 +690,14 @@ impl Server {
 
 fn serve<D: Datapath + 'static>(
     cfg: ServerConfig,
-    datapath: D,
+    mut datapath: D,
+    pool: Arc<PacketPool>,
     stop: Arc<AtomicBool>,
     snapshots: Option<SnapshotPublisher>,
     started: std::sync::mpsc::Sender<()>,
 ) -> Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeError> {
     let thread_err = |e: io::Error| RuntimeError::Thread(e.to_string());
     let n_types = cfg.types.len() as u16;
-    let pool = Arc::new(PacketPool::new(psp_runtime::max_in_flight(
-        &cfg.runtime,
-        cfg.types.len(),
-    )));
     let classifier = cfg.classifier.build(protocol::TYPE_OFFSET, n_types);
     let mut worker_txs = Vec::with_capacity(cfg.runtime.workers);
     for _ in 0..cfg.runtime.workers {

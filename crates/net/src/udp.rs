@@ -13,7 +13,7 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::datapath::{Datapath, PeerAddr, Transmit};
-use crate::pool::{PACKET_BYTES, PacketPool};
+use crate::pool::{PACKET_BYTES, Packet, PacketPool};
 
 /// Most datagrams one `recvmmsg` or `sendmmsg` call handles.
 pub const MAX_BATCH: usize = 64;
@@ -195,8 +195,8 @@ impl Datapath for UdpDatapath {
         for (b, &t) in bufs.iter_mut().zip(&tokens[..n]) {
             let p = pool.as_ptr(t);
             // SAFETY: `p` points to a live packet of the pool; taking field
-            // addresses does not create references.
-            *b = unsafe { ((&raw mut (*p).data).cast::<u8>(), &raw mut (*p).peer) };
+            // addresses creates no reference.
+            *b = unsafe { (Packet::own_buffer(p), &raw mut (*p).peer) };
         }
         let mut lens = [0usize; MAX_BATCH];
         // SAFETY: the caller owns the tokens, so their packets are writable and
@@ -215,7 +215,7 @@ impl Datapath for UdpDatapath {
         Ok(got)
     }
 
-    fn transmitter(&self) -> io::Result<UdpTx> {
+    fn transmitter(&mut self) -> io::Result<UdpTx> {
         Ok(UdpTx {
             socket: self.socket.try_clone()?,
         })

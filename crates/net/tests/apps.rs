@@ -30,6 +30,7 @@ fn server(app: &AppConfig, w: &Workload, policy: &str) -> (Server, Arc<dyn Servi
         classifier: ClassifierKind::Header,
         handlers: psp_apps::handler_factory(service.clone(), None),
         metrics: None,
+        datapath: Default::default(),
     })
     .expect("server starts");
     (srv, service)
@@ -50,6 +51,7 @@ fn load(srv: &Server, app: &AppConfig, w: &Workload, rps: f64, ms: u64) -> LoadC
         keep_samples: false,
         raise_priority: false,
         workers: 1,
+        datapath: Default::default(),
     }
 }
 

@@ -135,6 +135,7 @@ fn config(server: SocketAddr) -> LoadConfig {
         keep_samples: true,
         raise_priority: false,
         workers: 1,
+        datapath: Default::default(),
     }
 }
 

@@ -31,6 +31,7 @@ fn server() -> Server {
         classifier: ClassifierKind::Header,
         // Echo: a body of any length is a valid request to serve.
         handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
+        datapath: Default::default(),
     })
     .expect("server starts")
 }

@@ -271,6 +271,7 @@ fn over_udp(app: &Arc<App>, policy: &str) {
         types: app.workload.type_infos(),
         classifier: ClassifierKind::Header,
         handlers: psp_apps::handler_factory(app.service.clone(), spec.feedback_threshold_ns()),
+        datapath: Default::default(),
     })
     .unwrap_or_else(|e| panic!("{policy} on {}: {e}", app.name));
     let at = format!("{policy}, {}, udp", app.name);

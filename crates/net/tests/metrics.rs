@@ -49,6 +49,7 @@ fn config(policy: &str, metrics: Option<SocketAddr>) -> ServerConfig {
             )),
             None,
         ),
+        datapath: Default::default(),
     }
 }
 

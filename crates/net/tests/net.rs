@@ -58,6 +58,7 @@ fn server_at(
             )),
             None,
         ),
+        datapath: Default::default(),
     })
 }
 
@@ -77,6 +78,7 @@ fn one_worker_server(drain_timeout: Duration, app: Arc<dyn Service>) -> Server {
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
         handlers: psp_apps::handler_factory(app, None),
+        datapath: Default::default(),
     })
     .expect("server starts")
 }
@@ -116,6 +118,7 @@ fn load(server: SocketAddr, rps: f64, ms: u64, timeout_ms: u64) -> LoadConfig {
         keep_samples: true,
         raise_priority: false,
         workers: 1,
+        datapath: Default::default(),
     }
 }
 
@@ -573,6 +576,7 @@ fn metrics_server() -> Server {
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
         handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
+        datapath: Default::default(),
     })
     .expect("server starts")
 }
@@ -643,6 +647,7 @@ fn a_server_whose_cores_are_missing_does_not_start() {
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
         handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
+        datapath: Default::default(),
     });
     match r {
         Err(psp_net::ServerError::Runtime(psp_runtime::RuntimeError::Cores(m))) => {
@@ -693,6 +698,7 @@ fn measured_utilization_is_reported_beside_the_declared_one() {
             )),
             None,
         ),
+        datapath: Default::default(),
     })
     .expect("server starts");
     let maddr = srv.metrics_addr().unwrap();

@@ -58,7 +58,7 @@ unsafe fn receive(pool: &PacketPool, tokens: &[u32], first_id: u64) {
             let p: *mut Packet = pool.as_ptr(t);
             // SAFETY: `p` points to a live packet of the pool; taking field
             // addresses creates no reference.
-            unsafe { ((&raw mut (*p).data).cast::<u8>(), &raw mut (*p).peer) }
+            unsafe { (Packet::own_buffer(p), &raw mut (*p).peer) }
         })
         .collect();
     let mut lens = Vec::with_capacity(tokens.len());
@@ -97,14 +97,14 @@ fn worker(pool: &PacketPool, mut jobs: rtrb::Consumer<Job>, mut done: rtrb::Prod
         let pkt = unsafe { pool.get_mut(job.token) };
         let h = protocol::parse_request(pkt.bytes()).expect("a request");
         let id = h.id;
-        let body = &mut pkt.data[HEADER_LEN..HEADER_LEN + usize::from(job.len)];
-        assert_eq!(body, &body_of(id)[..], "request {id} arrived corrupted");
         assert_eq!(pkt.peer.to_socket_addr(), Some(peer_of(id)));
+        let body = &mut pkt.data_mut()[HEADER_LEN..HEADER_LEN + usize::from(job.len)];
+        assert_eq!(body, &body_of(id)[..], "request {id} arrived corrupted");
         // The response, in place and as long as the request: the body reversed
         // under a response header.
         body.reverse();
         let (header, _) = pkt
-            .data
+            .data_mut()
             .split_first_chunk_mut::<HEADER_LEN>()
             .expect("packet buffers hold a header");
         protocol::make_response_header(header, Status::Ok, job.len);
