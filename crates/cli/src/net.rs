@@ -1,4 +1,4 @@
-//! `psp serve` (the runtime behind the UDP datapath), `psp load` (the open-loop
+//! `psp serve` (the runtime behind a datapath: kernel UDP or AF_XDP), `psp load` (the open-loop
 //! client), `psp echo` (the baseline echo server), `psp netbench` (highest
 //! sustained rate of trivial requests: psp serve beside the echo server) and the
 //! net-mode point that `psp sweep --mode net` measures.
@@ -18,6 +18,8 @@ use psp_core::PolicySpec;
 use psp_metrics::{Extra, LoadedServer, PointResult, ServerSummary, ServerTypeLatency};
 use psp_net::client::{LoadConfig, LoadReport, Progress, run_load};
 use psp_net::echo::EchoServer;
+use psp_net::server::DatapathKind;
+use psp_net::xdp::XdpConfig;
 use psp_net::{ClassifierKind, Server, ServerConfig, ServerReport};
 use psp_runtime::{IdleStrategy, RuntimeConfig, StatsConfig};
 use psp_sim::{SimConfig, Workload};
@@ -53,6 +55,83 @@ fn stop_on_signals(flag: &Arc<AtomicBool>) -> Result<()> {
             .context("cannot install a signal handler")?;
     }
     Ok(())
+}
+
+/// The AF_XDP datapath's settings (`--datapath xdp`), shared by `psp serve`,
+/// `psp load`, `psp echo` and `psp netbench`.
+#[derive(Args, Clone, Debug, Default)]
+pub struct XdpArgs {
+    /// AF_XDP: entries of each ring (fill, RX, TX, completion), a power of two
+    /// from 64 to 32768 [default: 2048].
+    #[arg(long, allow_hyphen_values = true)]
+    pub xdp_ring: Option<u32>,
+    /// AF_XDP: frames each transmitter (worker, dispatcher) owns, 16 to 8192
+    /// [default: 512].
+    #[arg(long, allow_hyphen_values = true)]
+    pub xdp_tx_frames: Option<u32>,
+    /// AF_XDP: receive queues to bind, one socket each, 1 to 64 [default:
+    /// every queue of the interface].
+    #[arg(long, allow_hyphen_values = true)]
+    pub xdp_queues: Option<u32>,
+    /// AF_XDP: zero-copy mode: auto (where the driver supports it), on, off
+    /// (copy mode) [default: auto].
+    #[arg(long)]
+    pub xdp_zero_copy: Option<String>,
+    /// AF_XDP: where the XDP program runs: auto (the driver if it can), driver,
+    /// generic [default: auto].
+    #[arg(long)]
+    pub xdp_attach: Option<String>,
+    /// AF_XDP: busy polling (SO_BUSY_POLL) in microseconds, 0 to 1000
+    /// [default: 0, off].
+    #[arg(long, allow_hyphen_values = true)]
+    pub xdp_busy_poll: Option<u32>,
+}
+
+impl XdpArgs {
+    /// The datapath `--datapath` names, with these settings for `xdp`.
+    ///
+    /// # Errors
+    /// An unknown datapath or a setting out of its range (one line).
+    pub fn datapath(&self, name: &str) -> Result<DatapathKind> {
+        let set = self.xdp_ring.is_some()
+            || self.xdp_tx_frames.is_some()
+            || self.xdp_queues.is_some()
+            || self.xdp_zero_copy.is_some()
+            || self.xdp_attach.is_some()
+            || self.xdp_busy_poll.is_some();
+        match name {
+            "udp" if set => bail!("--xdp-* options need --datapath xdp"),
+            "udp" => Ok(DatapathKind::Udp),
+            "xdp" => {
+                let d = XdpConfig::default();
+                let cfg = XdpConfig {
+                    ring: self.xdp_ring.unwrap_or(d.ring),
+                    tx_frames: self.xdp_tx_frames.unwrap_or(d.tx_frames),
+                    queues: self.xdp_queues,
+                    zero_copy: match self.xdp_zero_copy.as_deref() {
+                        None | Some("auto") => None,
+                        Some("on") => Some(true),
+                        Some("off") => Some(false),
+                        Some(o) => bail!("--xdp-zero-copy must be auto, on or off, not '{o}'"),
+                    },
+                    attach: match self.xdp_attach.as_deref() {
+                        None | Some("auto") => None,
+                        Some("driver") => Some(psp_net::xdp::bpf::AttachMode::Driver),
+                        Some("generic") => Some(psp_net::xdp::bpf::AttachMode::Generic),
+                        Some(o) => {
+                            bail!("--xdp-attach must be auto, driver or generic, not '{o}'")
+                        }
+                    },
+                    busy_poll_us: self.xdp_busy_poll.unwrap_or(0),
+                };
+                cfg.check().map_err(anyhow::Error::msg)?;
+                Ok(DatapathKind::Xdp(cfg))
+            }
+            _ => bail!(
+                "--datapath must be udp (kernel UDP sockets) or xdp (AF_XDP, kernel bypass), not '{name}'"
+            ),
+        }
+    }
 }
 
 /// Client options shared by `psp load`, `psp sweep --mode net` and `psp netbench`.
@@ -109,9 +188,13 @@ pub struct ServeArgs {
     /// 127.0.0.1:9100; port 0: any free port) [default: none].
     #[arg(long)]
     metrics: Option<String>,
-    /// Datapath: udp (kernel sockets, recvmmsg) [default: udp].
+    /// Datapath: udp (kernel sockets, recvmmsg) or xdp (AF_XDP on the
+    /// interface that holds --address: kernel bypass; needs root; see
+    /// docs/xdp.md) [default: udp].
     #[arg(long)]
     datapath: Option<String>,
+    #[command(flatten)]
+    xdp: XdpArgs,
     /// Scheduling policy with its parameters (e.g. darc, darc:delta=0.1, c-fcfs) [default: darc].
     #[arg(long)]
     policy: Option<String>,
@@ -255,10 +338,10 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let src = Sources {
         config: a.config.as_deref(),
     };
-    src.pick(&a.datapath, &f.datapath, |d: String| match d.as_str() {
-        "udp" => Ok(()),
-        _ => bail!("--datapath must be udp (the kernel UDP datapath), not '{d}'"),
-    })?;
+    let datapath = a.xdp.datapath(
+        &src.pick(&a.datapath, &f.datapath, Ok)?
+            .unwrap_or_else(|| "udp".into()),
+    )?;
     let addr = src
         .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
         .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
@@ -356,7 +439,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             types: workload.type_infos(),
             classifier,
             handlers: psp_apps::handler_factory(service.clone(), policy.feedback_threshold_ns()),
-            datapath: Default::default(),
+            datapath,
         },
         service,
         workload,
@@ -394,6 +477,8 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
         worker_send_errors: c.unsent,
         receive_errors: n.receive_errors,
         dropped_by_os: n.dropped_by_os,
+        malformed_frames: n.malformed_frames,
+        xdp: n.xdp.clone(),
         stranded: c.stranded,
         abandoned_workers: s.abandoned_workers.clone(),
         reservation_updates: d.policy_stats.reservation_updates,
@@ -486,7 +571,8 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         format!(" | metrics on http://{a}/metrics")
     });
     let line = format!(
-        "psp serve: listening on udp://{}{metrics} | policy {} | {} workers | workload {} ({} types) | app {} | Ctrl-C drains and stops",
+        "psp serve: listening on {}://{}{metrics} | policy {} | {} workers | workload {} ({} types) | app {} | Ctrl-C drains and stops",
+        cfg.datapath.name(),
         server.local_addr(),
         cfg.policy,
         cfg.runtime.workers,
@@ -571,6 +657,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         if let Some(c) = &s.app_check {
             println!("{c}");
         }
+        if let Some(x) = &s.xdp {
+            println!("{}", xdp_line(x));
+        }
     }
     if report.dispatcher.counts.stranded > 0 {
         bail!(
@@ -582,6 +671,41 @@ pub fn serve(a: ServeArgs) -> Result<()> {
 }
 
 // ----------------------------------------------------------------- psp load
+
+/// The AF_XDP datapath's account in one line.
+pub fn xdp_line(x: &psp_metrics::XdpSummary) -> String {
+    let dropped: Vec<String> = x
+        .dropped
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    format!(
+        "af_xdp: {} ({} queue(s), {} mode, XDP in the {}) | frames {} = {} with requests + {} lent for receive + {} free for transmit + {} queued + {} in flight (leaked {}) | transmitted {} | malformed frames dropped {} ({}) | kernel: rx dropped {}, rx ring full {}, fill ring empty {}, tx invalid {}",
+        x.interface,
+        x.queues,
+        if x.zero_copy { "zero-copy" } else { "copy" },
+        x.attach_mode,
+        x.frames_total,
+        x.frames_with_tokens,
+        x.frames_lent_for_rx,
+        x.frames_free_for_tx,
+        x.frames_queued_for_tx,
+        x.frames_in_tx,
+        x.frames_leaked,
+        x.transmitted,
+        x.dropped_total(),
+        if dropped.is_empty() {
+            "none".into()
+        } else {
+            dropped.join(", ")
+        },
+        x.kernel_rx_dropped,
+        x.kernel_rx_ring_full,
+        x.kernel_fill_ring_empty,
+        x.kernel_tx_invalid,
+    )
+}
 
 /// `psp load` arguments.
 #[derive(Args)]
@@ -596,6 +720,13 @@ pub struct LoadArgs {
     /// The server's policy, recorded in the report (the client cannot see it).
     #[arg(long, default_value = "unknown")]
     policy: String,
+    /// Datapath: udp (kernel sockets, one per flow) or xdp (AF_XDP on the
+    /// interface towards --server, which must be a neighbour; flow i sends
+    /// from port 47000 + i; needs root).
+    #[arg(long, default_value = "udp")]
+    datapath: String,
+    #[command(flatten)]
+    xdp: XdpArgs,
     #[command(flatten)]
     client: ClientArgs,
     /// The application whose requests are sent (its options must match the
@@ -758,7 +889,8 @@ pub fn load(a: LoadArgs) -> Result<()> {
     // A phased workload runs its phases: their requests, not --duration's.
     limits::point_requests(&workload, workers, rate, sim.duration_ns)?;
     let app = a.app.config(&workload, u64::MAX)?;
-    let cfg = load_config(server, &workload, &app, &sim, &client, a.samples.is_some())?;
+    let mut cfg = load_config(server, &workload, &app, &sim, &client, a.samples.is_some())?;
+    cfg.datapath = a.xdp.datapath(&a.datapath)?;
     let rep = load_with_progress(&cfg)?;
     if let Some(path) = &a.samples {
         write_samples(path, &cfg, &rep)?;
@@ -867,9 +999,16 @@ pub struct EchoArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7001")]
     address: String,
-    /// Threads, each with its own SO_REUSEPORT socket.
+    /// Threads, each with its own SO_REUSEPORT socket (udp; the xdp echo
+    /// server runs one thread over every queue).
     #[arg(long, allow_hyphen_values = true, default_value_t = 2)]
     threads: usize,
+    /// Datapath: udp or xdp (AF_XDP on the interface that holds --address;
+    /// turns each datagram around in the frame it arrived in).
+    #[arg(long, default_value = "udp")]
+    datapath: String,
+    #[command(flatten)]
+    xdp: XdpArgs,
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
     #[arg(long, allow_hyphen_values = true)]
     duration: Option<String>,
@@ -884,15 +1023,29 @@ pub fn echo(a: EchoArgs) -> Result<()> {
         .as_deref()
         .map(|d| limits::SERVE_DURATION.parse(d))
         .transpose()?;
-    let server =
-        EchoServer::start(addr, a.threads).with_context(|| format!("cannot listen on {addr}"))?;
-    let stop = server.stop_flag();
+    let datapath = a.xdp.datapath(&a.datapath)?;
+    let (local, stop, finish): (SocketAddr, _, Box<dyn FnOnce() -> u64>) = match &datapath {
+        DatapathKind::Udp => {
+            let s = EchoServer::start(addr, a.threads)
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            (s.local_addr(), s.stop_flag(), Box::new(move || s.stop()))
+        }
+        DatapathKind::Xdp(x) => {
+            let s = psp_net::xdp::XdpEcho::start(x, addr)
+                .with_context(|| format!("cannot listen on {addr} (AF_XDP)"))?;
+            (s.local_addr(), s.stop_flag(), Box::new(move || s.stop()))
+        }
+    };
     stop_on_signals(&stop)?;
-    println!(
-        "psp echo: listening on udp://{} with {} threads (SO_REUSEPORT, blocking recv_from/send_to)",
-        server.local_addr(),
-        a.threads
-    );
+    match datapath {
+        DatapathKind::Udp => println!(
+            "psp echo: listening on udp://{local} with {} threads (SO_REUSEPORT, blocking recv_from/send_to)",
+            a.threads
+        ),
+        DatapathKind::Xdp(_) => println!(
+            "psp echo: listening on xdp://{local} (one thread, every queue, replies written over the request's frame)"
+        ),
+    }
     let _ = std::io::stdout().flush();
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -901,7 +1054,7 @@ pub fn echo(a: EchoArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    println!("echoed {} datagrams", server.stop());
+    println!("echoed {} datagrams", finish());
     Ok(())
 }
 
@@ -935,11 +1088,36 @@ pub struct NetbenchArgs {
     /// Sockets (source ports) the client spreads its requests over.
     #[arg(long, allow_hyphen_values = true, default_value_t = DEFAULT_SOCKETS)]
     flows: usize,
+    /// The servers' datapaths, each measured in turn: udp, xdp or udp,xdp
+    /// (xdp needs --netns).
+    #[arg(long, default_value = "udp")]
+    datapaths: String,
+    /// The client's datapath: udp, xdp, or same (the server's) [default: same].
+    #[arg(long, default_value = "same")]
+    client_datapath: String,
+    /// Run the servers in namespace PREFIX-srv at --server-ip:7000 and the
+    /// client in PREFIX-cli, over the veth pair `scripts/netns.sh up --prefix
+    /// PREFIX` makes [default: both on loopback, udp only].
+    #[arg(long)]
+    netns: Option<String>,
+    /// The server's address in PREFIX-srv (with --netns).
+    #[arg(long, default_value = "10.77.0.1")]
+    server_ip: std::net::Ipv4Addr,
+    #[command(flatten)]
+    xdp: XdpArgs,
     #[command(flatten)]
     client: ClientArgs,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// Runs `f` in network namespace `ns`, or here.
+fn in_ns<T: Send>(ns: Option<&str>, f: impl FnOnce() -> T + Send) -> Result<T> {
+    match ns {
+        Some(ns) => Ok(psp_net::xdp::device::in_namespace(ns, f)?),
+        None => Ok(f()),
+    }
 }
 
 /// Runs `psp netbench`: at each rate, the same client measures psp serve (0 us
@@ -982,84 +1160,93 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
         types: workload.type_infos(),
         queue_capacity: sim.queue_capacity,
     })?;
+    let names: Vec<&str> = a.datapaths.split(',').map(str::trim).collect();
+    limits::DATAPATHS.check(names.len())?;
+    let mut datapaths = Vec::new();
+    for n in &names {
+        if datapaths.iter().any(|d: &DatapathKind| d.name() == *n) {
+            bail!("--datapaths: '{n}' twice");
+        }
+        datapaths.push(if *n == "udp" {
+            DatapathKind::Udp
+        } else {
+            a.xdp.datapath(n)?
+        });
+    }
+    let client_datapath = match a.client_datapath.as_str() {
+        "same" => None,
+        d => Some(a.xdp.datapath(d)?),
+    };
+    let (srv_ns, cli_ns) = match &a.netns {
+        Some(p) => (Some(format!("{p}-srv")), Some(format!("{p}-cli"))),
+        None => (None, None),
+    };
+    let needs_ns = datapaths
+        .iter()
+        .chain(&client_datapath)
+        .any(|d| matches!(d, DatapathKind::Xdp(_)));
+    if needs_ns && a.netns.is_none() {
+        bail!(
+            "--datapaths xdp needs --netns PREFIX (two namespaces joined by a veth pair: scripts/netns.sh up --prefix PREFIX)"
+        );
+    }
+    let addr: SocketAddr = match &a.netns {
+        Some(_) => SocketAddr::from((a.server_ip, 7000)),
+        None => "127.0.0.1:0".parse().expect("literal address"),
+    };
     let mut rows = Vec::new();
-    for &rate in &rates {
-        let sim = SimConfig {
-            rate_rps: rate,
-            ..sim.clone()
-        };
-        for kind in ["psp-serve", "echo"] {
-            let (addr, stop): (SocketAddr, Box<dyn FnOnce() -> Result<serde_json::Value>>) =
-                match kind {
-                    "psp-serve" => {
-                        let s = Server::start(ServerConfig {
-                            addr: "127.0.0.1:0".parse().expect("literal address"),
-                            metrics: None,
-                            runtime: RuntimeConfig {
-                                workers: a.workers,
-                                idle,
-                                // As the echo server's threads: normal priority.
-                                raise_priority: false,
-                                ..RuntimeConfig::default()
-                            },
-                            policy: spec,
-                            types: workload.type_infos(),
-                            classifier: ClassifierKind::Header,
-                            handlers: psp_apps::handler_factory(
-                                Arc::new(psp_apps::spin::EchoService),
-                                None,
-                            ),
-                            datapath: Default::default(),
-                        })?;
-                        (
-                            s.local_addr(),
-                            Box::new({
-                                let d = declared(&workload);
-                                move || Ok(serde_json::to_value(server_summary(&s.stop()?, &d))?)
-                            }),
-                        )
-                    }
-                    _ => {
-                        let s = EchoServer::start(
-                            "127.0.0.1:0".parse().expect("literal address"),
-                            a.workers,
-                        )?;
-                        (
-                            s.local_addr(),
-                            Box::new(move || Ok(json!({"echoed": s.stop()}))),
-                        )
-                    }
-                };
-            let mut lc = load_config(addr, &workload, &AppConfig::Echo, &sim, &a.client, false)?;
-            // A saturation benchmark: the client must not outrank either server.
-            lc.raise_priority = false;
-            let rep = run_load(&lc, &Progress::default())?;
-            let server = stop()?;
-            let point = rep.to_point(&lc, kind, a.workers);
-            let p99 = point.types[0].p99_latency_us;
-            eprintln!(
-                "{kind:>9} at {:>8.0} rps: achieved {:>8.0} rps, loss {:.4}%, p99 {:.1} us, client lag p99 {:.1} us",
-                rate,
-                point.achieved_rps,
-                point.loss_fraction * 100.0,
-                p99,
-                rep.send_lag_ns[1] as f64 / 1e3
-            );
-            rows.push(json!({
-                "server": kind,
-                "offered_rps": rate,
-                "achieved_rps": point.achieved_rps,
-                "loss_fraction": point.loss_fraction,
-                "p50_latency_us": point.types[0].p50_latency_us,
-                "p99_latency_us": p99,
-                "client_send_lag_p99_us": rep.send_lag_ns[1] as f64 / 1e3,
-                "server_counters": server,
-            }));
+    for datapath in &datapaths {
+        let dp = datapath.name();
+        for &rate in &rates {
+            let sim = SimConfig {
+                rate_rps: rate,
+                ..sim.clone()
+            };
+            for kind in ["psp-serve", "echo"] {
+                let (addr, stop) = in_ns(srv_ns.as_deref(), || {
+                    netbench_server(kind, datapath, addr, a.workers, idle, spec, &workload)
+                })??;
+                let mut lc =
+                    load_config(addr, &workload, &AppConfig::Echo, &sim, &a.client, false)?;
+                // A saturation benchmark: the client must not outrank either server.
+                lc.raise_priority = false;
+                lc.datapath = client_datapath.clone().unwrap_or_else(|| datapath.clone());
+                let rep = in_ns(cli_ns.as_deref(), || run_load(&lc, &Progress::default()));
+                let server = stop()?;
+                let rep = rep??;
+                let point = rep.to_point(&lc, kind, a.workers);
+                let p99 = point.types[0].p99_latency_us;
+                eprintln!(
+                    "{dp} {kind:>9} at {:>8.0} rps: achieved {:>8.0} rps, loss {:.4}%, p50 {:.1} us, p99 {:.1} us, client lag p99 {:.1} us",
+                    rate,
+                    point.achieved_rps,
+                    point.loss_fraction * 100.0,
+                    point.types[0].p50_latency_us,
+                    p99,
+                    rep.send_lag_ns[1] as f64 / 1e3
+                );
+                rows.push(json!({
+                    "datapath": dp,
+                    "client_datapath": lc.datapath.name(),
+                    "server": kind,
+                    "offered_rps": rate,
+                    "achieved_rps": point.achieved_rps,
+                    "loss_fraction": point.loss_fraction,
+                    "p50_latency_us": point.types[0].p50_latency_us,
+                    "p99_latency_us": p99,
+                    "client_send_lag_p99_us": rep.send_lag_ns[1] as f64 / 1e3,
+                    "server_counters": server,
+                }));
+            }
         }
     }
-    let sustained = |kind: &str| {
+    // The highest rate of the ladder before the first one past --max-loss.
+    let sustained = |dp: &str, kind: &str| {
         let mut best = None;
-        for r in rows.iter().filter(|r| r["server"] == kind) {
+        for r in rows
+            .iter()
+            .filter(|r| r["server"] == kind && r["datapath"] == dp)
+        {
             if r["loss_fraction"].as_f64().unwrap_or(1.0) > a.max_loss {
                 break;
             }
@@ -1067,11 +1254,32 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
         }
         best
     };
-    let (ours, echo) = (sustained("psp-serve"), sustained("echo"));
-    let ratio = match (ours, echo) {
-        (Some(o), Some(e)) => Some(o / e),
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a / b),
         _ => None,
     };
+    let mut summary = serde_json::Map::new();
+    let mut lines = Vec::new();
+    let f = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0} rps"));
+    let r2 = |v: Option<f64>| v.map_or("n/a".to_string(), |r| format!("{r:.2}"));
+    for d in &datapaths {
+        let dp = d.name();
+        let (ours, echo) = (sustained(dp, "psp-serve"), sustained(dp, "echo"));
+        summary.insert(
+            dp.into(),
+            json!({
+                "sustained_rps": {"psp-serve": ours, "echo": echo},
+                "ratio_psp_over_echo": ratio(ours, echo),
+            }),
+        );
+        lines.push(format!(
+            "{dp}: psp serve ({spec}) {} | echo server {} | ratio {}",
+            f(ours),
+            f(echo),
+            r2(ratio(ours, echo))
+        ));
+    }
+    let xdp_over_udp = ratio(sustained("xdp", "psp-serve"), sustained("udp", "psp-serve"));
     let doc = json!({
         "workers": a.workers,
         "policy": spec.to_string(),
@@ -1079,25 +1287,82 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
         "duration_s": duration_ns as f64 / 1e9,
         "max_loss": a.max_loss,
         "flows": a.client.flows,
-        "sustained_rps": {"psp-serve": ours, "echo": echo},
-        "ratio_psp_over_echo": ratio,
+        "netns": a.netns,
+        "datapaths": summary,
+        "ratio_psp_serve_xdp_over_udp": xdp_over_udp,
         "points": rows,
     });
     if a.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        let f = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.0} rps"));
         println!(
-            "highest sustained rate (loss <= {}%), 0 us requests, {} worker(s)/thread(s): psp serve ({}) {} | echo server {} | ratio {}",
+            "highest sustained rate (loss <= {}%), 0 us requests, {} worker(s)/thread(s):",
             a.max_loss * 100.0,
             a.workers,
-            spec,
-            f(ours),
-            f(echo),
-            ratio.map_or("n/a".to_string(), |r| format!("{r:.2}"))
         );
+        for l in lines {
+            println!("  {l}");
+        }
+        if datapaths.len() > 1 {
+            println!("  psp serve xdp / udp: {}", r2(xdp_over_udp));
+        }
     }
     Ok(())
+}
+
+/// What stops a netbench server and returns its counters.
+type StopServer = Box<dyn FnOnce() -> Result<serde_json::Value> + Send>;
+
+/// Starts `kind` (psp-serve or echo) on `datapath` at `addr`.
+fn netbench_server(
+    kind: &str,
+    datapath: &DatapathKind,
+    addr: SocketAddr,
+    workers: usize,
+    idle: IdleStrategy,
+    spec: PolicySpec,
+    workload: &Workload,
+) -> Result<(SocketAddr, StopServer)> {
+    Ok(match (kind, datapath) {
+        ("psp-serve", _) => {
+            let s = Server::start(ServerConfig {
+                addr,
+                metrics: None,
+                runtime: RuntimeConfig {
+                    workers,
+                    idle,
+                    // As the echo server's threads: normal priority.
+                    raise_priority: false,
+                    ..RuntimeConfig::default()
+                },
+                policy: spec,
+                types: workload.type_infos(),
+                classifier: ClassifierKind::Header,
+                handlers: psp_apps::handler_factory(Arc::new(psp_apps::spin::EchoService), None),
+                datapath: datapath.clone(),
+            })?;
+            let d = declared(workload);
+            (
+                s.local_addr(),
+                Box::new(move || Ok(serde_json::to_value(server_summary(&s.stop()?, &d))?)),
+            )
+        }
+        (_, DatapathKind::Udp) => {
+            let s = EchoServer::start(addr, workers)?;
+            (
+                s.local_addr(),
+                Box::new(move || Ok(json!({"echoed": s.stop()}))),
+            )
+        }
+        (_, DatapathKind::Xdp(x)) => {
+            let s = psp_net::xdp::XdpEcho::start(x, addr)
+                .with_context(|| format!("AF_XDP echo server on {addr}"))?;
+            (
+                s.local_addr(),
+                Box::new(move || Ok(json!({"echoed": s.stop()}))),
+            )
+        }
+    })
 }
 
 #[cfg(test)]

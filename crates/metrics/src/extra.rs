@@ -461,6 +461,13 @@ pub struct ServerSummary {
     /// Datagrams the OS dropped at a full receive buffer (`None`: unknown).
     #[serde(default)]
     pub dropped_by_os: Option<u64>,
+    /// Link-layer frames dropped as malformed (AF_XDP; the kernel drops
+    /// these itself on the UDP path).
+    #[serde(default)]
+    pub malformed_frames: u64,
+    /// The AF_XDP datapath's account of its frames, on that datapath.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpSummary>,
     /// Admitted requests still in flight when the drain timed out.
     pub stranded: u64,
     /// Workers still in their handler after the drain deadline.
@@ -499,6 +506,58 @@ pub struct ServerSummary {
     /// consistency conditions), when it has one.
     #[serde(default)]
     pub app_check: Option<String>,
+}
+
+/// Every frame of an AF_XDP datapath by where it is at the end of a run,
+/// what it dropped, and how it was bound.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdpSummary {
+    /// The interface.
+    pub interface: String,
+    /// Sockets bound (one per receive queue).
+    pub queues: u32,
+    /// Whether the kernel bound the sockets in zero-copy mode (copy mode
+    /// otherwise: a veth has no zero-copy).
+    pub zero_copy: bool,
+    /// Where the XDP program ran: `driver` or `generic`.
+    pub attach_mode: String,
+    /// Frames in the UMEM.
+    pub frames_total: u64,
+    /// Frames held by packet-pool tokens (one each).
+    pub frames_with_tokens: u64,
+    /// Frames lent to the kernel for receiving (fill ring, kernel, RX ring).
+    pub frames_lent_for_rx: u64,
+    /// Transmit frames free in the transmitters' stocks.
+    pub frames_free_for_tx: u64,
+    /// Transmit frames queued to the dispatcher, not yet on the TX ring.
+    pub frames_queued_for_tx: u64,
+    /// Transmit frames on the TX ring or sent and not yet completed.
+    pub frames_in_tx: u64,
+    /// Frames accounted nowhere (0 unless one was lost).
+    pub frames_leaked: u64,
+    /// Frames received and dropped as malformed, by reason.
+    pub dropped: std::collections::BTreeMap<String, u64>,
+    /// Well-formed frames for another address or port (the program filters
+    /// them: non-zero only if a frame slipped through).
+    pub wrong_destination: u64,
+    /// Frames transmitted (responses and error replies).
+    pub transmitted: u64,
+    /// The kernel's `XDP_STATISTICS`, summed over the sockets: received
+    /// frames it dropped.
+    pub kernel_rx_dropped: u64,
+    /// Frames the kernel could not place because the RX ring was full.
+    pub kernel_rx_ring_full: u64,
+    /// Times the kernel found the fill ring empty.
+    pub kernel_fill_ring_empty: u64,
+    /// Invalid TX descriptors the kernel refused.
+    pub kernel_tx_invalid: u64,
+}
+
+impl XdpSummary {
+    /// Malformed frames dropped, all reasons.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
 }
 
 /// One type's server-side latency.

@@ -122,56 +122,7 @@ impl XdpConfig {
 }
 
 /// Every frame of an AF_XDP datapath by where it is, and what it dropped.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct XdpReport {
-    /// The interface.
-    pub interface: String,
-    /// Sockets bound (one per receive queue).
-    pub queues: u32,
-    /// Whether the kernel bound the sockets in zero-copy mode (copy mode
-    /// otherwise: a veth has no zero-copy).
-    pub zero_copy: bool,
-    /// Where the XDP program ran: `driver` or `generic`.
-    pub attach_mode: String,
-    /// Frames in the UMEM.
-    pub frames_total: u64,
-    /// Frames held by packet-pool tokens (one each).
-    pub frames_with_tokens: u64,
-    /// Frames lent to the kernel for receiving (fill ring, kernel, RX ring).
-    pub frames_lent_for_rx: u64,
-    /// Transmit frames free in the transmitters' stocks.
-    pub frames_free_for_tx: u64,
-    /// Transmit frames queued to the dispatcher, not yet on the TX ring.
-    pub frames_queued_for_tx: u64,
-    /// Transmit frames on the TX ring or sent and not yet completed.
-    pub frames_in_tx: u64,
-    /// Frames accounted nowhere (0 unless one was lost).
-    pub frames_leaked: u64,
-    /// Frames received and dropped as malformed, by reason
-    /// ([`FrameError::name`]).
-    pub dropped: Vec<(String, u64)>,
-    /// Well-formed frames for another address or port (the program filters
-    /// them: non-zero only if a frame slipped through).
-    pub wrong_destination: u64,
-    /// Frames transmitted (responses and error replies).
-    pub transmitted: u64,
-    /// The kernel's counters (`XDP_STATISTICS`), summed over the sockets:
-    /// received frames dropped (no fill frame, RX ring full, invalid).
-    pub kernel_rx_dropped: u64,
-    /// Frames the kernel could not place because the RX ring was full.
-    pub kernel_rx_ring_full: u64,
-    /// Times the kernel found the fill ring empty.
-    pub kernel_fill_ring_empty: u64,
-    /// Invalid TX descriptors the kernel refused.
-    pub kernel_tx_invalid: u64,
-}
-
-impl XdpReport {
-    /// Malformed frames dropped, all reasons.
-    pub fn dropped_total(&self) -> u64 {
-        self.dropped.iter().map(|(_, n)| n).sum()
-    }
-}
+pub type XdpReport = psp_metrics::XdpSummary;
 
 /// The eventfd a transmitter writes when the dispatcher sleeps with
 /// responses queued for it.
@@ -1083,6 +1034,9 @@ fn echo_loop(mut link: Link, addr: SocketAddrV4, stop: &AtomicBool) -> u64 {
                         if u.payload_offset != frame::HEADERS_LEN {
                             buf.copy_within(u.payload_range(), frame::HEADERS_LEN);
                         }
+                        crate::echo::turn_around(
+                            &mut buf[frame::HEADERS_LEN..frame::HEADERS_LEN + u.payload_len],
+                        );
                         Some(frame::write_reply_udp4(buf, &u, u.payload_len))
                     }
                     _ => None,

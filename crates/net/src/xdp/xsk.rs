@@ -466,10 +466,25 @@ pub fn open(
     shared_with: Option<&XskFd>,
 ) -> io::Result<(XskRx, XskTx)> {
     sizes.check()?;
-    match to.zero_copy {
-        Some(zc) => open_mode(umem, to, sizes, shared_with, zc),
-        None => open_mode(umem, to, sizes, shared_with, true)
-            .or_else(|_| open_mode(umem, to, sizes, shared_with, false)),
+    // The kernel releases a closed socket's hold on its queue in deferred
+    // work: a socket bound right after another closed (the next server of a
+    // benchmark) may find the queue busy for a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let r = match to.zero_copy {
+            Some(zc) => open_mode(umem, to, sizes, shared_with, zc),
+            None => open_mode(umem, to, sizes, shared_with, true)
+                .or_else(|_| open_mode(umem, to, sizes, shared_with, false)),
+        };
+        match r {
+            Err(e)
+                if e.kind() == io::ErrorKind::ResourceBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            r => return r,
+        }
     }
 }
 
