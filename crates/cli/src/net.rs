@@ -345,6 +345,13 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let addr = src
         .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
         .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
+    if matches!(datapath, DatapathKind::Xdp(_)) {
+        // AF_XDP binds to the interface that holds the address: say which
+        // address is wrong before the application loads.
+        psp_net::xdp::server_address(addr)
+            .and_then(|_| psp_net::xdp::check_address(addr))
+            .with_context(|| format!("--address {addr} with --datapath xdp"))?;
+    }
     let metrics = src.pick(&a.metrics, &f.metrics, |s| parse_addr(&s, "--metrics"))?;
     let policy = src
         .pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?
