@@ -348,8 +348,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     if matches!(datapath, DatapathKind::Xdp(_)) {
         // AF_XDP binds to the interface that holds the address: say which
         // address is wrong before the application loads.
-        psp_net::xdp::server_address(addr)
-            .and_then(|_| psp_net::xdp::check_address(addr))
+        psp_net::xdp::check_address(addr)
             .with_context(|| format!("--address {addr} with --datapath xdp"))?;
     }
     let metrics = src.pick(&a.metrics, &f.metrics, |s| parse_addr(&s, "--metrics"))?;

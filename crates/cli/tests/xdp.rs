@@ -76,7 +76,11 @@ fn serve_on_xdp_survives_a_flood_and_drains_on_sigterm() {
         .args(["up", "--prefix", &prefix])
         .output()
         .unwrap();
-    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
     let _topology = Topology(prefix.clone());
     let mut server = Command::new("ip")
         .args(["netns", "exec", &format!("{prefix}-srv")])
@@ -106,13 +110,16 @@ fn serve_on_xdp_survives_a_flood_and_drains_on_sigterm() {
         .expect("start psp serve");
     let mut err_lines = BufReader::new(server.stderr.take().unwrap()).lines();
     let first = err_lines.next().expect("a listening line").unwrap();
-    assert!(first.contains("listening on xdp://10.77.0.1:7000"), "{first}");
+    assert!(
+        first.contains("listening on xdp://10.77.0.1:7000"),
+        "{first}"
+    );
     let pid = server.id();
     let before = rss_kib(pid);
 
     let first_flood = flood(&prefix, "1s");
     let point = json_of(&first_flood);
-    let sent = point["extra"]["sent"].as_u64().unwrap_or(0);
+    let sent = point["extra"]["sent_total"].as_u64().unwrap_or(0);
     assert!(sent > 10_000, "the flood sent {sent} requests: {point}");
     let after = rss_kib(pid);
     assert!(
@@ -152,11 +159,20 @@ fn serve_on_xdp_survives_a_flood_and_drains_on_sigterm() {
     assert_eq!(x["frames_queued_for_tx"], 0, "{x}");
     assert_eq!(summary["malformed_frames"], 0, "{x}");
     let link = Command::new("ip")
-        .args(["-n", &format!("{prefix}-srv"), "link", "show", &format!("{prefix}s")])
+        .args([
+            "-n",
+            &format!("{prefix}-srv"),
+            "link",
+            "show",
+            &format!("{prefix}s"),
+        ])
         .output()
         .unwrap();
     let link = String::from_utf8_lossy(&link.stdout);
-    assert!(!link.contains("prog/xdp"), "XDP program left behind: {link}");
+    assert!(
+        !link.contains("prog/xdp"),
+        "XDP program left behind: {link}"
+    );
 }
 
 #[test]
@@ -166,7 +182,15 @@ fn xdp_flags_are_checked_before_anything_starts() {
         "--datapath",
     );
     assert_one_line_error(
-        &["serve", "--datapath", "xdp", "--xdp-ring", "1000", "--duration", "1s"],
+        &[
+            "serve",
+            "--datapath",
+            "xdp",
+            "--xdp-ring",
+            "1000",
+            "--duration",
+            "1s",
+        ],
         "--xdp-ring",
     );
     assert_one_line_error(
@@ -174,7 +198,15 @@ fn xdp_flags_are_checked_before_anything_starts() {
         "--datapath xdp",
     );
     assert_one_line_error(
-        &["load", "--datapath", "xdp", "--xdp-tx-frames", "1", "--rps", "10"],
+        &[
+            "load",
+            "--datapath",
+            "xdp",
+            "--xdp-tx-frames",
+            "1",
+            "--rps",
+            "10",
+        ],
         "--xdp-tx-frames",
     );
     assert_one_line_error(

@@ -741,6 +741,16 @@ pub fn server_address(addr: SocketAddr) -> io::Result<SocketAddrV4> {
     }
 }
 
+/// Checks that an interface holds `addr`'s IP (where the AF_XDP datapath
+/// would bind), without binding.
+///
+/// # Errors
+/// As [`server_address`] and [`device::holding`].
+pub fn check_address(addr: SocketAddr) -> io::Result<()> {
+    let a = server_address(addr)?;
+    device::holding(*a.ip()).map(|_| ())
+}
+
 /// The first UDP port of a load client's flows over AF_XDP (flow `i` sends
 /// from port `CLIENT_BASE_PORT + i`; the client's XDP program takes the
 /// replies to those ports).
