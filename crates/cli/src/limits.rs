@@ -326,6 +326,30 @@ const TPCC_WAREHOUSES: Count = Count::new(
     psp_apps::tpcc::MIN_WAREHOUSES,
     psp_apps::tpcc::MAX_WAREHOUSES as u64,
 );
+/// `--xdp-ring` (and a power of two; `psp-net` checks it).
+#[cfg(test)]
+const XDP_RING: Count = Count::new(
+    "--xdp-ring",
+    psp_net::xdp::RING_ENTRIES.0 as u64,
+    psp_net::xdp::RING_ENTRIES.1 as u64,
+);
+/// `--xdp-tx-frames`.
+#[cfg(test)]
+const XDP_TX_FRAMES: Count = Count::new(
+    "--xdp-tx-frames",
+    psp_net::xdp::TX_FRAMES.0 as u64,
+    psp_net::xdp::TX_FRAMES.1 as u64,
+);
+/// `--xdp-queues`.
+#[cfg(test)]
+const XDP_QUEUES: Count = Count::new("--xdp-queues", 1, psp_net::xdp::MAX_QUEUES as u64);
+/// `--xdp-busy-poll` (µs).
+#[cfg(test)]
+const XDP_BUSY_POLL: Count = Count::new(
+    "--xdp-busy-poll",
+    psp_net::xdp::BUSY_POLL_US.0 as u64,
+    psp_net::xdp::BUSY_POLL_US.1 as u64,
+);
 /// `psp profile --requests`.
 #[cfg(test)]
 const PROFILE_REQUESTS: Count = Count::new("--requests", 1, psp_apps::profile::MAX_REQUESTS);
@@ -345,6 +369,7 @@ const COUNTS: &[Count] = &[
     POLICIES,
     SYSTEMS,
     RATE_POINTS,
+    DATAPATHS,
     CORE_ID,
     IDLE_SPIN_US,
     KV_KEYS,
@@ -352,6 +377,10 @@ const COUNTS: &[Count] = &[
     KV_MAX_SCAN,
     TPCC_WAREHOUSES,
     PROFILE_REQUESTS,
+    XDP_RING,
+    XDP_TX_FRAMES,
+    XDP_QUEUES,
+    XDP_BUSY_POLL,
 ];
 /// Every real range.
 #[cfg(test)]

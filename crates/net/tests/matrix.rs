@@ -1,6 +1,8 @@
 //! Every policy behind every front end: each of the thirteen policies serves
 //! the synthetic (`spin`) and the key-value (`kv`, RocksDB) applications on 2
-//! workers, through the in-process generator and through the UDP server.
+//! workers, through the in-process generator, through the UDP server on
+//! loopback and, as root, through the AF_XDP server in a network namespace
+//! (a kernel-UDP client in the other namespace of a veth pair).
 //! Each run checks that every request is answered exactly once, that the
 //! dispatcher's counters balance, and that every answer is the one the
 //! application gives when the request runs alone, unpreempted: a SCAN's
@@ -19,12 +21,16 @@ use std::time::{Duration, Instant};
 use psp_apps::{AppConfig, KvConfig, Service, SpinConfig};
 use psp_core::{HeaderClassifier, PolicySpec};
 use psp_net::protocol::{self, HEADER_LEN, Status};
+use psp_net::server::DatapathKind;
+use psp_net::xdp::{XdpConfig, device};
 use psp_net::{ClassifierKind, Server, ServerConfig};
 use psp_runtime::{
     GeneratedIo, Generator, HandlerError, IdleStrategy, Job, JobIo, RequestContext, RunReport,
     RuntimeConfig, WrappedIo, max_in_flight,
 };
 use psp_workload::{Arrival, TraceArrivals, Workload};
+
+mod common;
 
 /// Every policy, with parameters that make short runs meaningful: DARC
 /// profiles after 20 completions; the preemptive ones keep their default
@@ -261,29 +267,55 @@ fn spec_preempts(spec: &PolicySpec) -> bool {
     spec.build(&ctx).unwrap().execution().preempts()
 }
 
-fn over_udp(app: &Arc<App>, policy: &str) {
+/// Over the UDP server on loopback (`xdp: None`), or over the AF_XDP server
+/// in `xdp`'s server namespace, with the client's sockets in its client one.
+fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>) {
     let spec: PolicySpec = policy.parse().unwrap();
-    let server = Server::start(ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        metrics: None,
-        runtime: runtime_config(),
-        policy: spec,
-        types: app.workload.type_infos(),
-        classifier: ClassifierKind::Header,
-        handlers: psp_apps::handler_factory(app.service.clone(), spec.feedback_threshold_ns()),
-        datapath: Default::default(),
-    })
-    .unwrap_or_else(|e| panic!("{policy} on {}: {e}", app.name));
-    let at = format!("{policy}, {}, udp", app.name);
-    // Four client sockets: four flows for the flow-steered policies.
-    let socks: Vec<UdpSocket> = (0..4)
-        .map(|_| {
-            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-            s.connect(server.local_addr()).unwrap();
-            s.set_nonblocking(true).unwrap();
-            s
+    let (addr, datapath, client_ip) = match xdp {
+        None => ("127.0.0.1:0", DatapathKind::Udp, "127.0.0.1:0"),
+        Some(_) => (
+            "10.77.0.1:7000",
+            DatapathKind::Xdp(XdpConfig::default()),
+            "10.77.0.2:0",
+        ),
+    };
+    let start_server = || {
+        Server::start(ServerConfig {
+            addr: addr.parse().unwrap(),
+            metrics: None,
+            runtime: runtime_config(),
+            policy: spec,
+            types: app.workload.type_infos(),
+            classifier: ClassifierKind::Header,
+            handlers: psp_apps::handler_factory(
+                app.service.clone(),
+                spec.feedback_threshold_ns(),
+            ),
+            datapath: datapath.clone(),
         })
-        .collect();
+    };
+    let server = match xdp {
+        None => start_server(),
+        Some(t) => device::in_namespace(&t.server_ns, start_server).unwrap(),
+    }
+    .unwrap_or_else(|e| panic!("{policy} on {}: {e}", app.name));
+    let at = format!("{policy}, {}, {}", app.name, datapath.name());
+    // Four client sockets: four flows for the flow-steered policies.
+    let open = || -> Vec<UdpSocket> {
+        (0..4)
+            .map(|_| {
+                let s = UdpSocket::bind(client_ip).unwrap();
+                s.connect(server.local_addr()).unwrap();
+                s.set_nonblocking(true).unwrap();
+                s
+            })
+            .collect()
+    };
+    // A socket stays in the namespace it was made in.
+    let socks = match xdp {
+        None => open(),
+        Some(t) => device::in_namespace(&t.client_ns, open).unwrap(),
+    };
     let mut encoder = app.config.encoder(&names(&app.workload), 7).unwrap();
     let arrivals = app.arrivals();
     let mut bodies = Vec::with_capacity(arrivals.len());
@@ -341,6 +373,10 @@ fn over_udp(app: &Arc<App>, policy: &str) {
         REQUESTS,
         "{at}"
     );
+    if let Some(x) = &report.net.xdp {
+        assert_eq!(x.frames_leaked, 0, "{at}: {x:?}");
+        assert_eq!(x.frames_in_tx + x.frames_queued_for_tx, 0, "{at}: {x:?}");
+    }
     if spec_preempts(&spec) {
         let local: u64 = report
             .local
@@ -354,12 +390,16 @@ fn over_udp(app: &Arc<App>, policy: &str) {
 }
 
 #[test]
-fn every_policy_answers_every_request_once_and_correctly_behind_both_front_ends() {
+fn every_policy_answers_every_request_once_and_correctly_behind_every_front_end() {
+    let xdp = common::Topology::up("m");
     for app in [App::spin(), App::kv()] {
         let app = Arc::new(app);
         for policy in POLICIES {
             in_process(&app, policy);
-            over_udp(&app, policy);
+            over_net(&app, policy, None);
+            if let Some(t) = &xdp {
+                over_net(&app, policy, Some(t));
+            }
         }
     }
 }

@@ -5,9 +5,9 @@
 //! UMEM frame back at the end, the XDP program gone once the server stops.
 //! Needs root (CI runs as root); without it each test says so and passes.
 
+mod common;
+
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -22,6 +22,8 @@ use psp_net::{ClassifierKind, Server, ServerConfig, ServerReport};
 use psp_runtime::{RuntimeConfig, Spinner};
 use psp_workload::Workload;
 
+use common::Topology;
+
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
@@ -34,70 +36,6 @@ fn spinner() -> Spinner {
 
 fn workload() -> Workload {
     Workload::fixed("xdp-test", &[("short", 5.0, 0.9), ("long", 50.0, 0.1)])
-}
-
-/// Two namespaces and a veth pair, removed on drop.
-struct Topology {
-    prefix: String,
-    server_ns: String,
-    client_ns: String,
-    server_dev: String,
-    client_dev: String,
-}
-
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/netns.sh")
-}
-
-impl Topology {
-    /// `None` (after saying why) when not root.
-    fn up(tag: &str) -> Option<Topology> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: AF_XDP tests need root (network namespaces, BPF)");
-            return None;
-        }
-        let prefix = format!("px{}{tag}", std::process::id() % 100_000);
-        let out = Command::new(script())
-            .args(["up", "--prefix", &prefix])
-            .output()
-            .expect("scripts/netns.sh runs");
-        assert!(
-            out.status.success(),
-            "netns.sh up: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let get = |k: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("{k}=")))
-                .unwrap_or_else(|| panic!("netns.sh printed no {k}: {text}"))
-                .to_string()
-        };
-        Some(Topology {
-            prefix: prefix.clone(),
-            server_ns: get("server_ns"),
-            client_ns: get("client_ns"),
-            server_dev: get("server_dev"),
-            client_dev: get("client_dev"),
-        })
-    }
-
-    fn in_client(&self, cmd: &[&str]) -> std::process::Output {
-        Command::new("ip")
-            .args(["netns", "exec", &self.client_ns])
-            .args(cmd)
-            .output()
-            .expect("ip netns exec runs")
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        let _ = Command::new(script())
-            .args(["down", "--prefix", &self.prefix])
-            .output();
-    }
 }
 
 fn server_addr() -> SocketAddr {
@@ -136,6 +74,16 @@ fn start_server(t: &Topology, policy: &str) -> Server {
 }
 
 fn load(t: &Topology, datapath: DatapathKind, rps: f64, ms: u64) -> LoadReport {
+    load_flows(t, datapath, rps, ms, 4)
+}
+
+fn load_flows(
+    t: &Topology,
+    datapath: DatapathKind,
+    rps: f64,
+    ms: u64,
+    flows: usize,
+) -> LoadReport {
     let cfg = LoadConfig {
         server: server_addr(),
         workload: workload(),
@@ -144,7 +92,7 @@ fn load(t: &Topology, datapath: DatapathKind, rps: f64, ms: u64) -> LoadReport {
         duration_ns: ms * 1_000_000,
         warmup_ns: 0,
         seed: 3,
-        flows: 4,
+        flows,
         timeout: Duration::from_millis(500),
         keep_samples: false,
         raise_priority: false,
@@ -419,4 +367,23 @@ fn garbage_frames_are_counted_by_reason_and_harmless() {
         after.scheduled + 1,
         "the good raw frame was served too"
     );
+}
+
+/// With two queues per veth end, the kernel client's flows arrive on both:
+/// the server binds a socket on each (one net thread serving both) and
+/// answers every request.
+#[test]
+fn a_socket_per_queue_serves_flows_spread_over_two_queues() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = Topology::up_with_queues("q", 2) else {
+        return;
+    };
+    let server = start_server(&t, "darc");
+    let udp = load_flows(&t, DatapathKind::Udp, 4000.0, 300, 16);
+    assert_all_answered(&udp, "udp client, 16 flows");
+    let xdp = load_flows(&t, DatapathKind::Xdp(XdpConfig::default()), 4000.0, 300, 16);
+    assert_all_answered(&xdp, "xdp client, 16 flows");
+    let report = server.stop().expect("the server drains");
+    assert_balanced(&report);
+    assert_eq!(report.net.xdp.as_ref().unwrap().queues, 2);
 }

@@ -51,6 +51,12 @@ use xsk::{Desc, FRAME_SIZE, RingSizes, Umem, XskRx, XskTx};
 pub const MAX_PAYLOAD: usize = frame::MAX_UDP_PAYLOAD_1500;
 /// Receive queues (AF_XDP sockets) one datapath binds at most.
 pub const MAX_QUEUES: u32 = 64;
+/// `--xdp-ring`: entries of each ring (a power of two in this range).
+pub const RING_ENTRIES: (u32, u32) = (64, xsk::MAX_RING);
+/// `--xdp-tx-frames`: frames each transmitter owns.
+pub const TX_FRAMES: (u32, u32) = (16, 8192);
+/// `--xdp-busy-poll`: microseconds of `SO_BUSY_POLL`.
+pub const BUSY_POLL_US: (u32, u32) = (0, 1000);
 
 /// How `psp serve --datapath xdp` binds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,29 +97,29 @@ impl XdpConfig {
     /// # Errors
     /// A value out of its range, as one line.
     pub fn check(&self) -> Result<(), String> {
-        if !self.ring.is_power_of_two() || !(64..=xsk::MAX_RING).contains(&self.ring) {
+        let (lo, hi) = RING_ENTRIES;
+        if !self.ring.is_power_of_two() || !(lo..=hi).contains(&self.ring) {
             return Err(format!(
-                "--xdp-ring must be a power of two from 64 to {}, not {}",
-                xsk::MAX_RING,
+                "--xdp-ring must be a power of two in [{lo}, {hi}], not {}",
                 self.ring
             ));
         }
-        if !(16..=8192).contains(&self.tx_frames) {
+        let (lo, hi) = TX_FRAMES;
+        if !(lo..=hi).contains(&self.tx_frames) {
             return Err(format!(
-                "--xdp-tx-frames must be from 16 to 8192, not {}",
+                "--xdp-tx-frames must be in [{lo}, {hi}], not {}",
                 self.tx_frames
             ));
         }
         if let Some(q) = self.queues
             && !(1..=MAX_QUEUES).contains(&q)
         {
-            return Err(format!(
-                "--xdp-queues must be from 1 to {MAX_QUEUES}, not {q}"
-            ));
+            return Err(format!("--xdp-queues must be in [1, {MAX_QUEUES}], not {q}"));
         }
-        if self.busy_poll_us > 1000 {
+        let (lo, hi) = BUSY_POLL_US;
+        if !(lo..=hi).contains(&self.busy_poll_us) {
             return Err(format!(
-                "--xdp-busy-poll must be from 0 to 1000 us, not {}",
+                "--xdp-busy-poll must be in [{lo}, {hi}] (us), not {}",
                 self.busy_poll_us
             ));
         }

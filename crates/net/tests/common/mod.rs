@@ -1,0 +1,77 @@
+//! A test topology for the AF_XDP datapath: two network namespaces joined by
+//! a veth pair, made by scripts/netns.sh and removed on drop.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Two namespaces and a veth pair, removed on drop.
+pub struct Topology {
+    pub prefix: String,
+    pub server_ns: String,
+    pub client_ns: String,
+    pub server_dev: String,
+    pub client_dev: String,
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/netns.sh")
+}
+
+impl Topology {
+    /// A topology named after this process and `tag`; `None` (after saying
+    /// why) when not root.
+    pub fn up(tag: &str) -> Option<Topology> {
+        Self::up_with_queues(tag, 1)
+    }
+
+    /// As [`up`](Self::up), with `queues` queues on each veth end.
+    pub fn up_with_queues(tag: &str, queues: u32) -> Option<Topology> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: AF_XDP tests need root (network namespaces, BPF)");
+            return None;
+        }
+        let prefix = format!("px{}{tag}", std::process::id() % 100_000);
+        let out = Command::new(script())
+            .args(["up", "--prefix", &prefix, "--queues", &queues.to_string()])
+            .output()
+            .expect("scripts/netns.sh runs");
+        assert!(
+            out.status.success(),
+            "netns.sh up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("netns.sh printed no {k}: {text}"))
+                .to_string()
+        };
+        Some(Topology {
+            prefix: prefix.clone(),
+            server_ns: get("server_ns"),
+            client_ns: get("client_ns"),
+            server_dev: get("server_dev"),
+            client_dev: get("client_dev"),
+        })
+    }
+
+    /// Runs `cmd` in the client's namespace.
+    pub fn in_client(&self, cmd: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.client_ns])
+            .args(cmd)
+            .output()
+            .expect("ip netns exec runs")
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        let _ = Command::new(script())
+            .args(["down", "--prefix", &self.prefix])
+            .output();
+    }
+}
