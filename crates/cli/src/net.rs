@@ -687,7 +687,7 @@ pub fn xdp_line(x: &psp_metrics::XdpSummary) -> String {
         .map(|(k, n)| format!("{k} {n}"))
         .collect();
     format!(
-        "af_xdp: {} ({} queue(s), {} mode, XDP in the {}) | frames {} = {} with requests + {} lent for receive + {} free for transmit + {} queued + {} in flight (leaked {}) | transmitted {} | malformed frames dropped {} ({}) | kernel: rx dropped {}, rx ring full {}, fill ring empty {}, tx invalid {}",
+        "af_xdp: {} ({} queue(s), {} mode, XDP in the {}) | frames {} = {} with requests + {} lent for receive + {} free for transmit + {} in flight (leaked {}) | transmitted {} | malformed frames dropped {} ({}) | kernel: rx dropped {}, rx ring full {}, fill ring empty {}, tx invalid {}",
         x.interface,
         x.queues,
         if x.zero_copy { "zero-copy" } else { "copy" },
@@ -696,7 +696,6 @@ pub fn xdp_line(x: &psp_metrics::XdpSummary) -> String {
         x.frames_with_tokens,
         x.frames_lent_for_rx,
         x.frames_free_for_tx,
-        x.frames_queued_for_tx,
         x.frames_in_tx,
         x.frames_leaked,
         x.transmitted,

@@ -529,8 +529,6 @@ pub struct XdpSummary {
     pub frames_lent_for_rx: u64,
     /// Transmit frames free in the transmitters' stocks.
     pub frames_free_for_tx: u64,
-    /// Transmit frames queued to the dispatcher, not yet on the TX ring.
-    pub frames_queued_for_tx: u64,
     /// Transmit frames on the TX ring or sent and not yet completed.
     pub frames_in_tx: u64,
     /// Frames accounted nowhere (0 unless one was lost).

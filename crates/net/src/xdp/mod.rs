@@ -14,19 +14,22 @@
 //! - *Fill frames*: as many per queue as the fill ring holds, lent to the
 //!   kernel (fill ring, in the kernel, or in the RX ring).
 //! - *Transmit frames*: each transmitter (every worker, and the dispatcher
-//!   for its error replies) has a stock of its own. A response is written
-//!   into one (the response body is copied once, as the kernel copies it on
-//!   the UDP path), with its Ethernet, IPv4 and UDP headers and checksums,
-//!   and queued on the transmitter's lock-free ring to the dispatcher, the
-//!   only thread that touches the socket's TX ring (rings have one producer).
-//!   The dispatcher moves queued frames to the TX ring, kicks the kernel when
-//!   it asks, and returns completed frames to their transmitter's stock.
+//!   for its error replies) has a stock of its own and an AF_XDP socket of
+//!   its own, bound to queue 0 and sharing queue 0's UMEM, fill and
+//!   completion rings. A response is written into one of its frames (the
+//!   response body is copied once, as the kernel copies it on the UDP path),
+//!   with its Ethernet, IPv4 and UDP headers and checksums, and put on the
+//!   transmitter's own TX ring, which it kicks when the ring asks: workers
+//!   transmit in parallel, as each sends its own responses on the UDP path.
+//!   Sent frames come back on the shared completion ring, which only the
+//!   dispatcher reads; it returns each to its transmitter's stock over a
+//!   lock-free ring.
 //!
 //! [`XdpReport`] counts every frame by where it is; `frames_leaked` is what
 //! is missing from the total, zero unless a frame was lost.
 //!
-//! The request path allocates, locks and makes system calls nowhere but in
-//! the kicks the rings ask for.
+//! The request path allocates and locks nowhere, and makes no system call
+//! but the kicks the rings ask for.
 
 pub mod bpf;
 pub mod device;
@@ -35,17 +38,15 @@ pub mod xsk;
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-use crossbeam_utils::CachePadded;
 
 use crate::datapath::{Datapath, PeerAddr, Transmit};
 use crate::pool::{PACKET_BYTES, PacketPool};
 use frame::{Endpoint, FrameError};
-use xsk::{Desc, FRAME_SIZE, RingSizes, Umem, XskRx, XskTx};
+use xsk::{Desc, FRAME_SIZE, RingSizes, Umem, XskCompletion, XskRx, XskTx};
 
 /// Largest UDP payload a frame carries on a 1,500-byte MTU.
 pub const MAX_PAYLOAD: usize = frame::MAX_UDP_PAYLOAD_1500;
@@ -111,10 +112,20 @@ impl XdpConfig {
                 self.tx_frames
             ));
         }
+        // A transmitter's TX ring holds all its frames: a send never finds
+        // it full.
+        if self.tx_frames > self.ring {
+            return Err(format!(
+                "--xdp-tx-frames ({}) must not exceed --xdp-ring ({})",
+                self.tx_frames, self.ring
+            ));
+        }
         if let Some(q) = self.queues
             && !(1..=MAX_QUEUES).contains(&q)
         {
-            return Err(format!("--xdp-queues must be in [1, {MAX_QUEUES}], not {q}"));
+            return Err(format!(
+                "--xdp-queues must be in [1, {MAX_QUEUES}], not {q}"
+            ));
         }
         let (lo, hi) = BUSY_POLL_US;
         if !(lo..=hi).contains(&self.busy_poll_us) {
@@ -130,54 +141,12 @@ impl XdpConfig {
 /// Every frame of an AF_XDP datapath by where it is, and what it dropped.
 pub type XdpReport = psp_metrics::XdpSummary;
 
-/// The eventfd a transmitter writes when the dispatcher sleeps with
-/// responses queued for it.
-struct TxWake {
-    sleeping: CachePadded<AtomicBool>,
-    event: OwnedFd,
-}
-
-impl TxWake {
-    fn new() -> io::Result<Self> {
-        // SAFETY: eventfd(2) has no memory preconditions; checked below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Self {
-            sleeping: CachePadded::new(AtomicBool::new(false)),
-            // SAFETY: a fresh descriptor owned by nobody else.
-            event: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
-    }
-
-    /// After queuing a frame: wakes the dispatcher if it sleeps.
-    #[inline]
-    fn notify(&self) {
-        // Pairs with the fence in `XdpDatapath::wait`: either the dispatcher
-        // sees the queued frame, or this sees it sleeping.
-        fence(Ordering::SeqCst);
-        if self.sleeping.load(Ordering::Relaxed) {
-            let one = 1u64;
-            // SAFETY: writes 8 bytes from a live u64 to our eventfd; a full
-            // counter (EAGAIN) still leaves it readable, which is the point.
-            unsafe { libc::write(self.event.as_raw_fd(), (&raw const one).cast(), 8) };
-        }
-    }
-
-    fn clear(&self) {
-        let mut v = 0u64;
-        // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
-        unsafe { libc::read(self.event.as_raw_fd(), (&raw mut v).cast(), 8) };
-    }
-}
-
-/// One transmitter's two rings to the dispatcher.
+/// One transmitter, seen from the dispatcher.
 struct TxLane {
     /// Free frames going back to the transmitter.
     stock: rtrb::Producer<u64>,
-    /// Frames it queued for sending.
-    queued: rtrb::Consumer<Desc>,
+    /// Its socket, for a last kick at the end.
+    sock: Arc<xsk::XskFd>,
 }
 
 /// What every AF_XDP user here binds: one UMEM, one socket per receive
@@ -189,8 +158,12 @@ struct TxLane {
 struct Link {
     umem: Arc<Umem>,
     rx: Vec<XskRx>,
-    /// Queue 0's transmit half: the one TX ring used.
+    /// Queue 0's transmit side.
     tx: XskTx,
+    /// Queue 0's completion ring: sent frames of every socket on queue 0.
+    completion: XskCompletion,
+    /// Where queue 0's socket is bound.
+    queue0: xsk::BindTo,
     mac: [u8; 6],
     next_frame: u32,
     report: XdpReport,
@@ -207,6 +180,9 @@ impl Link {
         reserved: u64,
         extra: u64,
     ) -> io::Result<Link> {
+        // The completion ring holds every transmit frame at once: the
+        // kernel never waits for room in it.
+        let completion_entries = extra.max(u64::from(cfg.ring)).next_power_of_two();
         let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
         cfg.check().map_err(invalid)?;
         let mac = device::mac_of(&iface.name)?;
@@ -223,15 +199,22 @@ impl Link {
             )));
         }
         let umem = Umem::new(frames as u32)?;
+        if completion_entries > u64::from(xsk::MAX_RING) {
+            return Err(invalid(format!(
+                "the AF_XDP datapath would need a completion ring of {completion_entries} entries, more than {} (fewer workers or a smaller --xdp-tx-frames)",
+                xsk::MAX_RING
+            )));
+        }
         let sizes = RingSizes {
             fill: cfg.ring,
-            completion: cfg.ring,
+            completion: completion_entries as u32,
             rx: cfg.ring,
             tx: cfg.ring,
         };
         let mut rx = Vec::with_capacity(queues as usize);
         let mut tx = None;
         let mut first: Option<Arc<xsk::XskFd>> = None;
+        let mut completion = None;
         for q in 0..queues {
             let to = xsk::BindTo {
                 ifindex: iface.ifindex,
@@ -239,14 +222,16 @@ impl Link {
                 zero_copy: cfg.zero_copy,
                 busy_poll_us: cfg.busy_poll_us,
             };
-            let (r, t) = xsk::open(&umem, to, sizes, first.as_deref())?;
+            let (r, t, c) = xsk::open(&umem, to, sizes, first.as_deref())?;
             if first.is_none() {
                 first = Some(r.socket().clone());
                 tx = Some(t);
+                completion = Some(c);
             }
             rx.push(r);
         }
         let tx = tx.expect("at least one queue");
+        let completion = completion.expect("at least one queue");
         let map = bpf::XskMap::new(queues)?;
         for (q, r) in rx.iter().enumerate() {
             map.set(q as u32, r.socket().as_fd())?;
@@ -281,6 +266,13 @@ impl Link {
             umem,
             rx,
             tx,
+            completion,
+            queue0: xsk::BindTo {
+                ifindex: iface.ifindex,
+                queue: 0,
+                zero_copy: cfg.zero_copy,
+                busy_poll_us: cfg.busy_poll_us,
+            },
             mac,
             next_frame: next,
             report,
@@ -322,10 +314,11 @@ pub struct XdpDatapath {
     me: Endpoint,
     link: Link,
     lanes: Vec<TxLane>,
-    wake: Arc<TxWake>,
     /// The next transmitter's first frame, and frames each gets.
     next_tx_frame: u32,
     tx_frames: u32,
+    /// Entries of each transmitter's TX ring.
+    tx_ring: u32,
     /// First transmit frame (all before are request or fill frames).
     tx_base: u64,
     /// Transmitters still to hand out.
@@ -391,9 +384,9 @@ impl XdpDatapath {
                 port: addr.port(),
             },
             lanes: Vec::with_capacity(transmitters),
-            wake: Arc::new(TxWake::new()?),
             next_tx_frame: next,
             tx_frames: cfg.tx_frames,
+            tx_ring: cfg.ring,
             tx_base: Umem::frame_addr(next),
             transmitters_left: transmitters,
             next_queue: 0,
@@ -421,45 +414,34 @@ impl XdpDatapath {
         self.link.rx[q].fill(frame);
     }
 
-    /// Takes back completed frames (to their transmitter's stock) and moves
-    /// queued frames onto the TX ring; returns whether anything moved.
-    fn move_tx(&mut self) -> bool {
-        let mut moved = false;
-        let n = self.link.tx.completed(u32::MAX);
+    /// Takes back sent frames, each to its transmitter's stock; returns
+    /// how many.
+    fn reap(&mut self) -> u32 {
+        let c = &mut self.link.completion;
+        let n = c.completed(u32::MAX);
         if n > 0 {
             let per = u64::from(self.tx_frames) * u64::from(FRAME_SIZE);
             for i in 0..n {
-                let frame = Umem::chunk(self.link.tx.completed_addr(i));
+                let frame = Umem::chunk(c.completed_addr(i));
                 let lane = ((frame - self.tx_base) / per) as usize;
                 // A lane's stock ring holds all its frames: never full.
                 let _ = self.lanes[lane].stock.push(frame);
             }
-            self.link.tx.release_completed(n);
-            moved = true;
+            c.release(n);
+            self.transmitted += u64::from(n);
         }
-        let mut free = self.link.tx.tx_free();
-        let mut pushed = 0u64;
-        for lane in &mut self.lanes {
-            while free > 0 {
-                let Ok(d) = lane.queued.pop() else { break };
-                self.link.tx.push(d);
-                free -= 1;
-                pushed += 1;
-            }
-        }
-        if pushed > 0 {
-            self.transmitted += pushed;
-            self.link.tx.submit();
-            moved = true;
-        } else if self.link.tx.tx_pending() > 0 {
-            // Copy mode sends a bounded batch per kick: go on with the rest.
-            self.link.tx.submit();
-        }
-        moved
+        n
     }
 
-    fn frames_queued(&self) -> bool {
-        self.lanes.iter().any(|l| !l.queued.is_empty())
+    /// Transmit frames not back in their stock (on a transmitter's ring,
+    /// in the kernel, or on the completion ring).
+    fn frames_out(&self) -> u64 {
+        let free: u64 = self
+            .lanes
+            .iter()
+            .map(|l| (l.stock.buffer().capacity() - l.stock.slots()) as u64)
+            .sum();
+        self.lanes.len() as u64 * u64::from(self.tx_frames) - free
     }
 }
 
@@ -546,49 +528,35 @@ impl Datapath for XdpDatapath {
                 "the AF_XDP datapath was opened for fewer transmitters",
             ));
         }
+        let tx = xsk::open_tx(self.link.rx[0].socket(), self.link.queue0, self.tx_ring)?;
         self.transmitters_left -= 1;
         let n = self.tx_frames as usize;
         let (mut stock_tx, stock_rx) = rtrb::RingBuffer::new(n);
-        let (queued_tx, queued_rx) = rtrb::RingBuffer::new(n);
         for _ in 0..n {
             let _ = stock_tx.push(Umem::frame_addr(self.next_tx_frame));
             self.next_tx_frame += 1;
         }
         self.lanes.push(TxLane {
             stock: stock_tx,
-            queued: queued_rx,
+            sock: tx.socket().clone(),
         });
         Ok(XdpTx {
             umem: self.link.umem.clone(),
             me: self.me,
             stock: stock_rx,
-            queued: queued_tx,
-            wake: self.wake.clone(),
+            tx,
         })
     }
 
     fn service(&mut self) -> bool {
-        self.move_tx()
+        self.reap() > 0
     }
 
     fn wait(&self, also: Option<BorrowedFd<'_>>, timeout: Duration) {
-        self.wake.sleeping.store(true, Ordering::Relaxed);
-        // Pairs with the fence in `TxWake::notify`.
-        fence(Ordering::SeqCst);
-        if !self.frames_queued() {
-            let readable = |fd: i32| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let mut fds = [readable(-1); MAX_QUEUES as usize + 2];
-            let n = self.link.pollfds(&mut fds);
-            fds[n] = readable(self.wake.event.as_raw_fd());
-            fds[n + 1] = readable(also.map_or(-1, |a| a.as_raw_fd()));
-            crate::udp::poll_fds(&mut fds[..n + 2], timeout);
-        }
-        self.wake.sleeping.store(false, Ordering::Relaxed);
-        self.wake.clear();
+        let mut fds = [readable(-1); MAX_QUEUES as usize + 2];
+        let n = self.link.pollfds(&mut fds);
+        fds[n] = readable(also.map_or(-1, |a| a.as_raw_fd()));
+        crate::udp::poll_fds(&mut fds[..n + 1], timeout);
     }
 
     fn dropped_by_os(&self) -> Option<u64> {
@@ -607,28 +575,26 @@ impl Datapath for XdpDatapath {
     }
 
     fn finish(&mut self) -> Option<XdpReport> {
-        // Send what is still queued and wait (briefly) for the kernel to
-        // hand every transmitted frame back.
+        // Kick every transmitter's socket (a frame its last kick left on its
+        // ring goes out) and wait, briefly, for the kernel to hand every
+        // sent frame back.
         let deadline = Instant::now() + Duration::from_millis(500);
-        while (self.frames_queued() || self.link.tx.in_flight() > 0) && Instant::now() < deadline {
-            if !self.move_tx() {
-                std::thread::sleep(Duration::from_micros(50));
+        while self.frames_out() > 0 && Instant::now() < deadline {
+            for l in &self.lanes {
+                xsk::kick(&l.sock);
+            }
+            if self.reap() == 0 {
+                std::thread::sleep(Duration::from_micros(100));
             }
         }
         let mut r = self.link.report.clone();
         r.frames_with_tokens = self.tokens;
         r.frames_lent_for_rx = self.link.rx.iter().map(XskRx::lent).sum();
-        r.frames_free_for_tx = self
-            .lanes
-            .iter()
-            .map(|l| (l.stock.buffer().capacity() - l.stock.slots()) as u64)
-            .sum();
-        r.frames_queued_for_tx = self.lanes.iter().map(|l| l.queued.slots() as u64).sum();
-        r.frames_in_tx = self.link.tx.in_flight();
+        r.frames_in_tx = self.frames_out();
+        r.frames_free_for_tx = self.lanes.len() as u64 * u64::from(self.tx_frames) - r.frames_in_tx;
         let accounted = r.frames_with_tokens
             + r.frames_lent_for_rx
             + r.frames_free_for_tx
-            + r.frames_queued_for_tx
             + r.frames_in_tx
             // Transmit frames of lanes never handed out.
             + u64::from(self.tx_frames) * self.transmitters_left as u64;
@@ -645,13 +611,12 @@ impl Datapath for XdpDatapath {
 }
 
 /// A transmitter: writes whole frames into its own stock of UMEM frames and
-/// queues them for the dispatcher to put on the TX ring.
+/// sends them on its own AF_XDP socket (queue 0, sharing the UMEM).
 pub struct XdpTx {
     umem: Arc<Umem>,
     me: Endpoint,
     stock: rtrb::Consumer<u64>,
-    queued: rtrb::Producer<Desc>,
-    wake: Arc<TxWake>,
+    tx: XskTx,
 }
 
 impl std::fmt::Debug for XdpTx {
@@ -663,6 +628,7 @@ impl std::fmt::Debug for XdpTx {
 }
 
 impl XdpTx {
+    /// Writes one frame and puts it on the TX ring (not yet published).
     fn write(&mut self, to: &PeerAddr, parts: [&[u8]; 2]) -> io::Result<()> {
         let len = parts[0].len() + parts[1].len();
         if len > MAX_PAYLOAD {
@@ -678,13 +644,14 @@ impl XdpTx {
             ));
         };
         let Ok(frame) = self.stock.pop() else {
-            // Every frame of this transmitter is queued or in flight: the
-            // kernel is not keeping up (counted by the caller, like a full
-            // socket buffer on the UDP path).
+            // Every frame of this transmitter is on its ring or in flight:
+            // the kernel is not keeping up (counted by the caller, like a
+            // full socket buffer on the UDP path).
             return Err(io::ErrorKind::WouldBlock.into());
         };
         // SAFETY: a frame popped from this transmitter's stock is its own
-        // until queued (the dispatcher returns it only after completion).
+        // until put on its TX ring (the dispatcher returns it only after the
+        // kernel completed it).
         let buf = unsafe { self.umem.frame_mut(frame) };
         let at = frame::HEADERS_LEN;
         buf[at..at + parts[0].len()].copy_from_slice(parts[0]);
@@ -695,13 +662,14 @@ impl XdpTx {
             port: dst.port(),
         };
         let flen = frame::write_udp4(buf, &self.me, &dst, len);
-        let d = Desc {
+        // The ring holds all of this transmitter's frames (checked at
+        // configuration): never full.
+        debug_assert!(self.tx.tx_free() > 0);
+        self.tx.push(Desc {
             addr: frame,
             len: flen as u32,
             options: 0,
-        };
-        // The ring holds all of this transmitter's frames: never full.
-        let _ = self.queued.push(d);
+        });
         Ok(())
     }
 }
@@ -709,9 +677,9 @@ impl XdpTx {
 impl Transmit for XdpTx {
     #[inline]
     fn send(&mut self, to: &PeerAddr, parts: [&[u8]; 2]) -> io::Result<()> {
-        let r = self.write(to, parts);
-        self.wake.notify();
-        r
+        self.write(to, parts)?;
+        self.tx.submit();
+        Ok(())
     }
 
     fn send_batch(&mut self, msgs: &[(&PeerAddr, &[u8])]) -> io::Result<usize> {
@@ -721,7 +689,9 @@ impl Transmit for XdpTx {
                 sent += 1;
             }
         }
-        self.wake.notify();
+        if sent > 0 {
+            self.tx.submit();
+        }
         Ok(sent)
     }
 
@@ -769,6 +739,7 @@ pub const CLIENT_BASE_PORT: u16 = 47_000;
 pub struct XdpSender {
     umem: Arc<Umem>,
     tx: XskTx,
+    completion: XskCompletion,
     free: Vec<u64>,
     me: Endpoint,
     server: Endpoint,
@@ -818,6 +789,7 @@ pub fn open_client(
         XdpSender {
             umem: link.umem.clone(),
             tx: link.tx,
+            completion: link.completion,
             free,
             me,
             server: Endpoint {
@@ -881,11 +853,12 @@ impl XdpSender {
 
     /// Takes sent frames back into the free stock.
     fn reap(&mut self) {
-        let n = self.tx.completed(u32::MAX);
+        let n = self.completion.completed(u32::MAX);
         for i in 0..n {
-            self.free.push(Umem::chunk(self.tx.completed_addr(i)));
+            self.free
+                .push(Umem::chunk(self.completion.completed_addr(i)));
         }
-        self.tx.release_completed(n);
+        self.completion.release(n);
         if n == 0 && self.tx.tx_pending() > 0 {
             self.tx.kick();
         }
@@ -1020,16 +993,16 @@ fn echo_loop(mut link: Link, addr: SocketAddrV4, stop: &AtomicBool) -> u64 {
     while !stop.load(Ordering::Relaxed) {
         let mut worked = false;
         // Sent frames go back to the queue that has the fewest lent.
-        let n = link.tx.completed(u32::MAX);
+        let n = link.completion.completed(u32::MAX);
         for i in 0..n {
-            let frame = Umem::chunk(link.tx.completed_addr(i));
+            let frame = Umem::chunk(link.completion.completed_addr(i));
             let q = (0..link.rx.len())
                 .min_by_key(|&q| link.rx[q].lent())
                 .unwrap_or(0);
             link.rx[q].fill(frame);
         }
         if n > 0 {
-            link.tx.release_completed(n);
+            link.completion.release(n);
             for r in &mut link.rx {
                 r.publish_fill();
             }

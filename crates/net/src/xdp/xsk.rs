@@ -1,9 +1,11 @@
 //! AF_XDP sockets: the UMEM (one region of fixed-size frames shared with the
 //! kernel), the four rings (fill, RX, TX, completion) mapped from the socket,
-//! and bind. A socket splits into a receive half ([`XskRx`]: fill and RX
-//! rings) and a transmit half ([`XskTx`]: TX and completion rings), each
-//! owned by one thread: every ring has exactly one user-space producer or
-//! consumer, so no ring is ever shared between threads.
+//! and bind. A socket splits into its receive side ([`XskRx`]: fill and RX
+//! rings), its transmit side ([`XskTx`]: the TX ring) and its completion
+//! ring ([`XskCompletion`]), each owned by one thread: every ring has
+//! exactly one user-space producer or consumer. More transmit-only sockets
+//! ([`open_tx`]) can share a socket's UMEM, queue, fill and completion rings,
+//! one per transmitting thread.
 //!
 //! The rings are hand-written over `libc`'s definitions rather than taken
 //! from a crate: the datapath moves frames between a request's token, the
@@ -420,14 +422,17 @@ pub struct XskRx {
     lent: u64,
 }
 
-/// The transmit half: the TX ring (frames to send) and the completion ring
-/// (frames sent).
+/// A transmit side: the TX ring (frames to send).
 pub struct XskTx {
     sock: Arc<XskFd>,
     tx: Ring<Desc>,
+}
+
+/// The completion ring of a UMEM's queue: frames the kernel has sent, for
+/// every socket sharing it.
+pub struct XskCompletion {
     completion: Ring<u64>,
-    /// Frames submitted to the TX ring and not yet completed.
-    in_flight: u64,
+    _sock: Arc<XskFd>,
 }
 
 fn setsockopt<T>(fd: BorrowedFd<'_>, level: i32, name: i32, v: &T) -> io::Result<()> {
@@ -464,7 +469,7 @@ pub fn open(
     to: BindTo,
     sizes: RingSizes,
     shared_with: Option<&XskFd>,
-) -> io::Result<(XskRx, XskTx)> {
+) -> io::Result<(XskRx, XskTx, XskCompletion)> {
     sizes.check()?;
     // The kernel releases a closed socket's hold on its queue in deferred
     // work: a socket bound right after another closed (the next server of a
@@ -494,7 +499,7 @@ fn open_mode(
     sizes: RingSizes,
     shared_with: Option<&XskFd>,
     zero_copy: bool,
-) -> io::Result<(XskRx, XskTx)> {
+) -> io::Result<(XskRx, XskTx, XskCompletion)> {
     // SAFETY: socket(2) has no memory preconditions; the result is checked.
     let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
@@ -525,22 +530,7 @@ fn open_mode(
     )?;
     setsockopt(b, libc::SOL_XDP, libc::XDP_RX_RING, &sizes.rx)?;
     setsockopt(b, libc::SOL_XDP, libc::XDP_TX_RING, &sizes.tx)?;
-    // SAFETY: plain data; all-zero is valid.
-    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of_val(&off) as libc::socklen_t;
-    // SAFETY: `off` is writable for `len` bytes.
-    let r = unsafe {
-        libc::getsockopt(
-            b.as_raw_fd(),
-            libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            (&raw mut off).cast(),
-            &mut len,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let off = mmap_offsets(b)?;
     let fill = Ring::<u64>::map(b, &off.fr, sizes.fill, libc::XDP_UMEM_PGOFF_FILL_RING as _)?;
     let completion = Ring::<u64>::map(
         b,
@@ -569,7 +559,9 @@ fn open_mode(
     };
     let mut shared_fd = 0;
     if let Some(s) = shared_with {
-        flags |= libc::XDP_SHARED_UMEM;
+        // A socket sharing a UMEM inherits its mode (copy or zero-copy,
+        // need-wakeup): the kernel refuses mode flags beside this one.
+        flags = libc::XDP_SHARED_UMEM;
         shared_fd = s.fd.as_raw_fd() as u32;
     }
     let sa = libc::sockaddr_xdp {
@@ -607,12 +599,98 @@ fn open_mode(
             lent: 0,
         },
         XskTx {
-            sock,
+            sock: sock.clone(),
             tx,
+        },
+        XskCompletion {
             completion,
-            in_flight: 0,
+            _sock: sock,
         },
     ))
+}
+
+/// Opens a transmit-only socket on `owner`'s interface and queue (`to`: an
+/// AF_XDP socket cannot tell its own address), sharing
+/// its UMEM, fill and completion rings (the kernel shares the queue's buffer
+/// pool between sockets bound to the same queue): a transmitting thread's
+/// own TX ring, whose sent frames come back on `owner`'s completion ring.
+///
+/// # Errors
+/// The kernel refuses a step (the error names it).
+pub fn open_tx(owner: &XskFd, to: BindTo, tx_entries: u32) -> io::Result<XskTx> {
+    if !tx_entries.is_power_of_two() || tx_entries > MAX_RING {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the tx ring must hold a power of two up to {MAX_RING} entries, not {tx_entries}"
+            ),
+        ));
+    }
+    // SAFETY: socket(2) has no memory preconditions; the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("socket(AF_XDP): {e}")));
+    }
+    // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let b = fd.as_fd();
+    setsockopt(b, libc::SOL_XDP, libc::XDP_TX_RING, &tx_entries)?;
+    let off = mmap_offsets(b)?;
+    let tx = Ring::<Desc>::map(b, &off.tx, tx_entries, libc::XDP_PGOFF_TX_RING)?;
+    // Mode flags (copy, zero-copy, need-wakeup) come with the shared pool.
+    let sa = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: libc::XDP_SHARED_UMEM,
+        sxdp_ifindex: to.ifindex,
+        sxdp_queue_id: to.queue,
+        sxdp_shared_umem_fd: owner.fd.as_raw_fd() as u32,
+    };
+    // SAFETY: `sa` is a live sockaddr_xdp of the size passed.
+    let r = unsafe {
+        libc::bind(
+            b.as_raw_fd(),
+            (&raw const sa).cast(),
+            std::mem::size_of_val(&sa) as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "bind a transmit AF_XDP socket to interface {} queue {}: {e}",
+                to.ifindex, to.queue
+            ),
+        ));
+    }
+    Ok(XskTx {
+        sock: Arc::new(XskFd {
+            fd,
+            zero_copy: owner.zero_copy,
+        }),
+        tx,
+    })
+}
+
+fn mmap_offsets(b: BorrowedFd<'_>) -> io::Result<libc::xdp_mmap_offsets> {
+    // SAFETY: plain data; all-zero is valid.
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&off) as libc::socklen_t;
+    // SAFETY: `off` is writable for `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            b.as_raw_fd(),
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            (&raw mut off).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(off)
 }
 
 impl XskRx {
@@ -700,7 +778,6 @@ impl XskTx {
     #[inline]
     pub fn push(&mut self, d: Desc) {
         self.tx.write(d);
-        self.in_flight += 1;
     }
 
     /// Publishes the queued frames and kicks the kernel if it asked (copy
@@ -715,26 +792,34 @@ impl XskTx {
 
     /// Wakes the kernel's transmit path.
     pub fn kick(&self) {
-        // SAFETY: a zero-length, non-blocking send on our own socket only
-        // wakes the kernel's transmit path; EAGAIN/EBUSY (ring being
-        // drained) are retried by the next kick.
-        unsafe {
-            libc::sendto(
-                self.sock.fd.as_raw_fd(),
-                std::ptr::null(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null(),
-                0,
-            )
-        };
+        kick(&self.sock);
     }
 
     /// Frames in the TX ring not yet taken by the kernel.
     pub fn tx_pending(&mut self) -> u32 {
         self.tx.outstanding()
     }
+}
 
+/// Wakes the kernel's transmit path of `sock` (any thread may: the kernel
+/// serializes transmission per socket).
+pub fn kick(sock: &XskFd) {
+    // SAFETY: a zero-length, non-blocking send on our own socket only wakes
+    // the kernel's transmit path; EAGAIN/EBUSY (ring being drained) are
+    // retried by the next kick.
+    unsafe {
+        libc::sendto(
+            sock.fd.as_raw_fd(),
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+}
+
+impl XskCompletion {
     /// Sent frames ready to take back, at most `max`.
     #[inline]
     pub fn completed(&mut self, max: u32) -> u32 {
@@ -749,13 +834,7 @@ impl XskTx {
 
     /// Takes back `n` completed frames.
     #[inline]
-    pub fn release_completed(&mut self, n: u32) {
+    pub fn release(&mut self, n: u32) {
         self.completion.release(n);
-        self.in_flight -= u64::from(n);
-    }
-
-    /// Frames submitted and not yet completed.
-    pub fn in_flight(&self) -> u64 {
-        self.in_flight
     }
 }
