@@ -447,6 +447,13 @@ struct RecvOut {
     samples: Vec<Sample>,
 }
 
+/// Datagrams just received: the buffers, senders and full lengths.
+struct Batch<'a> {
+    bufs: &'a [[u8; PACKET_BYTES]],
+    peers: &'a [PeerAddr],
+    lens: &'a [usize],
+}
+
 /// The receiver thread's view of the run.
 struct Receiver<'a> {
     cfg: &'a LoadConfig,
@@ -504,18 +511,12 @@ impl Receiver<'_> {
                 if got == 0 {
                     x.wait(Duration::from_millis(2));
                 }
-                let now = clock.now_ns();
-                for i in 0..got {
-                    let stored = lens[i].min(PACKET_BYTES);
-                    answered += usize::from(self.handle_response(
-                        flow_ids[i],
-                        &peers[i],
-                        lens[i],
-                        &bufs[i][..stored],
-                        now,
-                        &mut out,
-                    ));
-                }
+                let batch = Batch {
+                    bufs: &bufs[..got],
+                    peers: &peers[..got],
+                    lens: &lens[..got],
+                };
+                answered += self.handle_batch(&batch, |i| flow_ids[i], clock, &mut out);
                 progress.received.fetch_add(got as u64, Ordering::Relaxed);
             } else {
                 poll_fds(&mut pollfds, Duration::from_millis(2));
@@ -537,18 +538,12 @@ impl Receiver<'_> {
                     if got == 0 {
                         break;
                     }
-                    let now = clock.now_ns();
-                    for i in 0..got {
-                        let stored = lens[i].min(PACKET_BYTES);
-                        answered += usize::from(self.handle_response(
-                            flow,
-                            &peers[i],
-                            lens[i],
-                            &bufs[i][..stored],
-                            now,
-                            &mut out,
-                        ));
-                    }
+                    let batch = Batch {
+                        bufs: &bufs[..got],
+                        peers: &peers[..got],
+                        lens: &lens[..got],
+                    };
+                    answered += self.handle_batch(&batch, |_| flow, clock, &mut out);
                     progress.received.fetch_add(got as u64, Ordering::Relaxed);
                 }
             }
@@ -566,6 +561,31 @@ impl Receiver<'_> {
             out.rejected.malformed += x.dropped;
         }
         out
+    }
+
+    /// Accounts for a received batch, datagram `i` on flow `flow_of(i)`;
+    /// returns how many answered a pending request.
+    fn handle_batch(
+        &self,
+        batch: &Batch<'_>,
+        flow_of: impl Fn(usize) -> usize,
+        clock: &Clock,
+        out: &mut RecvOut,
+    ) -> usize {
+        let now = clock.now_ns();
+        let mut answered = 0;
+        for (i, buf) in batch.bufs.iter().enumerate() {
+            let len = batch.lens[i];
+            answered += usize::from(self.handle_response(
+                flow_of(i),
+                &batch.peers[i],
+                len,
+                &buf[..len.min(PACKET_BYTES)],
+                now,
+                out,
+            ));
+        }
+        answered
     }
 
     /// Accounts for one datagram of `len` bytes (`dgram`: what the buffer kept)

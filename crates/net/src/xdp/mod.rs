@@ -468,16 +468,12 @@ impl Datapath for XdpDatapath {
                 let d = self.link.rx[q].desc(i);
                 let chunk = Umem::chunk(d.addr);
                 let in_chunk = (d.addr - chunk) as usize;
-                if in_chunk + d.len as usize > FRAME_SIZE as usize {
+                // SAFETY: the descriptor came off this UMEM's RX ring: the
+                // frame is ours until lent again.
+                let Some(bytes) = (unsafe { self.link.umem.received(&d) }) else {
                     self.drops[FrameError::Truncated as usize] += 1;
                     self.lend(q, chunk);
                     continue;
-                }
-                // SAFETY: the kernel handed this frame over through the RX
-                // ring; it is ours until lent again, and `d.len` bytes from
-                // `d.addr` lie inside it (checked above).
-                let bytes = unsafe {
-                    std::slice::from_raw_parts(self.link.umem.ptr(d.addr), d.len as usize)
                 };
                 let udp = match frame::parse_udp4(bytes) {
                     Ok(u) => u,
@@ -897,17 +893,10 @@ impl XdpReceiver {
             for i in 0..n {
                 let d = self.rx[q].desc(i);
                 let chunk = Umem::chunk(d.addr);
-                let parsed = if (d.addr - chunk) as usize + d.len as usize <= FRAME_SIZE as usize {
-                    // SAFETY: the kernel handed the frame over through the RX
-                    // ring; it is ours until lent again, and the bytes lie in
-                    // it (checked).
-                    let bytes = unsafe {
-                        std::slice::from_raw_parts(self.umem.ptr(d.addr), d.len as usize)
-                    };
-                    frame::parse_udp4(bytes).ok()
-                } else {
-                    None
-                };
+                // SAFETY: the descriptor came off this UMEM's RX ring: the
+                // frame is ours until lent again.
+                let parsed = unsafe { self.umem.received(&d) }
+                    .and_then(|bytes| frame::parse_udp4(bytes).ok());
                 match parsed {
                     Some(u)
                         if u.dst.ip == self.me

@@ -138,6 +138,24 @@ impl Umem {
         unsafe { std::slice::from_raw_parts_mut(self.ptr(addr), (end - addr) as usize) }
     }
 
+    /// The bytes of a received frame (`d.len` bytes from `d.addr`), or
+    /// `None` when the descriptor reaches past its chunk (no kernel writes
+    /// one; never read past a frame on its word).
+    ///
+    /// # Safety
+    /// The descriptor came off an RX ring of this UMEM: the caller owns the
+    /// frame until it lends or transmits it.
+    #[inline]
+    pub unsafe fn received(&self, d: &Desc) -> Option<&[u8]> {
+        let in_chunk = d.addr - Self::chunk(d.addr);
+        if in_chunk + u64::from(d.len) > u64::from(FRAME_SIZE) {
+            return None;
+        }
+        // SAFETY: the range lies inside one frame (checked), which the
+        // caller owns.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr(d.addr), d.len as usize) })
+    }
+
     fn region(&self) -> (u64, u64) {
         (self.base.as_ptr() as u64, self.len as u64)
     }
