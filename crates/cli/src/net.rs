@@ -444,6 +444,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             policy,
             types: workload.type_infos(),
             classifier,
+            app_classifier: None,
             handlers: psp_apps::handler_factory(service.clone(), policy.feedback_threshold_ns()),
             datapath,
         },
@@ -971,6 +972,7 @@ pub fn measure(
             policy: *spec,
             types: workload.type_infos(),
             classifier: cfg.classifier,
+            app_classifier: None,
             handlers: psp_apps::handler_factory(
                 app.start(&type_names(workload))?,
                 spec.feedback_threshold_ns(),
@@ -1343,6 +1345,7 @@ fn netbench_server(
                 policy: spec,
                 types: workload.type_infos(),
                 classifier: ClassifierKind::Header,
+                app_classifier: None,
                 handlers: psp_apps::handler_factory(Arc::new(psp_apps::spin::EchoService), None),
                 datapath: datapath.clone(),
             })?;

@@ -48,13 +48,32 @@ pub struct ServerConfig {
     pub policy: PolicySpec,
     /// The registered request types (index = type id on the wire).
     pub types: Vec<TypeInfo>,
-    /// How types are read.
+    /// How types are read from the protocol header (ignored when
+    /// `app_classifier` is set).
     pub classifier: ClassifierKind,
+    /// The application's own classifier (the paper's application-provided
+    /// one): reads each request's body and names its type (an index of
+    /// `types`; anything else is answered UNKNOWN_TYPE). The header's type
+    /// field is then not read.
+    pub app_classifier: Option<Arc<dyn ClassifierFactory>>,
     /// What the server serves: a handler per worker (or per request slot,
     /// under a preemptive policy), from the application the caller started.
     pub handlers: Arc<dyn HandlerFactory>,
     /// How datagrams get in and out.
     pub datapath: DatapathKind,
+}
+
+/// Makes the application's classifier, once per dispatcher (a classifier
+/// may keep state: it is `&mut` on the dispatcher thread).
+pub trait ClassifierFactory: Send + Sync {
+    /// A classifier.
+    fn classifier(&self) -> Box<dyn Classifier>;
+}
+
+impl<F: Fn() -> Box<dyn Classifier> + Send + Sync> ClassifierFactory for F {
+    fn classifier(&self) -> Box<dyn Classifier> {
+        self()
+    }
 }
 
 /// Which datapath a server (or a load client) uses.
@@ -87,6 +106,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("policy", &self.policy)
             .field("types", &self.types)
             .field("classifier", &self.classifier)
+            .field("app_classifier", &self.app_classifier.is_some())
             .field("datapath", &self.datapath)
             .finish_non_exhaustive()
     }
@@ -240,6 +260,9 @@ struct NetFrontEnd<D: Datapath> {
     reply_tx: D::Tx,
     pool: Arc<PacketPool>,
     classifier: Box<dyn Classifier>,
+    /// Whether `classifier` reads the body (the application's) rather than
+    /// the header.
+    classify_body: bool,
     n_types: u16,
     idle: IdleStrategy,
     idler: Idler,
@@ -358,18 +381,30 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                     continue;
                 }
                 Err(_) => Some(Status::BadRequest),
-                Ok(h) if h.type_id >= self.n_types => Some(Status::UnknownType),
-                Ok(h) => {
+                Ok(h) if !self.classify_body && h.type_id >= self.n_types => {
+                    Some(Status::UnknownType)
+                }
+                Ok(h) => 'admit: {
+                    let (type_id, true_type) = if self.classify_body {
+                        let body = &bytes[HEADER_LEN..HEADER_LEN + usize::from(h.body_len)];
+                        let t = self.classifier.classify(body);
+                        if t >= self.n_types {
+                            break 'admit Some(Status::UnknownType);
+                        }
+                        (t, t)
+                    } else {
+                        (self.classifier.classify(bytes), h.type_id)
+                    };
                     self.seq += 1;
                     let slot = Slot {
                         req: Request {
                             id: self.seq,
                             token,
-                            type_id: self.classifier.classify(bytes),
+                            type_id,
                             flow: pkt.peer.flow(),
                             arrival_ns: now,
                         },
-                        true_type: h.type_id,
+                        true_type,
                         scheduled_ns: now,
                         measured: true,
                         len: h.body_len,
@@ -698,7 +733,11 @@ fn serve<D: Datapath + 'static>(
 ) -> Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeError> {
     let thread_err = |e: io::Error| RuntimeError::Thread(e.to_string());
     let n_types = cfg.types.len() as u16;
-    let classifier = cfg.classifier.build(protocol::TYPE_OFFSET, n_types);
+    let classify_body = cfg.app_classifier.is_some();
+    let classifier = match &cfg.app_classifier {
+        Some(f) => f.classifier(),
+        None => cfg.classifier.build(protocol::TYPE_OFFSET, n_types),
+    };
     let mut worker_txs = Vec::with_capacity(cfg.runtime.workers);
     for _ in 0..cfg.runtime.workers {
         worker_txs.push(Some(datapath.transmitter().map_err(thread_err)?));
@@ -708,6 +747,7 @@ fn serve<D: Datapath + 'static>(
         datapath,
         pool: pool.clone(),
         classifier,
+        classify_body,
         n_types,
         idle: cfg.runtime.idle,
         idler: Idler::new(cfg.runtime.idle),

@@ -28,6 +28,7 @@ fn server(app: &AppConfig, w: &Workload, policy: &str) -> (Server, Arc<dyn Servi
         policy: policy.parse().unwrap(),
         types: w.type_infos(),
         classifier: ClassifierKind::Header,
+        app_classifier: None,
         handlers: psp_apps::handler_factory(service.clone(), None),
         metrics: None,
         datapath: Default::default(),

@@ -29,6 +29,7 @@ fn server() -> Server {
         types: Workload::fixed("framing", &[("short", 20.0, 0.9), ("long", 200.0, 0.1)])
             .type_infos(),
         classifier: ClassifierKind::Header,
+        app_classifier: None,
         // Echo: a body of any length is a valid request to serve.
         handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
         datapath: Default::default(),

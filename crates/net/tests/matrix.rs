@@ -287,6 +287,7 @@ fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>) {
             policy: spec,
             types: app.workload.type_infos(),
             classifier: ClassifierKind::Header,
+            app_classifier: None,
             handlers: psp_apps::handler_factory(app.service.clone(), spec.feedback_threshold_ns()),
             datapath: datapath.clone(),
         })

@@ -40,6 +40,7 @@ fn config(policy: &str, metrics: Option<SocketAddr>) -> ServerConfig {
         )
         .type_infos(),
         classifier: ClassifierKind::Header,
+        app_classifier: None,
         handlers: psp_apps::handler_factory(
             Arc::new(SpinService::with_spinner(
                 spinner(),

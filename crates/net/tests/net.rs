@@ -49,6 +49,7 @@ fn server_at(
         policy: policy.parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
+        app_classifier: None,
         handlers: psp_apps::handler_factory(
             Arc::new(SpinService::with_spinner(
                 spinner(),
@@ -77,6 +78,7 @@ fn one_worker_server(drain_timeout: Duration, app: Arc<dyn Service>) -> Server {
         policy: "c-fcfs".parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
+        app_classifier: None,
         handlers: psp_apps::handler_factory(app, None),
         datapath: Default::default(),
     })
@@ -575,6 +577,7 @@ fn metrics_server() -> Server {
         policy: "c-fcfs".parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
+        app_classifier: None,
         handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
         datapath: Default::default(),
     })
@@ -646,6 +649,7 @@ fn a_server_whose_cores_are_missing_does_not_start() {
         policy: "c-fcfs".parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
+        app_classifier: None,
         handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
         datapath: Default::default(),
     });
@@ -689,6 +693,7 @@ fn measured_utilization_is_reported_beside_the_declared_one() {
         policy: "c-fcfs".parse().unwrap(),
         types: workload().type_infos(),
         classifier: ClassifierKind::Header,
+        app_classifier: None,
         handlers: psp_apps::handler_factory(
             Arc::new(SpinService::with_spinner(
                 spinner(),

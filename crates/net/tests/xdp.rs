@@ -57,6 +57,7 @@ fn start_server(t: &Topology, policy: &str) -> Server {
             policy: policy.parse().unwrap(),
             types: workload().type_infos(),
             classifier: ClassifierKind::Header,
+            app_classifier: None,
             handlers: psp_apps::handler_factory(
                 Arc::new(SpinService::with_spinner(
                     spinner(),
