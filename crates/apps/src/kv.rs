@@ -584,3 +584,140 @@ mod tests {
         assert!(Scan::parse(&long).is_err());
     }
 }
+
+/// The key-value service behind the Redis protocol (`psp serve --protocol
+/// resp`): the same RocksDB database (and options), with Redis's commands
+/// executed by [`psp_resp::execute`] over it. Read-modify-write commands
+/// (INCR, list pushes and pops) hold one of [`REDIS_LOCK_STRIPES`] locks,
+/// by key.
+#[derive(Debug)]
+pub struct RedisService {
+    store: Arc<Store>,
+    locks: Arc<[std::sync::Mutex<()>]>,
+    keys: u64,
+}
+
+/// Lock stripes of [`RedisService`]'s read-modify-write commands.
+pub const REDIS_LOCK_STRIPES: usize = 64;
+
+impl RedisService {
+    /// Opens (creating it if needed) and loads the database of `config`.
+    ///
+    /// # Errors
+    /// As [`KvService::open`].
+    pub fn open(config: &KvConfig) -> Result<Self, AppError> {
+        let kv = KvService::open(config, Vec::new())?;
+        Ok(Self {
+            store: kv.store,
+            locks: (0..REDIS_LOCK_STRIPES)
+                .map(|_| std::sync::Mutex::new(()))
+                .collect(),
+            keys: config.keys,
+        })
+    }
+
+    /// Where the database is.
+    pub fn path(&self) -> &Path {
+        &self.store.path
+    }
+}
+
+impl Service for RedisService {
+    fn app(&self) -> &'static str {
+        "redis"
+    }
+
+    fn handler(&self, _worker: usize) -> Box<dyn Handler> {
+        Box::new(RedisHandler {
+            db: RocksKv {
+                store: self.store.clone(),
+                locks: self.locks.clone(),
+                read: ReadOptions::default(),
+                write: WriteOptions::default(),
+            },
+            scratch: Vec::new(),
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "Redis commands over the RocksDB key-value store at '{}' ({} keys loaded)",
+            self.store.path.display(),
+            self.keys
+        )
+    }
+}
+
+/// A worker's view of the database as [`psp_resp::Store`].
+struct RocksKv {
+    store: Arc<Store>,
+    locks: Arc<[std::sync::Mutex<()>]>,
+    read: ReadOptions,
+    write: WriteOptions,
+}
+
+impl psp_resp::Store for RocksKv {
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
+        match self.store.db.get_pinned_opt(key, &self.read) {
+            Ok(Some(v)) => {
+                out.extend_from_slice(&v);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(e) => Err(one_line(&e)),
+        }
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        self.store
+            .db
+            .put_opt(key, value, &self.write)
+            .map_err(|e| one_line(&e))
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<bool, String> {
+        // RocksDB's delete does not say whether the key was there.
+        let existed = self
+            .store
+            .db
+            .get_pinned_opt(key, &self.read)
+            .map_err(|e| one_line(&e))?
+            .is_some();
+        if existed {
+            self.store
+                .db
+                .delete_opt(key, &self.write)
+                .map_err(|e| one_line(&e))?;
+        }
+        Ok(existed)
+    }
+
+    fn atomically<R>(&self, key: &[u8], f: impl FnOnce() -> R) -> R {
+        let stripe = digest(DIGEST_SEED, key) as usize % self.locks.len();
+        // A poisoned stripe (a panicked handler) still serializes.
+        let _held = self.locks[stripe]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f()
+    }
+}
+
+/// A worker's Redis handler: the request is one RESP command (the front end
+/// framed it); the reply is RESP.
+struct RedisHandler {
+    db: RocksKv,
+    scratch: Vec<u8>,
+}
+
+impl Handler for RedisHandler {
+    fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
+        psp_resp::execute(ctx.body, &self.db, ctx.response, &mut self.scratch)
+            .map_err(|_| HandlerError::BadBody("not a RESP command"))
+    }
+
+    /// No preemption point: a command runs to its end (its stripe lock is
+    /// never held across a yield).
+    fn fiber_safe(&self) -> bool {
+        true
+    }
+}

@@ -95,6 +95,17 @@ impl AppArgs {
         this.config_of(workload, max_service_ns)
     }
 
+    /// The key-value store's options (`--kv-*`), defaults filled in.
+    pub fn kv_config(&self) -> KvConfig {
+        let kv = KvConfig::default();
+        KvConfig {
+            path: self.kv_path.clone(),
+            keys: self.kv_keys.unwrap_or(kv.keys),
+            value_bytes: self.kv_value_bytes.unwrap_or(kv.value_bytes),
+            max_scan_keys: self.kv_max_scan,
+        }
+    }
+
     fn config_of(&self, workload: &Workload, max_service_ns: u64) -> Result<AppConfig> {
         let name = match (&self.app, &workload.app) {
             (Some(a), Some(w)) if !a.eq_ignore_ascii_case(w) => {
@@ -104,16 +115,10 @@ impl AppArgs {
             (None, Some(w)) => w.to_ascii_lowercase(),
             (None, None) => "spin".into(),
         };
-        let kv = KvConfig::default();
         let app = match name.as_str() {
             "spin" => AppConfig::Spin(SpinConfig { max_service_ns }),
             "echo" => AppConfig::Echo,
-            "kv" => AppConfig::Kv(KvConfig {
-                path: self.kv_path.clone(),
-                keys: self.kv_keys.unwrap_or(kv.keys),
-                value_bytes: self.kv_value_bytes.unwrap_or(kv.value_bytes),
-                max_scan_keys: self.kv_max_scan,
-            }),
+            "kv" => AppConfig::Kv(self.kv_config()),
             "tpcc" => AppConfig::Tpcc(TpccConfig {
                 warehouses: self.tpcc_warehouses.unwrap_or(1),
                 ..TpccConfig::default()

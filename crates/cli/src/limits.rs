@@ -243,6 +243,8 @@ pub const POLICIES: Count = Count::new("--policies (number of policies)", 1, 32)
 pub const SYSTEMS: Count = Count::new("--systems (number of systems)", 1, 8);
 /// `psp netbench --rates`: rates tried.
 pub const RATE_POINTS: Count = Count::new("--rates (number of rates)", 1, 64);
+/// `--tcp-idle-timeout`.
+pub const TCP_IDLE_TIMEOUT: Span = Span::new("--tcp-idle-timeout", 1_000 * MS, DAY);
 /// `psp netbench --datapaths`: datapaths measured in one run.
 pub const DATAPATHS: Count = Count::new("--datapaths (number of datapaths)", 1, 2);
 /// `--cores`: core ids (below Linux's CPU_SETSIZE).

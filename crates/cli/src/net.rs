@@ -134,6 +134,61 @@ impl XdpArgs {
     }
 }
 
+/// The TCP front end's bounds (`--protocol resp`).
+#[derive(Args, Clone, Debug, Default)]
+pub struct TcpArgs {
+    /// TCP: connections open at once, 1 to 65536 [default: 1024]; one more
+    /// is answered "max number of clients reached" and closed.
+    #[arg(long, allow_hyphen_values = true)]
+    pub tcp_max_connections: Option<usize>,
+    /// TCP: longest request in bytes, 16 to 2048 [default: 2048]; a longer
+    /// one is answered with an error and its connection closed.
+    #[arg(long, allow_hyphen_values = true)]
+    pub tcp_max_request: Option<usize>,
+    /// TCP: requests of one connection in flight at most, 1 to 4096
+    /// [default: 256]; past it the connection is not read until replies go.
+    #[arg(long, allow_hyphen_values = true)]
+    pub tcp_max_pipeline: Option<usize>,
+    /// TCP: reply bytes waiting for one connection at most, 4096 to 64 MiB
+    /// [default: 4 MiB]; past it the connection is not read (a client that
+    /// never reads holds at most this much).
+    #[arg(long, allow_hyphen_values = true)]
+    pub tcp_max_output: Option<usize>,
+    /// TCP: close a connection idle this long, 1s to 86400s [default: 300s].
+    #[arg(long, allow_hyphen_values = true)]
+    pub tcp_idle_timeout: Option<String>,
+}
+
+impl TcpArgs {
+    /// The settings, checked.
+    ///
+    /// # Errors
+    /// A value out of its range (one line).
+    pub fn config(&self) -> Result<psp_net::tcp::TcpConfig> {
+        let d = psp_net::tcp::TcpConfig::default();
+        let cfg = psp_net::tcp::TcpConfig {
+            max_connections: self.tcp_max_connections.unwrap_or(d.max_connections),
+            max_request: self.tcp_max_request.unwrap_or(d.max_request),
+            max_pipeline: self.tcp_max_pipeline.unwrap_or(d.max_pipeline),
+            max_output: self.tcp_max_output.unwrap_or(d.max_output),
+            idle_timeout: match &self.tcp_idle_timeout {
+                Some(t) => limits::TCP_IDLE_TIMEOUT.parse(t)?,
+                None => d.idle_timeout,
+            },
+        };
+        cfg.check().map_err(anyhow::Error::msg)?;
+        Ok(cfg)
+    }
+
+    fn any(&self) -> bool {
+        self.tcp_max_connections.is_some()
+            || self.tcp_max_request.is_some()
+            || self.tcp_max_pipeline.is_some()
+            || self.tcp_max_output.is_some()
+            || self.tcp_idle_timeout.is_some()
+    }
+}
+
 /// Client options shared by `psp load`, `psp sweep --mode net` and `psp netbench`.
 #[derive(Args, Clone, Debug)]
 pub struct ClientArgs {
@@ -195,6 +250,13 @@ pub struct ServeArgs {
     datapath: Option<String>,
     #[command(flatten)]
     xdp: XdpArgs,
+    /// Request protocol: psp (this project's, over --datapath) or resp
+    /// (Redis's RESP2 over TCP, on the RocksDB store with the --kv-*
+    /// options: redis-cli and redis-benchmark talk to it) [default: psp].
+    #[arg(long)]
+    protocol: Option<String>,
+    #[command(flatten)]
+    tcp: TcpArgs,
     /// Scheduling policy with its parameters (e.g. darc, darc:delta=0.1, c-fcfs) [default: darc].
     #[arg(long)]
     policy: Option<String>,
@@ -256,6 +318,7 @@ pub struct ServeArgs {
 #[serde(deny_unknown_fields)]
 struct ServeFile {
     address: Option<String>,
+    protocol: Option<String>,
     metrics: Option<String>,
     datapath: Option<String>,
     policy: Option<String>,
@@ -338,10 +401,26 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let src = Sources {
         config: a.config.as_deref(),
     };
-    let datapath = a.xdp.datapath(
+    let mut datapath = a.xdp.datapath(
         &src.pick(&a.datapath, &f.datapath, Ok)?
             .unwrap_or_else(|| "udp".into()),
     )?;
+    let protocol = src
+        .pick(&a.protocol, &f.protocol, Ok)?
+        .unwrap_or_else(|| "psp".into());
+    let resp = match protocol.as_str() {
+        "psp" if a.tcp.any() => bail!("--tcp-* options need --protocol resp"),
+        "psp" => false,
+        "resp" if datapath != DatapathKind::Udp => {
+            bail!("--protocol resp runs over TCP: leave --datapath out")
+        }
+        "resp" => {
+            datapath =
+                DatapathKind::Tcp(psp_net::server::StreamProtocolKind::Resp, a.tcp.config()?);
+            true
+        }
+        p => bail!("--protocol must be psp or resp (Redis RESP2 over TCP), not '{p}'"),
+    };
     let addr = src
         .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
         .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
@@ -355,9 +434,17 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let policy = src
         .pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?
         .map_or_else(|| "darc".parse::<PolicySpec>(), Ok)?;
-    let workload = src
-        .pick(&a.workload, &f.workload, |s| Ok(Workload::resolve(&s)?))?
-        .map_or_else(|| Workload::resolve("high-bimodal"), Ok)?;
+    let workload = if resp {
+        if a.workload.is_some() || f.workload.is_some() {
+            bail!(
+                "--protocol resp registers its own request types (short, multi, range): leave --workload out"
+            );
+        }
+        psp_resp_workload()
+    } else {
+        src.pick(&a.workload, &f.workload, |s| Ok(Workload::resolve(&s)?))?
+            .map_or_else(|| Workload::resolve("high-bimodal"), Ok)?
+    };
     let workers = src
         .pick(&a.workers, &f.workers, |w| limits::WORKERS.check(w))?
         .unwrap_or_else(|| {
@@ -423,10 +510,18 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let max_service_ns = max_service.map_or(default_max_service_ns(&workload), |d| {
         u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
     });
-    let app = app_args.config(&workload, max_service_ns)?;
     // Last: the application opens and loads its database (or calibrates its
     // spin, 50 ms).
-    let service = app.start(&type_names(&workload))?;
+    let service: Arc<dyn psp_apps::Service> = if resp {
+        if app_args.app.as_deref().is_some_and(|a| a != "kv") {
+            bail!("--protocol resp serves the kv application (RocksDB): leave --app out");
+        }
+        Arc::new(psp_apps::kv::RedisService::open(&app_args.kv_config())?)
+    } else {
+        app_args
+            .config(&workload, max_service_ns)?
+            .start(&type_names(&workload))?
+    };
     Ok(ServePlan {
         cfg: ServerConfig {
             addr,
@@ -452,6 +547,17 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         workload,
         duration,
     })
+}
+
+/// The request types `--protocol resp` registers, in `psp_resp::classify`'s
+/// order, with the mean service times DARC starts from (it then measures).
+fn psp_resp_workload() -> Workload {
+    let types: Vec<(&str, f64, f64)> = psp_resp::TYPES
+        .iter()
+        .zip(psp_resp::TYPE_MEAN_US)
+        .map(|(&n, us)| (n, us, 1.0 / psp_resp::TYPES.len() as f64))
+        .collect();
+    Workload::fixed("resp", &types)
 }
 
 /// The server's summary of `s`, whose types declare the mean service times
@@ -1031,28 +1137,30 @@ pub fn echo(a: EchoArgs) -> Result<()> {
         .map(|d| limits::SERVE_DURATION.parse(d))
         .transpose()?;
     let datapath = a.xdp.datapath(&a.datapath)?;
-    let (local, stop, finish): (SocketAddr, _, Box<dyn FnOnce() -> u64>) = match &datapath {
+    let (stop, finish, line): (_, Box<dyn FnOnce() -> u64>, String) = match &datapath {
         DatapathKind::Udp => {
             let s = EchoServer::start(addr, a.threads)
                 .with_context(|| format!("cannot listen on {addr}"))?;
-            (s.local_addr(), s.stop_flag(), Box::new(move || s.stop()))
+            let line = format!(
+                "psp echo: listening on udp://{} with {} threads (SO_REUSEPORT, blocking recv_from/send_to)",
+                s.local_addr(),
+                a.threads
+            );
+            (s.stop_flag(), Box::new(move || s.stop()), line)
         }
         DatapathKind::Xdp(x) => {
             let s = psp_net::xdp::XdpEcho::start(x, addr)
                 .with_context(|| format!("cannot listen on {addr} (AF_XDP)"))?;
-            (s.local_addr(), s.stop_flag(), Box::new(move || s.stop()))
+            let line = format!(
+                "psp echo: listening on xdp://{} (one thread, every queue, replies written over the request's frame)",
+                s.local_addr()
+            );
+            (s.stop_flag(), Box::new(move || s.stop()), line)
         }
+        DatapathKind::Tcp(..) => bail!("psp echo serves udp or xdp"),
     };
     stop_on_signals(&stop)?;
-    match datapath {
-        DatapathKind::Udp => println!(
-            "psp echo: listening on udp://{local} with {} threads (SO_REUSEPORT, blocking recv_from/send_to)",
-            a.threads
-        ),
-        DatapathKind::Xdp(_) => println!(
-            "psp echo: listening on xdp://{local} (one thread, every queue, replies written over the request's frame)"
-        ),
-    }
+    println!("{line}");
     let _ = std::io::stdout().flush();
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -1362,6 +1470,7 @@ fn netbench_server(
                 Box::new(move || Ok(json!({"echoed": s.stop()}))),
             )
         }
+        (_, DatapathKind::Tcp(..)) => bail!("psp netbench measures udp and xdp"),
         (_, DatapathKind::Xdp(x)) => {
             let s = psp_net::xdp::XdpEcho::start(x, addr)
                 .with_context(|| format!("AF_XDP echo server on {addr}"))?;

@@ -261,6 +261,12 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
             let (tx, rx) = crate::xdp::open_client(x, server, n_flows)?;
             (Outbound::Xdp(tx), Inbound::Xdp(rx))
         }
+        crate::server::DatapathKind::Tcp(..) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the load client speaks this project's protocol over udp or xdp (drive a RESP server with redis-benchmark)",
+            ));
+        }
     };
     let sent: Vec<AtomicU8> = plan.iter().map(|_| AtomicU8::new(NOT_SENT)).collect();
     let clock = Clock::new();

@@ -9,6 +9,8 @@
 //! - [`xdp`]: AF_XDP (kernel bypass): UMEM, rings, the XDP program, frames.
 //! - [`pool`]: packet buffers owned by token, shared by dispatcher and workers.
 //! - [`server`]: `psp serve`'s engine.
+//! - [`tcp`]: the TCP front end (many connections, replies in each
+//!   connection's order) and its protocols (RESP).
 //! - [`exporter`]: `psp serve --metrics`, Prometheus metrics over HTTP from
 //!   the dispatcher's published snapshots.
 //! - [`client`]: `psp load`'s engine.
@@ -93,6 +95,7 @@ pub mod exporter;
 pub mod pool;
 pub mod protocol;
 pub mod server;
+pub mod tcp;
 pub mod udp;
 pub mod xdp;
 

@@ -85,6 +85,26 @@ pub enum DatapathKind {
     /// AF_XDP sockets and an XDP program on the interface that holds the
     /// address (kernel bypass).
     Xdp(crate::xdp::XdpConfig),
+    /// Kernel TCP connections speaking a request protocol of its own
+    /// (RESP), classified by [`crate::tcp::StreamProtocol`] (the
+    /// configuration's `classifier` and `app_classifier` do not apply).
+    Tcp(StreamProtocolKind, crate::tcp::TcpConfig),
+}
+
+/// A request protocol over TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamProtocolKind {
+    /// Redis's RESP2 ([`crate::tcp::Resp`]).
+    Resp,
+}
+
+impl StreamProtocolKind {
+    /// The protocol.
+    pub fn build(self) -> Arc<dyn crate::tcp::StreamProtocol> {
+        match self {
+            StreamProtocolKind::Resp => Arc::new(crate::tcp::Resp),
+        }
+    }
 }
 
 impl DatapathKind {
@@ -93,6 +113,7 @@ impl DatapathKind {
         match self {
             DatapathKind::Udp => "udp",
             DatapathKind::Xdp(_) => "xdp",
+            DatapathKind::Tcp(..) => "tcp",
         }
     }
 }
@@ -142,6 +163,8 @@ pub struct NetCounters {
     pub dropped_by_os: Option<u64>,
     /// The AF_XDP datapath's frame accounting and drops, on that datapath.
     pub xdp: Option<crate::xdp::XdpReport>,
+    /// The TCP front end's connection counters, on that front end.
+    pub tcp: Option<crate::tcp::TcpCounters>,
 }
 
 impl NetCounters {
@@ -149,7 +172,7 @@ impl NetCounters {
     /// `dropped_by_os`, which the exporter reads itself: it is a file read).
     pub const SNAPSHOT_LEN: usize = 9;
 
-    fn snapshot_values(&self) -> [u64; Self::SNAPSHOT_LEN] {
+    pub(crate) fn snapshot_values(&self) -> [u64; Self::SNAPSHOT_LEN] {
         [
             self.received,
             self.truncated,
@@ -179,6 +202,7 @@ impl NetCounters {
             malformed_frames: v(8),
             dropped_by_os: None,
             xdp: None,
+            tcp: None,
         }
     }
 }
@@ -595,7 +619,14 @@ impl Server {
                 let datapath = UdpDatapath::bind(cfg.addr).map_err(bind_err)?;
                 let socket = datapath.try_clone_socket().map_err(bind_err)?;
                 let probe: DropProbe = Box::new(move || crate::udp::socket_drops(&socket));
-                Self::launch(cfg, datapath, pool, probe, started)
+                let local = datapath.local_addr().map_err(bind_err)?;
+                Self::launch(
+                    cfg,
+                    local,
+                    Some(probe),
+                    started,
+                    move |cfg, stop, snaps, tx| serve(cfg, datapath, pool, stop, snaps, tx),
+                )
             }
             DatapathKind::Xdp(x) => {
                 let datapath = XdpDatapath::open(&x, cfg.addr, &pool, cfg.runtime.workers + 1)
@@ -603,25 +634,42 @@ impl Server {
                 let socket = datapath.socket();
                 let probe: DropProbe =
                     Box::new(move || socket.statistics().ok().map(|s| s.rx_dropped));
-                Self::launch(cfg, datapath, pool, probe, started)
+                let local = datapath.local_addr().map_err(bind_err)?;
+                Self::launch(
+                    cfg,
+                    local,
+                    Some(probe),
+                    started,
+                    move |cfg, stop, snaps, tx| serve(cfg, datapath, pool, stop, snaps, tx),
+                )
+            }
+            DatapathKind::Tcp(protocol, tcp) => {
+                tcp.check().map_err(ServerError::Config)?;
+                let listener = crate::tcp::bind(cfg.addr).map_err(bind_err)?;
+                let local = listener.local_addr().map_err(bind_err)?;
+                Self::launch(cfg, local, None, started, move |cfg, stop, snaps, tx| {
+                    serve_tcp(cfg, listener, protocol, tcp, pool, stop, snaps, tx)
+                })
             }
         }
     }
 
     /// Starts the metrics exporter (if asked), the dispatcher and the
     /// workers over a bound datapath.
-    fn launch<D: Datapath + 'static>(
+    fn launch(
         cfg: ServerConfig,
-        datapath: D,
-        pool: Arc<PacketPool>,
-        dropped_by_os: DropProbe,
+        local_addr: SocketAddr,
+        dropped_by_os: Option<DropProbe>,
         started: Instant,
+        run: impl FnOnce(
+            ServerConfig,
+            Arc<AtomicBool>,
+            Option<SnapshotPublisher>,
+            std::sync::mpsc::Sender<()>,
+        ) -> ServeResult
+        + Send
+        + 'static,
     ) -> Result<Server, ServerError> {
-        let bind_err = |source| ServerError::Bind {
-            addr: cfg.addr,
-            source,
-        };
-        let local_addr = datapath.local_addr().map_err(bind_err)?;
         let thread_err = |e: io::Error| ServerError::Runtime(RuntimeError::Thread(e.to_string()));
         // Both listeners are bound before anything starts, so that a bad or used
         // address is an error of its own.
@@ -635,7 +683,7 @@ impl Server {
                     reader,
                     type_names: cfg.types.iter().map(|t| t.name.clone()).collect(),
                     started,
-                    dropped_by_os: Some(dropped_by_os),
+                    dropped_by_os,
                     workers: cfg.runtime.workers,
                     declared_service_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
                 };
@@ -649,7 +697,7 @@ impl Server {
         let (started_tx, started_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("psp-serve".into())
-            .spawn(move || serve(cfg, datapath, pool, stop_front, snapshots, started_tx))
+            .spawn(move || run(cfg, stop_front, snapshots, started_tx))
             .map_err(thread_err)?;
         // The sender is dropped unanswered when the run fails to start: its
         // error is then this call's.
@@ -723,6 +771,45 @@ impl Server {
     }
 }
 
+/// What a server's thread returns.
+type ServeResult = Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeError>;
+
+/// The TCP front end's run: the listener is bound.
+#[allow(clippy::too_many_arguments)]
+fn serve_tcp(
+    cfg: ServerConfig,
+    listener: std::net::TcpListener,
+    protocol: StreamProtocolKind,
+    tcp: crate::tcp::TcpConfig,
+    pool: Arc<PacketPool>,
+    stop: Arc<AtomicBool>,
+    snapshots: Option<SnapshotPublisher>,
+    started: std::sync::mpsc::Sender<()>,
+) -> ServeResult {
+    let front = crate::tcp::TcpFrontEnd::new(
+        listener,
+        tcp,
+        protocol.build(),
+        pool,
+        cfg.runtime.workers,
+        cfg.types.len() as u16,
+        cfg.runtime.idle,
+        stop,
+        snapshots,
+        started,
+        cfg.types.iter().map(|t| t.mean_service_ns).collect(),
+    )
+    .map_err(|e| RuntimeError::Thread(e.to_string()))?;
+    let handlers = cfg.handlers;
+    psp_runtime::start(
+        &cfg.runtime,
+        &cfg.policy,
+        cfg.types,
+        |i| handlers.handler(i),
+        front,
+    )
+}
+
 fn serve<D: Datapath + 'static>(
     cfg: ServerConfig,
     mut datapath: D,
@@ -730,7 +817,7 @@ fn serve<D: Datapath + 'static>(
     stop: Arc<AtomicBool>,
     snapshots: Option<SnapshotPublisher>,
     started: std::sync::mpsc::Sender<()>,
-) -> Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeError> {
+) -> ServeResult {
     let thread_err = |e: io::Error| RuntimeError::Thread(e.to_string());
     let n_types = cfg.types.len() as u16;
     let classify_body = cfg.app_classifier.is_some();

@@ -1,0 +1,1001 @@
+//! The TCP front end: many connections on the dispatcher's thread (the
+//! paper's net worker), a request protocol without request ids (RESP), so
+//! replies go out in each connection's request order while its requests may
+//! run on different workers at once.
+//!
+//! The net thread reads each readable connection into its input buffer, cuts
+//! complete requests with the protocol's framing (pipelined requests and
+//! partial reads alike), classifies each, copies it into a packet-pool buffer
+//! under a token and admits it to the policy. A worker serves it, writes the
+//! reply into a buffer of its own stock and hands it back over its lock-free
+//! ring; the net thread puts each reply at its place in the connection's
+//! reorder window and writes out what is in order.
+//!
+//! Bounds, each a setting checked before start ([`TcpConfig::check`]):
+//! connections (one more is answered "max clients" and closed), request
+//! size (a longer one is answered and the connection closed: its framing is
+//! lost), requests in flight per connection and reply bytes waiting per
+//! connection (past either, the connection is not read until it drains: a
+//! client that never reads cannot grow the server's memory), idle time.
+//! A refused request (no slot, the policy's queue full) is answered in its
+//! place, never dropped: every request of a connection gets exactly one
+//! reply, in order, until the connection closes.
+//!
+//! The request path allocates only until each worker's reply stock and each
+//! connection's buffers reach their working size; it makes the system calls
+//! of TCP itself (read, write) and no other.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use psp_core::{Classifier, Request, TypeId};
+use psp_runtime::idle::{Idler, Wakeup};
+use psp_runtime::{
+    DispatchCore, DispatcherReport, FrontEnd, HandlerError, IdleStrategy, Job, JobIo, Slot,
+    SnapshotPublisher,
+};
+
+use crate::pool::{PACKET_BYTES, PacketPool};
+use crate::server::NetCounters;
+
+/// Why the server answers a request itself (not through a handler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No request slot, or the policy's queue is full.
+    Overloaded,
+    /// Longer than `--tcp-max-request`.
+    TooLarge,
+    /// Not a request of the protocol (the connection is closed after it).
+    Malformed,
+    /// The classifier named no registered type.
+    UnknownType,
+    /// The handler could not read the request.
+    BadBody,
+    /// The handler failed.
+    HandlerError,
+    /// `--tcp-max-connections` connections are open.
+    MaxClients,
+}
+
+/// A request protocol over a byte stream: how requests are cut, typed and
+/// refused. One instance on the net thread; workers share one for refusals.
+pub trait StreamProtocol: Send + Sync {
+    /// The protocol's name (`resp`).
+    fn name(&self) -> &'static str;
+    /// Length of the first complete request in `buf` (`None`: incomplete),
+    /// refusing any request longer than `max` bytes.
+    ///
+    /// # Errors
+    /// [`Refusal::Malformed`] (not a request of the protocol) or
+    /// [`Refusal::TooLarge`]: the connection's framing is lost.
+    fn request_len(&self, buf: &[u8], max: usize) -> Result<Option<usize>, Refusal>;
+    /// The classifier of the protocol's requests (called on the net thread).
+    fn classifier(&self) -> Box<dyn Classifier>;
+    /// Appends the protocol's reply for `refusal` to `out`.
+    fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>);
+}
+
+/// The Redis protocol (RESP2): framing and classification from
+/// [`psp_resp`], refusals as Redis error replies.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resp;
+
+impl StreamProtocol for Resp {
+    fn name(&self) -> &'static str {
+        "resp"
+    }
+
+    fn request_len(&self, buf: &[u8], max: usize) -> Result<Option<usize>, Refusal> {
+        psp_resp::request_len(buf, max).map_err(|e| match e {
+            psp_resp::RespError::TooLarge => Refusal::TooLarge,
+            _ => Refusal::Malformed,
+        })
+    }
+
+    fn classifier(&self) -> Box<dyn Classifier> {
+        struct RespClassifier;
+        impl Classifier for RespClassifier {
+            fn classify(&mut self, req: &[u8]) -> TypeId {
+                psp_resp::classify(req)
+            }
+        }
+        Box::new(RespClassifier)
+    }
+
+    fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>) {
+        out.extend_from_slice(match refusal {
+            Refusal::Overloaded => b"-BUSY server overloaded, request refused\r\n".as_slice(),
+            Refusal::TooLarge => b"-ERR Protocol error: request too large\r\n",
+            Refusal::Malformed => b"-ERR Protocol error: not a RESP request\r\n",
+            Refusal::UnknownType => b"-ERR request of no registered type\r\n",
+            Refusal::BadBody => b"-ERR malformed request\r\n",
+            Refusal::HandlerError => b"-ERR internal error\r\n",
+            Refusal::MaxClients => b"-ERR max number of clients reached\r\n",
+        });
+    }
+}
+
+/// The TCP front end's settings (`psp serve --protocol resp`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// Connections open at once at most.
+    pub max_connections: usize,
+    /// Longest request (bytes), at most [`MAX_REQUEST`].
+    pub max_request: usize,
+    /// Requests of one connection in flight at most (pipelining window).
+    pub max_pipeline: usize,
+    /// Reply bytes waiting for one connection at most before it is no
+    /// longer read.
+    pub max_output: usize,
+    /// A connection idle this long (nothing in flight) is closed.
+    pub idle_timeout: Duration,
+}
+
+/// The longest request a packet-pool buffer holds.
+pub const MAX_REQUEST: usize = PACKET_BYTES - 1;
+/// `--tcp-max-connections`.
+pub const CONNECTIONS: (usize, usize) = (1, 65_536);
+/// `--tcp-max-pipeline`.
+pub const PIPELINE: (usize, usize) = (1, 4096);
+/// `--tcp-max-output` (bytes).
+pub const OUTPUT: (usize, usize) = (4096, 64 << 20);
+/// `--tcp-idle-timeout` (seconds).
+pub const IDLE_S: (u64, u64) = (1, 86_400);
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            max_request: MAX_REQUEST,
+            max_pipeline: 256,
+            max_output: 4 << 20,
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl TcpConfig {
+    /// Checks every number before anything is bound.
+    ///
+    /// # Errors
+    /// A value out of its range, as one line.
+    pub fn check(&self) -> Result<(), String> {
+        let within = |name: &str, v: usize, (lo, hi): (usize, usize)| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{name} must be in [{lo}, {hi}], not {v}"))
+            }
+        };
+        within("--tcp-max-connections", self.max_connections, CONNECTIONS)?;
+        within("--tcp-max-request", self.max_request, (16, MAX_REQUEST))?;
+        within("--tcp-max-pipeline", self.max_pipeline, PIPELINE)?;
+        within("--tcp-max-output", self.max_output, OUTPUT)?;
+        let s = self.idle_timeout.as_secs();
+        if !(IDLE_S.0..=IDLE_S.1).contains(&s) {
+            return Err(format!(
+                "--tcp-idle-timeout must be in [{}s, {}s], not {s}s",
+                IDLE_S.0, IDLE_S.1
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A worker's reply, on its way to the net thread.
+struct Reply {
+    conn: u32,
+    generation: u32,
+    seq: u64,
+    bytes: Vec<u8>,
+}
+
+/// The eventfd a worker writes when the net thread sleeps with a reply
+/// waiting for it.
+struct Wake {
+    sleeping: CachePadded<AtomicBool>,
+    event: OwnedFd,
+}
+
+impl Wake {
+    fn new() -> io::Result<Self> {
+        // SAFETY: eventfd(2) has no memory preconditions; checked below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            sleeping: CachePadded::new(AtomicBool::new(false)),
+            // SAFETY: a fresh descriptor owned by nobody else.
+            event: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    #[inline]
+    fn notify(&self) {
+        // Pairs with the fence in `TcpFrontEnd::wait`.
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) {
+            let one = 1u64;
+            // SAFETY: writes 8 bytes from a live u64 to our eventfd.
+            unsafe { libc::write(self.event.as_raw_fd(), (&raw const one).cast(), 8) };
+        }
+    }
+
+    fn clear(&self) {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
+        unsafe { libc::read(self.event.as_raw_fd(), (&raw mut v).cast(), 8) };
+    }
+}
+
+/// A worker's request access and reply path.
+pub struct TcpIo {
+    pool: Arc<PacketPool>,
+    protocol: Arc<dyn StreamProtocol>,
+    replies: rtrb::Producer<Reply>,
+    stock: rtrb::Consumer<Vec<u8>>,
+    wake: Arc<Wake>,
+}
+
+impl JobIo for TcpIo {
+    #[inline]
+    fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
+        // SAFETY: this worker owns the job's token from its job's pop until
+        // it pushes the completion, after `respond`.
+        let pkt = unsafe { self.pool.get(job.token) };
+        &pkt.data()[..usize::from(job.len)]
+    }
+
+    fn max_response(&self) -> usize {
+        // Replies are the handler's, bounded by the application (LRANGE's
+        // count, MGET's keys); a connection's output bound applies after.
+        64 << 20
+    }
+
+    fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
+        // SAFETY: as in `request`.
+        let pkt = unsafe { self.pool.get(job.token) };
+        let mut bytes = self.stock.pop().unwrap_or_default();
+        bytes.clear();
+        match outcome {
+            Ok(()) => bytes.extend_from_slice(response),
+            Err(HandlerError::BadBody(_)) => self.protocol.refusal(Refusal::BadBody, &mut bytes),
+            Err(HandlerError::Failed(_)) => {
+                self.protocol.refusal(Refusal::HandlerError, &mut bytes);
+            }
+        }
+        let mut reply = Reply {
+            conn: pkt.conn,
+            generation: pkt.generation,
+            seq: pkt.seq,
+            bytes,
+        };
+        // The ring holds a reply per request slot: it is full only while
+        // the net thread is behind; it drains it on every pass.
+        loop {
+            match self.replies.push(reply) {
+                Ok(()) => break,
+                Err(rtrb::PushError::Full(r)) => {
+                    reply = r;
+                    self.wake.notify();
+                    std::thread::yield_now();
+                }
+            }
+        }
+        self.wake.notify();
+        true
+    }
+}
+
+/// A worker's ends of its reply lane: replies out, spent buffers back.
+type WorkerLane = (rtrb::Producer<Reply>, rtrb::Consumer<Vec<u8>>);
+/// The net thread's ends of a worker's reply lane.
+type NetLane = (rtrb::Consumer<Reply>, rtrb::Producer<Vec<u8>>);
+
+/// One connection.
+struct Conn {
+    stream: TcpStream,
+    generation: u32,
+    flow: psp_core::FlowId,
+    input: Vec<u8>,
+    /// Bytes of `input` in use.
+    filled: usize,
+    /// Reply bytes not yet written, from `out_at`.
+    output: Vec<u8>,
+    out_at: usize,
+    /// The next request's sequence number, and the next reply to write.
+    next_seq: u64,
+    write_seq: u64,
+    /// Replies by `seq - write_seq`: `None` while in flight.
+    window: VecDeque<Option<Vec<u8>>>,
+    /// The socket may have unread bytes (edge-triggered readiness).
+    readable: bool,
+    /// In `to_read`.
+    queued: bool,
+    /// Close once every reply is written (peer closed, or framing lost).
+    closing: bool,
+    last_active: Instant,
+}
+
+impl Conn {
+    fn in_flight(&self) -> usize {
+        self.window.len()
+    }
+
+    fn output_len(&self) -> usize {
+        self.output.len() - self.out_at
+    }
+}
+
+/// What the TCP front end counted beyond [`NetCounters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TcpCounters {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections refused at `--tcp-max-connections` (answered, closed).
+    pub refused: u64,
+    /// Closed by the peer.
+    pub closed_by_peer: u64,
+    /// Closed after a malformed or too large request.
+    pub closed_on_error: u64,
+    /// Closed idle.
+    pub closed_idle: u64,
+    /// Closed by a write or read error.
+    pub closed_on_io_error: u64,
+    /// Replies whose connection had closed (dropped: nobody to answer).
+    pub replies_to_closed: u64,
+    /// Times a connection was not read because its window or output was
+    /// full (backpressure).
+    pub paused: u64,
+}
+
+const LISTENER: Token = Token(usize::MAX);
+/// Longest blocking wait of an idle net thread.
+const MAX_WAIT: Duration = Duration::from_millis(5);
+/// How often idle connections are looked for.
+const SWEEP: Duration = Duration::from_millis(100);
+/// Requests admitted per pass at most (a worker waiting for its next job
+/// waits for the whole pass).
+const ADMIT_BATCH: usize = 32;
+
+/// The dispatcher's TCP front end.
+pub struct TcpFrontEnd {
+    poll: Poll,
+    events: Events,
+    /// The last poll's events (token, readable, writable), reused.
+    ready: Vec<(Token, bool, bool)>,
+    listener: TcpListener,
+    conns: Vec<Option<Conn>>,
+    free_ids: Vec<u32>,
+    generations: Vec<u32>,
+    open: usize,
+    /// Connections with unread bytes and room to read them.
+    to_read: VecDeque<u32>,
+    lanes: Vec<NetLane>,
+    worker_lanes: Vec<Option<WorkerLane>>,
+    pool: Arc<PacketPool>,
+    protocol: Arc<dyn StreamProtocol>,
+    classifier: Box<dyn Classifier>,
+    n_types: u16,
+    wake: Arc<Wake>,
+    cfg: TcpConfig,
+    stop: Arc<AtomicBool>,
+    idle: IdleStrategy,
+    idler: Idler,
+    seq: u64,
+    last_sweep: Instant,
+    snapshots: Option<SnapshotPublisher>,
+    started: Option<std::sync::mpsc::Sender<()>>,
+    declared_ns: Vec<Option<f64>>,
+    /// What the front end counted.
+    pub net: NetCounters,
+    /// And its connections.
+    pub tcp: TcpCounters,
+}
+
+impl TcpFrontEnd {
+    /// The front end over `listener` (already bound) for `workers` workers.
+    ///
+    /// # Errors
+    /// The kernel refuses the poll set or an eventfd.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        listener: std::net::TcpListener,
+        cfg: TcpConfig,
+        protocol: Arc<dyn StreamProtocol>,
+        pool: Arc<PacketPool>,
+        workers: usize,
+        n_types: u16,
+        idle: IdleStrategy,
+        stop: Arc<AtomicBool>,
+        snapshots: Option<SnapshotPublisher>,
+        started: std::sync::mpsc::Sender<()>,
+        declared_ns: Vec<Option<f64>>,
+    ) -> io::Result<Self> {
+        listener.set_nonblocking(true)?;
+        let mut listener = TcpListener::from_std(listener);
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let slots = pool.len().max(1);
+        let mut lanes = Vec::with_capacity(workers);
+        let mut worker_lanes = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (rtx, rrx) = rtrb::RingBuffer::new(slots);
+            let (stx, srx) = rtrb::RingBuffer::new(slots);
+            lanes.push((rrx, stx));
+            worker_lanes.push(Some((rtx, srx)));
+        }
+        Ok(Self {
+            poll,
+            events: Events::with_capacity(256),
+            ready: Vec::with_capacity(256),
+            listener,
+            conns: Vec::new(),
+            free_ids: Vec::new(),
+            generations: Vec::new(),
+            open: 0,
+            to_read: VecDeque::new(),
+            lanes,
+            worker_lanes,
+            classifier: protocol.classifier(),
+            protocol,
+            pool,
+            n_types,
+            wake: Arc::new(Wake::new()?),
+            cfg,
+            stop,
+            idle,
+            idler: Idler::new(idle),
+            seq: 0,
+            last_sweep: Instant::now(),
+            snapshots,
+            started: Some(started),
+            declared_ns,
+            net: NetCounters::default(),
+            tcp: TcpCounters::default(),
+        })
+    }
+
+    /// Takes the workers' replies; returns whether there were any.
+    fn take_replies(&mut self) -> bool {
+        let mut any = false;
+        for lane in 0..self.lanes.len() {
+            while let Ok(r) = self.lanes[lane].0.pop() {
+                any = true;
+                let id = r.conn as usize;
+                let live =
+                    matches!(&self.conns.get(id), Some(Some(c)) if c.generation == r.generation);
+                if !live {
+                    self.tcp.replies_to_closed += 1;
+                    let _ = self.lanes[lane].1.push(r.bytes);
+                    continue;
+                }
+                let c = self.conns[id].as_mut().expect("live");
+                let at = (r.seq - c.write_seq) as usize;
+                c.window[at] = Some(r.bytes);
+                self.flush(r.conn);
+            }
+        }
+        any
+    }
+
+    /// Writes what is in order for connection `id`; closes it when done
+    /// and closing, or on a write error.
+    fn flush(&mut self, id: u32) {
+        let Some(c) = self.conns[id as usize].as_mut() else {
+            return;
+        };
+        while let Some(Some(_)) = c.window.front() {
+            let bytes = c.window.pop_front().flatten().expect("ready");
+            c.write_seq += 1;
+            c.output.extend_from_slice(&bytes);
+            // Back to a worker's stock (any worker: stocks refill evenly
+            // enough, and a worker short of one allocates).
+            let lane = (c.write_seq as usize) % self.lanes.len().max(1);
+            if let Some(l) = self.lanes.get_mut(lane) {
+                let _ = l.1.push(bytes);
+            }
+        }
+        let mut failed = false;
+        while c.out_at < c.output.len() {
+            match c.stream.write(&c.output[c.out_at..]) {
+                Ok(0) => {
+                    failed = true;
+                    break;
+                }
+                Ok(n) => c.out_at += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if c.out_at == c.output.len() {
+            c.output.clear();
+            c.out_at = 0;
+        }
+        if failed {
+            self.net.reply_send_errors += 1;
+            self.tcp.closed_on_io_error += 1;
+            self.close(id);
+            return;
+        }
+        let c = self.conns[id as usize].as_mut().expect("open");
+        if c.closing && c.window.is_empty() && c.output_len() == 0 {
+            self.close(id);
+            return;
+        }
+        // Room again: read what may be waiting.
+        let room = c.in_flight() < self.cfg.max_pipeline && c.output_len() < self.cfg.max_output;
+        if c.readable && !c.closing && room && !c.queued {
+            c.queued = true;
+            self.to_read.push_back(id);
+        }
+    }
+
+    fn has_room(&self, id: u32) -> bool {
+        self.conns[id as usize].as_ref().is_some_and(|c| {
+            c.in_flight() < self.cfg.max_pipeline && c.output_len() < self.cfg.max_output
+        })
+    }
+
+    fn close(&mut self, id: u32) {
+        if let Some(mut c) = self.conns[id as usize].take() {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.open -= 1;
+            self.generations[id as usize] = self.generations[id as usize].wrapping_add(1);
+            self.free_ids.push(id);
+            // Requests still in flight are answered into the void: their
+            // replies are counted as `replies_to_closed` when they come.
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, _peer)) => {
+                    if self.open >= self.cfg.max_connections {
+                        self.tcp.refused += 1;
+                        let mut msg = Vec::new();
+                        self.protocol.refusal(Refusal::MaxClients, &mut msg);
+                        let _ = stream.write(&msg);
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    let id = match self.free_ids.pop() {
+                        Some(id) => id,
+                        None => {
+                            self.conns.push(None);
+                            self.generations.push(0);
+                            (self.conns.len() - 1) as u32
+                        }
+                    };
+                    if self
+                        .poll
+                        .registry()
+                        .register(
+                            &mut stream,
+                            Token(id as usize),
+                            Interest::READABLE | Interest::WRITABLE,
+                        )
+                        .is_err()
+                    {
+                        self.free_ids.push(id);
+                        self.tcp.closed_on_io_error += 1;
+                        continue;
+                    }
+                    self.tcp.accepted += 1;
+                    self.open += 1;
+                    self.conns[id as usize] = Some(Conn {
+                        stream,
+                        generation: self.generations[id as usize],
+                        flow: psp_core::policy::ws::flow_hash(
+                            u64::from(id) << 32 | u64::from(self.generations[id as usize]),
+                        ) as psp_core::FlowId,
+                        input: vec![0; self.cfg.max_request + 1],
+                        filled: 0,
+                        output: Vec::new(),
+                        out_at: 0,
+                        next_seq: 0,
+                        write_seq: 0,
+                        window: VecDeque::new(),
+                        readable: true,
+                        queued: true,
+                        closing: false,
+                        last_active: Instant::now(),
+                    });
+                    self.to_read.push_back(id);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.net.receive_errors += 1;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Puts `refusal`'s reply at connection `id`'s next place.
+    fn refuse_in_order(&mut self, id: u32, refusal: Refusal) {
+        let mut bytes = Vec::new();
+        self.protocol.refusal(refusal, &mut bytes);
+        let c = self.conns[id as usize].as_mut().expect("open");
+        c.next_seq += 1;
+        c.window.push_back(Some(bytes));
+    }
+
+    /// Reads connection `id` and admits its complete requests, up to
+    /// `budget`; returns how many requests it cut.
+    fn read_conn(&mut self, core: &mut DispatchCore, id: u32, now: u64, budget: usize) -> usize {
+        let max = self.cfg.max_request;
+        let mut cut = 0;
+        loop {
+            // Cut what is complete.
+            loop {
+                if cut >= budget || !self.has_room(id) {
+                    if !self.has_room(id) {
+                        self.tcp.paused += 1;
+                    }
+                    self.flush(id);
+                    return cut;
+                }
+                let Some(c) = self.conns[id as usize].as_mut() else {
+                    return cut;
+                };
+                if c.filled == 0 {
+                    break;
+                }
+                let len = match self.protocol.request_len(&c.input[..c.filled], max) {
+                    Ok(Some(len)) => len,
+                    Ok(None) if c.filled > max => {
+                        self.tcp.closed_on_error += 1;
+                        self.net.bad_request += 1;
+                        self.refuse_in_order(id, Refusal::TooLarge);
+                        self.stop_reading(id);
+                        return cut;
+                    }
+                    Ok(None) => break,
+                    Err(refusal) => {
+                        self.tcp.closed_on_error += 1;
+                        self.net.bad_request += 1;
+                        self.refuse_in_order(id, refusal);
+                        self.stop_reading(id);
+                        return cut;
+                    }
+                };
+                self.net.received += 1;
+                cut += 1;
+                self.admit(core, id, len, now);
+                let c = self.conns[id as usize].as_mut().expect("open");
+                c.input.copy_within(len..c.filled, 0);
+                c.filled -= len;
+            }
+            // Read more.
+            let Some(c) = self.conns[id as usize].as_mut() else {
+                return cut;
+            };
+            if c.closing || !c.readable {
+                self.flush(id);
+                return cut;
+            }
+            let room = c.input.len() - c.filled;
+            match c.stream.read(&mut c.input[c.filled..c.filled + room]) {
+                Ok(0) => {
+                    self.tcp.closed_by_peer += 1;
+                    c.readable = false;
+                    c.closing = true;
+                    self.flush(id);
+                    return cut;
+                }
+                Ok(n) => {
+                    c.filled += n;
+                    c.last_active = Instant::now();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.readable = false;
+                    if c.filled == 0 {
+                        self.flush(id);
+                        return cut;
+                    }
+                    // Cut what arrived, then stop.
+                    let before = cut;
+                    let more = self.read_cut_only(core, id, now, budget - cut);
+                    return before + more;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.net.receive_errors += 1;
+                    self.tcp.closed_on_io_error += 1;
+                    self.close(id);
+                    return cut;
+                }
+            }
+        }
+    }
+
+    /// Cuts the complete requests already read (the socket is drained).
+    fn read_cut_only(
+        &mut self,
+        core: &mut DispatchCore,
+        id: u32,
+        now: u64,
+        budget: usize,
+    ) -> usize {
+        // `readable` is false: read_conn cuts and returns without reading.
+        self.read_conn(core, id, now, budget)
+    }
+
+    fn stop_reading(&mut self, id: u32) {
+        if let Some(c) = self.conns[id as usize].as_mut() {
+            c.closing = true;
+            c.readable = false;
+            c.filled = 0;
+        }
+        self.flush(id);
+    }
+
+    /// Admits the request at the front of connection `id`'s input.
+    fn admit(&mut self, core: &mut DispatchCore, id: u32, len: usize, now: u64) {
+        let c = self.conns[id as usize].as_ref().expect("open");
+        let type_id = self.classifier.classify(&c.input[..len]);
+        if type_id >= self.n_types {
+            self.net.unknown_type += 1;
+            self.refuse_in_order(id, Refusal::UnknownType);
+            return;
+        }
+        let Some(token) = core.take_token() else {
+            self.net.overloaded += 1;
+            self.refuse_in_order(id, Refusal::Overloaded);
+            return;
+        };
+        let c = self.conns[id as usize].as_mut().expect("open");
+        // SAFETY: the dispatcher owns a token it took until it admits it.
+        let pkt = unsafe { self.pool.get_mut(token) };
+        pkt.data_mut()[..len].copy_from_slice(&c.input[..len]);
+        pkt.len = len;
+        pkt.conn = id;
+        pkt.generation = c.generation;
+        pkt.seq = c.next_seq;
+        self.seq += 1;
+        let slot = Slot {
+            req: Request {
+                id: self.seq,
+                token,
+                type_id,
+                flow: c.flow,
+                arrival_ns: now,
+            },
+            true_type: type_id,
+            scheduled_ns: now,
+            measured: true,
+            len: len as u16,
+        };
+        if core.admit(token, slot, now) {
+            c.next_seq += 1;
+            c.window.push_back(None);
+        } else {
+            core.put_token(token);
+            self.net.overloaded += 1;
+            self.refuse_in_order(id, Refusal::Overloaded);
+        }
+    }
+
+    fn sweep_idle(&mut self) {
+        let now = Instant::now();
+        if now.duration_since(self.last_sweep) < SWEEP {
+            return;
+        }
+        self.last_sweep = now;
+        for id in 0..self.conns.len() as u32 {
+            let idle = self.conns[id as usize].as_ref().is_some_and(|c| {
+                c.window.is_empty()
+                    && c.output_len() == 0
+                    && now.duration_since(c.last_active) > self.cfg.idle_timeout
+            });
+            if idle {
+                self.tcp.closed_idle += 1;
+                self.close(id);
+            }
+        }
+    }
+}
+
+/// Blocks until a connection (`poll_fd`), a reply (`wake`) or `also` may be
+/// ready, or `timeout` passed.
+fn wait(
+    poll_fd: i32,
+    wake: &Wake,
+    lanes: &[NetLane],
+    also: Option<BorrowedFd<'_>>,
+    timeout: Duration,
+) {
+    wake.sleeping.store(true, Ordering::Relaxed);
+    // Pairs with the fence in `Wake::notify`.
+    fence(Ordering::SeqCst);
+    if lanes.iter().all(|l| l.0.is_empty()) {
+        let readable = |fd: i32| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut fds = [
+            readable(poll_fd),
+            readable(wake.event.as_raw_fd()),
+            readable(also.map_or(-1, |a| a.as_raw_fd())),
+        ];
+        crate::udp::poll_fds(&mut fds, timeout);
+    }
+    wake.sleeping.store(false, Ordering::Relaxed);
+    wake.clear();
+}
+
+impl FrontEnd for TcpFrontEnd {
+    type Report = (DispatcherReport, NetCounters);
+    type Io = TcpIo;
+
+    fn worker_io(&mut self, worker: usize) -> TcpIo {
+        let (replies, stock) = self.worker_lanes[worker]
+            .take()
+            .expect("one lane per worker, asked once");
+        TcpIo {
+            pool: self.pool.clone(),
+            protocol: self.protocol.clone(),
+            replies,
+            stock,
+            wake: self.wake.clone(),
+        }
+    }
+
+    fn waits_on_event_fd(&self) -> bool {
+        true
+    }
+
+    fn begin(&mut self, core: &mut DispatchCore, now: u64) {
+        core.set_base(now);
+        core.set_declared_service(&self.declared_ns);
+        if let Some(p) = self.snapshots.take() {
+            core.publish_snapshots(p, now);
+        }
+        if let Some(tx) = self.started.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    fn fill_snapshot(&self, out: &mut [u64]) {
+        for (o, v) in out.iter_mut().zip(self.net.snapshot_values()) {
+            *o = v;
+        }
+    }
+
+    fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
+        let mut worked = self.take_replies();
+        if self
+            .poll
+            .poll(&mut self.events, Some(Duration::ZERO))
+            .is_err()
+        {
+            self.net.receive_errors += 1;
+        }
+        self.ready.clear();
+        for e in self.events.iter() {
+            self.ready.push((
+                e.token(),
+                e.is_readable() || e.is_read_closed(),
+                e.is_writable(),
+            ));
+        }
+        for i in 0..self.ready.len() {
+            let (token, readable, writable) = self.ready[i];
+            worked = true;
+            if token == LISTENER {
+                self.accept();
+                continue;
+            }
+            let id = token.0 as u32;
+            if let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) {
+                if readable && !c.closing {
+                    c.readable = true;
+                    if !c.queued {
+                        c.queued = true;
+                        self.to_read.push_back(id);
+                    }
+                }
+                if writable {
+                    self.flush(id);
+                }
+            }
+        }
+        // Read connections in turn, a bounded batch per pass.
+        let mut budget = ADMIT_BATCH;
+        let mut rounds = self.to_read.len();
+        while budget > 0 && rounds > 0 {
+            rounds -= 1;
+            let Some(id) = self.to_read.pop_front() else {
+                break;
+            };
+            let Some(c) = self.conns[id as usize].as_mut() else {
+                continue;
+            };
+            c.queued = false;
+            let cut = self.read_conn(core, id, now, budget);
+            budget -= cut.min(budget);
+            worked |= cut > 0;
+            core.feed_workers(now);
+            // Still bytes to read (budget ran out): its turn comes again.
+            let room = self.has_room(id);
+            if let Some(c) = self.conns[id as usize].as_mut()
+                && (c.readable || c.filled > 0)
+                && !c.closing
+                && room
+                && !c.queued
+            {
+                c.queued = true;
+                self.to_read.push_back(id);
+            }
+        }
+        self.sweep_idle();
+        worked
+    }
+
+    fn input_ended(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn idle(&mut self, core: &DispatchCore, me: &Wakeup, now: u64, worked: bool) {
+        if self.take_replies() || worked || !self.to_read.is_empty() {
+            self.idler.reset();
+            return;
+        }
+        let bound = core.idle_bound(now, MAX_WAIT);
+        if bound.is_zero() {
+            return;
+        }
+        let has_work = || core.has_completions();
+        let (poll_fd, wake, lanes) = (self.poll.as_raw_fd(), &*self.wake, &self.lanes[..]);
+        let wait_for = |max: Duration| {
+            wait(poll_fd, wake, lanes, me.event_fd(), max.min(bound));
+            me.clear_event();
+        };
+        match self.idle {
+            IdleStrategy::SpinPark { .. } => me.park_with(has_work, || wait_for(MAX_WAIT)),
+            _ => self.idler.idle_with(me, MAX_WAIT, has_work, wait_for),
+        }
+    }
+
+    fn finish(mut self, core: DispatcherReport) -> (DispatcherReport, NetCounters) {
+        self.take_replies();
+        let mut net = self.net.clone();
+        net.tcp = Some(self.tcp.clone());
+        (core, net)
+    }
+}
+
+/// The address a TCP server listens on, bound now (so that a used address
+/// is an error before anything starts).
+///
+/// # Errors
+/// The address cannot be bound.
+pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}

@@ -1,0 +1,2185 @@
+//! The Redis (RESP2) layer of the key-value service that runs behind the scheduler.
+//!
+//! A TCP front end reads bytes from a connection and calls [`request_len`] to cut them
+//! into complete requests, then [`classify`] to pick the scheduler's request type
+//! (an index into [`TYPES`]). Later a worker thread calls [`execute`], which runs the
+//! request against a [`Store`] and appends the RESP2 reply to an output buffer.
+//!
+//! Everything here is pure computation over byte slices: this module does no I/O,
+//! starts no threads, keeps no global state and never panics on any input. Framing and
+//! classification do not allocate at all; execution allocates only for replies and,
+//! for list commands, for one small key buffer. The socket, the buffering and the
+//! threads belong to the front end and the workers that call it.
+//!
+//! # Requests
+//! A request is either a RESP2 array of bulk strings (`*N\r\n$len\r\nbytes\r\n...`,
+//! what every client library and `redis-benchmark` send) or an inline command
+//! (`PING\r\n`, as typed into telnet): a line that starts with an ASCII letter, ends with
+//! `\n` or `\r\n`, and whose arguments are separated by spaces or tabs. Inline commands
+//! have no quoting: `"` and `'` are ordinary bytes. Empty arrays (`*0`), null arrays
+//! (`*-1`) and empty lines are protocol errors here (Redis silently skips them).
+//!
+//! # Keys and values
+//! Strings live under the user's key itself. Lists live under reserved keys that start
+//! with the byte `0x00` (see [`execute`]); a user key that starts with `0x00` is
+//! *escaped* by prepending one more `0x00` byte, so every user key is accepted and none
+//! can collide with list records.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+
+/// Most arguments (command name included) one request may carry.
+pub const MAX_ARGS: usize = 1024;
+
+/// MGET/EXISTS/DEL with more keys than this (MSET: more key/value pairs) are "multi".
+pub const MULTI_KEYS: usize = 8;
+
+/// LRANGE whose requested span may exceed this many elements is "range".
+pub const RANGE_SHORT: usize = 32;
+
+/// The scheduler's request types; [`classify`] returns an index into this array.
+pub const TYPES: [&str; 3] = ["short", "multi", "range"];
+
+/// The mean service time (µs) each of [`TYPES`] is declared with when a
+/// server registers them: where DARC starts, before it measures (a GET on
+/// RocksDB takes a few µs; MGET/MSET of many keys and a long LRANGE tens to
+/// hundreds).
+pub const TYPE_MEAN_US: [f64; 3] = [2.0, 20.0, 100.0];
+
+/// [`TYPES`] index of single-key and other cheap commands.
+pub const TYPE_SHORT: u16 = 0;
+/// [`TYPES`] index of MGET/MSET/DEL/EXISTS over more than [`MULTI_KEYS`] keys.
+pub const TYPE_MULTI: u16 = 1;
+/// [`TYPES`] index of LRANGE over more than [`RANGE_SHORT`] elements.
+pub const TYPE_RANGE: u16 = 2;
+
+/// Why a byte sequence is not a valid request.
+///
+/// The front end answers it with [`RespError::write_reply`] and closes the connection,
+/// since the stream can no longer be cut into requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RespError {
+    /// The request starts with this byte, which is neither `*` nor an ASCII letter.
+    UnexpectedType(u8),
+    /// An array element starts with this byte instead of `$`.
+    ExpectedBulk(u8),
+    /// The argument count is not a decimal number in `1..=MAX_ARGS` without leading zeros.
+    InvalidMultibulkLength,
+    /// More than [`MAX_ARGS`] arguments.
+    TooManyArgs,
+    /// A bulk string length is not a non-negative decimal number without leading zeros.
+    InvalidBulkLength,
+    /// A bulk string or the whole request is larger than the `max` given to [`request_len`].
+    TooLarge,
+    /// A `\r\n` is missing where the protocol requires one.
+    MissingCrlf,
+    /// An inline command contains a control byte, or a `\r` not followed by `\n`.
+    InvalidInline,
+    /// [`parse`] was given an incomplete request.
+    Incomplete,
+    /// [`parse`] was given more bytes than one request.
+    TrailingBytes,
+}
+
+impl RespError {
+    /// Appends the RESP error reply (`-ERR Protocol error: ...\r\n`) for this error.
+    pub fn write_reply(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"-ERR Protocol error: ");
+        out.extend_from_slice(self.to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Shows a byte as Redis does in protocol errors, but never as a control character.
+struct ShowByte(u8);
+
+impl fmt::Display for ShowByte {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_ascii_graphic() || self.0 == b' ' {
+            write!(f, "{}", char::from(self.0))
+        } else {
+            write!(f, "\\x{:02x}", self.0)
+        }
+    }
+}
+
+impl fmt::Display for RespError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnexpectedType(b) => write!(f, "expected '*', got '{}'", ShowByte(*b)),
+            Self::ExpectedBulk(b) => write!(f, "expected '$', got '{}'", ShowByte(*b)),
+            Self::InvalidMultibulkLength | Self::TooManyArgs => {
+                f.write_str("invalid multibulk length")
+            }
+            Self::InvalidBulkLength => f.write_str("invalid bulk length"),
+            Self::TooLarge => f.write_str("request too large"),
+            Self::MissingCrlf => f.write_str("expected CRLF"),
+            Self::InvalidInline => f.write_str("invalid inline request"),
+            Self::Incomplete => f.write_str("incomplete request"),
+            Self::TrailingBytes => f.write_str("trailing bytes after request"),
+        }
+    }
+}
+
+impl std::error::Error for RespError {}
+
+// ---------------------------------------------------------------------------------------
+// Framing
+// ---------------------------------------------------------------------------------------
+
+/// Length of the first complete request in `buf`.
+///
+/// `Ok(None)`: `buf` holds only a prefix of a request (possibly empty); read more and
+/// call again with the longer buffer. `Ok(Some(n))`: `buf[..n]` is one complete request
+/// (give it to [`classify`] and [`execute`]) and `buf[n..]` is the start of the next.
+/// `Err`: the stream is not valid RESP2 request framing (see [`RespError`]).
+///
+/// `max` bounds both each bulk string and the whole request (framing included); a
+/// request that declares more is refused as soon as the declaration is read, so a caller
+/// never buffers more than about `max` bytes for one request. Requests may carry at most
+/// [`MAX_ARGS`] arguments.
+///
+/// Never allocates, never panics, and runs in time linear in the bytes it looks at
+/// (each call rescans from the start of `buf`, but never past the first request).
+pub fn request_len(buf: &[u8], max: usize) -> Result<Option<usize>, RespError> {
+    match buf.first() {
+        None => Ok(None),
+        Some(b'*') => multibulk_len(buf, max),
+        Some(b) if b.is_ascii_alphabetic() => inline_len(buf, max),
+        Some(&b) => Err(RespError::UnexpectedType(b)),
+    }
+}
+
+/// Reads `digits\r\n` at `pos`: a decimal number without sign or leading zeros, at most
+/// `limit`. Returns the number and the position after the CRLF; `Ok(None)` if incomplete.
+fn read_len(
+    buf: &[u8],
+    start: usize,
+    limit: usize,
+    invalid: RespError,
+    too_big: RespError,
+) -> Result<Option<(usize, usize)>, RespError> {
+    let mut pos = start;
+    let mut value: usize = 0;
+    loop {
+        let Some(&b) = buf.get(pos) else {
+            return Ok(None);
+        };
+        match b {
+            b'0'..=b'9' => {
+                if pos > start && value == 0 {
+                    return Err(invalid); // leading zero
+                }
+                value = value
+                    .checked_mul(10)
+                    .and_then(|v| v.checked_add(usize::from(b - b'0')))
+                    .ok_or(too_big)?;
+                if value > limit {
+                    return Err(too_big);
+                }
+                pos += 1;
+            }
+            b'\r' if pos > start => {
+                return match buf.get(pos + 1) {
+                    None => Ok(None),
+                    Some(b'\n') => Ok(Some((value, pos + 2))),
+                    Some(_) => Err(RespError::MissingCrlf),
+                };
+            }
+            _ => return Err(invalid),
+        }
+    }
+}
+
+fn multibulk_len(buf: &[u8], max: usize) -> Result<Option<usize>, RespError> {
+    let Some((count, mut pos)) = read_len(
+        buf,
+        1,
+        MAX_ARGS,
+        RespError::InvalidMultibulkLength,
+        RespError::TooManyArgs,
+    )?
+    else {
+        return Ok(None);
+    };
+    if count == 0 {
+        return Err(RespError::InvalidMultibulkLength);
+    }
+    if pos > max {
+        return Err(RespError::TooLarge);
+    }
+    for _ in 0..count {
+        match buf.get(pos) {
+            None => return Ok(None),
+            Some(b'$') => {}
+            Some(&b) => return Err(RespError::ExpectedBulk(b)),
+        }
+        let Some((len, data)) = read_len(
+            buf,
+            pos + 1,
+            max,
+            RespError::InvalidBulkLength,
+            RespError::TooLarge,
+        )?
+        else {
+            return Ok(None);
+        };
+        let data_end = data.checked_add(len).ok_or(RespError::TooLarge)?;
+        let end = data_end.checked_add(2).ok_or(RespError::TooLarge)?;
+        if end > max {
+            return Err(RespError::TooLarge);
+        }
+        match buf.get(data_end) {
+            None => return Ok(None),
+            Some(b'\r') => {}
+            Some(_) => return Err(RespError::MissingCrlf),
+        }
+        match buf.get(data_end + 1) {
+            None => return Ok(None),
+            Some(b'\n') => {}
+            Some(_) => return Err(RespError::MissingCrlf),
+        }
+        pos = end;
+    }
+    Ok(Some(pos))
+}
+
+fn is_inline_space(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+fn inline_len(buf: &[u8], max: usize) -> Result<Option<usize>, RespError> {
+    let mut tokens = 0usize;
+    let mut in_token = false;
+    for (i, &b) in buf.iter().enumerate() {
+        if i >= max {
+            return Err(RespError::TooLarge);
+        }
+        match b {
+            b'\n' => return Ok(Some(i + 1)),
+            b'\r' => match buf.get(i + 1) {
+                None | Some(b'\n') => in_token = false,
+                Some(_) => return Err(RespError::InvalidInline),
+            },
+            b' ' | b'\t' => in_token = false,
+            0x21..=0x7e | 0x80..=0xff => {
+                if !in_token {
+                    tokens += 1;
+                    if tokens > MAX_ARGS {
+                        return Err(RespError::TooManyArgs);
+                    }
+                    in_token = true;
+                }
+            }
+            _ => return Err(RespError::InvalidInline),
+        }
+    }
+    Ok(None)
+}
+
+// ---------------------------------------------------------------------------------------
+// Parsing
+// ---------------------------------------------------------------------------------------
+
+/// The commands this server knows; anything else is [`Cmd::Unknown`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cmd {
+    /// `PING [message]`
+    Ping,
+    /// `ECHO message`
+    Echo,
+    /// `GET key`
+    Get,
+    /// `SET key value [NX|XX] [GET] [KEEPTTL]`
+    Set,
+    /// `DEL key [key ...]`
+    Del,
+    /// `EXISTS key [key ...]`
+    Exists,
+    /// `MGET key [key ...]`
+    Mget,
+    /// `MSET key value [key value ...]`
+    Mset,
+    /// `INCR key`
+    Incr,
+    /// `LPUSH key element [element ...]`
+    Lpush,
+    /// `RPUSH key element [element ...]`
+    Rpush,
+    /// `LPOP key [count]`
+    Lpop,
+    /// `RPOP key [count]`
+    Rpop,
+    /// `LLEN key`
+    Llen,
+    /// `LRANGE key start stop`
+    Lrange,
+    /// `CONFIG GET parameter [parameter ...]` (answers an empty array)
+    Config,
+    /// `COMMAND [subcommand ...]` (answers an empty array)
+    Command,
+    /// `HELLO [protover ...]` (answers `-NOPROTO`: RESP2 only)
+    Hello,
+    /// `SELECT index` (only database 0 exists)
+    Select,
+    /// `INFO [section ...]`
+    Info,
+    /// Any other command name.
+    Unknown,
+}
+
+const NAMES: [(&str, Cmd); 20] = [
+    ("get", Cmd::Get),
+    ("set", Cmd::Set),
+    ("ping", Cmd::Ping),
+    ("incr", Cmd::Incr),
+    ("mget", Cmd::Mget),
+    ("mset", Cmd::Mset),
+    ("lpush", Cmd::Lpush),
+    ("rpush", Cmd::Rpush),
+    ("lpop", Cmd::Lpop),
+    ("rpop", Cmd::Rpop),
+    ("lrange", Cmd::Lrange),
+    ("llen", Cmd::Llen),
+    ("del", Cmd::Del),
+    ("exists", Cmd::Exists),
+    ("echo", Cmd::Echo),
+    ("config", Cmd::Config),
+    ("command", Cmd::Command),
+    ("hello", Cmd::Hello),
+    ("select", Cmd::Select),
+    ("info", Cmd::Info),
+];
+
+impl Cmd {
+    /// The command for a name, compared ASCII case-insensitively.
+    pub fn from_name(name: &[u8]) -> Cmd {
+        NAMES
+            .iter()
+            .find(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
+            .map_or(Cmd::Unknown, |&(_, c)| c)
+    }
+
+    /// The lowercase name, as Redis writes it in error replies (`"unknown"` for Unknown).
+    pub fn as_str(self) -> &'static str {
+        NAMES
+            .iter()
+            .find(|&&(_, c)| c == self)
+            .map_or("unknown", |&(n, _)| n)
+    }
+}
+
+/// The arguments of a [`Command`], borrowed from the request bytes.
+///
+/// An iterator that decodes the (already validated) request lazily: no allocation.
+#[derive(Debug, Clone)]
+pub struct Args<'a> {
+    /// The whole request (RESP) or the inline line without its terminator.
+    buf: &'a [u8],
+    pos: usize,
+    remaining: usize,
+    inline: bool,
+}
+
+impl<'a> Args<'a> {
+    fn next_resp(&mut self) -> Option<&'a [u8]> {
+        // At `pos`: `$len\r\ndata\r\n`, already validated by `request_len`.
+        let mut p = self.pos + 1;
+        let mut len = 0usize;
+        while let Some(&d) = self.buf.get(p) {
+            if !d.is_ascii_digit() {
+                break;
+            }
+            len = len.wrapping_mul(10).wrapping_add(usize::from(d - b'0'));
+            p += 1;
+        }
+        let start = p.checked_add(2)?;
+        let end = start.checked_add(len)?;
+        let arg = self.buf.get(start..end)?;
+        self.pos = end.checked_add(2)?;
+        Some(arg)
+    }
+
+    fn next_inline(&mut self) -> Option<&'a [u8]> {
+        let line = self.buf;
+        let mut p = self.pos;
+        while p < line.len() && is_inline_space(line[p]) {
+            p += 1;
+        }
+        let start = p;
+        while p < line.len() && !is_inline_space(line[p]) {
+            p += 1;
+        }
+        self.pos = p;
+        (p > start).then(|| &line[start..p])
+    }
+}
+
+impl<'a> Iterator for Args<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let arg = if self.inline {
+            self.next_inline()
+        } else {
+            self.next_resp()
+        };
+        match arg {
+            Some(_) => self.remaining -= 1,
+            None => self.remaining = 0,
+        }
+        arg
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl ExactSizeIterator for Args<'_> {}
+
+/// One parsed request: the command and its arguments, borrowed from the request bytes.
+#[derive(Debug, Clone)]
+pub struct Command<'a> {
+    /// Which command (case-insensitive match of `raw_name`).
+    pub name: Cmd,
+    /// The command name exactly as sent (used in `unknown command` replies).
+    pub raw_name: &'a [u8],
+    /// The arguments after the command name.
+    pub args: Args<'a>,
+}
+
+/// Parses one complete request, as delimited by [`request_len`].
+///
+/// `req` must be exactly one request: [`RespError::Incomplete`] if it is shorter,
+/// [`RespError::TrailingBytes`] if longer. No size limit beyond [`MAX_ARGS`] is
+/// enforced here (the front end's [`request_len`] applied `max`). Does not allocate.
+pub fn parse(req: &[u8]) -> Result<Command<'_>, RespError> {
+    let len = request_len(req, usize::MAX)?.ok_or(RespError::Incomplete)?;
+    if len != req.len() {
+        return Err(RespError::TrailingBytes);
+    }
+    let mut args = if req.first() == Some(&b'*') {
+        let (count, pos) = read_len(
+            req,
+            1,
+            MAX_ARGS,
+            RespError::InvalidMultibulkLength,
+            RespError::TooManyArgs,
+        )?
+        .ok_or(RespError::Incomplete)?;
+        Args {
+            buf: req,
+            pos,
+            remaining: count,
+            inline: false,
+        }
+    } else {
+        let line = req.strip_suffix(b"\n").unwrap_or(req);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let count = line
+            .split(|&b| is_inline_space(b))
+            .filter(|t| !t.is_empty())
+            .count();
+        Args {
+            buf: line,
+            pos: 0,
+            remaining: count,
+            inline: true,
+        }
+    };
+    let raw_name = args.next().ok_or(RespError::Incomplete)?;
+    Ok(Command {
+        name: Cmd::from_name(raw_name),
+        raw_name,
+        args,
+    })
+}
+
+/// Appends `args` encoded as a RESP2 request (array of bulk strings), as a client sends it.
+pub fn write_command(args: &[&[u8]], out: &mut Vec<u8>) {
+    push_header(out, b'*', args.len() as u64);
+    for arg in args {
+        push_bulk(out, arg);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Classification
+// ---------------------------------------------------------------------------------------
+
+/// The scheduler's request type of one complete request: an index into [`TYPES`].
+///
+/// * [`TYPE_MULTI`] (1): MGET, DEL, EXISTS with more than [`MULTI_KEYS`] keys, MSET with
+///   more than [`MULTI_KEYS`] key/value pairs.
+/// * [`TYPE_RANGE`] (2): LRANGE whose span may exceed [`RANGE_SHORT`] elements. The
+///   span is `stop - start + 1` when both indices have the same sign, `stop + 1` when
+///   only `start` is negative (an upper bound), and unbounded ("to the end") when only
+///   `stop` is negative.
+/// * [`TYPE_SHORT`] (0): everything else, including malformed requests and requests
+///   that will be answered with an error.
+///
+/// Scans the frame once more without allocating.
+pub fn classify(req: &[u8]) -> u16 {
+    let Ok(cmd) = parse(req) else {
+        return TYPE_SHORT;
+    };
+    let mut args = cmd.args;
+    match cmd.name {
+        Cmd::Mget | Cmd::Del | Cmd::Exists if args.len() > MULTI_KEYS => TYPE_MULTI,
+        Cmd::Mset if args.len() / 2 > MULTI_KEYS => TYPE_MULTI,
+        Cmd::Lrange if args.len() == 3 => {
+            let (Some(start), Some(stop)) = (
+                args.nth(1).and_then(parse_i64),
+                args.next().and_then(parse_i64),
+            ) else {
+                return TYPE_SHORT;
+            };
+            let long = match (start < 0, stop < 0) {
+                (false, true) => true,
+                (true, false) => stop.saturating_add(1) > RANGE_SHORT as i64,
+                _ => stop.saturating_sub(start).saturating_add(1) > RANGE_SHORT as i64,
+            };
+            if long { TYPE_RANGE } else { TYPE_SHORT }
+        }
+        _ => TYPE_SHORT,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Execution
+// ---------------------------------------------------------------------------------------
+
+/// The key-value store the executor runs against.
+///
+/// Keys and values are arbitrary bytes. Each call must be atomic on its own;
+/// [`Store::atomically`] groups calls that must not interleave with other writers of the
+/// same user key.
+pub trait Store {
+    /// Appends the value of `key` to `out` and returns whether the key was found.
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String>;
+    /// Stores `value` under `key`, replacing any previous value.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
+    /// Removes `key`; returns whether it existed.
+    fn delete(&self, key: &[u8]) -> Result<bool, String>;
+    /// Runs `f` with exclusive access to `key`'s read-modify-write (INCR, list pushes/pops),
+    /// e.g. a striped lock.
+    ///
+    /// `key` is the user key; `f` may call `get`/`put`/`delete` on other (derived) keys but
+    /// never calls `atomically` again.
+    fn atomically<R>(&self, key: &[u8], f: impl FnOnce() -> R) -> R;
+}
+
+/// Executes one complete request against `store`, appending the RESP2 reply to `out`.
+///
+/// `scratch` is a buffer the caller reuses across calls (values read from the store pass
+/// through it); its contents on return are unspecified.
+///
+/// Returns `Err` only when `req` is not exactly one valid request (see [`parse`]); then
+/// nothing is appended. Everything else, unknown commands, wrong argument counts, wrong
+/// types and store failures included, is answered with a RESP error reply, as Redis 7
+/// words it where Redis has the case.
+///
+/// Commands and where they differ from Redis:
+/// * `PING [msg]`, `ECHO msg`, `GET`, `MGET`, `MSET`, `DEL`, `EXISTS`, `INCR`, `LLEN`,
+///   `LRANGE` as in Redis (strings and lists share one key space: `GET` of a list key is
+///   `-WRONGTYPE`, `SET`/`MSET` overwrite a list, `DEL` removes either).
+/// * `SET key value` accepts `NX`, `XX`, `GET` and `KEEPTTL` (a no-op: there are no
+///   expiries); `EX`/`PX`/`EXAT`/`PXAT` are refused with an error reply, other words are
+///   `-ERR syntax error`.
+/// * `LPUSH`/`RPUSH key v...` reply the new length; `LPOP`/`RPOP key [count]` reply a
+///   bulk string, or nil (`$-1`) when the list does not exist; with a count, an array
+///   (`*-1` when the list does not exist).
+/// * `CONFIG GET ...` and `COMMAND ...` reply `*0`; other `CONFIG` subcommands are
+///   `-ERR unknown subcommand`. `HELLO` replies `-NOPROTO this server speaks RESP2 only`
+///   whatever its arguments. `SELECT 0` is `+OK`, any other index is
+///   `-ERR DB index is out of range`. `INFO` replies a short fixed bulk string.
+///
+/// Every read-modify-write (`SET`, `INCR`, `DEL`, list pushes, pops and `LRANGE`) runs
+/// inside `store.atomically(key, ...)` for its user key.
+///
+/// # Storage layout
+/// * String `k`: under `k`, or under `0x00 ++ k` when `k` itself starts with `0x00`
+///   (escaping: user keys never collide with the records below).
+/// * List `k` metadata: under `0x00 'L' ++ k`, 16 bytes: head and tail as big-endian
+///   `i64`; the elements are the indices `head..tail` (never stored empty: the last pop
+///   deletes it).
+/// * List element `i`: under `0x00 'E' ++ len(k) as u32 BE ++ k ++ (i as u64 ^ 1<<63) BE`,
+///   so that one list's elements sort in index order. `LPUSH` decrements head, `RPUSH`
+///   increments tail, `LRANGE` reads `head+start..=head+stop` one `get` each.
+pub fn execute<S: Store>(
+    req: &[u8],
+    store: &S,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> Result<(), RespError> {
+    let cmd = parse(req)?;
+    let start = out.len();
+    if let Err(fail) = run(cmd, store, out, scratch) {
+        out.truncate(start);
+        fail.write(out);
+    }
+    Ok(())
+}
+
+const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+const OVERFLOW: &str = "ERR increment or decrement would overflow";
+const SYNTAX: &str = "ERR syntax error";
+const NOT_POSITIVE: &str = "ERR value is out of range, must be positive";
+const NO_EXPIRY: &str = "ERR expiry options (EX, PX, EXAT, PXAT) are not supported by this server";
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+const NOPROTO: &str = "NOPROTO this server speaks RESP2 only";
+const BAD_DB: &str = "ERR DB index is out of range";
+const CORRUPT: &str = "ERR store holds a corrupt list";
+const INFO: &[u8] =
+    b"# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n\r\n# Replication\r\nrole:master\r\n";
+
+/// Why a command stopped early; the partial reply is dropped and this error is written.
+#[derive(Debug)]
+enum Fail {
+    /// Wrong number of arguments for the named command.
+    Arity(&'static str),
+    /// A fixed error text (without the leading `-`).
+    Msg(&'static str),
+    /// A store error.
+    Store(String),
+}
+
+impl From<String> for Fail {
+    fn from(e: String) -> Self {
+        Fail::Store(e)
+    }
+}
+
+impl Fail {
+    fn write(self, out: &mut Vec<u8>) {
+        match self {
+            Fail::Arity(name) => {
+                let msg = format!("ERR wrong number of arguments for '{name}' command");
+                push_error(out, msg.as_bytes());
+            }
+            Fail::Msg(msg) => push_error(out, msg.as_bytes()),
+            Fail::Store(e) => {
+                let msg = format!("ERR store error: {e}");
+                push_error(out, msg.as_bytes());
+            }
+        }
+    }
+}
+
+type Res = Result<(), Fail>;
+
+fn run<S: Store>(cmd: Command<'_>, store: &S, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Res {
+    let mut args = cmd.args;
+    let n = args.len();
+    let name = cmd.name;
+    let arity = |ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(Fail::Arity(name.as_str()))
+        }
+    };
+    match name {
+        Cmd::Ping => {
+            arity(n <= 1)?;
+            match args.next() {
+                Some(msg) => push_bulk(out, msg),
+                None => out.extend_from_slice(b"+PONG\r\n"),
+            }
+        }
+        Cmd::Echo => {
+            arity(n == 1)?;
+            push_bulk(out, args.next().unwrap_or_default());
+        }
+        Cmd::Get => {
+            arity(n == 1)?;
+            let key = args.next().unwrap_or_default();
+            scratch.clear();
+            if store.get(&string_key(key), scratch)? {
+                push_bulk(out, scratch);
+            } else if probe_list(store, key, scratch, out)? {
+                return Err(Fail::Msg(WRONGTYPE));
+            } else {
+                push_nil(out);
+            }
+        }
+        Cmd::Set => {
+            arity(n >= 2)?;
+            let key = args.next().unwrap_or_default();
+            let value = args.next().unwrap_or_default();
+            let mut opts = SetOpts::default();
+            for opt in args {
+                match opt.to_ascii_uppercase().as_slice() {
+                    b"NX" => opts.nx = true,
+                    b"XX" => opts.xx = true,
+                    b"GET" => opts.get = true,
+                    b"KEEPTTL" => {}
+                    b"EX" | b"PX" | b"EXAT" | b"PXAT" => return Err(Fail::Msg(NO_EXPIRY)),
+                    _ => return Err(Fail::Msg(SYNTAX)),
+                }
+            }
+            if opts.nx && opts.xx {
+                return Err(Fail::Msg(SYNTAX));
+            }
+            store.atomically(key, || set(store, key, value, opts, true, out, scratch))?;
+        }
+        Cmd::Mset => {
+            arity(n >= 2 && n.is_multiple_of(2))?;
+            while let (Some(key), Some(value)) = (args.next(), args.next()) {
+                let opts = SetOpts::default();
+                store.atomically(key, || set(store, key, value, opts, false, out, scratch))?;
+            }
+            out.extend_from_slice(b"+OK\r\n");
+        }
+        Cmd::Mget => {
+            arity(n >= 1)?;
+            push_header(out, b'*', n as u64);
+            for key in args {
+                scratch.clear();
+                if store.get(&string_key(key), scratch)? {
+                    push_bulk(out, scratch);
+                } else {
+                    push_nil(out);
+                }
+            }
+        }
+        Cmd::Del => {
+            arity(n >= 1)?;
+            let mut count = 0i64;
+            for key in args {
+                if store.atomically(key, || del(store, key, scratch, out))? {
+                    count += 1;
+                }
+            }
+            push_int(out, count);
+        }
+        Cmd::Exists => {
+            arity(n >= 1)?;
+            let mut count = 0i64;
+            for key in args {
+                scratch.clear();
+                if store.get(&string_key(key), scratch)? || probe_list(store, key, scratch, out)? {
+                    count += 1;
+                }
+            }
+            push_int(out, count);
+        }
+        Cmd::Incr => {
+            arity(n == 1)?;
+            let key = args.next().unwrap_or_default();
+            store.atomically(key, || incr(store, key, out, scratch))?;
+        }
+        Cmd::Lpush | Cmd::Rpush => {
+            arity(n >= 2)?;
+            let key = args.next().unwrap_or_default();
+            let left = name == Cmd::Lpush;
+            store.atomically(key, || push(store, key, args, left, out, scratch))?;
+        }
+        Cmd::Lpop | Cmd::Rpop => {
+            arity(n == 1 || n == 2)?;
+            let key = args.next().unwrap_or_default();
+            let count = match args.next() {
+                None => None,
+                Some(c) => match parse_i64(c).and_then(|c| u64::try_from(c).ok()) {
+                    Some(c) => Some(c),
+                    None => return Err(Fail::Msg(NOT_POSITIVE)),
+                },
+            };
+            let left = name == Cmd::Lpop;
+            store.atomically(key, || pop(store, key, count, left, out, scratch))?;
+        }
+        Cmd::Llen => {
+            arity(n == 1)?;
+            let key = args.next().unwrap_or_default();
+            let mut keys = ListKeys::new(key)?;
+            let len = match read_meta(store, &mut keys, scratch)? {
+                Some((head, tail)) => tail - head,
+                None if string_exists(store, key, scratch)? => return Err(Fail::Msg(WRONGTYPE)),
+                None => 0,
+            };
+            push_int(out, len);
+        }
+        Cmd::Lrange => {
+            arity(n == 3)?;
+            let key = args.next().unwrap_or_default();
+            let start = args.next().and_then(parse_i64);
+            let stop = args.next().and_then(parse_i64);
+            let (Some(start), Some(stop)) = (start, stop) else {
+                return Err(Fail::Msg(NOT_INTEGER));
+            };
+            store.atomically(key, || lrange(store, key, start, stop, out, scratch))?;
+        }
+        Cmd::Config => {
+            arity(n >= 1)?;
+            let sub = args.next().unwrap_or_default();
+            if sub.eq_ignore_ascii_case(b"get") {
+                if n < 2 {
+                    return Err(Fail::Arity("config|get"));
+                }
+                out.extend_from_slice(b"*0\r\n");
+            } else {
+                let mut msg = b"ERR unknown subcommand '".to_vec();
+                msg.extend_from_slice(&sub[..sub.len().min(128)]);
+                msg.extend_from_slice(b"'. Try CONFIG HELP.");
+                push_error(out, &msg);
+            }
+        }
+        Cmd::Command => out.extend_from_slice(b"*0\r\n"),
+        Cmd::Hello => push_error(out, NOPROTO.as_bytes()),
+        Cmd::Select => {
+            arity(n == 1)?;
+            match args.next().and_then(parse_i64) {
+                None => return Err(Fail::Msg(NOT_INTEGER)),
+                Some(0) => out.extend_from_slice(b"+OK\r\n"),
+                Some(_) => return Err(Fail::Msg(BAD_DB)),
+            }
+        }
+        Cmd::Info => push_bulk(out, INFO),
+        Cmd::Unknown => {
+            // Redis 7: "unknown command '%.128s', with args beginning with: " followed by
+            // "'%.*s' " per argument while the argument text is shorter than 128 bytes.
+            let mut msg = b"ERR unknown command '".to_vec();
+            msg.extend_from_slice(&cmd.raw_name[..cmd.raw_name.len().min(128)]);
+            msg.extend_from_slice(b"', with args beginning with: ");
+            let mut shown = 0usize;
+            for arg in args {
+                if shown >= 128 {
+                    break;
+                }
+                let take = arg.len().min(128 - shown);
+                msg.push(b'\'');
+                msg.extend_from_slice(&arg[..take]);
+                msg.extend_from_slice(b"' ");
+                shown += take + 3;
+            }
+            push_error(out, &msg);
+        }
+    }
+    Ok(())
+}
+
+/// The record key of user string key `k` (escaped when it starts with `0x00`).
+fn string_key(k: &[u8]) -> Cow<'_, [u8]> {
+    if k.first() == Some(&0) {
+        let mut escaped = Vec::with_capacity(k.len() + 1);
+        escaped.push(0);
+        escaped.extend_from_slice(k);
+        Cow::Owned(escaped)
+    } else {
+        Cow::Borrowed(k)
+    }
+}
+
+fn string_exists<S: Store>(store: &S, key: &[u8], scratch: &mut Vec<u8>) -> Result<bool, Fail> {
+    scratch.clear();
+    Ok(store.get(&string_key(key), scratch)?)
+}
+
+/// Whether list `key` exists, without allocating: the meta key is built in `scratch` and
+/// its value read into the tail of `out`, which is truncated back.
+fn probe_list<S: Store>(
+    store: &S,
+    key: &[u8],
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> Result<bool, Fail> {
+    scratch.clear();
+    scratch.extend_from_slice(&[0, b'L']);
+    scratch.extend_from_slice(key);
+    let mark = out.len();
+    let found = store.get(scratch, out);
+    out.truncate(mark);
+    Ok(found?)
+}
+
+/// The record keys of one list: the meta key followed by an element key whose last
+/// 8 bytes are rewritten for each index.
+struct ListKeys {
+    buf: Vec<u8>,
+    meta_len: usize,
+}
+
+impl ListKeys {
+    fn new(key: &[u8]) -> Result<ListKeys, Fail> {
+        let len = u32::try_from(key.len()).map_err(|_| Fail::Msg("ERR key too long"))?;
+        let mut buf = Vec::with_capacity(2 * key.len() + 16);
+        buf.extend_from_slice(&[0, b'L']);
+        buf.extend_from_slice(key);
+        let meta_len = buf.len();
+        buf.extend_from_slice(&[0, b'E']);
+        buf.extend_from_slice(&len.to_be_bytes());
+        buf.extend_from_slice(key);
+        buf.extend_from_slice(&[0; 8]);
+        Ok(ListKeys { buf, meta_len })
+    }
+
+    fn meta(&self) -> &[u8] {
+        &self.buf[..self.meta_len]
+    }
+
+    fn elem(&mut self, index: i64) -> &[u8] {
+        let ordered = (index as u64) ^ (1 << 63);
+        let at = self.buf.len() - 8;
+        self.buf[at..].copy_from_slice(&ordered.to_be_bytes());
+        &self.buf[self.meta_len..]
+    }
+}
+
+fn read_meta<S: Store>(
+    store: &S,
+    keys: &mut ListKeys,
+    scratch: &mut Vec<u8>,
+) -> Result<Option<(i64, i64)>, Fail> {
+    scratch.clear();
+    if !store.get(keys.meta(), scratch)? {
+        return Ok(None);
+    }
+    let (Some(head), Some(tail)) = (scratch.get(..8), scratch.get(8..16)) else {
+        return Err(Fail::Msg(CORRUPT));
+    };
+    let head = i64::from_be_bytes(head.try_into().map_err(|_| Fail::Msg(CORRUPT))?);
+    let tail = i64::from_be_bytes(tail.try_into().map_err(|_| Fail::Msg(CORRUPT))?);
+    if scratch.len() != 16 || tail <= head || tail.checked_sub(head).is_none() {
+        return Err(Fail::Msg(CORRUPT));
+    }
+    Ok(Some((head, tail)))
+}
+
+fn write_meta<S: Store>(store: &S, keys: &ListKeys, head: i64, tail: i64) -> Res {
+    if head == tail {
+        store.delete(keys.meta())?;
+    } else {
+        let mut meta = [0u8; 16];
+        meta[..8].copy_from_slice(&head.to_be_bytes());
+        meta[8..].copy_from_slice(&tail.to_be_bytes());
+        store.put(keys.meta(), &meta)?;
+    }
+    Ok(())
+}
+
+fn delete_list<S: Store>(store: &S, keys: &mut ListKeys, head: i64, tail: i64) -> Res {
+    for i in head..tail {
+        store.delete(keys.elem(i))?;
+    }
+    store.delete(keys.meta())?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct SetOpts {
+    nx: bool,
+    xx: bool,
+    get: bool,
+}
+
+/// `SET` (and one pair of `MSET`, with `reply` false) inside `atomically(key)`.
+#[allow(clippy::too_many_arguments)]
+fn set<S: Store>(
+    store: &S,
+    key: &[u8],
+    value: &[u8],
+    opts: SetOpts,
+    reply: bool,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> Res {
+    let list = probe_list(store, key, scratch, out)?;
+    let skey = string_key(key);
+    scratch.clear();
+    let had_string = (opts.nx || opts.xx || opts.get) && store.get(&skey, scratch)?;
+    if opts.get && list {
+        return Err(Fail::Msg(WRONGTYPE));
+    }
+    let exists = had_string || list;
+    let write = !(opts.nx && exists || opts.xx && !exists);
+    if write {
+        if list {
+            // `opts.get` is false here (GET on a list is WRONGTYPE), so `scratch` may be reused.
+            let mut keys = ListKeys::new(key)?;
+            if let Some((head, tail)) = read_meta(store, &mut keys, scratch)? {
+                delete_list(store, &mut keys, head, tail)?;
+            }
+        }
+        store.put(&skey, value)?;
+    }
+    if !reply {
+        // MSET: one reply for all pairs, written by the caller.
+    } else if opts.get {
+        if had_string {
+            push_bulk(out, scratch);
+        } else {
+            push_nil(out);
+        }
+    } else if write {
+        out.extend_from_slice(b"+OK\r\n");
+    } else {
+        push_nil(out);
+    }
+    Ok(())
+}
+
+fn del<S: Store>(
+    store: &S,
+    key: &[u8],
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> Result<bool, Fail> {
+    let mut existed = store.delete(&string_key(key))?;
+    if probe_list(store, key, scratch, out)? {
+        let mut keys = ListKeys::new(key)?;
+        if let Some((head, tail)) = read_meta(store, &mut keys, scratch)? {
+            delete_list(store, &mut keys, head, tail)?;
+            existed = true;
+        }
+    }
+    Ok(existed)
+}
+
+fn incr<S: Store>(store: &S, key: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Res {
+    let skey = string_key(key);
+    scratch.clear();
+    let current = if store.get(&skey, scratch)? {
+        parse_i64(scratch).ok_or(Fail::Msg(NOT_INTEGER))?
+    } else if probe_list(store, key, scratch, out)? {
+        return Err(Fail::Msg(WRONGTYPE));
+    } else {
+        0
+    };
+    let next = current.checked_add(1).ok_or(Fail::Msg(OVERFLOW))?;
+    scratch.clear();
+    push_i64_digits(scratch, next);
+    store.put(&skey, scratch)?;
+    push_int(out, next);
+    Ok(())
+}
+
+fn push<S: Store>(
+    store: &S,
+    key: &[u8],
+    values: Args<'_>,
+    left: bool,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> Res {
+    let mut keys = ListKeys::new(key)?;
+    let (mut head, mut tail) = match read_meta(store, &mut keys, scratch)? {
+        Some(meta) => meta,
+        None if string_exists(store, key, scratch)? => return Err(Fail::Msg(WRONGTYPE)),
+        None => (0, 0),
+    };
+    let full = || Fail::Msg("ERR list index space exhausted");
+    for value in values {
+        if left {
+            head = head.checked_sub(1).ok_or_else(full)?;
+            store.put(keys.elem(head), value)?;
+        } else {
+            let next = tail.checked_add(1).ok_or_else(full)?;
+            store.put(keys.elem(tail), value)?;
+            tail = next;
+        }
+    }
+    write_meta(store, &keys, head, tail)?;
+    push_int(out, tail - head);
+    Ok(())
+}
+
+fn pop<S: Store>(
+    store: &S,
+    key: &[u8],
+    count: Option<u64>,
+    left: bool,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> Res {
+    let mut keys = ListKeys::new(key)?;
+    let Some((mut head, mut tail)) = read_meta(store, &mut keys, scratch)? else {
+        if string_exists(store, key, scratch)? {
+            return Err(Fail::Msg(WRONGTYPE));
+        }
+        out.extend_from_slice(if count.is_some() {
+            b"*-1\r\n"
+        } else {
+            b"$-1\r\n"
+        });
+        return Ok(());
+    };
+    let len = (tail - head) as u64;
+    let take = count.unwrap_or(1).min(len);
+    if count.is_some() {
+        push_header(out, b'*', take);
+    }
+    for _ in 0..take {
+        let index = if left { head } else { tail - 1 };
+        scratch.clear();
+        if !store.get(keys.elem(index), scratch)? {
+            return Err(Fail::Msg(CORRUPT));
+        }
+        push_bulk(out, scratch);
+        store.delete(keys.elem(index))?;
+        if left {
+            head += 1;
+        } else {
+            tail -= 1;
+        }
+    }
+    write_meta(store, &keys, head, tail)
+}
+
+fn lrange<S: Store>(
+    store: &S,
+    key: &[u8],
+    start: i64,
+    stop: i64,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> Res {
+    let mut keys = ListKeys::new(key)?;
+    let Some((head, tail)) = read_meta(store, &mut keys, scratch)? else {
+        if string_exists(store, key, scratch)? {
+            return Err(Fail::Msg(WRONGTYPE));
+        }
+        out.extend_from_slice(b"*0\r\n");
+        return Ok(());
+    };
+    let len = tail - head;
+    // Redis' listTypeRange arithmetic.
+    let mut start = if start < 0 { len + start } else { start };
+    let mut stop = if stop < 0 { len + stop } else { stop };
+    if start < 0 {
+        start = 0;
+    }
+    if start > stop || start >= len {
+        out.extend_from_slice(b"*0\r\n");
+        return Ok(());
+    }
+    if stop >= len {
+        stop = len - 1;
+    }
+    push_header(out, b'*', (stop - start + 1) as u64);
+    for i in start..=stop {
+        scratch.clear();
+        if !store.get(keys.elem(head + i), scratch)? {
+            return Err(Fail::Msg(CORRUPT));
+        }
+        push_bulk(out, scratch);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Numbers and reply encoding
+// ---------------------------------------------------------------------------------------
+
+/// Parses a decimal `i64` as Redis' `string2ll` does: optional `-`, no `+`, no leading
+/// zeros, no spaces, at most 20 bytes.
+fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (negative, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    if !matches!(digits.first(), Some(b'1'..=b'9')) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    if negative {
+        0i64.checked_sub_unsigned(v)
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+fn push_u64_digits(out: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+fn push_i64_digits(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    push_u64_digits(out, v.unsigned_abs());
+}
+
+fn push_header(out: &mut Vec<u8>, kind: u8, n: u64) {
+    out.push(kind);
+    push_u64_digits(out, n);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_bulk(out: &mut Vec<u8>, data: &[u8]) {
+    push_header(out, b'$', data.len() as u64);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_nil(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"$-1\r\n");
+}
+
+fn push_int(out: &mut Vec<u8>, v: i64) {
+    out.push(b':');
+    push_i64_digits(out, v);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `-msg\r\n`, with CR and LF inside `msg` replaced by spaces as Redis does.
+fn push_error(out: &mut Vec<u8>, msg: &[u8]) {
+    out.push(b'-');
+    out.extend(
+        msg.iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
+    out.extend_from_slice(b"\r\n");
+}
+
+// ---------------------------------------------------------------------------------------
+// Test double
+// ---------------------------------------------------------------------------------------
+
+const STRIPES: usize = 64;
+
+/// In-memory [`Store`]: the test double for [`execute`].
+///
+/// A `Mutex<BTreeMap>` holds the records; [`Store::atomically`] takes one of 64 striped
+/// locks chosen by a hash of the key. Not meant for production use.
+#[derive(Debug)]
+pub struct MemStore {
+    map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    stripes: Vec<Mutex<()>>,
+}
+
+impl MemStore {
+    /// An empty store.
+    pub fn new() -> MemStore {
+        MemStore {
+            map: Mutex::new(BTreeMap::new()),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    /// Number of raw records (string values, list metadata and list elements).
+    pub fn len(&self) -> usize {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether the store holds no record at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy of all raw records, in key order.
+    pub fn records(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}
+
+impl Default for MemStore {
+    fn default() -> Self {
+        MemStore::new()
+    }
+}
+
+impl Store for MemStore {
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
+        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        match map.get(key) {
+            Some(v) => {
+                out.extend_from_slice(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.insert(key.to_vec(), value.to_vec());
+        Ok(())
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<bool, String> {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(map.remove(key).is_some())
+    }
+
+    fn atomically<R>(&self, key: &[u8], f: impl FnOnce() -> R) -> R {
+        // FNV-1a
+        let hash = key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let stripe = &self.stripes[(hash % STRIPES as u64) as usize];
+        let _guard = stripe.lock().unwrap_or_else(PoisonError::into_inner);
+        f()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use redis_protocol::resp2::decode::decode_range;
+    use redis_protocol::resp2::types::RangeFrame;
+
+    const MAX: usize = 1 << 20;
+
+    fn enc(words: &[&[u8]]) -> Vec<u8> {
+        let mut v = Vec::new();
+        write_command(words, &mut v);
+        v
+    }
+
+    fn words(line: &str) -> Vec<&[u8]> {
+        line.split(' ').map(str::as_bytes).collect()
+    }
+
+    /// Asserts that `reply` is exactly one well-formed RESP2 frame (checked by redis-protocol).
+    fn assert_one_frame(reply: &[u8]) {
+        match decode_range(reply) {
+            Ok(Some((_, n))) => assert_eq!(n, reply.len(), "extra bytes in {reply:?}"),
+            other => panic!(
+                "not one RESP2 frame: {:?}: {other:?}",
+                String::from_utf8_lossy(reply)
+            ),
+        }
+    }
+
+    fn exec_words(store: &MemStore, w: &[&[u8]]) -> Vec<u8> {
+        let req = enc(w);
+        let mut out = b"previous reply".to_vec();
+        let mut scratch = Vec::new();
+        execute(&req, store, &mut out, &mut scratch).expect("valid request");
+        let reply = out.split_off(14);
+        assert_eq!(out, b"previous reply", "execute must only append");
+        assert_one_frame(&reply);
+        reply
+    }
+
+    #[track_caller]
+    fn t(store: &MemStore, line: &str, expected: &[u8]) {
+        t_words(store, &words(line), expected);
+    }
+
+    #[track_caller]
+    fn t_words(store: &MemStore, w: &[&[u8]], expected: &[u8]) {
+        let got = exec_words(store, w);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(expected),
+            "command {:?}",
+            w.iter()
+                .map(|a| String::from_utf8_lossy(a))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    fn bulks(items: &[&[u8]]) -> Vec<u8> {
+        let mut v = Vec::new();
+        push_header(&mut v, b'*', items.len() as u64);
+        for i in items {
+            push_bulk(&mut v, i);
+        }
+        v
+    }
+
+    // ----------------------------------------------------------------- framing
+
+    const VALID: &[&[u8]] = &[
+        b"*1\r\n$4\r\nPING\r\n",
+        b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nvalue\r\n",
+        b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n",
+        b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\na\r\nb\r\n",
+        b"*2\r\n$4\r\nECHO\r\n$10\r\n0123456789\r\n",
+        b"PING\r\n",
+        b"PING\n",
+        b"SET  key\tvalue \r\n",
+        b"get \"quoted\" x\r\n",
+    ];
+
+    #[test]
+    fn every_prefix_is_incomplete_and_whole_is_complete() {
+        for req in VALID {
+            for k in 0..req.len() {
+                assert_eq!(request_len(&req[..k], MAX), Ok(None), "{req:?} cut at {k}");
+            }
+            assert_eq!(request_len(req, MAX), Ok(Some(req.len())), "{req:?}");
+            assert_eq!(
+                request_len(req, req.len()),
+                Ok(Some(req.len())),
+                "max = len"
+            );
+            assert_eq!(request_len(req, req.len() - 1), Err(RespError::TooLarge));
+        }
+    }
+
+    #[test]
+    fn pipelined_requests_are_cut_exactly() {
+        let mut stream = Vec::new();
+        for req in VALID {
+            stream.extend_from_slice(req);
+        }
+        let mut rest = &stream[..];
+        for req in VALID {
+            let n = request_len(rest, MAX).unwrap().expect("complete");
+            assert_eq!(&rest[..n], *req);
+            rest = &rest[n..];
+        }
+        assert_eq!(request_len(rest, MAX), Ok(None));
+    }
+
+    #[test]
+    fn inline_commands_parse() {
+        let cmd = parse(b"SET  key\tvalue \r\n").unwrap();
+        assert_eq!(cmd.name, Cmd::Set);
+        assert_eq!(cmd.args.len(), 2);
+        assert_eq!(cmd.args.collect::<Vec<_>>(), vec![&b"key"[..], b"value"]);
+        let cmd = parse(b"ping\n").unwrap();
+        assert_eq!(
+            (cmd.name, cmd.raw_name, cmd.args.len()),
+            (Cmd::Ping, &b"ping"[..], 0)
+        );
+        let cmd = parse(b"get \"quoted\" x\r\n").unwrap();
+        assert_eq!(cmd.args.collect::<Vec<_>>(), vec![&b"\"quoted\""[..], b"x"]);
+    }
+
+    #[test]
+    fn resp_commands_parse_with_binary_args() {
+        let req = VALID[3];
+        let cmd = parse(req).unwrap();
+        assert_eq!(cmd.name, Cmd::Set);
+        assert_eq!(cmd.args.collect::<Vec<_>>(), vec![&b"k"[..], b"a\r\nb"]);
+        assert_eq!(
+            parse(&req[..req.len() - 1]).unwrap_err(),
+            RespError::Incomplete
+        );
+        let mut two = req.to_vec();
+        two.extend_from_slice(req);
+        assert_eq!(parse(&two).unwrap_err(), RespError::TrailingBytes);
+        for name in ["lrange", "LRANGE", "lRaNgE"] {
+            assert_eq!(parse(&enc(&[name.as_bytes()])).unwrap().name, Cmd::Lrange);
+        }
+        assert_eq!(parse(&enc(&[b"getx"])).unwrap().name, Cmd::Unknown);
+    }
+
+    #[test]
+    fn malformed_requests_are_errors() {
+        use RespError::*;
+        let cases: &[(&[u8], usize, RespError)] = &[
+            (b"+OK\r\n", MAX, UnexpectedType(b'+')),
+            (b"$3\r\nfoo\r\n", MAX, UnexpectedType(b'$')),
+            (b":1\r\n", MAX, UnexpectedType(b':')),
+            (b"\x00\x01\x02", MAX, UnexpectedType(0)),
+            (b"\r\n", MAX, UnexpectedType(b'\r')),
+            (b" PING\r\n", MAX, UnexpectedType(b' ')),
+            (b"*-5\r\n", MAX, InvalidMultibulkLength),
+            (b"*-1\r\n", MAX, InvalidMultibulkLength),
+            (b"*0\r\n", MAX, InvalidMultibulkLength),
+            (b"*01\r\n", MAX, InvalidMultibulkLength),
+            (b"*\r\n", MAX, InvalidMultibulkLength),
+            (b"*1x\r\n", MAX, InvalidMultibulkLength),
+            (b"*1\rx", MAX, MissingCrlf),
+            (b"*10000\r\n", MAX, TooManyArgs),
+            (b"*1025", MAX, TooManyArgs),
+            (b"*99999999999999999999999999", MAX, TooManyArgs),
+            (b"*1\r\n:1\r\n", MAX, ExpectedBulk(b':')),
+            (b"*1\r\n*1\r\n$1\r\na\r\n", MAX, ExpectedBulk(b'*')),
+            (b"*1\r\n$-1\r\n", MAX, InvalidBulkLength),
+            (b"*1\r\n$+1\r\n", MAX, InvalidBulkLength),
+            (b"*1\r\n$01\r\na\r\n", MAX, InvalidBulkLength),
+            (b"*1\r\n$99999999999", MAX, TooLarge),
+            (b"*1\r\n$99999999999\r\n", MAX, TooLarge),
+            (
+                b"*1\r\n$99999999999999999999999999\r\n",
+                usize::MAX,
+                TooLarge,
+            ),
+            (b"*1\r\n$4\r\nPINGXX", MAX, MissingCrlf),
+            (b"*1\r\n$4\r\nPING\rX", MAX, MissingCrlf),
+            (b"*1\r\n$4\r\nPING\n\r", MAX, MissingCrlf),
+            (b"*1\r\n$4\nPING\r\n", MAX, InvalidBulkLength),
+            (b"*1\r\n$11\r\n", 10, TooLarge),
+            (b"*1\r\n$11", 10, TooLarge),
+            (b"*2\r\n$5\r\nhello\r\n$5\r\nworld\r\n", 20, TooLarge),
+            (b"*2\r\n$5\r\nhello\r\n$5\r\n", 20, TooLarge),
+            (b"PING\x00\r\n", MAX, InvalidInline),
+            (b"PING\rX", MAX, InvalidInline),
+            (b"PING\x7f", MAX, InvalidInline),
+            (b"PINGPINGPING", 8, TooLarge),
+        ];
+        for &(buf, max, ref want) in cases {
+            assert_eq!(
+                request_len(buf, max),
+                Err(*want),
+                "{:?}",
+                String::from_utf8_lossy(buf)
+            );
+            let mut reply = Vec::new();
+            want.write_reply(&mut reply);
+            assert!(reply.starts_with(b"-ERR Protocol error: "));
+            assert_one_frame(&reply);
+        }
+        // 10,000 arguments: refused in both syntaxes.
+        let mut many = b"*10000\r\n".to_vec();
+        for _ in 0..10_000 {
+            many.extend_from_slice(b"$1\r\na\r\n");
+        }
+        assert_eq!(request_len(&many, usize::MAX), Err(TooManyArgs));
+        let inline = format!("MGET{}\r\n", " k".repeat(10_000));
+        assert_eq!(request_len(inline.as_bytes(), usize::MAX), Err(TooManyArgs));
+        // Exactly MAX_ARGS is fine.
+        let keys: Vec<&[u8]> = std::iter::repeat_n(&b"k"[..], MAX_ARGS).collect();
+        let ok = enc(&keys);
+        assert_eq!(request_len(&ok, MAX), Ok(Some(ok.len())));
+    }
+
+    #[test]
+    fn protocol_error_reply_texts() {
+        let mut out = Vec::new();
+        RespError::ExpectedBulk(b':').write_reply(&mut out);
+        RespError::UnexpectedType(b'\r').write_reply(&mut out);
+        RespError::InvalidMultibulkLength.write_reply(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "-ERR Protocol error: expected '$', got ':'\r\n\
+             -ERR Protocol error: expected '*', got '\\x0d'\r\n\
+             -ERR Protocol error: invalid multibulk length\r\n"
+        );
+    }
+
+    #[test]
+    fn execute_refuses_malformed_and_partial_requests() {
+        let store = MemStore::new();
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        for bad in [
+            &b"*1\r\n$4\r\nPIN"[..],
+            b"$3\r\nfoo\r\n",
+            b"*1\r\n$4\r\nPING\r\n*1",
+        ] {
+            assert!(execute(bad, &store, &mut out, &mut scratch).is_err());
+        }
+        assert!(out.is_empty());
+        execute(b"PING\r\n", &store, &mut out, &mut scratch).unwrap();
+        execute(b"set k v\n", &store, &mut out, &mut scratch).unwrap();
+        execute(b"GET k\r\n", &store, &mut out, &mut scratch).unwrap();
+        assert_eq!(out, b"+PONG\r\n+OK\r\n$1\r\nv\r\n");
+    }
+
+    fn arb_args() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..12)
+    }
+
+    fn arb_inline() -> impl Strategy<Value = Vec<u8>> {
+        (
+            "[a-zA-Z][!-~]{0,8}",
+            prop::collection::vec("[!-~\u{80}-\u{ff}]{1,8}", 0..6),
+            prop::sample::select(vec!["\r\n", "\n"]),
+            prop::collection::vec(prop::sample::select(vec![" ", "\t", "  "]), 6),
+        )
+            .prop_map(|(name, args, end, seps)| {
+                let mut line = name;
+                for (a, sep) in args.iter().zip(seps) {
+                    line.push_str(sep);
+                    line.push_str(a);
+                }
+                line.push_str(end);
+                // `[\u{80}-\u{ff}]` is UTF-8 encoded: still bytes >= 0x80, allowed.
+                line.into_bytes()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn never_panics_on_arbitrary_bytes(
+            buf in prop::collection::vec(any::<u8>(), 0..256),
+            max in prop_oneof![Just(usize::MAX), 0usize..300],
+        ) {
+            if let Ok(Some(n)) = request_len(&buf, max) {
+                prop_assert!(n <= buf.len() && n <= max);
+                prop_assert!(parse(&buf[..n]).is_ok());
+            }
+            let _ = parse(&buf);
+            let _ = classify(&buf);
+        }
+
+        #[test]
+        fn near_valid_bytes_never_panic_and_execute_well_formed(
+            args in arb_args(),
+            flips in prop::collection::vec((any::<Index>(), any::<u8>()), 1..4),
+            cut in any::<Index>(),
+        ) {
+            let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let mut buf = enc(&refs);
+            for (at, byte) in flips {
+                let i = at.index(buf.len());
+                buf[i] = byte;
+            }
+            buf.truncate(cut.index(buf.len() + 1));
+            if let Ok(Some(n)) = request_len(&buf, MAX) {
+                let store = MemStore::new();
+                let (mut out, mut scratch) = (Vec::new(), Vec::new());
+                prop_assert!(execute(&buf[..n], &store, &mut out, &mut scratch).is_ok());
+                assert_one_frame(&out);
+                let _ = classify(&buf[..n]);
+            }
+        }
+
+        #[test]
+        fn valid_command_split_anywhere(
+            args in arb_args(),
+            split in any::<Index>(),
+            tail in prop::collection::vec(any::<u8>(), 0..16),
+        ) {
+            let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let req = enc(&refs);
+            let k = split.index(req.len()); // 0..len: a proper prefix
+            prop_assert_eq!(request_len(&req[..k], MAX), Ok(None));
+            let mut more = req.clone();
+            more.extend_from_slice(&tail);
+            prop_assert_eq!(request_len(&more, MAX), Ok(Some(req.len())));
+            prop_assert_eq!(request_len(&req, req.len()), Ok(Some(req.len())));
+            // Our parse agrees with redis-protocol's decoder.
+            let (frame, used) = decode_range(&more).unwrap().unwrap();
+            prop_assert_eq!(used, req.len());
+            let RangeFrame::Array(items) = frame else { panic!("not an array") };
+            let theirs: Vec<&[u8]> = items
+                .iter()
+                .map(|f| match f {
+                    RangeFrame::BulkString((s, e)) => &req[*s..*e],
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            let cmd = parse(&req).unwrap();
+            let mut ours = vec![cmd.raw_name];
+            ours.extend(cmd.args);
+            prop_assert_eq!(ours, theirs);
+        }
+
+        #[test]
+        fn inline_command_split_anywhere(line in arb_inline(), split in any::<Index>()) {
+            let k = split.index(line.len());
+            prop_assert_eq!(request_len(&line[..k], MAX), Ok(None));
+            prop_assert_eq!(request_len(&line, MAX), Ok(Some(line.len())));
+            let cmd = parse(&line).unwrap();
+            let expected: Vec<&[u8]> = line
+                .split(|b| b" \t\r\n".contains(b))
+                .filter(|t| !t.is_empty())
+                .collect();
+            prop_assert_eq!(cmd.args.len() + 1, expected.len());
+            let mut ours = vec![cmd.raw_name];
+            ours.extend(cmd.args);
+            prop_assert_eq!(ours, expected);
+        }
+    }
+
+    // ----------------------------------------------------------------- classification
+
+    #[test]
+    fn classification() {
+        let c = |line: &str| classify(&enc(&words(line)));
+        assert_eq!(c("GET k"), 0);
+        assert_eq!(c("SET k v"), 0);
+        assert_eq!(c("PING"), 0);
+        assert_eq!(c("MGET a b"), 0);
+        let twenty = format!("MGET{}", " k".repeat(20));
+        assert_eq!(c(&twenty), 1);
+        assert_eq!(c(&format!("mget{}", " k".repeat(8))), 0);
+        assert_eq!(c(&format!("mget{}", " k".repeat(9))), 1);
+        assert_eq!(c(&format!("DEL{}", " k".repeat(9))), 1);
+        assert_eq!(c(&format!("EXISTS{}", " k".repeat(9))), 1);
+        assert_eq!(c(&format!("MSET{}", " k v".repeat(8))), 0);
+        assert_eq!(c(&format!("MSET{}", " k v".repeat(9))), 1);
+        assert_eq!(c("LRANGE l 0 99"), 2);
+        assert_eq!(c("LRANGE l 0 9"), 0);
+        assert_eq!(c("LRANGE l 0 31"), 0);
+        assert_eq!(c("LRANGE l 0 32"), 2);
+        assert_eq!(c("LRANGE l 0 -1"), 2);
+        assert_eq!(c("LRANGE l 5 -1"), 2);
+        assert_eq!(c("LRANGE l -10 -1"), 0);
+        assert_eq!(c("LRANGE l -100 -1"), 2);
+        assert_eq!(c("LRANGE l -1000 5"), 0);
+        assert_eq!(c("LRANGE l -1000 50"), 2);
+        assert_eq!(c("LRANGE l x 50"), 0);
+        assert_eq!(c("LRANGE l 0"), 0);
+        assert_eq!(classify(b"LRANGE l 0 -1\r\n"), 2);
+        assert_eq!(classify(b"garbage"), 0);
+        assert_eq!(TYPES[usize::from(c("LRANGE l 0 -1"))], "range");
+    }
+
+    // ----------------------------------------------------------------- execution
+
+    #[test]
+    fn transcript_strings_and_misc() {
+        let s = MemStore::new();
+        t(&s, "PING", b"+PONG\r\n");
+        t(&s, "ping hello", b"$5\r\nhello\r\n");
+        t(
+            &s,
+            "PING a b",
+            b"-ERR wrong number of arguments for 'ping' command\r\n",
+        );
+        t(&s, "ECHO hi", b"$2\r\nhi\r\n");
+        t(
+            &s,
+            "ECHO",
+            b"-ERR wrong number of arguments for 'echo' command\r\n",
+        );
+        t(&s, "GET foo", b"$-1\r\n");
+        t(&s, "SET foo bar", b"+OK\r\n");
+        t(&s, "GET foo", b"$3\r\nbar\r\n");
+        t(&s, "gEt foo", b"$3\r\nbar\r\n");
+        t(&s, "GET FOO", b"$-1\r\n");
+        t(
+            &s,
+            "GET",
+            b"-ERR wrong number of arguments for 'get' command\r\n",
+        );
+        t(
+            &s,
+            "GET a b",
+            b"-ERR wrong number of arguments for 'get' command\r\n",
+        );
+        t(
+            &s,
+            "SET foo",
+            b"-ERR wrong number of arguments for 'set' command\r\n",
+        );
+        t(&s, "SET foo baz NX", b"$-1\r\n");
+        t(&s, "SET fresh v XX", b"$-1\r\n");
+        t(&s, "GET fresh", b"$-1\r\n");
+        t(&s, "SET foo qux xx", b"+OK\r\n");
+        t(&s, "SET foo v2 GET", b"$3\r\nqux\r\n");
+        t(&s, "SET other v GET", b"$-1\r\n");
+        t(&s, "SET foo v3 NX GET", b"$2\r\nv2\r\n");
+        t(&s, "GET foo", b"$2\r\nv2\r\n");
+        t(&s, "SET foo v KEEPTTL", b"+OK\r\n");
+        t(&s, "SET foo v NX XX", b"-ERR syntax error\r\n");
+        t(&s, "SET foo v BOGUS", b"-ERR syntax error\r\n");
+        t(
+            &s,
+            "SET foo x EX 10",
+            &[b"-", NO_EXPIRY.as_bytes(), b"\r\n"].concat(),
+        );
+        t(&s, "GET foo", b"$1\r\nv\r\n");
+        t_words(&s, &[b"SET", b"empty", b""], b"+OK\r\n");
+        t(&s, "GET empty", b"$0\r\n\r\n");
+        t_words(&s, &[b"SET", b"bin\r\nkey", b"a\r\n\x00b"], b"+OK\r\n");
+        t_words(&s, &[b"GET", b"bin\r\nkey"], b"$5\r\na\r\n\x00b\r\n");
+        t(&s, "DEL foo missing", b":1\r\n");
+        t(&s, "EXISTS foo", b":0\r\n");
+        t(
+            &s,
+            "DEL",
+            b"-ERR wrong number of arguments for 'del' command\r\n",
+        );
+        t(&s, "MSET a 1 b 2", b"+OK\r\n");
+        t(
+            &s,
+            "MSET a 1 b",
+            b"-ERR wrong number of arguments for 'mset' command\r\n",
+        );
+        t(&s, "MGET a nope b", b"*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n");
+        t(
+            &s,
+            "MGET",
+            b"-ERR wrong number of arguments for 'mget' command\r\n",
+        );
+        t(&s, "EXISTS a a nope b", b":3\r\n");
+        t(&s, "INCR a", b":2\r\n");
+        t(&s, "INCR counter", b":1\r\n");
+        t(&s, "INCR counter", b":2\r\n");
+        t(&s, "GET counter", b"$1\r\n2\r\n");
+        t(&s, "SET s abc", b"+OK\r\n");
+        t(
+            &s,
+            "INCR s",
+            b"-ERR value is not an integer or out of range\r\n",
+        );
+        t(&s, "SET lz 007", b"+OK\r\n");
+        t(
+            &s,
+            "INCR lz",
+            b"-ERR value is not an integer or out of range\r\n",
+        );
+        t(&s, "SET plus +1", b"+OK\r\n");
+        t(
+            &s,
+            "INCR plus",
+            b"-ERR value is not an integer or out of range\r\n",
+        );
+        t(&s, "SET neg -5", b"+OK\r\n");
+        t(&s, "INCR neg", b":-4\r\n");
+        t(&s, "SET min -9223372036854775808", b"+OK\r\n");
+        t(&s, "INCR min", b":-9223372036854775807\r\n");
+        t(&s, "SET big 9223372036854775807", b"+OK\r\n");
+        t(
+            &s,
+            "INCR big",
+            b"-ERR increment or decrement would overflow\r\n",
+        );
+        t(&s, "GET big", b"$19\r\n9223372036854775807\r\n");
+        t(
+            &s,
+            "INCR",
+            b"-ERR wrong number of arguments for 'incr' command\r\n",
+        );
+        t(&s, "CONFIG GET save", b"*0\r\n");
+        t(&s, "config get appendonly", b"*0\r\n");
+        t(
+            &s,
+            "CONFIG GET",
+            b"-ERR wrong number of arguments for 'config|get' command\r\n",
+        );
+        t(
+            &s,
+            "CONFIG",
+            b"-ERR wrong number of arguments for 'config' command\r\n",
+        );
+        t(
+            &s,
+            "CONFIG SET a b",
+            b"-ERR unknown subcommand 'SET'. Try CONFIG HELP.\r\n",
+        );
+        t(&s, "COMMAND", b"*0\r\n");
+        t(&s, "COMMAND DOCS", b"*0\r\n");
+        t(&s, "HELLO 3", b"-NOPROTO this server speaks RESP2 only\r\n");
+        t(&s, "HELLO", b"-NOPROTO this server speaks RESP2 only\r\n");
+        t(&s, "SELECT 0", b"+OK\r\n");
+        t(&s, "SELECT 1", b"-ERR DB index is out of range\r\n");
+        t(
+            &s,
+            "SELECT x",
+            b"-ERR value is not an integer or out of range\r\n",
+        );
+        t(
+            &s,
+            "SELECT",
+            b"-ERR wrong number of arguments for 'select' command\r\n",
+        );
+        let mut info = Vec::new();
+        push_bulk(&mut info, INFO);
+        t(&s, "INFO", &info);
+        t(&s, "INFO server", &info);
+        t(
+            &s,
+            "FOO a b",
+            b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n",
+        );
+        t(
+            &s,
+            "foo",
+            b"-ERR unknown command 'foo', with args beginning with: \r\n",
+        );
+        t_words(
+            &s,
+            &[b"x\r\ny", b"a\nb"],
+            b"-ERR unknown command 'x  y', with args beginning with: 'a b' \r\n",
+        );
+        // Argument text is cut at 128 bytes like Redis does.
+        let long = "z".repeat(200);
+        let got = exec_words(&s, &[b"nope", long.as_bytes(), b"next"]);
+        let want = format!(
+            "-ERR unknown command 'nope', with args beginning with: '{}' \r\n",
+            "z".repeat(128)
+        );
+        assert_eq!(String::from_utf8(got).unwrap(), want);
+    }
+
+    #[test]
+    fn transcript_lists() {
+        let s = MemStore::new();
+        t(&s, "RPUSH mylist a b c", b":3\r\n");
+        t(
+            &s,
+            "LRANGE mylist 0 -1",
+            b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",
+        );
+        t(&s, "LPUSH mylist x y", b":5\r\n");
+        t(
+            &s,
+            "LRANGE mylist 0 -1",
+            &bulks(&[b"y", b"x", b"a", b"b", b"c"]),
+        );
+        t(&s, "LLEN mylist", b":5\r\n");
+        t(&s, "LRANGE mylist -2 -1", &bulks(&[b"b", b"c"]));
+        t(&s, "LRANGE mylist 1 2", &bulks(&[b"x", b"a"]));
+        t(&s, "LRANGE mylist 3 100", &bulks(&[b"b", b"c"]));
+        t(&s, "LRANGE mylist -100 1", &bulks(&[b"y", b"x"]));
+        t(&s, "LRANGE mylist -100 -100", b"*0\r\n");
+        t(&s, "LRANGE mylist -3 2", &bulks(&[b"a"]));
+        t(&s, "LRANGE mylist 5 10", b"*0\r\n");
+        t(&s, "LRANGE mylist 2 1", b"*0\r\n");
+        t(&s, "LRANGE mylist 0 0", &bulks(&[b"y"]));
+        t(&s, "LRANGE nolist 0 -1", b"*0\r\n");
+        t(
+            &s,
+            "LRANGE mylist a 1",
+            b"-ERR value is not an integer or out of range\r\n",
+        );
+        t(
+            &s,
+            "LRANGE mylist 0",
+            b"-ERR wrong number of arguments for 'lrange' command\r\n",
+        );
+        t(
+            &s,
+            "LPUSH mylist",
+            b"-ERR wrong number of arguments for 'lpush' command\r\n",
+        );
+        t(
+            &s,
+            "RPUSH",
+            b"-ERR wrong number of arguments for 'rpush' command\r\n",
+        );
+        t(&s, "LPOP mylist", b"$1\r\ny\r\n");
+        t(&s, "RPOP mylist", b"$1\r\nc\r\n");
+        t(&s, "LPOP mylist 2", &bulks(&[b"x", b"a"]));
+        t(&s, "LPOP mylist 0", b"*0\r\n");
+        t(
+            &s,
+            "LPOP mylist -1",
+            b"-ERR value is out of range, must be positive\r\n",
+        );
+        t(
+            &s,
+            "LPOP mylist x",
+            b"-ERR value is out of range, must be positive\r\n",
+        );
+        t(
+            &s,
+            "LPOP mylist 1 2",
+            b"-ERR wrong number of arguments for 'lpop' command\r\n",
+        );
+        t(&s, "LLEN mylist", b":1\r\n");
+        t(&s, "RPOP mylist 10", &bulks(&[b"b"]));
+        t(&s, "LPOP mylist", b"$-1\r\n");
+        t(&s, "RPOP mylist", b"$-1\r\n");
+        t(&s, "LPOP mylist 1", b"*-1\r\n");
+        t(&s, "LLEN mylist", b":0\r\n");
+        t(
+            &s,
+            "LLEN",
+            b"-ERR wrong number of arguments for 'llen' command\r\n",
+        );
+        t(&s, "EXISTS mylist", b":0\r\n");
+        assert!(
+            s.is_empty(),
+            "an emptied list leaves no record: {:?}",
+            s.records()
+        );
+    }
+
+    #[test]
+    fn strings_and_lists_share_one_key_space() {
+        let s = MemStore::new();
+        let wrong = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+        t(&s, "RPUSH l a b", b":2\r\n");
+        t(&s, "SET s x", b"+OK\r\n");
+        t(&s, "GET l", wrong);
+        t(&s, "INCR l", wrong);
+        t(&s, "SET l v GET", wrong);
+        t(&s, "LPUSH s v", wrong);
+        t(&s, "RPUSH s v", wrong);
+        t(&s, "LRANGE s 0 -1", wrong);
+        t(&s, "LLEN s", wrong);
+        t(&s, "LPOP s", wrong);
+        t(&s, "RPOP s 2", wrong);
+        t(&s, "MGET l s", b"*2\r\n$-1\r\n$1\r\nx\r\n");
+        t(&s, "EXISTS l s", b":2\r\n");
+        t(&s, "SET l v NX", b"$-1\r\n");
+        t(&s, "LLEN l", b":2\r\n");
+        t(&s, "SET l str", b"+OK\r\n");
+        t(&s, "GET l", b"$3\r\nstr\r\n");
+        t(
+            &s,
+            "LLEN l",
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        );
+        t(&s, "RPUSH l2 a b c", b":3\r\n");
+        t(&s, "DEL l l2 s nope", b":3\r\n");
+        assert!(s.is_empty(), "DEL removes every record: {:?}", s.records());
+        t(&s, "RPUSH m a", b":1\r\n");
+        t(&s, "MSET m 1 n 2", b"+OK\r\n");
+        t(&s, "INCR m", b":2\r\n");
+        assert_eq!(s.len(), 2, "MSET replaced the list: {:?}", s.records());
+    }
+
+    #[test]
+    fn keys_starting_with_nul_are_escaped() {
+        let s = MemStore::new();
+        t(&s, "RPUSH mylist a", b":1\r\n");
+        let meta: &[u8] = b"\x00Lmylist";
+        t_words(&s, &[b"GET", meta], b"$-1\r\n");
+        t_words(&s, &[b"SET", meta, b"x"], b"+OK\r\n");
+        t_words(&s, &[b"GET", meta], b"$1\r\nx\r\n");
+        t(&s, "LRANGE mylist 0 -1", &bulks(&[b"a"]));
+        t_words(&s, &[b"INCR", b"\x00"], b":1\r\n");
+        let keys: Vec<Vec<u8>> = s.records().into_iter().map(|(k, _)| k).collect();
+        assert!(keys.contains(&b"\x00\x00Lmylist".to_vec()), "{keys:?}");
+        assert!(keys.contains(&b"\x00\x00".to_vec()), "{keys:?}");
+        t_words(&s, &[b"DEL", meta], b":1\r\n");
+        t(&s, "LLEN mylist", b":1\r\n");
+    }
+
+    #[test]
+    fn list_layout_is_as_documented() {
+        let s = MemStore::new();
+        t(&s, "RPUSH k b", b":1\r\n");
+        t(&s, "LPUSH k a", b":2\r\n");
+        let recs = s.records();
+        let elem = |i: i64| {
+            let mut key = b"\x00E\x00\x00\x00\x01k".to_vec();
+            key.extend_from_slice(&((i as u64) ^ (1 << 63)).to_be_bytes());
+            key
+        };
+        let mut meta = (-1i64).to_be_bytes().to_vec();
+        meta.extend_from_slice(&1i64.to_be_bytes());
+        assert_eq!(
+            recs,
+            vec![
+                (elem(-1), b"a".to_vec()),
+                (elem(0), b"b".to_vec()),
+                (b"\x00Lk".to_vec(), meta),
+            ]
+        );
+    }
+
+    #[test]
+    fn long_lists_and_negative_ranges() {
+        let s = MemStore::new();
+        let items: Vec<String> = (0..600).map(|i| format!("item-{i}")).collect();
+        for chunk in items.chunks(100) {
+            let mut w: Vec<&[u8]> = vec![b"RPUSH", b"big"];
+            w.extend(chunk.iter().map(|x| x.as_bytes()));
+            exec_words(&s, &w);
+        }
+        t(&s, "LLEN big", b":600\r\n");
+        let all: Vec<&[u8]> = items.iter().map(|x| x.as_bytes()).collect();
+        t(&s, "LRANGE big 0 599", &bulks(&all));
+        t(&s, "LRANGE big 0 -1", &bulks(&all));
+        t(&s, "LRANGE big -600 10000", &bulks(&all));
+        t(&s, "LRANGE big -10 -1", &bulks(&all[590..]));
+        t(&s, "LRANGE big 100 -101", &bulks(&all[100..500]));
+        t(&s, "LRANGE big -1 -10", b"*0\r\n");
+        // LPUSH pushes one at a time at the head: reversed order.
+        let mut w: Vec<&[u8]> = vec![b"LPUSH", b"rev"];
+        w.extend(all.iter().copied());
+        t_words(&s, &w, b":600\r\n");
+        let reversed: Vec<&[u8]> = all.iter().rev().copied().collect();
+        t(&s, "LRANGE rev 0 599", &bulks(&reversed));
+        t(&s, "RPOP rev", &bulks(&[b"item-0"])[4..]);
+    }
+
+    #[test]
+    fn concurrent_incr_and_push() {
+        let s = MemStore::new();
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    let (mut out, mut scratch) = (Vec::new(), Vec::new());
+                    let incr = enc(&[b"INCR", b"counter"]);
+                    let push = enc(&[b"RPUSH", b"list", b"x"]);
+                    for _ in 0..1000 {
+                        out.clear();
+                        execute(&incr, &s, &mut out, &mut scratch).unwrap();
+                        assert_eq!(out[0], b':');
+                        execute(&push, &s, &mut out, &mut scratch).unwrap();
+                    }
+                });
+            }
+        });
+        t(&s, "GET counter", b"$4\r\n4000\r\n");
+        t(&s, "LLEN list", b":4000\r\n");
+        assert_eq!(s.len(), 4000 + 2);
+    }
+
+    #[test]
+    fn store_errors_become_error_replies() {
+        struct Broken;
+        impl Store for Broken {
+            fn get(&self, _: &[u8], _: &mut Vec<u8>) -> Result<bool, String> {
+                Err("disk on fire\r\n".into())
+            }
+            fn put(&self, _: &[u8], _: &[u8]) -> Result<(), String> {
+                Err("read-only".into())
+            }
+            fn delete(&self, _: &[u8]) -> Result<bool, String> {
+                Err("read-only".into())
+            }
+            fn atomically<R>(&self, _: &[u8], f: impl FnOnce() -> R) -> R {
+                f()
+            }
+        }
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        execute(&enc(&[b"GET", b"k"]), &Broken, &mut out, &mut scratch).unwrap();
+        assert_eq!(out, b"-ERR store error: disk on fire  \r\n");
+        out.clear();
+        execute(
+            &enc(&[b"MGET", b"a", b"b"]),
+            &Broken,
+            &mut out,
+            &mut scratch,
+        )
+        .unwrap();
+        assert_eq!(
+            out, b"-ERR store error: disk on fire  \r\n",
+            "partial reply dropped"
+        );
+    }
+
+    #[test]
+    fn parse_i64_matches_string2ll() {
+        for (s, v) in [
+            ("0", Some(0)),
+            ("1", Some(1)),
+            ("-1", Some(-1)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-9223372036854775809", None),
+            ("-0", None),
+            ("01", None),
+            ("+1", None),
+            (" 1", None),
+            ("1 ", None),
+            ("", None),
+            ("-", None),
+            ("1a", None),
+        ] {
+            assert_eq!(parse_i64(s.as_bytes()), v, "{s:?}");
+        }
+    }
+}
+
