@@ -352,6 +352,34 @@ const XDP_BUSY_POLL: Count = Count::new(
     psp_net::xdp::BUSY_POLL_US.0 as u64,
     psp_net::xdp::BUSY_POLL_US.1 as u64,
 );
+/// `--tcp-max-connections` (`psp-net` checks the TCP bounds).
+#[cfg(test)]
+const TCP_MAX_CONNECTIONS: Count = Count::new(
+    "--tcp-max-connections",
+    psp_net::tcp::CONNECTIONS.0 as u64,
+    psp_net::tcp::CONNECTIONS.1 as u64,
+);
+/// `--tcp-max-request`.
+#[cfg(test)]
+const TCP_MAX_REQUEST: Count = Count::new(
+    "--tcp-max-request",
+    psp_net::tcp::MIN_REQUEST as u64,
+    psp_net::tcp::MAX_REQUEST as u64,
+);
+/// `--tcp-max-pipeline`.
+#[cfg(test)]
+const TCP_MAX_PIPELINE: Count = Count::new(
+    "--tcp-max-pipeline",
+    psp_net::tcp::PIPELINE.0 as u64,
+    psp_net::tcp::PIPELINE.1 as u64,
+);
+/// `--tcp-max-output`.
+#[cfg(test)]
+const TCP_MAX_OUTPUT: Count = Count::new(
+    "--tcp-max-output",
+    psp_net::tcp::OUTPUT.0 as u64,
+    psp_net::tcp::OUTPUT.1 as u64,
+);
 /// `psp profile --requests`.
 #[cfg(test)]
 const PROFILE_REQUESTS: Count = Count::new("--requests", 1, psp_apps::profile::MAX_REQUESTS);
@@ -383,6 +411,10 @@ const COUNTS: &[Count] = &[
     XDP_TX_FRAMES,
     XDP_QUEUES,
     XDP_BUSY_POLL,
+    TCP_MAX_CONNECTIONS,
+    TCP_MAX_REQUEST,
+    TCP_MAX_PIPELINE,
+    TCP_MAX_OUTPUT,
 ];
 /// Every real range.
 #[cfg(test)]
@@ -406,6 +438,7 @@ const SPANS: &[Span] = &[
     SERIES_WINDOW,
     TIMEOUT,
     MAX_SERVICE,
+    TCP_IDLE_TIMEOUT,
 ];
 
 // ---------------------------------------------------- bounds across values

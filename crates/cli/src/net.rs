@@ -592,6 +592,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
         dropped_by_os: n.dropped_by_os,
         malformed_frames: n.malformed_frames,
         xdp: n.xdp.clone(),
+        tcp: n.tcp.clone(),
         stranded: c.stranded,
         abandoned_workers: s.abandoned_workers.clone(),
         reservation_updates: d.policy_stats.reservation_updates,
@@ -772,6 +773,19 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         }
         if let Some(x) = &s.xdp {
             println!("{}", xdp_line(x));
+        }
+        if let Some(t) = &s.tcp {
+            println!(
+                "tcp: connections accepted {} (refused at the limit {}) | closed: by the peer {}, after a bad request {}, idle {}, on an I/O error {} | replies to closed connections {} | paused for backpressure {}",
+                t.accepted,
+                t.refused,
+                t.closed_by_peer,
+                t.closed_on_error,
+                t.closed_idle,
+                t.closed_on_io_error,
+                t.replies_to_closed,
+                t.paused
+            );
         }
     }
     if report.dispatcher.counts.stranded > 0 {

@@ -468,6 +468,9 @@ pub struct ServerSummary {
     /// The AF_XDP datapath's account of its frames, on that datapath.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xdp: Option<XdpSummary>,
+    /// The TCP front end's connections, on that front end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpSummary>,
     /// Admitted requests still in flight when the drain timed out.
     pub stranded: u64,
     /// Workers still in their handler after the drain deadline.
@@ -556,6 +559,29 @@ impl XdpSummary {
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
     }
+}
+
+/// What the TCP front end (`psp serve --protocol resp`) counted of its
+/// connections.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpSummary {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections refused at the connection limit (answered, closed).
+    pub refused: u64,
+    /// Closed by the peer.
+    pub closed_by_peer: u64,
+    /// Closed after a malformed or too large request (answered first).
+    pub closed_on_error: u64,
+    /// Closed idle.
+    pub closed_idle: u64,
+    /// Closed by a read or write error.
+    pub closed_on_io_error: u64,
+    /// Replies whose connection had closed (nobody to answer).
+    pub replies_to_closed: u64,
+    /// Times a connection was not read because its window or its waiting
+    /// output was full (backpressure).
+    pub paused: u64,
 }
 
 /// One type's server-side latency.

@@ -26,7 +26,7 @@ pub mod series;
 pub use extra::{
     Agreement, Extra, LoadedServer, LocalCounters, NetExtra, PhaseSpan, RejectedReplies,
     ReservationChange, ResponsesByStatus, RunExtra, SendLag, ServerSummary, ServerTypeLatency,
-    SimExtra, XdpSummary,
+    SimExtra, TcpSummary, XdpSummary,
 };
 pub use recorder::{
     DIGEST_BOUNDS_NS, DIGEST_BUCKETS, DIGEST_QUANTILES, Digest, Recorder, TypeRecorder,

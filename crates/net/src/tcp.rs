@@ -141,6 +141,8 @@ pub struct TcpConfig {
 
 /// The longest request a packet-pool buffer holds.
 pub const MAX_REQUEST: usize = PACKET_BYTES - 1;
+/// The smallest `--tcp-max-request`.
+pub const MIN_REQUEST: usize = 16;
 /// `--tcp-max-connections`.
 pub const CONNECTIONS: (usize, usize) = (1, 65_536);
 /// `--tcp-max-pipeline`.
@@ -176,7 +178,11 @@ impl TcpConfig {
             }
         };
         within("--tcp-max-connections", self.max_connections, CONNECTIONS)?;
-        within("--tcp-max-request", self.max_request, (16, MAX_REQUEST))?;
+        within(
+            "--tcp-max-request",
+            self.max_request,
+            (MIN_REQUEST, MAX_REQUEST),
+        )?;
         within("--tcp-max-pipeline", self.max_pipeline, PIPELINE)?;
         within("--tcp-max-output", self.max_output, OUTPUT)?;
         let s = self.idle_timeout.as_secs();
@@ -323,6 +329,12 @@ struct Conn {
     queued: bool,
     /// Close once every reply is written (peer closed, or framing lost).
     closing: bool,
+    /// The peer closed its side.
+    peer_closed: bool,
+    /// Our side is shut after the last reply; what still arrives is read
+    /// and discarded until the peer closes (closing a socket with unread
+    /// bytes would reset the connection and lose the last reply).
+    lingering: bool,
     last_active: Instant,
 }
 
@@ -337,32 +349,17 @@ impl Conn {
 }
 
 /// What the TCP front end counted beyond [`NetCounters`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TcpCounters {
-    /// Connections accepted.
-    pub accepted: u64,
-    /// Connections refused at `--tcp-max-connections` (answered, closed).
-    pub refused: u64,
-    /// Closed by the peer.
-    pub closed_by_peer: u64,
-    /// Closed after a malformed or too large request.
-    pub closed_on_error: u64,
-    /// Closed idle.
-    pub closed_idle: u64,
-    /// Closed by a write or read error.
-    pub closed_on_io_error: u64,
-    /// Replies whose connection had closed (dropped: nobody to answer).
-    pub replies_to_closed: u64,
-    /// Times a connection was not read because its window or output was
-    /// full (backpressure).
-    pub paused: u64,
-}
+pub type TcpCounters = psp_metrics::TcpSummary;
 
 const LISTENER: Token = Token(usize::MAX);
 /// Longest blocking wait of an idle net thread.
 const MAX_WAIT: Duration = Duration::from_millis(5);
 /// How often idle connections are looked for.
 const SWEEP: Duration = Duration::from_millis(100);
+/// How long, and how many bytes, a connection closed after an error is read
+/// and discarded before it is closed anyway.
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 1 << 20;
 /// Requests admitted per pass at most (a worker waiting for its next job
 /// waits for the whole pass).
 const ADMIT_BATCH: usize = 32;
@@ -534,7 +531,14 @@ impl TcpFrontEnd {
         }
         let c = self.conns[id as usize].as_mut().expect("open");
         if c.closing && c.window.is_empty() && c.output_len() == 0 {
-            self.close(id);
+            if c.peer_closed {
+                self.close(id);
+            } else if !c.lingering {
+                c.lingering = true;
+                c.last_active = Instant::now();
+                let _ = c.stream.shutdown(std::net::Shutdown::Write);
+                self.discard(id);
+            }
             return;
         }
         // Room again: read what may be waiting.
@@ -614,6 +618,8 @@ impl TcpFrontEnd {
                         readable: true,
                         queued: true,
                         closing: false,
+                        peer_closed: false,
+                        lingering: false,
                         last_active: Instant::now(),
                     });
                     self.to_read.push_back(id);
@@ -697,6 +703,7 @@ impl TcpFrontEnd {
                     self.tcp.closed_by_peer += 1;
                     c.readable = false;
                     c.closing = true;
+                    c.peer_closed = true;
                     self.flush(id);
                     return cut;
                 }
@@ -736,6 +743,30 @@ impl TcpFrontEnd {
     ) -> usize {
         // `readable` is false: read_conn cuts and returns without reading.
         self.read_conn(core, id, now, budget)
+    }
+
+    /// Reads and drops what a lingering connection sends, closing it at
+    /// the peer's end of stream or past [`LINGER_BYTES`].
+    fn discard(&mut self, id: u32) {
+        let Some(c) = self.conns[id as usize].as_mut() else {
+            return;
+        };
+        let mut dropped = 0;
+        loop {
+            match c.stream.read(&mut c.input) {
+                Ok(0) => break,
+                Ok(n) => {
+                    dropped += n;
+                    if dropped > LINGER_BYTES {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => break,
+            }
+        }
+        self.close(id);
     }
 
     fn stop_reading(&mut self, id: u32) {
@@ -801,9 +832,9 @@ impl TcpFrontEnd {
         self.last_sweep = now;
         for id in 0..self.conns.len() as u32 {
             let idle = self.conns[id as usize].as_ref().is_some_and(|c| {
-                c.window.is_empty()
-                    && c.output_len() == 0
-                    && now.duration_since(c.last_active) > self.cfg.idle_timeout
+                let quiet = now.duration_since(c.last_active);
+                (c.lingering && quiet > LINGER)
+                    || (c.window.is_empty() && c.output_len() == 0 && quiet > self.cfg.idle_timeout)
             });
             if idle {
                 self.tcp.closed_idle += 1;
@@ -905,6 +936,17 @@ impl FrontEnd for TcpFrontEnd {
                 continue;
             }
             let id = token.0 as u32;
+            if self
+                .conns
+                .get(id as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.lingering)
+            {
+                if readable {
+                    self.discard(id);
+                }
+                continue;
+            }
             if let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) {
                 if readable && !c.closing {
                     c.readable = true;

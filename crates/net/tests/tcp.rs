@@ -1,0 +1,310 @@
+//! The TCP front end with RESP (`--protocol resp`) on the RocksDB store:
+//! pipelined and byte-by-byte requests answered in order, malformed input
+//! answered and the connection closed, the server alive and bounded under a
+//! client that never reads, the connection limit, and every request of a
+//! connection answered exactly once.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use psp_apps::KvConfig;
+use psp_apps::kv::RedisService;
+use psp_net::server::StreamProtocolKind;
+use psp_net::tcp::TcpConfig;
+use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig, ServerReport};
+use psp_runtime::RuntimeConfig;
+
+fn server(policy: &str, tcp: TcpConfig) -> Server {
+    let service = Arc::new(
+        RedisService::open(&KvConfig {
+            keys: 100,
+            ..KvConfig::default()
+        })
+        .unwrap(),
+    );
+    Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: None,
+        runtime: RuntimeConfig {
+            workers: 2,
+            queue_capacity: 1024,
+            drain_timeout: Duration::from_secs(5),
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: policy.parse().unwrap(),
+        types: psp_resp::TYPES
+            .iter()
+            .zip(psp_resp::TYPE_MEAN_US)
+            .map(|(n, us)| psp_core::TypeInfo {
+                name: (*n).into(),
+                mean_service_ns: Some(us * 1e3),
+            })
+            .collect(),
+        classifier: ClassifierKind::Header,
+        app_classifier: None,
+        handlers: psp_apps::handler_factory(service, None),
+        datapath: DatapathKind::Tcp(StreamProtocolKind::Resp, tcp),
+    })
+    .unwrap()
+}
+
+fn connect(s: &Server) -> TcpStream {
+    let c = TcpStream::connect(s.local_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c
+}
+
+fn cmd(args: &[&str]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    psp_resp::write_command(&args, &mut out);
+    out
+}
+
+/// Reads until `want` bytes arrived (or the peer closed).
+fn read_exactly(c: &mut TcpStream, want: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65_536];
+    while got.len() < want {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("read after {} of {want} bytes: {e}", got.len()),
+        }
+    }
+    got
+}
+
+/// Every request the server read ends in one outcome.
+fn assert_balanced(r: &ServerReport) {
+    let (n, c) = (&r.net, &r.dispatcher.counts);
+    assert_eq!(
+        n.received,
+        c.arrived + n.unknown_type + n.overloaded - c.shed,
+        "{n:?} {c:?}"
+    );
+    assert_eq!(c.admitted, c.completed + c.stranded, "{c:?}");
+    assert_eq!(c.stranded, 0, "{c:?}");
+}
+
+#[test]
+fn pipelined_and_byte_by_byte_requests_are_answered_in_order() {
+    let s = server("darc:samples=20", TcpConfig::default());
+    let mut c = connect(&s);
+    // Pipelined commands in one write, each answered in its place. Requests
+    // of one connection may run at once on different workers, so a
+    // pipeline's commands are independent here (a client that needs one to
+    // see another's effect waits for its reply, below).
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..50 {
+        req.extend(cmd(&["SET", &format!("k{i}"), &format!("v{i}")]));
+        want.extend_from_slice(b"+OK\r\n");
+    }
+    for i in 0..50 {
+        req.extend(cmd(&["RPUSH", &format!("list{i}"), "e0"]));
+        want.extend_from_slice(b":1\r\n");
+    }
+    c.write_all(&req).unwrap();
+    assert_eq!(read_exactly(&mut c, want.len()), want);
+    // A list built one reply at a time, then GETs of the values set above
+    // with long LRANGEs among them (another type, another queue): replies
+    // still in request order.
+    for i in 1..50 {
+        c.write_all(&cmd(&["RPUSH", "list", &format!("e{i}")]))
+            .unwrap();
+        c.write_all(&cmd(&["LLEN", "list0"])).unwrap();
+        assert_eq!(
+            read_exactly(&mut c, 8),
+            b":".iter()
+                .chain(format!("{i}\r\n:1\r\n").as_bytes())
+                .copied()
+                .collect::<Vec<u8>>()[..]
+        );
+    }
+    c.write_all(&cmd(&["LPUSH", "list", "e0"])).unwrap();
+    assert_eq!(read_exactly(&mut c, 5), b":50\r\n");
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..50 {
+        req.extend(cmd(&["GET", &format!("k{i}")]));
+        want.extend(format!("${}\r\nv{i}\r\n", format!("v{i}").len()).into_bytes());
+        if i % 10 == 0 {
+            req.extend(cmd(&["LRANGE", "list", "0", "-1"]));
+            want.extend_from_slice(b"*50\r\n");
+            for e in 0..50 {
+                want.extend(format!("${}\r\ne{e}\r\n", format!("e{e}").len()).into_bytes());
+            }
+        }
+    }
+    c.write_all(&req).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&read_exactly(&mut c, want.len())),
+        String::from_utf8_lossy(&want)
+    );
+    // One byte at a time: partial reads are stitched together.
+    let mut want = Vec::new();
+    let mut req = cmd(&["MGET", "k1", "nope", "k2"]);
+    want.extend_from_slice(b"*3\r\n$2\r\nv1\r\n$-1\r\n$2\r\nv2\r\n");
+    req.extend(cmd(&["INCR", "counter"]));
+    want.extend_from_slice(b":1\r\n");
+    for b in &req {
+        c.write_all(&[*b]).unwrap();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(read_exactly(&mut c, want.len()), want);
+    // An unknown command is an error reply; the connection goes on.
+    c.write_all(&cmd(&["FLY", "away"])).unwrap();
+    c.write_all(&cmd(&["PING"])).unwrap();
+    let got = read_exactly(
+        &mut c,
+        b"-ERR unknown command 'FLY', with args beginning with: 'away' \r\n+PONG\r\n".len(),
+    );
+    assert!(
+        got.starts_with(b"-ERR unknown command"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(got.ends_with(b"+PONG\r\n"));
+    drop(c);
+    let r = s.stop().unwrap();
+    assert_balanced(&r);
+    assert_eq!(r.net.received, 100 + 2 * 49 + 1 + 50 + 5 + 2 + 2);
+    let tcp = r.net.tcp.as_ref().unwrap();
+    assert_eq!(tcp.accepted, 1);
+}
+
+#[test]
+fn malformed_input_is_answered_and_the_connection_closed() {
+    let s = server("c-fcfs", TcpConfig::default());
+    for bad in [
+        &b"*2\r\n$3\r\nGET\r\n:5\r\n"[..], // an integer where a bulk string goes
+        b"*1\r\n$99999999999\r\n",         // a huge declared length
+        b"*-5\r\n",                        // a negative count
+        b"\x00\x01\x02\xffgarbage\r\n",    // binary garbage
+    ] {
+        let mut c = connect(&s);
+        c.write_all(bad).unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap(); // returns once the server closes
+        assert!(
+            got.starts_with(b"-ERR Protocol error"),
+            "{:?}: {}",
+            bad,
+            String::from_utf8_lossy(&got)
+        );
+    }
+    // A request longer than the limit: answered, closed.
+    let mut c = connect(&s);
+    let long = "x".repeat(5000);
+    c.write_all(&cmd(&["SET", "k", &long])).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert!(
+        got.starts_with(b"-ERR Protocol error: request too large"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    // A truncated request is waited for, then completed.
+    let mut c = connect(&s);
+    let req = cmd(&["ECHO", "hello"]);
+    c.write_all(&req[..7]).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    c.write_all(&req[7..]).unwrap();
+    assert_eq!(read_exactly(&mut c, 11), b"$5\r\nhello\r\n");
+    // Still serving.
+    let mut ok = connect(&s);
+    ok.write_all(&cmd(&["PING"])).unwrap();
+    assert_eq!(read_exactly(&mut ok, 7), b"+PONG\r\n");
+    drop((c, ok));
+    let r = s.stop().unwrap();
+    assert_balanced(&r);
+    let tcp = r.net.tcp.unwrap();
+    assert_eq!(tcp.closed_on_error, 5, "{tcp:?}");
+    assert_eq!(r.net.bad_request, 5);
+}
+
+#[test]
+fn a_client_that_never_reads_is_paused_and_others_are_served() {
+    let s = server(
+        "c-fcfs",
+        TcpConfig {
+            max_output: 64 << 10,
+            max_pipeline: 64,
+            ..TcpConfig::default()
+        },
+    );
+    let mut setup = connect(&s);
+    setup
+        .write_all(&cmd(&["SET", "big", &"v".repeat(1900)]))
+        .unwrap();
+    assert_eq!(read_exactly(&mut setup, 5), b"+OK\r\n");
+    // 20,000 GETs of a 1,900-byte value (38 MB of replies), never read.
+    const GETS: u64 = 20_000;
+    let mut greedy = connect(&s);
+    greedy.set_nonblocking(true).unwrap();
+    let one = cmd(&["GET", "big"]);
+    let mut sent = 0usize;
+    let mut pending = Vec::new();
+    for _ in 0..GETS {
+        pending.extend_from_slice(&one);
+    }
+    let mut last_progress = Instant::now();
+    while sent < pending.len() && last_progress.elapsed() < Duration::from_millis(300) {
+        match greedy.write(&pending[sent..]) {
+            Ok(n) => {
+                sent += n;
+                last_progress = Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // The server still serves others.
+    let mut other = connect(&s);
+    other.write_all(&cmd(&["PING"])).unwrap();
+    assert_eq!(read_exactly(&mut other, 7), b"+PONG\r\n");
+    drop((greedy, other, setup));
+    let r = s.stop().unwrap();
+    let tcp = r.net.tcp.as_ref().unwrap();
+    assert!(tcp.paused > 0, "{tcp:?}");
+    // It stopped reading the greedy client once the kernel's buffers and
+    // its own bounded output held what the client did not read: at most
+    // the kernel's socket buffers' worth of replies (a few MB) beyond it.
+    assert!(
+        r.net.received < GETS * 3 / 4,
+        "read {} of {GETS} requests from a client that reads nothing",
+        r.net.received
+    );
+    assert_balanced(&r);
+}
+
+#[test]
+fn connections_past_the_limit_are_answered_and_closed() {
+    let s = server(
+        "c-fcfs",
+        TcpConfig {
+            max_connections: 2,
+            ..TcpConfig::default()
+        },
+    );
+    let mut a = connect(&s);
+    let mut b = connect(&s);
+    for c in [&mut a, &mut b] {
+        c.write_all(&cmd(&["PING"])).unwrap();
+        assert_eq!(read_exactly(c, 7), b"+PONG\r\n");
+    }
+    let mut third = connect(&s);
+    let mut got = Vec::new();
+    third.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"-ERR max number of clients reached\r\n");
+    drop((a, b));
+    let r = s.stop().unwrap();
+    assert_eq!(r.net.tcp.as_ref().unwrap().refused, 1);
+}
