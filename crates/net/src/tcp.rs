@@ -354,6 +354,9 @@ pub type TcpCounters = psp_metrics::TcpSummary;
 const LISTENER: Token = Token(usize::MAX);
 /// Longest blocking wait of an idle net thread.
 const MAX_WAIT: Duration = Duration::from_millis(5);
+/// How long an idle net thread polls before it sleeps while workers are
+/// busy (as the UDP front end).
+const BUSY_SPIN_US: u32 = 20;
 /// How often idle connections are looked for.
 const SWEEP: Duration = Duration::from_millis(100);
 /// How long, and how many bytes, a connection closed after an error is read
@@ -388,6 +391,9 @@ pub struct TcpFrontEnd {
     stop: Arc<AtomicBool>,
     idle: IdleStrategy,
     idler: Idler,
+    /// Polls briefly while workers are busy (a reply is likely microseconds
+    /// away: cheaper than a sleep and a wake-up), then waits.
+    busy_idler: Idler,
     seq: u64,
     last_sweep: Instant,
     snapshots: Option<SnapshotPublisher>,
@@ -453,6 +459,10 @@ impl TcpFrontEnd {
             stop,
             idle,
             idler: Idler::new(idle),
+            busy_idler: Idler::new(IdleStrategy::SpinPark {
+                spin_us: BUSY_SPIN_US,
+                park_us: MAX_WAIT.as_micros() as u32,
+            }),
             seq: 0,
             last_sweep: Instant::now(),
             snapshots,
@@ -999,19 +1009,25 @@ impl FrontEnd for TcpFrontEnd {
     fn idle(&mut self, core: &DispatchCore, me: &Wakeup, now: u64, worked: bool) {
         if self.take_replies() || worked || !self.to_read.is_empty() {
             self.idler.reset();
+            self.busy_idler.reset();
             return;
         }
         let bound = core.idle_bound(now, MAX_WAIT);
         if bound.is_zero() {
             return;
         }
-        let has_work = || core.has_completions();
         let (poll_fd, wake, lanes) = (self.poll.as_raw_fd(), &*self.wake, &self.lanes[..]);
+        let has_work = || core.has_completions() || lanes.iter().any(|l| !l.0.is_empty());
         let wait_for = |max: Duration| {
             wait(poll_fd, wake, lanes, me.event_fd(), max.min(bound));
             me.clear_event();
         };
         match self.idle {
+            // A central dispatcher hands each worker its next job: while one
+            // is busy, its reply (and its completion) are near.
+            IdleStrategy::SpinPark { .. } if core.in_flight() > 0 && !core.decentralized() => {
+                self.busy_idler.idle_with(me, MAX_WAIT, has_work, wait_for);
+            }
             IdleStrategy::SpinPark { .. } => me.park_with(has_work, || wait_for(MAX_WAIT)),
             _ => self.idler.idle_with(me, MAX_WAIT, has_work, wait_for),
         }
