@@ -10,7 +10,7 @@
 set -euo pipefail
 
 need=()
-for pkg in librocksdb-dev libclang-dev iproute2 ethtool iputils-ping redis-tools; do
+for pkg in librocksdb-dev libclang-dev iproute2 ethtool iputils-ping redis-tools libmemcached-tools; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

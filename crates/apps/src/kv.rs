@@ -721,3 +721,65 @@ impl Handler for RedisHandler {
         true
     }
 }
+
+/// The key-value service behind memcached's text protocol (`psp serve
+/// --protocol memcache`): the same RocksDB database, commands executed by
+/// [`psp_resp::memcache::execute`] over it.
+#[derive(Debug)]
+pub struct MemcacheService(RedisService);
+
+impl MemcacheService {
+    /// Opens (creating it if needed) and loads the database of `config`.
+    ///
+    /// # Errors
+    /// As [`KvService::open`].
+    pub fn open(config: &KvConfig) -> Result<Self, AppError> {
+        RedisService::open(config).map(Self)
+    }
+}
+
+impl Service for MemcacheService {
+    fn app(&self) -> &'static str {
+        "memcache"
+    }
+
+    fn handler(&self, _worker: usize) -> Box<dyn Handler> {
+        let r = &self.0;
+        Box::new(MemcacheHandler {
+            db: RocksKv {
+                store: r.store.clone(),
+                locks: r.locks.clone(),
+                read: ReadOptions::default(),
+                write: WriteOptions::default(),
+            },
+            scratch: Vec::new(),
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "memcached commands over the RocksDB key-value store at '{}' ({} keys loaded)",
+            self.0.store.path.display(),
+            self.0.keys
+        )
+    }
+}
+
+/// A worker's memcached handler: the request is one command (with its data
+/// block); the reply is memcached's text (empty for `noreply`).
+struct MemcacheHandler {
+    db: RocksKv,
+    scratch: Vec<u8>,
+}
+
+impl Handler for MemcacheHandler {
+    fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
+        psp_resp::memcache::execute(ctx.body, &self.db, ctx.response, &mut self.scratch)
+            .map_err(|_| HandlerError::BadBody("not a memcached command"))
+    }
+
+    /// No preemption point: a command runs to its end.
+    fn fiber_safe(&self) -> bool {
+        true
+    }
+}

@@ -250,9 +250,10 @@ pub struct ServeArgs {
     datapath: Option<String>,
     #[command(flatten)]
     xdp: XdpArgs,
-    /// Request protocol: psp (this project's, over --datapath) or resp
-    /// (Redis's RESP2 over TCP, on the RocksDB store with the --kv-*
-    /// options: redis-cli and redis-benchmark talk to it) [default: psp].
+    /// Request protocol: psp (this project's, over --datapath), resp (Redis's
+    /// RESP2 over TCP: redis-cli and redis-benchmark talk to it) or memcache
+    /// (memcached's text protocol over TCP), the last two on the RocksDB
+    /// store with the --kv-* options [default: psp].
     #[arg(long)]
     protocol: Option<String>,
     #[command(flatten)]
@@ -408,19 +409,24 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let protocol = src
         .pick(&a.protocol, &f.protocol, Ok)?
         .unwrap_or_else(|| "psp".into());
-    let resp = match protocol.as_str() {
-        "psp" if a.tcp.any() => bail!("--tcp-* options need --protocol resp"),
-        "psp" => false,
-        "resp" if datapath != DatapathKind::Udp => {
-            bail!("--protocol resp runs over TCP: leave --datapath out")
-        }
-        "resp" => {
-            datapath =
-                DatapathKind::Tcp(psp_net::server::StreamProtocolKind::Resp, a.tcp.config()?);
-            true
-        }
-        p => bail!("--protocol must be psp or resp (Redis RESP2 over TCP), not '{p}'"),
+    use psp_net::server::StreamProtocolKind;
+    let stream = match protocol.as_str() {
+        "psp" if a.tcp.any() => bail!("--tcp-* options need --protocol resp or memcache"),
+        "psp" => None,
+        "resp" => Some(StreamProtocolKind::Resp),
+        "memcache" => Some(StreamProtocolKind::Memcache),
+        p => bail!(
+            "--protocol must be psp, resp (Redis RESP2 over TCP) or memcache (memcached text over TCP), not '{p}'"
+        ),
     };
+    if let Some(kind) = stream {
+        if datapath != DatapathKind::Udp {
+            bail!("--protocol {protocol} runs over TCP: leave --datapath out");
+        }
+        datapath = DatapathKind::Tcp(kind, a.tcp.config()?);
+    }
+    let resp = stream.is_some();
+    let memcache = stream == Some(StreamProtocolKind::Memcache);
     let addr = src
         .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
         .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
@@ -436,11 +442,16 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         .map_or_else(|| "darc".parse::<PolicySpec>(), Ok)?;
     let workload = if resp {
         if a.workload.is_some() || f.workload.is_some() {
-            bail!(
-                "--protocol resp registers its own request types (short, multi, range): leave --workload out"
-            );
+            bail!("--protocol {protocol} registers its own request types: leave --workload out");
         }
-        psp_resp_workload()
+        if memcache {
+            protocol_workload(
+                &psp_resp::memcache::TYPES,
+                &psp_resp::memcache::TYPE_MEAN_US,
+            )
+        } else {
+            protocol_workload(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US)
+        }
     } else {
         src.pick(&a.workload, &f.workload, |s| Ok(Workload::resolve(&s)?))?
             .map_or_else(|| Workload::resolve("high-bimodal"), Ok)?
@@ -514,9 +525,13 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     // spin, 50 ms).
     let service: Arc<dyn psp_apps::Service> = if resp {
         if app_args.app.as_deref().is_some_and(|a| a != "kv") {
-            bail!("--protocol resp serves the kv application (RocksDB): leave --app out");
+            bail!("--protocol {protocol} serves the kv application (RocksDB): leave --app out");
         }
-        Arc::new(psp_apps::kv::RedisService::open(&app_args.kv_config())?)
+        if memcache {
+            Arc::new(psp_apps::kv::MemcacheService::open(&app_args.kv_config())?)
+        } else {
+            Arc::new(psp_apps::kv::RedisService::open(&app_args.kv_config())?)
+        }
     } else {
         app_args
             .config(&workload, max_service_ns)?
@@ -549,15 +564,16 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     })
 }
 
-/// The request types `--protocol resp` registers, in `psp_resp::classify`'s
-/// order, with the mean service times DARC starts from (it then measures).
-fn psp_resp_workload() -> Workload {
-    let types: Vec<(&str, f64, f64)> = psp_resp::TYPES
+/// The request types a protocol front end registers (`--protocol resp` or
+/// `memcache`), in its classifier's order, with the mean service times DARC
+/// starts from (it then measures).
+fn protocol_workload(names: &[&str], mean_us: &[f64]) -> Workload {
+    let types: Vec<(&str, f64, f64)> = names
         .iter()
-        .zip(psp_resp::TYPE_MEAN_US)
-        .map(|(&n, us)| (n, us, 1.0 / psp_resp::TYPES.len() as f64))
+        .zip(mean_us)
+        .map(|(&n, &us)| (n, us, 1.0 / names.len() as f64))
         .collect();
-    Workload::fixed("resp", &types)
+    Workload::fixed("protocol", &types)
 }
 
 /// The server's summary of `s`, whose types declare the mean service times

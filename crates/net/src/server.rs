@@ -96,6 +96,8 @@ pub enum DatapathKind {
 pub enum StreamProtocolKind {
     /// Redis's RESP2 ([`crate::tcp::Resp`]).
     Resp,
+    /// memcached's text protocol ([`crate::tcp::Memcache`]).
+    Memcache,
 }
 
 impl StreamProtocolKind {
@@ -103,6 +105,7 @@ impl StreamProtocolKind {
     pub fn build(self) -> Arc<dyn crate::tcp::StreamProtocol> {
         match self {
             StreamProtocolKind::Resp => Arc::new(crate::tcp::Resp),
+            StreamProtocolKind::Memcache => Arc::new(crate::tcp::Memcache),
         }
     }
 }

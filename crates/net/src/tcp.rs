@@ -123,6 +123,46 @@ impl StreamProtocol for Resp {
     }
 }
 
+/// memcached's text protocol: framing and classification from
+/// [`psp_resp::memcache`], refusals as memcached error lines.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memcache;
+
+impl StreamProtocol for Memcache {
+    fn name(&self) -> &'static str {
+        "memcache"
+    }
+
+    fn request_len(&self, buf: &[u8], max: usize) -> Result<Option<usize>, Refusal> {
+        psp_resp::memcache::request_len(buf, max).map_err(|e| match e {
+            psp_resp::memcache::McError::TooLarge { .. } => Refusal::TooLarge,
+            _ => Refusal::Malformed,
+        })
+    }
+
+    fn classifier(&self) -> Box<dyn Classifier> {
+        struct McClassifier;
+        impl Classifier for McClassifier {
+            fn classify(&mut self, req: &[u8]) -> TypeId {
+                psp_resp::memcache::classify(req)
+            }
+        }
+        Box::new(McClassifier)
+    }
+
+    fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>) {
+        out.extend_from_slice(match refusal {
+            Refusal::Overloaded => b"SERVER_ERROR busy, request refused\r\n".as_slice(),
+            Refusal::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
+            Refusal::Malformed => b"CLIENT_ERROR bad command line format\r\n",
+            Refusal::UnknownType => b"ERROR\r\n",
+            Refusal::BadBody => b"CLIENT_ERROR bad request\r\n",
+            Refusal::HandlerError => b"SERVER_ERROR internal error\r\n",
+            Refusal::MaxClients => b"SERVER_ERROR max number of clients reached\r\n",
+        });
+    }
+}
+
 /// The TCP front end's settings (`psp serve --protocol resp`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpConfig {

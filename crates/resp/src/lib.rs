@@ -25,6 +25,8 @@
 //! *escaped* by prepending one more `0x00` byte, so every user key is accepted and none
 //! can collide with list records.
 
+pub mod memcache;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,0 +1,1355 @@
+//! The memcached text protocol layer of the key-value service behind the scheduler.
+//!
+//! This module holds the pure parts of the memcached front end, mirroring the RESP module:
+//!
+//! * [`request_len`] cuts a connection's byte stream into requests (framing),
+//! * [`classify`] maps a request to a scheduler type ([`TYPES`], [`TYPE_MEAN_US`]),
+//! * [`execute`] runs one framed request against a [`Store`] and appends the reply.
+//!
+//! It must not do I/O, spawn or block on threads (other than through the [`Store`] it is
+//! given), or keep per-connection state: the TCP front end owns sockets, buffers and
+//! connection lifetime, and closes a connection whose stream [`request_len`] refuses.
+//!
+//! # Supported commands
+//!
+//! `get`/`gets`, `set`/`add`/`replace`/`append`/`prepend`/`cas`, `delete`, `incr`/`decr`,
+//! `version`, `verbosity`, `flush_all` (refused). Anything else (including `touch`, `gat`,
+//! `stats` and the meta commands) is answered `ERROR`, like an unknown command.
+//!
+//! # Deviations from memcached 1.6
+//!
+//! * `exptime` is parsed (a signed integer) and then ignored: items never expire.
+//! * `flush_all` is answered `SERVER_ERROR flush_all not supported` and does nothing.
+//! * `verbosity` is answered `OK` and does nothing.
+//! * A malformed storage command line (wrong argument count, non-numeric field, bad key,
+//!   `<bytes>` above the limit) or a data block not followed by `\r\n` is a framing error,
+//!   not a `CLIENT_ERROR`: the data block cannot be delimited reliably, so the front end is
+//!   expected to close the connection. The same holds for bad keys and more than
+//!   [`MAX_KEYS`] keys on any command.
+//! * `noreply` suppresses the normal replies (`STORED`, `DELETED`, numbers, `OK`, ...) but
+//!   never `CLIENT_ERROR`/`SERVER_ERROR`. With `noreply`, [`execute`] may leave `out`
+//!   empty; the front end must still count the request as answered.
+//! * `incr`/`decr` store the exact decimal result (memcached pads a shrinking number with
+//!   spaces in place); trailing spaces in a stored number are accepted.
+//!
+//! # Value encoding
+//!
+//! Each item is stored under its key as `flags` (big-endian `u32`) ++ `cas` (big-endian
+//! `u64`) ++ data. The cas unique comes from a process-wide counter, so it changes on every
+//! write of the item (set, add, replace, append, prepend, cas, incr, decr).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// Longest command line accepted, excluding its `\r\n` (or `\n`) terminator.
+pub const MAX_LINE: usize = 2048;
+/// Longest key accepted, in bytes.
+pub const MAX_KEY: usize = 250;
+/// Most keys accepted on one `get`/`gets`.
+pub const MAX_KEYS: usize = 24;
+
+/// Names of the scheduler request types returned by [`classify`].
+pub const TYPES: [&str; 2] = ["get", "multiget"];
+/// Expected mean service time of each type in [`TYPES`], in microseconds.
+pub const TYPE_MEAN_US: [f64; 2] = [2.0, 20.0];
+
+/// The reply to `version`.
+pub const VERSION: &str = "psp-1.0";
+
+/// Why a byte stream is not a sequence of memcached requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McError {
+    /// A command line longer than [`MAX_LINE`] bytes (or no newline within that many bytes).
+    LineTooLong,
+    /// A key longer than [`MAX_KEY`] bytes.
+    KeyTooLong,
+    /// A key containing a carriage return or a line feed.
+    BadKey,
+    /// More than [`MAX_KEYS`] keys on one `get`/`gets`.
+    TooManyKeys,
+    /// A non-numeric (or out of range) flags, exptime, bytes or cas field.
+    BadNumber,
+    /// A storage command with the wrong number of arguments.
+    BadCommandLine,
+    /// A declared data block larger than the limit.
+    TooLarge {
+        /// The declared `<bytes>`.
+        declared: u64,
+        /// The limit it exceeds.
+        max: usize,
+    },
+    /// A data block not followed by `\r\n`.
+    BadDataChunk,
+    /// [`execute`] was given something other than exactly one complete request.
+    NotOneRequest,
+}
+
+impl fmt::Display for McError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            McError::LineTooLong => write!(f, "command line longer than {MAX_LINE} bytes"),
+            McError::KeyTooLong => write!(f, "key longer than {MAX_KEY} bytes"),
+            McError::BadKey => write!(f, "key contains a line end"),
+            McError::TooManyKeys => write!(f, "more than {MAX_KEYS} keys"),
+            McError::BadNumber => write!(f, "non-numeric or out of range field"),
+            McError::BadCommandLine => write!(f, "bad command line format"),
+            McError::TooLarge { declared, max } => {
+                write!(f, "data block of {declared} bytes exceeds {max}")
+            }
+            McError::BadDataChunk => write!(f, "bad data chunk"),
+            McError::NotOneRequest => write!(f, "not exactly one complete request"),
+        }
+    }
+}
+
+impl std::error::Error for McError {}
+
+// ---------------------------------------------------------------------------------------
+// Framing
+// ---------------------------------------------------------------------------------------
+
+/// One framed request.
+struct Frame<'a> {
+    /// The command line without its terminator.
+    line: &'a [u8],
+    /// The data block of a storage command, without its `\r\n`.
+    data: &'a [u8],
+    /// Total length of the request in the buffer.
+    len: usize,
+}
+
+/// Space-separated tokens of a command line (runs of spaces count as one separator).
+fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
+    line.split(|&b| b == b' ').filter(|t| !t.is_empty())
+}
+
+fn check_key(key: &[u8]) -> Result<(), McError> {
+    if key.len() > MAX_KEY {
+        return Err(McError::KeyTooLong);
+    }
+    // memcached's tokenizer splits on spaces only: a key may hold any other
+    // byte (memcaslap's start with 0x10 bytes), but never a line end.
+    if key.iter().any(|&b| b == b'\r' || b == b'\n') {
+        return Err(McError::BadKey);
+    }
+    Ok(())
+}
+
+/// Parses a non-empty all-digit decimal `u64`.
+fn parse_u64(t: &[u8]) -> Option<u64> {
+    if t.is_empty() {
+        return None;
+    }
+    t.iter().try_fold(0u64, |acc, &b| {
+        if b.is_ascii_digit() {
+            acc.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// Parses an optionally negative decimal `i64`.
+fn parse_i64(t: &[u8]) -> Option<i64> {
+    match t.split_first() {
+        Some((b'-', rest)) => parse_u64(rest)
+            .and_then(|v| i64::try_from(v).ok())
+            .map(|v| -v),
+        _ => parse_u64(t).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+fn is_storage(cmd: &[u8]) -> bool {
+    matches!(
+        cmd,
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas"
+    )
+}
+
+fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
+    let scan = &buf[..buf.len().min(MAX_LINE + 2)];
+    let Some(nl) = scan.iter().position(|&b| b == b'\n') else {
+        return if scan.len() == MAX_LINE + 2 {
+            Err(McError::LineTooLong)
+        } else {
+            Ok(None)
+        };
+    };
+    let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
+    if line.len() > MAX_LINE {
+        return Err(McError::LineTooLong);
+    }
+    let line_end = nl + 1;
+    let mut toks = tokens(line);
+    let cmd = toks.next().unwrap_or_default();
+    if cmd == b"get" || cmd == b"gets" {
+        for (i, key) in toks.enumerate() {
+            if i == MAX_KEYS {
+                return Err(McError::TooManyKeys);
+            }
+            check_key(key)?;
+        }
+    } else if is_storage(cmd) {
+        // key flags exptime bytes [cas unique] [noreply]
+        let mut args: [&[u8]; 6] = [&[]; 6];
+        let mut n = 0;
+        for t in toks {
+            if n == args.len() {
+                return Err(McError::BadCommandLine);
+            }
+            args[n] = t;
+            n += 1;
+        }
+        let need = if cmd == b"cas" { 5 } else { 4 };
+        if n != need && n != need + 1 {
+            return Err(McError::BadCommandLine);
+        }
+        check_key(args[0])?;
+        parse_u64(args[1])
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or(McError::BadNumber)?;
+        parse_i64(args[2]).ok_or(McError::BadNumber)?;
+        let declared = parse_u64(args[3]).ok_or(McError::BadNumber)?;
+        if need == 5 {
+            parse_u64(args[4]).ok_or(McError::BadNumber)?;
+        }
+        let too_large = McError::TooLarge { declared, max };
+        let bytes = match usize::try_from(declared) {
+            Ok(b) if b <= max => b,
+            _ => return Err(too_large),
+        };
+        let data_end = line_end.checked_add(bytes).ok_or(too_large.clone())?;
+        let end = data_end.checked_add(2).ok_or(too_large)?;
+        let have = buf.get(data_end..).unwrap_or_default();
+        let have = &have[..have.len().min(2)];
+        if have != &b"\r\n"[..have.len()] {
+            return Err(McError::BadDataChunk);
+        }
+        if buf.len() < end {
+            return Ok(None);
+        }
+        return Ok(Some(Frame {
+            line,
+            data: &buf[line_end..data_end],
+            len: end,
+        }));
+    } else if matches!(cmd, b"delete" | b"incr" | b"decr" | b"touch")
+        && let Some(key) = toks.next()
+    {
+        check_key(key)?;
+    }
+    Ok(Some(Frame {
+        line,
+        data: &[],
+        len: line_end,
+    }))
+}
+
+/// Length of the first complete request in `buf`, or `None` if it is still incomplete.
+///
+/// A request is a command line ending in `\r\n` (a bare `\n` is accepted), followed for
+/// storage commands (`set`, `add`, `replace`, `append`, `prepend`, `cas`) by a data block
+/// of `<bytes>` bytes and `\r\n`. `max` is the largest data block accepted; a larger
+/// declared `<bytes>` is refused as soon as the command line is complete, without waiting
+/// for the block.
+///
+/// # Errors
+///
+/// A line longer than [`MAX_LINE`] bytes, a key longer than [`MAX_KEY`] bytes or holding
+/// a line end, more than [`MAX_KEYS`] keys on a get, a malformed storage command
+/// line (wrong argument count, non-numeric fields), `<bytes>` above `max`, or a data block
+/// not followed by `\r\n`. The stream cannot be resynchronised after an error.
+///
+/// Never panics, never allocates, and runs in time linear in the bytes it looks at.
+pub fn request_len(buf: &[u8], max: usize) -> Result<Option<usize>, McError> {
+    Ok(frame(buf, max)?.map(|f| f.len))
+}
+
+// ---------------------------------------------------------------------------------------
+// Classification
+// ---------------------------------------------------------------------------------------
+
+/// The scheduler type of a request: an index into [`TYPES`].
+///
+/// A `get`/`gets` with more than one key is `multiget` (1); everything else, including
+/// malformed requests, is `get` (0). Looks only at the command line; never allocates.
+pub fn classify(req: &[u8]) -> u16 {
+    let head = &req[..req.len().min(MAX_LINE + 2)];
+    let end = head
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(head.len());
+    let mut toks = tokens(&head[..end]);
+    match toks.next() {
+        Some(b"get" | b"gets") if toks.nth(1).is_some() => 1,
+        _ => 0,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Execution
+// ---------------------------------------------------------------------------------------
+
+/// The store the commands run over: the same as the Redis layer's.
+pub use crate::Store;
+
+/// Bytes of the stored header: flags (u32 BE) and cas (u64 BE).
+const HEADER: usize = 12;
+
+static NEXT_CAS: AtomicU64 = AtomicU64::new(1);
+
+fn next_cas() -> u64 {
+    NEXT_CAS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Splits a stored value into flags, cas and data.
+fn decode(v: &[u8]) -> Option<(u32, u64, &[u8])> {
+    let (flags, rest) = v.split_first_chunk::<4>()?;
+    let (cas, data) = rest.split_first_chunk::<8>()?;
+    Some((u32::from_be_bytes(*flags), u64::from_be_bytes(*cas), data))
+}
+
+fn encode(flags: u32, cas: u64, data: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&flags.to_be_bytes());
+    out.extend_from_slice(&cas.to_be_bytes());
+    out.extend_from_slice(data);
+}
+
+const CORRUPT: &str = "corrupt stored value";
+
+/// Executes one complete request against `store`, appending the memcached reply to `out`.
+///
+/// `scratch` is a reusable buffer for values read from or written to the store; its
+/// contents on return are unspecified. Command errors become replies: `ERROR` for an
+/// unknown command or a wrong argument count, `CLIENT_ERROR <reason>` for bad arguments,
+/// `SERVER_ERROR <reason>` for store failures. With `noreply`, a successful command
+/// appends nothing, but the front end must still count the request as answered.
+/// Read-modify-write commands (and every write, so that `cas` is exact) run inside
+/// [`Store::atomically`] for their key.
+///
+/// # Errors
+///
+/// Only if `req` is not exactly one framed request (see [`request_len`]), which is a bug
+/// in the caller; `out` is then untouched.
+pub fn execute<S: Store>(
+    req: &[u8],
+    store: &S,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> Result<(), McError> {
+    let frame = match frame(req, usize::MAX)? {
+        Some(f) if f.len == req.len() => f,
+        _ => return Err(McError::NotOneRequest),
+    };
+    let mut toks = tokens(frame.line);
+    let cmd = toks.next().unwrap_or_default();
+    if cmd == b"get" || cmd == b"gets" {
+        get(toks, cmd == b"gets", store, out, scratch);
+        return Ok(());
+    }
+    // Every other command takes at most 7 tokens (cas with noreply).
+    let mut args: [&[u8]; 7] = [&[]; 7];
+    let mut n = 0;
+    for t in toks {
+        if n == args.len() {
+            out.extend_from_slice(b"ERROR\r\n");
+            return Ok(());
+        }
+        args[n] = t;
+        n += 1;
+    }
+    let args = &args[..n];
+    if is_storage(cmd) {
+        storage(cmd, args, frame.data, store, out, scratch);
+        return Ok(());
+    }
+    match (cmd, n) {
+        (b"delete", 1..=3) => delete(args, store, out),
+        (b"incr" | b"decr", 2 | 3) => arith(cmd == b"incr", args, store, out, scratch),
+        (b"version", 0) => {
+            out.extend_from_slice(b"VERSION ");
+            out.extend_from_slice(VERSION.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        (b"verbosity", 1 | 2) => {
+            if parse_u64(args[0]).is_some_and(|v| v <= u64::from(u32::MAX)) {
+                reply(out, noreply(args, 2), "OK");
+            } else {
+                out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+            }
+        }
+        (b"flush_all", 0..=2) => {
+            out.extend_from_slice(b"SERVER_ERROR flush_all not supported\r\n");
+        }
+        _ => out.extend_from_slice(b"ERROR\r\n"),
+    }
+    Ok(())
+}
+
+/// Whether `args` has its optional last argument at index `at - 1` and it is `noreply`.
+fn noreply(args: &[&[u8]], at: usize) -> bool {
+    args.len() == at && args[at - 1] == b"noreply"
+}
+
+fn reply(out: &mut Vec<u8>, noreply: bool, msg: &str) {
+    if !noreply {
+        out.extend_from_slice(msg.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn server_error(out: &mut Vec<u8>, msg: &str) {
+    out.extend_from_slice(b"SERVER_ERROR ");
+    out.extend(
+        msg.bytes()
+            .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
+    out.extend_from_slice(b"\r\n");
+}
+
+fn get<'a, S: Store>(
+    keys: impl Iterator<Item = &'a [u8]>,
+    with_cas: bool,
+    store: &S,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) {
+    let start = out.len();
+    let mut any = false;
+    for key in keys {
+        any = true;
+        scratch.clear();
+        let found = match store.get(key, scratch) {
+            Ok(f) => f,
+            Err(e) => {
+                out.truncate(start);
+                return server_error(out, &e);
+            }
+        };
+        if !found {
+            continue;
+        }
+        let Some((flags, cas, data)) = decode(scratch) else {
+            out.truncate(start);
+            return server_error(out, CORRUPT);
+        };
+        out.extend_from_slice(b"VALUE ");
+        out.extend_from_slice(key);
+        let _ = write!(out, " {flags} {}", data.len());
+        if with_cas {
+            let _ = write!(out, " {cas}");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(data);
+        out.extend_from_slice(b"\r\n");
+    }
+    if any {
+        out.extend_from_slice(b"END\r\n");
+    } else {
+        out.extend_from_slice(b"ERROR\r\n");
+    }
+}
+
+fn storage<S: Store>(
+    cmd: &[u8],
+    args: &[&[u8]],
+    data: &[u8],
+    store: &S,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) {
+    // Framing has validated the line: key flags exptime bytes [cas] [noreply].
+    let key = args[0];
+    let Some(flags) = parse_u64(args[1]).and_then(|v| u32::try_from(v).ok()) else {
+        return out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+    };
+    let is_cas = cmd == b"cas";
+    let expected = if is_cas { parse_u64(args[4]) } else { None };
+    let quiet = noreply(args, if is_cas { 6 } else { 5 });
+    let result = store.atomically(key, || -> Result<&'static str, String> {
+        scratch.clear();
+        let exists = store.get(key, scratch)?;
+        let old = if exists {
+            Some(decode(scratch).ok_or(CORRUPT)?)
+        } else {
+            None
+        };
+        let cas = next_cas();
+        match (cmd, old) {
+            (b"add", Some(_)) | (b"replace" | b"append" | b"prepend", None) => {
+                return Ok("NOT_STORED");
+            }
+            (b"cas", None) => return Ok("NOT_FOUND"),
+            (b"cas", Some((_, old_cas, _))) if Some(old_cas) != expected => {
+                return Ok("EXISTS");
+            }
+            (b"append", Some(_)) => {
+                scratch[4..HEADER].copy_from_slice(&cas.to_be_bytes());
+                scratch.extend_from_slice(data);
+            }
+            (b"prepend", Some(_)) => {
+                scratch[4..HEADER].copy_from_slice(&cas.to_be_bytes());
+                scratch.splice(HEADER..HEADER, data.iter().copied());
+            }
+            _ => encode(flags, cas, data, scratch),
+        }
+        store.put(key, scratch)?;
+        Ok("STORED")
+    });
+    match result {
+        Ok(msg) => reply(out, quiet, msg),
+        Err(e) => server_error(out, &e),
+    }
+}
+
+fn delete<S: Store>(args: &[&[u8]], store: &S, out: &mut Vec<u8>) {
+    // delete <key> [0] [noreply], as memcached 1.6 accepts it.
+    let quiet = args.len() > 1 && args[args.len() - 1] == b"noreply";
+    let valid = match args.len() {
+        1 => true,
+        2 => args[1] == b"0" || quiet,
+        _ => args[1] == b"0" && quiet,
+    };
+    if !valid {
+        return out.extend_from_slice(
+            b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+        );
+    }
+    let key = args[0];
+    match store.atomically(key, || store.delete(key)) {
+        Ok(true) => reply(out, quiet, "DELETED"),
+        Ok(false) => reply(out, quiet, "NOT_FOUND"),
+        Err(e) => server_error(out, &e),
+    }
+}
+
+enum Arith {
+    Value(u64),
+    NotFound,
+    NonNumeric,
+}
+
+fn arith<S: Store>(
+    incr: bool,
+    args: &[&[u8]],
+    store: &S,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) {
+    let key = args[0];
+    let quiet = noreply(args, 3);
+    let Some(delta) = parse_u64(args[1]) else {
+        return out.extend_from_slice(b"CLIENT_ERROR invalid numeric delta argument\r\n");
+    };
+    let result = store.atomically(key, || -> Result<Arith, String> {
+        scratch.clear();
+        if !store.get(key, scratch)? {
+            return Ok(Arith::NotFound);
+        }
+        let (flags, _, data) = decode(scratch).ok_or(CORRUPT)?;
+        let digits = data.trim_ascii_end();
+        let Some(old) = parse_u64(digits) else {
+            return Ok(Arith::NonNumeric);
+        };
+        let new = if incr {
+            old.wrapping_add(delta)
+        } else {
+            old.saturating_sub(delta)
+        };
+        encode(flags, next_cas(), &[], scratch);
+        let _ = write!(scratch, "{new}");
+        store.put(key, scratch)?;
+        Ok(Arith::Value(new))
+    });
+    match result {
+        Ok(Arith::Value(v)) => {
+            if !quiet {
+                let _ = write!(out, "{v}\r\n");
+            }
+        }
+        Ok(Arith::NotFound) => reply(out, quiet, "NOT_FOUND"),
+        Ok(Arith::NonNumeric) => out
+            .extend_from_slice(b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"),
+        Err(e) => server_error(out, &e),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Test double
+// ---------------------------------------------------------------------------------------
+
+const STRIPES: usize = 64;
+
+/// In-memory [`Store`]: the test double for [`execute`].
+///
+/// A `Mutex<BTreeMap>` holds the records; [`Store::atomically`] takes one of 64 striped
+/// locks chosen by a hash of the key. Not meant for production use.
+#[derive(Debug)]
+pub struct MemStore {
+    map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    stripes: Vec<Mutex<()>>,
+}
+
+impl MemStore {
+    /// An empty store.
+    pub fn new() -> MemStore {
+        MemStore {
+            map: Mutex::new(BTreeMap::new()),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    /// Number of stored items.
+    pub fn len(&self) -> usize {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether the store holds no item.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Default for MemStore {
+    fn default() -> Self {
+        MemStore::new()
+    }
+}
+
+impl Store for MemStore {
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
+        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        match map.get(key) {
+            Some(v) => {
+                out.extend_from_slice(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.insert(key.to_vec(), value.to_vec());
+        Ok(())
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<bool, String> {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(map.remove(key).is_some())
+    }
+
+    fn atomically<R>(&self, key: &[u8], f: impl FnOnce() -> R) -> R {
+        // FNV-1a
+        let hash = key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let stripe = &self.stripes[(hash % STRIPES as u64) as usize];
+        let _guard = stripe.lock().unwrap_or_else(PoisonError::into_inner);
+        f()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MAX: usize = 1 << 20;
+
+    fn run(store: &impl Store, req: &[u8]) -> String {
+        assert_eq!(
+            request_len(req, MAX),
+            Ok(Some(req.len())),
+            "{:?}",
+            String::from_utf8_lossy(req)
+        );
+        let mut out = Vec::new();
+        let mut scratch = Vec::new();
+        execute(req, store, &mut out, &mut scratch).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Runs `(request, expected reply)` steps in order against one store.
+    fn transcript(store: &impl Store, steps: &[(&str, &str)]) {
+        for (req, want) in steps {
+            assert_eq!(run(store, req.as_bytes()), *want, "request {req:?}");
+        }
+    }
+
+    /// Returns the cas unique of the single `VALUE` line of a `gets` reply.
+    fn gets_cas(store: &MemStore, key: &str) -> u64 {
+        let reply = run(store, format!("gets {key}\r\n").as_bytes());
+        let line = reply.split("\r\n").next().unwrap();
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(fields.len(), 5, "{reply:?}");
+        assert_eq!(fields[0], "VALUE");
+        assert_eq!(fields[1], key);
+        fields[4].parse().unwrap()
+    }
+
+    // --- framing ------------------------------------------------------------------------
+
+    const VALID: &[&str] = &[
+        "get k\r\n",
+        "gets k\r\n",
+        "get a b c\r\n",
+        "set k 0 0 3\r\nabc\r\n",
+        "set k 42 -1 0\r\n\r\n",
+        "set k 0 0 3 noreply\r\nabc\r\n",
+        "cas k 0 0 3 17\r\nabc\r\n",
+        "append k 0 0 1\r\nx\r\n",
+        "delete k\r\n",
+        "delete k noreply\r\n",
+        "incr k 1\r\n",
+        "decr k 1 noreply\r\n",
+        "get k\n",
+        "set k 0 0 1\nx\r\n",
+        "version\r\n",
+        "\r\n",
+        "bogus command\r\n",
+    ];
+
+    #[test]
+    fn every_prefix_is_incomplete() {
+        for req in VALID {
+            let req = req.as_bytes();
+            for cut in 0..req.len() {
+                assert_eq!(
+                    request_len(&req[..cut], MAX),
+                    Ok(None),
+                    "{:?} cut at {cut}",
+                    String::from_utf8_lossy(req)
+                );
+            }
+            assert_eq!(request_len(req, MAX), Ok(Some(req.len())));
+        }
+    }
+
+    #[test]
+    fn pipelined_requests_have_exact_lengths() {
+        let stream: Vec<u8> = VALID.concat().into_bytes();
+        let mut at = 0;
+        for req in VALID {
+            assert_eq!(
+                request_len(&stream[at..], MAX),
+                Ok(Some(req.len())),
+                "{req:?}"
+            );
+            at += req.len();
+        }
+        assert_eq!(at, stream.len());
+        assert_eq!(request_len(&stream[at..], MAX), Ok(None));
+    }
+
+    #[test]
+    fn data_block_is_framed_by_byte_count() {
+        let req = b"set k 0 0 7\r\n\r\nget\r\n\r\nget k\r\n";
+        assert_eq!(request_len(req, MAX), Ok(Some(22)));
+        assert_eq!(request_len(&req[22..], MAX), Ok(Some(7)));
+        let store = MemStore::new();
+        assert_eq!(run(&store, &req[..22]), "STORED\r\n");
+        assert_eq!(
+            run(&store, &req[22..]),
+            "VALUE k 0 7\r\n\r\nget\r\n\r\nEND\r\n"
+        );
+    }
+
+    #[test]
+    fn huge_block_is_refused_from_the_line_alone() {
+        // Only the command line is present: the refusal must not wait for the block.
+        assert_eq!(
+            request_len(b"set k 0 0 1048577\r\n", MAX),
+            Err(McError::TooLarge {
+                declared: 1_048_577,
+                max: MAX
+            })
+        );
+        assert_eq!(
+            request_len(b"set k 0 0 18446744073709551615\r\n", MAX),
+            Err(McError::TooLarge {
+                declared: u64::MAX,
+                max: MAX
+            })
+        );
+        assert_eq!(
+            request_len(b"set k 0 0 99999999999999999999\r\n", MAX),
+            Err(McError::BadNumber)
+        );
+        // At the limit it is just incomplete.
+        assert_eq!(request_len(b"set k 0 0 1048576\r\n", MAX), Ok(None));
+        // usize::MAX as the limit must not overflow the end computation.
+        assert_eq!(
+            request_len(b"set k 0 0 18446744073709551615\r\n", usize::MAX),
+            Err(McError::TooLarge {
+                declared: u64::MAX,
+                max: usize::MAX
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_requests_are_errors() {
+        let k250 = "k".repeat(250);
+        let k251 = "k".repeat(251);
+        assert_eq!(
+            request_len(format!("get {k250}\r\n").as_bytes(), MAX),
+            Ok(Some(256))
+        );
+        for req in [
+            format!("get {k251}\r\n"),
+            format!("get a {k251}\r\n"),
+            format!("set {k251} 0 0 1\r\n"),
+            format!("delete {k251}\r\n"),
+            format!("incr {k251} 1\r\n"),
+        ] {
+            assert_eq!(request_len(req.as_bytes(), MAX), Err(McError::KeyTooLong));
+        }
+        for req in [&b"get a\r\r\n"[..], b"set a\rb 0 0 1\r\n"] {
+            assert_eq!(request_len(req, MAX), Err(McError::BadKey), "{req:?}");
+        }
+        // Other control bytes are key bytes, as in memcached (memcaslap's
+        // keys start with 0x10 bytes).
+        for req in [
+            &b"get a\tb\r\n"[..],
+            b"get a\x7f\r\n",
+            b"get \x10\x10key\r\n",
+        ] {
+            assert_eq!(request_len(req, MAX), Ok(Some(req.len())), "{req:?}");
+        }
+        let keys = |n: usize| (0..n).map(|i| format!(" k{i}")).collect::<String>();
+        let get24 = format!("get{}\r\n", keys(24));
+        assert_eq!(request_len(get24.as_bytes(), MAX), Ok(Some(get24.len())));
+        assert_eq!(
+            request_len(format!("gets{}\r\n", keys(25)).as_bytes(), MAX),
+            Err(McError::TooManyKeys)
+        );
+        for req in [
+            "set k x 0 1\r\n",
+            "set k 4294967296 0 1\r\n",
+            "set k -1 0 1\r\n",
+            "set k 0 x 1\r\n",
+            "set k 0 0 1x\r\n",
+            "set k 0 0 -1\r\n",
+            "cas k 0 0 1 x\r\n",
+        ] {
+            assert_eq!(
+                request_len(req.as_bytes(), MAX),
+                Err(McError::BadNumber),
+                "{req}"
+            );
+        }
+        for req in [
+            "set k 0 0\r\n",
+            "set\r\n",
+            "set k 0 0 1 noreply extra\r\n",
+            "cas k 0 0 1\r\n",
+        ] {
+            assert_eq!(
+                request_len(req.as_bytes(), MAX),
+                Err(McError::BadCommandLine),
+                "{req}"
+            );
+        }
+        assert_eq!(
+            request_len(b"set k 0 0 1\r\nxyz", MAX),
+            Err(McError::BadDataChunk)
+        );
+        assert_eq!(
+            request_len(b"set k 0 0 1\r\nx\n", MAX),
+            Err(McError::BadDataChunk)
+        );
+    }
+
+    #[test]
+    fn line_length_limit() {
+        let long = vec![b'a'; 3000];
+        assert_eq!(request_len(&long, MAX), Err(McError::LineTooLong));
+        // Detected as soon as MAX_LINE + 2 bytes hold no newline.
+        assert_eq!(
+            request_len(&long[..MAX_LINE + 2], MAX),
+            Err(McError::LineTooLong)
+        );
+        assert_eq!(request_len(&long[..MAX_LINE + 1], MAX), Ok(None));
+        let mut ok = vec![b'a'; MAX_LINE];
+        ok.extend_from_slice(b"\r\n");
+        assert_eq!(request_len(&ok, MAX), Ok(Some(MAX_LINE + 2)));
+        let mut bad = vec![b'a'; MAX_LINE + 1];
+        bad.extend_from_slice(b"\r\n");
+        assert_eq!(request_len(&bad, MAX), Err(McError::LineTooLong));
+        let mut bad = vec![b'a'; MAX_LINE + 1];
+        bad.push(b'\n');
+        assert_eq!(request_len(&bad, MAX), Err(McError::LineTooLong));
+    }
+
+    // --- classification -----------------------------------------------------------------
+
+    #[test]
+    fn classification() {
+        assert_eq!(TYPES.len(), TYPE_MEAN_US.len());
+        assert_eq!(classify(b"get k\r\n"), 0);
+        assert_eq!(classify(b"gets k\r\n"), 0);
+        assert_eq!(classify(b"get a b\r\n"), 1);
+        assert_eq!(classify(b"gets a b c\n"), 1);
+        assert_eq!(classify(b"get  k \r\n"), 0);
+        assert_eq!(classify(b"set k 0 0 3\r\nabc\r\n"), 0);
+        assert_eq!(classify(b"delete k\r\n"), 0);
+        assert_eq!(classify(b"getx a b\r\n"), 0);
+        assert_eq!(classify(b""), 0);
+    }
+
+    // --- execution ----------------------------------------------------------------------
+
+    #[test]
+    fn set_get_round_trip_with_flags() {
+        transcript(
+            &MemStore::new(),
+            &[
+                ("set foo 5 0 3\r\nbar\r\n", "STORED\r\n"),
+                ("get foo\r\n", "VALUE foo 5 3\r\nbar\r\nEND\r\n"),
+                ("set foo 4294967295 100 0\r\n\r\n", "STORED\r\n"),
+                ("get foo\r\n", "VALUE foo 4294967295 0\r\n\r\nEND\r\n"),
+                ("get missing\r\n", "END\r\n"),
+            ],
+        );
+    }
+
+    #[test]
+    fn multi_get_skips_missing_keys() {
+        transcript(
+            &MemStore::new(),
+            &[
+                ("set a 1 0 2\r\naa\r\n", "STORED\r\n"),
+                ("set c 3 0 1\r\nc\r\n", "STORED\r\n"),
+                (
+                    "get a b c\r\n",
+                    "VALUE a 1 2\r\naa\r\nVALUE c 3 1\r\nc\r\nEND\r\n",
+                ),
+                ("get b b\r\n", "END\r\n"),
+            ],
+        );
+    }
+
+    #[test]
+    fn add_replace_append_prepend() {
+        transcript(
+            &MemStore::new(),
+            &[
+                ("replace k 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+                ("get k\r\n", "END\r\n"),
+                ("add k 7 0 2\r\nbc\r\n", "STORED\r\n"),
+                ("add k 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+                ("get k\r\n", "VALUE k 7 2\r\nbc\r\nEND\r\n"),
+                ("append k 9 0 1\r\nd\r\n", "STORED\r\n"),
+                ("prepend k 9 0 1\r\na\r\n", "STORED\r\n"),
+                ("get k\r\n", "VALUE k 7 4\r\nabcd\r\nEND\r\n"),
+                ("replace k 2 0 1\r\nz\r\n", "STORED\r\n"),
+                ("get k\r\n", "VALUE k 2 1\r\nz\r\nEND\r\n"),
+                ("append nope 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+                ("prepend nope 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+            ],
+        );
+    }
+
+    #[test]
+    fn delete_forms() {
+        transcript(
+            &MemStore::new(),
+            &[
+                ("delete k\r\n", "NOT_FOUND\r\n"),
+                ("set k 0 0 1\r\nx\r\n", "STORED\r\n"),
+                ("delete k\r\n", "DELETED\r\n"),
+                ("get k\r\n", "END\r\n"),
+                ("set k 0 0 1\r\nx\r\n", "STORED\r\n"),
+                ("delete k 0\r\n", "DELETED\r\n"),
+                (
+                    "delete k 5\r\n",
+                    "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+                ),
+                (
+                    "delete k 5 noreply\r\n",
+                    "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+                ),
+                ("delete k 0 noreply\r\n", ""),
+            ],
+        );
+    }
+
+    #[test]
+    fn incr_decr() {
+        transcript(
+            &MemStore::new(),
+            &[
+                ("incr n 1\r\n", "NOT_FOUND\r\n"),
+                ("decr n 1\r\n", "NOT_FOUND\r\n"),
+                ("set n 3 0 2\r\n10\r\n", "STORED\r\n"),
+                ("incr n 5\r\n", "15\r\n"),
+                ("get n\r\n", "VALUE n 3 2\r\n15\r\nEND\r\n"),
+                ("decr n 4\r\n", "11\r\n"),
+                ("decr n 100\r\n", "0\r\n"),
+                ("get n\r\n", "VALUE n 3 1\r\n0\r\nEND\r\n"),
+                ("set n 0 0 20\r\n18446744073709551615\r\n", "STORED\r\n"),
+                ("incr n 1\r\n", "0\r\n"),
+                ("set n 0 0 20\r\n18446744073709551614\r\n", "STORED\r\n"),
+                ("incr n 3\r\n", "1\r\n"),
+                ("incr n 18446744073709551615\r\n", "0\r\n"),
+                ("set n 0 0 3\r\n12 \r\n", "STORED\r\n"),
+                ("incr n 1\r\n", "13\r\n"),
+                (
+                    "incr n abc\r\n",
+                    "CLIENT_ERROR invalid numeric delta argument\r\n",
+                ),
+                (
+                    "incr n -1\r\n",
+                    "CLIENT_ERROR invalid numeric delta argument\r\n",
+                ),
+                (
+                    "incr n 18446744073709551616\r\n",
+                    "CLIENT_ERROR invalid numeric delta argument\r\n",
+                ),
+                ("set s 0 0 3\r\nabc\r\n", "STORED\r\n"),
+                (
+                    "incr s 1\r\n",
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+                (
+                    "decr s 1\r\n",
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+                ("set e 0 0 0\r\n\r\n", "STORED\r\n"),
+                (
+                    "incr e 1\r\n",
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+                ("set big 0 0 20\r\n18446744073709551616\r\n", "STORED\r\n"),
+                (
+                    "incr big 1\r\n",
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn noreply_suppresses_normal_replies_only() {
+        let store = MemStore::new();
+        transcript(
+            &store,
+            &[
+                ("set k 0 0 1 noreply\r\n1\r\n", ""),
+                ("add k 0 0 1 noreply\r\nx\r\n", ""),
+                ("replace q 0 0 1 noreply\r\nx\r\n", ""),
+                ("append k 0 0 1 noreply\r\n0\r\n", ""),
+                ("incr k 5 noreply\r\n", ""),
+                ("decr k 1 noreply\r\n", ""),
+                ("get k\r\n", "VALUE k 0 2\r\n14\r\nEND\r\n"),
+                ("incr q 1 noreply\r\n", ""),
+                ("verbosity 1 noreply\r\n", ""),
+                ("delete k noreply\r\n", ""),
+                ("delete k noreply\r\n", ""),
+                ("get k q\r\n", "END\r\n"),
+                ("set s 0 0 1 noreply\r\nx\r\n", ""),
+                (
+                    "incr s 1 noreply\r\n",
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+            ],
+        );
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn gets_cas_changes_on_every_write() {
+        let store = MemStore::new();
+        transcript(&store, &[("set k 6 0 2\r\nhi\r\n", "STORED\r\n")]);
+        let c1 = gets_cas(&store, "k");
+        assert_eq!(
+            run(&store, b"gets k\r\n"),
+            format!("VALUE k 6 2 {c1}\r\nhi\r\nEND\r\n")
+        );
+        assert_eq!(gets_cas(&store, "k"), c1, "reads keep the cas");
+        transcript(&store, &[("set k 6 0 2\r\nho\r\n", "STORED\r\n")]);
+        let c2 = gets_cas(&store, "k");
+        assert_ne!(c1, c2);
+        transcript(
+            &store,
+            &[
+                (&format!("cas k 1 0 1 {c1}\r\nx\r\n"), "EXISTS\r\n"),
+                (&format!("cas k 1 0 1 {c2}\r\nx\r\n"), "STORED\r\n"),
+                (&format!("cas k 1 0 1 {c2}\r\ny\r\n"), "EXISTS\r\n"),
+                ("get k\r\n", "VALUE k 1 1\r\nx\r\nEND\r\n"),
+                ("cas nope 0 0 1 1\r\nx\r\n", "NOT_FOUND\r\n"),
+                (&format!("cas k 1 0 1 {c2} noreply\r\nz\r\n"), ""),
+            ],
+        );
+        let c3 = gets_cas(&store, "k");
+        assert!(c3 != c2 && c3 != c1);
+        transcript(
+            &store,
+            &[(
+                "incr k 0\r\n",
+                "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+            )],
+        );
+        transcript(&store, &[("set k 0 0 1\r\n1\r\n", "STORED\r\n")]);
+        let c4 = gets_cas(&store, "k");
+        transcript(&store, &[("incr k 0\r\n", "1\r\n")]);
+        assert_ne!(gets_cas(&store, "k"), c4, "incr bumps the cas");
+        // Multi-key gets: one cas per found key.
+        transcript(&store, &[("set j 0 0 1\r\nj\r\n", "STORED\r\n")]);
+        let reply = run(&store, b"gets j missing k\r\n");
+        let lines: Vec<&str> = reply.split("\r\n").collect();
+        assert!(lines[0].starts_with("VALUE j 0 1 "), "{reply:?}");
+        assert_eq!(lines[1], "j");
+        assert!(lines[2].starts_with("VALUE k 0 1 "), "{reply:?}");
+        assert_eq!(&lines[3..], ["1", "END", ""]);
+    }
+
+    #[test]
+    fn unknown_commands_and_wrong_argument_counts() {
+        transcript(
+            &MemStore::new(),
+            &[
+                ("foo\r\n", "ERROR\r\n"),
+                ("foo bar baz\r\n", "ERROR\r\n"),
+                ("\r\n", "ERROR\r\n"),
+                ("GET k\r\n", "ERROR\r\n"),
+                ("touch k 10\r\n", "ERROR\r\n"),
+                ("get\r\n", "ERROR\r\n"),
+                ("gets\r\n", "ERROR\r\n"),
+                ("delete\r\n", "ERROR\r\n"),
+                ("delete a 0 noreply x\r\n", "ERROR\r\n"),
+                ("incr k\r\n", "ERROR\r\n"),
+                ("decr k 1 noreply x\r\n", "ERROR\r\n"),
+                ("incr a b c d e f g h\r\n", "ERROR\r\n"),
+                ("version\r\n", "VERSION psp-1.0\r\n"),
+                ("version x\r\n", "ERROR\r\n"),
+                ("verbosity\r\n", "ERROR\r\n"),
+                ("verbosity 1\r\n", "OK\r\n"),
+                (
+                    "verbosity x\r\n",
+                    "CLIENT_ERROR bad command line format\r\n",
+                ),
+                ("verbosity 1 2 3\r\n", "ERROR\r\n"),
+                ("flush_all\r\n", "SERVER_ERROR flush_all not supported\r\n"),
+                (
+                    "flush_all 0 noreply\r\n",
+                    "SERVER_ERROR flush_all not supported\r\n",
+                ),
+                ("flush_all 0 1 2\r\n", "ERROR\r\n"),
+            ],
+        );
+    }
+
+    struct FailStore;
+
+    impl Store for FailStore {
+        fn get(&self, _: &[u8], _: &mut Vec<u8>) -> Result<bool, String> {
+            Err("disk on\r\nfire".into())
+        }
+        fn put(&self, _: &[u8], _: &[u8]) -> Result<(), String> {
+            Err("read only".into())
+        }
+        fn delete(&self, _: &[u8]) -> Result<bool, String> {
+            Err("read only".into())
+        }
+        fn atomically<R>(&self, _: &[u8], f: impl FnOnce() -> R) -> R {
+            f()
+        }
+    }
+
+    #[test]
+    fn store_errors_are_server_errors() {
+        transcript(
+            &FailStore,
+            &[
+                ("get a b\r\n", "SERVER_ERROR disk on  fire\r\n"),
+                ("set k 0 0 1\r\nx\r\n", "SERVER_ERROR disk on  fire\r\n"),
+                ("delete k\r\n", "SERVER_ERROR read only\r\n"),
+                ("delete k noreply\r\n", "SERVER_ERROR read only\r\n"),
+                ("incr k 1\r\n", "SERVER_ERROR disk on  fire\r\n"),
+            ],
+        );
+        // A corrupt record (shorter than the header) is reported, not a panic.
+        let store = MemStore::new();
+        store.put(b"bad", b"short").unwrap();
+        transcript(
+            &store,
+            &[
+                ("get bad\r\n", "SERVER_ERROR corrupt stored value\r\n"),
+                ("incr bad 1\r\n", "SERVER_ERROR corrupt stored value\r\n"),
+                (
+                    "append bad 0 0 1\r\nx\r\n",
+                    "SERVER_ERROR corrupt stored value\r\n",
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn execute_rejects_anything_but_one_request() {
+        let store = MemStore::new();
+        let mut out = b"kept".to_vec();
+        let mut scratch = Vec::new();
+        for req in [
+            &b"get k\r\nget k\r\n"[..],
+            b"get k",
+            b"set k 0 0 3\r\nab",
+            b"",
+        ] {
+            assert_eq!(
+                execute(req, &store, &mut out, &mut scratch),
+                Err(McError::NotOneRequest)
+            );
+        }
+        assert_eq!(
+            execute(b"set k 0 0 1\r\nxy\r\n", &store, &mut out, &mut scratch),
+            Err(McError::BadDataChunk)
+        );
+        assert_eq!(out, b"kept");
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn concurrent_incr_is_atomic() {
+        let store = MemStore::new();
+        transcript(&store, &[("set c 0 0 1\r\n0\r\n", "STORED\r\n")]);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    let mut scratch = Vec::new();
+                    for _ in 0..1000 {
+                        out.clear();
+                        execute(b"incr c 1\r\n", &store, &mut out, &mut scratch).unwrap();
+                        assert!(out.ends_with(b"\r\n"));
+                    }
+                });
+            }
+        });
+        assert_eq!(run(&store, b"get c\r\n"), "VALUE c 0 4\r\n4000\r\nEND\r\n");
+    }
+
+    // --- properties ---------------------------------------------------------------------
+
+    fn key() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9_:!~-]{1,40}"
+    }
+
+    /// A random valid request.
+    fn request() -> impl Strategy<Value = Vec<u8>> {
+        let nl = prop_oneof![Just("\r\n"), Just("\n")];
+        let noreply = prop_oneof![Just(""), Just(" noreply")];
+        prop_oneof![
+            (
+                prop_oneof![Just("get"), Just("gets")],
+                prop::collection::vec(key(), 1..=MAX_KEYS),
+                nl.clone()
+            )
+                .prop_map(|(cmd, keys, nl)| format!("{cmd} {}{nl}", keys.join(" ")).into_bytes()),
+            (
+                prop_oneof![
+                    Just("set"),
+                    Just("add"),
+                    Just("replace"),
+                    Just("append"),
+                    Just("prepend"),
+                    Just("cas")
+                ],
+                key(),
+                any::<u32>(),
+                any::<i32>(),
+                prop::collection::vec(any::<u8>(), 0..64),
+                noreply.clone(),
+                nl.clone()
+            )
+                .prop_map(|(cmd, key, flags, exp, data, noreply, nl)| {
+                    let cas = if cmd == "cas" { " 12345" } else { "" };
+                    let mut v =
+                        format!("{cmd} {key} {flags} {exp} {}{cas}{noreply}{nl}", data.len())
+                            .into_bytes();
+                    v.extend_from_slice(&data);
+                    v.extend_from_slice(b"\r\n");
+                    v
+                }),
+            (key(), noreply.clone(), nl.clone())
+                .prop_map(|(k, nr, nl)| format!("delete {k}{nr}{nl}").into_bytes()),
+            (
+                prop_oneof![Just("incr"), Just("decr")],
+                key(),
+                any::<u64>(),
+                noreply,
+                nl
+            )
+                .prop_map(|(c, k, n, nr, nl)| format!("{c} {k} {n}{nr}{nl}").into_bytes()),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_bytes(
+            buf in prop::collection::vec(any::<u8>(), 0..3000),
+            max in 0usize..100,
+        ) {
+            let store = MemStore::new();
+            let mut out = Vec::new();
+            let mut scratch = Vec::new();
+            let _ = classify(&buf);
+            if let Ok(Some(n)) = request_len(&buf, max) {
+                prop_assert!(n > 0 && n <= buf.len());
+                prop_assert_eq!(execute(&buf[..n], &store, &mut out, &mut scratch), Ok(()));
+            }
+        }
+
+        #[test]
+        fn never_panics_on_protocol_like_bytes(
+            parts in prop::collection::vec(
+                prop::sample::select(&[
+                    "get ", "set ", "cas ", "incr ", "delete ", "0 ", "1 ", "5 ", "noreply",
+                    "\r\n", "\n", "\r", "k ", " ", "99999999999999999999 ", "-1 ", "x",
+                ][..]),
+                0..30,
+            ),
+        ) {
+            let buf = parts.concat().into_bytes();
+            let store = MemStore::new();
+            let mut out = Vec::new();
+            let mut scratch = Vec::new();
+            let _ = classify(&buf);
+            let mut rest = &buf[..];
+            while let Ok(Some(n)) = request_len(rest, 16) {
+                prop_assert!(n > 0 && n <= rest.len());
+                prop_assert_eq!(execute(&rest[..n], &store, &mut out, &mut scratch), Ok(()));
+                rest = &rest[n..];
+            }
+        }
+
+        #[test]
+        fn split_valid_request_is_incomplete_then_complete(
+            req in request(),
+            next in request(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let cut = cut.index(req.len());
+            prop_assert_eq!(request_len(&req[..cut], MAX), Ok(None));
+            prop_assert_eq!(request_len(&req, MAX), Ok(Some(req.len())));
+            let mut two = req.clone();
+            two.extend_from_slice(&next);
+            prop_assert_eq!(request_len(&two, MAX), Ok(Some(req.len())));
+            prop_assert_eq!(request_len(&two[req.len()..], MAX), Ok(Some(next.len())));
+            let store = MemStore::new();
+            let mut out = Vec::new();
+            let mut scratch = Vec::new();
+            prop_assert_eq!(execute(&req, &store, &mut out, &mut scratch), Ok(()));
+            let multi = req.starts_with(b"get") && req.iter().take_while(|&&b| b != b'\n').filter(|&&b| b == b' ').count() > 1;
+            prop_assert_eq!(classify(&req), u16::from(multi));
+        }
+    }
+}
