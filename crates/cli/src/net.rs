@@ -252,7 +252,8 @@ pub struct ServeArgs {
     xdp: XdpArgs,
     /// Request protocol: psp (this project's, over --datapath), resp (Redis's
     /// RESP2 over TCP: redis-cli and redis-benchmark talk to it) or memcache
-    /// (memcached's text protocol over TCP), the last two on the RocksDB
+    /// (memcached's text protocol over TCP) or memcache-udp (memcached over
+    /// UDP, or AF_XDP with --datapath xdp), the last three on the RocksDB
     /// store with the --kv-* options [default: psp].
     #[arg(long)]
     protocol: Option<String>,
@@ -411,13 +412,20 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         .unwrap_or_else(|| "psp".into());
     use psp_net::server::StreamProtocolKind;
     let stream = match protocol.as_str() {
-        "psp" if a.tcp.any() => bail!("--tcp-* options need --protocol resp or memcache"),
-        "psp" => None,
+        "psp" | "memcache-udp" if a.tcp.any() => {
+            bail!("--tcp-* options need --protocol resp or memcache")
+        }
+        "psp" | "memcache-udp" => None,
         "resp" => Some(StreamProtocolKind::Resp),
         "memcache" => Some(StreamProtocolKind::Memcache),
         p => bail!(
-            "--protocol must be psp, resp (Redis RESP2 over TCP) or memcache (memcached text over TCP), not '{p}'"
+            "--protocol must be psp, resp (Redis RESP2 over TCP), memcache (memcached text over TCP) or memcache-udp (memcached over UDP), not '{p}'"
         ),
+    };
+    let dgram_protocol = if protocol == "memcache-udp" {
+        psp_net::dgram::DatagramProtocol::Memcache
+    } else {
+        psp_net::dgram::DatagramProtocol::Psp
     };
     if let Some(kind) = stream {
         if datapath != DatapathKind::Udp {
@@ -425,8 +433,10 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         }
         datapath = DatapathKind::Tcp(kind, a.tcp.config()?);
     }
-    let resp = stream.is_some();
-    let memcache = stream == Some(StreamProtocolKind::Memcache);
+    // The protocol front ends register their own types and serve the kv
+    // store.
+    let resp = stream.is_some() || protocol == "memcache-udp";
+    let memcache = protocol.starts_with("memcache");
     let addr = src
         .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
         .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
@@ -557,6 +567,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             app_classifier: None,
             handlers: psp_apps::handler_factory(service.clone(), policy.feedback_threshold_ns()),
             datapath,
+            protocol: dgram_protocol,
         },
         service,
         workload,
@@ -1114,6 +1125,7 @@ pub fn measure(
                 spec.feedback_threshold_ns(),
             ),
             datapath: Default::default(),
+            protocol: Default::default(),
         })?),
     };
     let addr = opts
@@ -1486,6 +1498,7 @@ fn netbench_server(
                 app_classifier: None,
                 handlers: psp_apps::handler_factory(Arc::new(psp_apps::spin::EchoService), None),
                 datapath: datapath.clone(),
+                protocol: Default::default(),
             })?;
             let d = declared(workload);
             (

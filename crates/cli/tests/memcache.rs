@@ -1,18 +1,29 @@
-//! `psp serve --protocol memcache` driven by memcached's own load generator
-//! (memcaslap, from libmemcached-tools, which scripts/deps.sh installs):
-//! sets and gets with verification, no miss and no failed verification;
-//! the server drains and exits 0 with every request answered.
+//! `psp serve --protocol memcache` (TCP) and `memcache-udp` driven by
+//! memcached's own load generator (memcaslap, from libmemcached-tools, which
+//! scripts/deps.sh installs): sets and gets with verification, no miss, no
+//! failed verification, no UDP drop or timeout; the server drains and exits
+//! 0 with every request answered.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 #[test]
 fn memcaslap_sets_and_verifies_gets_over_tcp() {
+    memcaslap_against("memcache");
+}
+
+#[test]
+fn memcaslap_sets_and_verifies_gets_over_udp() {
+    memcaslap_against("memcache-udp");
+}
+
+fn memcaslap_against(protocol: &str) {
+    let udp = protocol == "memcache-udp";
     let mut server = Command::new(env!("CARGO_BIN_EXE_psp"))
         .args([
             "serve",
             "--protocol",
-            "memcache",
+            protocol,
             "--address",
             "127.0.0.1:0",
             "--workers",
@@ -34,12 +45,19 @@ fn memcaslap_sets_and_verifies_gets_over_tcp() {
     let first = lines.next().expect("a listening line").unwrap();
     let addr = first
         .split_whitespace()
-        .find_map(|w| w.strip_prefix("tcp://"))
+        .find_map(|w| {
+            w.strip_prefix("tcp://")
+                .or_else(|| w.strip_prefix("udp://"))
+        })
         .unwrap_or_else(|| panic!("no address in '{first}'"))
         .to_string();
     std::thread::spawn(move || for _ in lines {});
+    let mut args = vec!["-s", &addr, "-t", "2s", "-T", "1", "-c", "8", "-v", "0.2"];
+    if udp {
+        args.push("-U");
+    }
     let out = Command::new("memcaslap")
-        .args(["-s", &addr, "-t", "2s", "-T", "1", "-c", "8", "-v", "0.2"])
+        .args(&args)
         .output()
         .expect("memcaslap runs (scripts/deps.sh installs libmemcached-tools)");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -54,6 +72,10 @@ fn memcaslap_sets_and_verifies_gets_over_tcp() {
     assert!(gets > 1000 && sets > 100, "{text}");
     assert_eq!(count("get_misses"), 0, "{text}");
     assert_eq!(count("verify_failed"), 0, "{text}");
+    if udp {
+        assert_eq!(count("packet_drop"), 0, "{text}");
+        assert_eq!(count("udp_timeout"), 0, "{text}");
+    }
     let kill = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
         .status()
@@ -69,5 +91,9 @@ fn memcaslap_sets_and_verifies_gets_over_tcp() {
     // memcaslap counts each of its 8 connections' last command, which may
     // still be unsent or unread when its time runs out and it closes.
     assert!(received + 8 >= gets + sets, "{gets} + {sets}: {summary}");
-    assert_eq!(summary["tcp"]["closed_on_error"], 0, "{summary}");
+    if udp {
+        assert_eq!(summary["bad_request"], 0, "{summary}");
+    } else {
+        assert_eq!(summary["tcp"]["closed_on_error"], 0, "{summary}");
+    }
 }

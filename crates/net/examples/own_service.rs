@@ -115,6 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }) as Box<dyn Handler>
         }),
         datapath: Default::default(),
+        protocol: Default::default(),
     })?;
     println!(
         "inventory service on udp://{} under {policy}",

@@ -5,6 +5,7 @@
 //!
 //! - [`protocol`]: the versioned binary header (docs/protocol.md); total parsers.
 //! - [`datapath`]: receive-in-batches / transmit-per-worker traits.
+//! - [`dgram`]: the datagram protocols (this project's; memcached over UDP).
 //! - [`udp`]: kernel UDP (`recvmmsg`, `sendmsg`, `sendmmsg`).
 //! - [`xdp`]: AF_XDP (kernel bypass): UMEM, rings, the XDP program, frames.
 //! - [`pool`]: packet buffers owned by token, shared by dispatcher and workers.
@@ -71,6 +72,7 @@
 //!     app_classifier: Some(Arc::new(|| Box::new(FirstByte) as Box<dyn Classifier>)),
 //!     handlers: Arc::new(|_| Box::new(Text) as Box<dyn Handler>),
 //!     datapath: Default::default(),
+//!     protocol: Default::default(),
 //! })?;
 //! let client = std::net::UdpSocket::bind("127.0.0.1:0")?;
 //! client.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
@@ -90,6 +92,7 @@
 
 pub mod client;
 pub mod datapath;
+pub mod dgram;
 pub mod echo;
 pub mod exporter;
 pub mod pool;

@@ -28,9 +28,11 @@ use psp_runtime::{
 };
 
 use crate::datapath::{Datapath, Transmit};
+use crate::dgram::{DatagramProtocol, Parsed};
 use crate::exporter::{DropProbe, Exporter, MetricsSource};
 use crate::pool::PacketPool;
-use crate::protocol::{self, HEADER_LEN, ParseError, Status};
+use crate::protocol::{self, Status};
+use crate::tcp::StreamProtocol as _;
 use crate::udp::UdpDatapath;
 use crate::xdp::XdpDatapath;
 
@@ -61,6 +63,10 @@ pub struct ServerConfig {
     pub handlers: Arc<dyn HandlerFactory>,
     /// How datagrams get in and out.
     pub datapath: DatapathKind,
+    /// The protocol of the datagrams (udp and xdp datapaths): this
+    /// project's, or memcached's over UDP (whose commands its own classifier
+    /// types; `classifier` and `app_classifier` then do not apply).
+    pub protocol: crate::dgram::DatagramProtocol,
 }
 
 /// Makes the application's classifier, once per dispatcher (a classifier
@@ -240,6 +246,7 @@ pub struct ServerReport {
 struct NetIo<T: Transmit> {
     pool: Arc<PacketPool>,
     tx: T,
+    protocol: DatagramProtocol,
 }
 
 impl<T: Transmit> JobIo for NetIo<T> {
@@ -248,14 +255,15 @@ impl<T: Transmit> JobIo for NetIo<T> {
         // SAFETY: this worker owns the job's token from its job's pop until it
         // pushes the completion, after `respond`.
         let pkt = unsafe { self.pool.get_mut(job.token) };
-        &pkt.data()[HEADER_LEN..HEADER_LEN + usize::from(job.len)]
+        let at = self.protocol.header_len();
+        &pkt.data()[at..at + usize::from(job.len)]
     }
 
     #[inline]
     fn max_response(&self) -> usize {
         self.tx
             .max_payload()
-            .saturating_sub(HEADER_LEN)
+            .saturating_sub(self.protocol.header_len())
             .min(protocol::MAX_BODY)
     }
 
@@ -263,20 +271,19 @@ impl<T: Transmit> JobIo for NetIo<T> {
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
         // SAFETY: as in `request`; the borrow handed out there has ended.
         let pkt = unsafe { self.pool.get_mut(job.token) };
+        let p = self.protocol;
         let (status, body) = match outcome {
             // The worker turned a response above `max_response` into an error.
             Ok(()) => (Status::Ok, response),
-            Err(HandlerError::BadBody(_)) => (Status::BadRequest, &[][..]),
-            Err(HandlerError::Failed(_)) => (Status::HandlerError, &[][..]),
+            Err(HandlerError::BadBody(_)) => (Status::BadRequest, p.error_body(Status::BadRequest)),
+            Err(HandlerError::Failed(_)) => {
+                (Status::HandlerError, p.error_body(Status::HandlerError))
+            }
         };
-        let (header, _) = pkt
-            .data_mut()
-            .split_first_chunk_mut::<HEADER_LEN>()
-            .expect("packet buffers hold a header");
-        protocol::make_response_header(header, status, body.len() as u16);
+        p.write_reply_header(pkt.data_mut(), status, body.len());
         let pkt = &*pkt;
         self.tx
-            .send(&pkt.peer, [&pkt.data()[..HEADER_LEN], body])
+            .send(&pkt.peer, [&pkt.data()[..p.header_len()], body])
             .is_ok()
     }
 }
@@ -290,6 +297,7 @@ struct NetFrontEnd<D: Datapath> {
     /// Whether `classifier` reads the body (the application's) rather than
     /// the header.
     classify_body: bool,
+    protocol: DatagramProtocol,
     n_types: u16,
     idle: IdleStrategy,
     idler: Idler,
@@ -337,6 +345,7 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
             tx: self.worker_txs[worker]
                 .take()
                 .expect("one transmitter per worker, asked once"),
+            protocol: self.protocol,
         }
     }
 
@@ -401,26 +410,32 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
             // SAFETY: owned by the dispatcher (received, not yet dispatched).
             let pkt = unsafe { self.pool.get_mut(token) };
             let bytes = pkt.bytes();
-            let status = match protocol::parse_request(bytes) {
-                Err(ParseError::Truncated(_)) => {
+            let at = self.protocol.header_len();
+            let status = match self.protocol.parse(bytes, pkt.len) {
+                Parsed::Drop => {
                     self.net.truncated += 1;
                     core.put_token(token);
                     continue;
                 }
-                Err(_) => Some(Status::BadRequest),
-                Ok(h) if !self.classify_body && h.type_id >= self.n_types => {
+                Parsed::Refuse(s) => Some(s),
+                Parsed::Request { header_type, .. }
+                    if !self.classify_body && header_type >= self.n_types =>
+                {
                     Some(Status::UnknownType)
                 }
-                Ok(h) => 'admit: {
+                Parsed::Request {
+                    header_type,
+                    body_len,
+                } => 'admit: {
                     let (type_id, true_type) = if self.classify_body {
-                        let body = &bytes[HEADER_LEN..HEADER_LEN + usize::from(h.body_len)];
+                        let body = &bytes[at..at + usize::from(body_len)];
                         let t = self.classifier.classify(body);
                         if t >= self.n_types {
                             break 'admit Some(Status::UnknownType);
                         }
                         (t, t)
                     } else {
-                        (self.classifier.classify(bytes), h.type_id)
+                        (self.classifier.classify(bytes), header_type)
                     };
                     self.seq += 1;
                     let slot = Slot {
@@ -434,7 +449,7 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                         true_type,
                         scheduled_ns: now,
                         measured: true,
-                        len: h.body_len,
+                        len: body_len,
                     };
                     if core.admit(token, slot, now) {
                         None
@@ -532,12 +547,14 @@ impl<D: Datapath> NetFrontEnd<D> {
             // refused by the policy); each token appears once, so the mutable
             // borrows are disjoint.
             let pkt = unsafe { &mut *self.pool.as_ptr(token) };
-            let (header, _) = pkt
-                .data_mut()
-                .split_first_chunk_mut::<HEADER_LEN>()
-                .expect("packet buffers hold a header");
-            protocol::make_response_header(header, status, 0);
-            *m = (&pkt.peer, &pkt.data()[..HEADER_LEN]);
+            let p = self.protocol;
+            // The reply's body (memcached's error line) goes where the
+            // request's was: nothing reads the request any more.
+            let body = p.error_body(status);
+            let (at, data) = (p.header_len(), pkt.data_mut());
+            data[at..at + body.len()].copy_from_slice(body);
+            p.write_reply_header(data, status, body.len());
+            *m = (&pkt.peer, &pkt.data()[..at + body.len()]);
         }
         let sent = self
             .reply_tx
@@ -823,10 +840,11 @@ fn serve<D: Datapath + 'static>(
 ) -> ServeResult {
     let thread_err = |e: io::Error| RuntimeError::Thread(e.to_string());
     let n_types = cfg.types.len() as u16;
-    let classify_body = cfg.app_classifier.is_some();
-    let classifier = match &cfg.app_classifier {
-        Some(f) => f.classifier(),
-        None => cfg.classifier.build(protocol::TYPE_OFFSET, n_types),
+    let classify_body = cfg.app_classifier.is_some() || cfg.protocol.classifies_body();
+    let classifier = match (&cfg.app_classifier, cfg.protocol) {
+        (_, DatagramProtocol::Memcache) => crate::tcp::Memcache.classifier(),
+        (Some(f), _) => f.classifier(),
+        (None, _) => cfg.classifier.build(protocol::TYPE_OFFSET, n_types),
     };
     let mut worker_txs = Vec::with_capacity(cfg.runtime.workers);
     for _ in 0..cfg.runtime.workers {
@@ -838,6 +856,7 @@ fn serve<D: Datapath + 'static>(
         pool: pool.clone(),
         classifier,
         classify_body,
+        protocol: cfg.protocol,
         n_types,
         idle: cfg.runtime.idle,
         idler: Idler::new(cfg.runtime.idle),

@@ -54,6 +54,7 @@ fn the_application_classifier_types_every_request_from_its_body() {
         app_classifier: Some(Arc::new(|| Box::new(Letter) as Box<dyn Classifier>)),
         handlers: Arc::new(|_| Box::new(Len) as Box<dyn Handler>),
         datapath: Default::default(),
+        protocol: Default::default(),
     })
     .unwrap();
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();

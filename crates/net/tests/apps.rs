@@ -32,6 +32,7 @@ fn server(app: &AppConfig, w: &Workload, policy: &str) -> (Server, Arc<dyn Servi
         handlers: psp_apps::handler_factory(service.clone(), None),
         metrics: None,
         datapath: Default::default(),
+        protocol: Default::default(),
     })
     .expect("server starts");
     (srv, service)

@@ -33,6 +33,7 @@ fn server() -> Server {
         // Echo: a body of any length is a valid request to serve.
         handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
         datapath: Default::default(),
+        protocol: Default::default(),
     })
     .expect("server starts")
 }

@@ -290,6 +290,7 @@ fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>) {
             app_classifier: None,
             handlers: psp_apps::handler_factory(app.service.clone(), spec.feedback_threshold_ns()),
             datapath: datapath.clone(),
+            protocol: Default::default(),
         })
     };
     let server = match xdp {

@@ -51,6 +51,7 @@ fn config(policy: &str, metrics: Option<SocketAddr>) -> ServerConfig {
             None,
         ),
         datapath: Default::default(),
+        protocol: Default::default(),
     }
 }
 

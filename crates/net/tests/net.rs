@@ -60,6 +60,7 @@ fn server_at(
             None,
         ),
         datapath: Default::default(),
+        protocol: Default::default(),
     })
 }
 
@@ -81,6 +82,7 @@ fn one_worker_server(drain_timeout: Duration, app: Arc<dyn Service>) -> Server {
         app_classifier: None,
         handlers: psp_apps::handler_factory(app, None),
         datapath: Default::default(),
+        protocol: Default::default(),
     })
     .expect("server starts")
 }
@@ -580,6 +582,7 @@ fn metrics_server() -> Server {
         app_classifier: None,
         handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
         datapath: Default::default(),
+        protocol: Default::default(),
     })
     .expect("server starts")
 }
@@ -652,6 +655,7 @@ fn a_server_whose_cores_are_missing_does_not_start() {
         app_classifier: None,
         handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
         datapath: Default::default(),
+        protocol: Default::default(),
     });
     match r {
         Err(psp_net::ServerError::Runtime(psp_runtime::RuntimeError::Cores(m))) => {
@@ -704,6 +708,7 @@ fn measured_utilization_is_reported_beside_the_declared_one() {
             None,
         ),
         datapath: Default::default(),
+        protocol: Default::default(),
     })
     .expect("server starts");
     let maddr = srv.metrics_addr().unwrap();

@@ -47,6 +47,7 @@ fn server(policy: &str, tcp: TcpConfig) -> Server {
         app_classifier: None,
         handlers: psp_apps::handler_factory(service, None),
         datapath: DatapathKind::Tcp(StreamProtocolKind::Resp, tcp),
+        protocol: Default::default(),
     })
     .unwrap()
 }

@@ -68,6 +68,7 @@ fn start_server(t: &Topology, policy: &str) -> Server {
                 None,
             ),
             datapath: DatapathKind::Xdp(XdpConfig::default()),
+            protocol: Default::default(),
         })
     })
     .expect("joins the server namespace")
