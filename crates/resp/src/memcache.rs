@@ -38,11 +38,9 @@
 //! `u64`) ++ data. The cas unique comes from a process-wide counter, so it changes on every
 //! write of the item (set, add, replace, append, prepend, cas, incr, decr).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 
 /// Longest command line accepted, excluding its `\r\n` (or `\n`) terminator.
 pub const MAX_LINE: usize = 2048;
@@ -582,80 +580,8 @@ fn arith<S: Store>(
 // Test double
 // ---------------------------------------------------------------------------------------
 
-const STRIPES: usize = 64;
-
-/// In-memory [`Store`]: the test double for [`execute`].
-///
-/// A `Mutex<BTreeMap>` holds the records; [`Store::atomically`] takes one of 64 striped
-/// locks chosen by a hash of the key. Not meant for production use.
-#[derive(Debug)]
-pub struct MemStore {
-    map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
-    stripes: Vec<Mutex<()>>,
-}
-
-impl MemStore {
-    /// An empty store.
-    pub fn new() -> MemStore {
-        MemStore {
-            map: Mutex::new(BTreeMap::new()),
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-        }
-    }
-
-    /// Number of stored items.
-    pub fn len(&self) -> usize {
-        self.map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    /// Whether the store holds no item.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl Default for MemStore {
-    fn default() -> Self {
-        MemStore::new()
-    }
-}
-
-impl Store for MemStore {
-    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
-        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        match map.get(key) {
-            Some(v) => {
-                out.extend_from_slice(v);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        map.insert(key.to_vec(), value.to_vec());
-        Ok(())
-    }
-
-    fn delete(&self, key: &[u8]) -> Result<bool, String> {
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(map.remove(key).is_some())
-    }
-
-    fn atomically<R>(&self, key: &[u8], f: impl FnOnce() -> R) -> R {
-        // FNV-1a
-        let hash = key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        let stripe = &self.stripes[(hash % STRIPES as u64) as usize];
-        let _guard = stripe.lock().unwrap_or_else(PoisonError::into_inner);
-        f()
-    }
-}
+/// The test double: the Redis layer's in-memory store.
+pub use crate::MemStore;
 
 #[cfg(test)]
 mod tests {
