@@ -1335,6 +1335,16 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
         d => Some(a.xdp.datapath(d)?),
     };
     let (srv_ns, cli_ns) = match &a.netns {
+        // scripts/netns.sh's rule: it names files under /var/run/netns.
+        Some(p)
+            if p.is_empty()
+                || p.len() > 14
+                || !p
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            bail!("--netns wants 1 to 14 of [A-Za-z0-9_-] (scripts/netns.sh's --prefix), not '{p}'")
+        }
         Some(p) => (Some(format!("{p}-srv")), Some(format!("{p}-cli"))),
         None => (None, None),
     };

@@ -212,6 +212,10 @@ fn xdp_flags_are_checked_before_anything_starts() {
         &["netbench", "--datapaths", "udp,xdp", "--rates", "1000"],
         "--netns",
     );
+    assert_one_line_error(
+        &["netbench", "--netns", "../../etc", "--rates", "1000"],
+        "--netns",
+    );
     // An address no interface holds: refused before serving.
     assert_one_line_error(
         &[

@@ -181,7 +181,17 @@ impl NetCounters {
     /// `dropped_by_os`, which the exporter reads itself: it is a file read).
     pub const SNAPSHOT_LEN: usize = 9;
 
-    pub(crate) fn snapshot_values(&self) -> [u64; Self::SNAPSHOT_LEN] {
+    /// Writes the live-snapshot values into `out`, with `malformed`: the
+    /// datapath's count of malformed frames so far.
+    pub(crate) fn fill_snapshot(&self, out: &mut [u64], malformed: u64) {
+        let mut values = self.snapshot_values();
+        values[8] = malformed;
+        for (o, v) in out.iter_mut().zip(values) {
+            *o = v;
+        }
+    }
+
+    fn snapshot_values(&self) -> [u64; Self::SNAPSHOT_LEN] {
         [
             self.received,
             self.truncated,
@@ -354,22 +364,17 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
     }
 
     fn begin(&mut self, core: &mut DispatchCore, now: u64) {
-        core.set_base(now);
-        core.set_declared_service(&self.declared_ns);
-        if let Some(p) = self.snapshots.take() {
-            core.publish_snapshots(p, now);
-        }
-        if let Some(tx) = self.started.take() {
-            let _ = tx.send(());
-        }
+        begin_serving(
+            core,
+            now,
+            &self.declared_ns,
+            &mut self.snapshots,
+            &mut self.started,
+        );
     }
 
     fn fill_snapshot(&self, out: &mut [u64]) {
-        let mut values = self.net.snapshot_values();
-        values[8] = self.datapath.malformed();
-        for (o, v) in out.iter_mut().zip(values) {
-            *o = v;
-        }
+        self.net.fill_snapshot(out, self.datapath.malformed());
     }
 
     fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
@@ -573,6 +578,26 @@ static EMPTY_PEER: crate::datapath::PeerAddr = crate::datapath::PeerAddr {
     len: 0,
     hw: [0; 6],
 };
+
+/// A network front end's first step: the core's time zero and declared
+/// service times, live snapshots if asked, and the word to
+/// [`Server::start`] that every thread runs.
+pub(crate) fn begin_serving(
+    core: &mut DispatchCore,
+    now: u64,
+    declared_ns: &[Option<f64>],
+    snapshots: &mut Option<SnapshotPublisher>,
+    started: &mut Option<std::sync::mpsc::Sender<()>>,
+) {
+    core.set_base(now);
+    core.set_declared_service(declared_ns);
+    if let Some(p) = snapshots.take() {
+        core.publish_snapshots(p, now);
+    }
+    if let Some(tx) = started.take() {
+        let _ = tx.send(());
+    }
+}
 
 /// A running server.
 pub struct Server {

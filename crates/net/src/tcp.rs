@@ -17,9 +17,12 @@
 //! lost), requests in flight per connection and reply bytes waiting per
 //! connection (past either, the connection is not read until it drains: a
 //! client that never reads cannot grow the server's memory), idle time.
-//! A refused request (no slot, the policy's queue full) is answered in its
-//! place, never dropped: every request of a connection gets exactly one
-//! reply, in order, until the connection closes.
+//! A request the policy refuses (its queue full) is answered in its place,
+//! never dropped: every request of a connection gets exactly one reply, in
+//! order, until the connection closes. When no request slot is free, the
+//! next request waits in its connection's input until a completion frees
+//! one. Every request read ends in exactly one of the counters bad request
+//! (malformed or too large), unknown type, or arrived at the policy.
 //!
 //! The request path allocates only until each worker's reply stock and each
 //! connection's buffers reach their working size; it makes the system calls
@@ -49,7 +52,7 @@ use crate::server::NetCounters;
 /// Why the server answers a request itself (not through a handler).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// No request slot, or the policy's queue is full.
+    /// The policy's queue is full.
     Overloaded,
     /// Longer than `--tcp-max-request`.
     TooLarge,
@@ -244,6 +247,10 @@ struct Reply {
     bytes: Vec<u8>,
 }
 
+/// A reply in a connection's window: its bytes and the lane (worker) whose
+/// stock they return to (`None`: the net thread's own refusal).
+type Ready = (Option<usize>, Vec<u8>);
+
 /// The eventfd a worker writes when the net thread sleeps with a reply
 /// waiting for it.
 struct Wake {
@@ -362,7 +369,7 @@ struct Conn {
     next_seq: u64,
     write_seq: u64,
     /// Replies by `seq - write_seq`: `None` while in flight.
-    window: VecDeque<Option<Vec<u8>>>,
+    window: VecDeque<Option<Ready>>,
     /// The socket may have unread bytes (edge-triggered readiness).
     readable: bool,
     /// In `to_read`.
@@ -420,6 +427,8 @@ pub struct TcpFrontEnd {
     open: usize,
     /// Connections with unread bytes and room to read them.
     to_read: VecDeque<u32>,
+    /// Connections waiting for a free request slot (retried every pass).
+    starved: Vec<u32>,
     lanes: Vec<NetLane>,
     worker_lanes: Vec<Option<WorkerLane>>,
     pool: Arc<PacketPool>,
@@ -488,6 +497,7 @@ impl TcpFrontEnd {
             generations: Vec::new(),
             open: 0,
             to_read: VecDeque::new(),
+            starved: Vec::new(),
             lanes,
             worker_lanes,
             classifier: protocol.classifier(),
@@ -529,7 +539,7 @@ impl TcpFrontEnd {
                 }
                 let c = self.conns[id].as_mut().expect("live");
                 let at = (r.seq - c.write_seq) as usize;
-                c.window[at] = Some(r.bytes);
+                c.window[at] = Some((Some(lane), r.bytes));
                 self.flush(r.conn);
             }
         }
@@ -543,13 +553,12 @@ impl TcpFrontEnd {
             return;
         };
         while let Some(Some(_)) = c.window.front() {
-            let bytes = c.window.pop_front().flatten().expect("ready");
+            let (lane, bytes) = c.window.pop_front().flatten().expect("ready");
             c.write_seq += 1;
             c.output.extend_from_slice(&bytes);
-            // Back to a worker's stock (any worker: stocks refill evenly
-            // enough, and a worker short of one allocates).
-            let lane = (c.write_seq as usize) % self.lanes.len().max(1);
-            if let Some(l) = self.lanes.get_mut(lane) {
+            // Back to the stock of the worker that wrote it: each stock then
+            // holds what its worker needs, and no worker allocates once warm.
+            if let Some(l) = lane.and_then(|l| self.lanes.get_mut(l)) {
                 let _ = l.1.push(bytes);
             }
         }
@@ -690,7 +699,7 @@ impl TcpFrontEnd {
         self.protocol.refusal(refusal, &mut bytes);
         let c = self.conns[id as usize].as_mut().expect("open");
         c.next_seq += 1;
-        c.window.push_back(Some(bytes));
+        c.window.push_back(Some((None, bytes)));
     }
 
     /// Reads connection `id` and admits its complete requests, up to
@@ -718,6 +727,7 @@ impl TcpFrontEnd {
                     Ok(Some(len)) => len,
                     Ok(None) if c.filled > max => {
                         self.tcp.closed_on_error += 1;
+                        self.net.received += 1;
                         self.net.bad_request += 1;
                         self.refuse_in_order(id, Refusal::TooLarge);
                         self.stop_reading(id);
@@ -726,15 +736,22 @@ impl TcpFrontEnd {
                     Ok(None) => break,
                     Err(refusal) => {
                         self.tcp.closed_on_error += 1;
+                        self.net.received += 1;
                         self.net.bad_request += 1;
                         self.refuse_in_order(id, refusal);
                         self.stop_reading(id);
                         return cut;
                     }
                 };
+                if !self.admit(core, id, len, now) {
+                    // No request slot free: the request stays in the input
+                    // until a completion frees one (as the UDP front end
+                    // receives only into free slots).
+                    self.starve(id);
+                    return cut;
+                }
                 self.net.received += 1;
                 cut += 1;
-                self.admit(core, id, len, now);
                 let c = self.conns[id as usize].as_mut().expect("open");
                 c.input.copy_within(len..c.filled, 0);
                 c.filled -= len;
@@ -828,19 +845,18 @@ impl TcpFrontEnd {
         self.flush(id);
     }
 
-    /// Admits the request at the front of connection `id`'s input.
-    fn admit(&mut self, core: &mut DispatchCore, id: u32, len: usize, now: u64) {
+    /// Admits (or answers) the request at the front of connection `id`'s
+    /// input; `false`: no request slot is free, nothing was taken.
+    fn admit(&mut self, core: &mut DispatchCore, id: u32, len: usize, now: u64) -> bool {
         let c = self.conns[id as usize].as_ref().expect("open");
         let type_id = self.classifier.classify(&c.input[..len]);
         if type_id >= self.n_types {
             self.net.unknown_type += 1;
             self.refuse_in_order(id, Refusal::UnknownType);
-            return;
+            return true;
         }
         let Some(token) = core.take_token() else {
-            self.net.overloaded += 1;
-            self.refuse_in_order(id, Refusal::Overloaded);
-            return;
+            return false;
         };
         let c = self.conns[id as usize].as_mut().expect("open");
         // SAFETY: the dispatcher owns a token it took until it admits it.
@@ -871,6 +887,18 @@ impl TcpFrontEnd {
             core.put_token(token);
             self.net.overloaded += 1;
             self.refuse_in_order(id, Refusal::Overloaded);
+        }
+        true
+    }
+
+    /// Sets connection `id` aside until the next pass (a slot may be free
+    /// then), out of `to_read` so that an idle net thread does not spin on it.
+    fn starve(&mut self, id: u32) {
+        if let Some(c) = self.conns[id as usize].as_mut()
+            && !c.queued
+        {
+            c.queued = true;
+            self.starved.push(id);
         }
     }
 
@@ -945,24 +973,22 @@ impl FrontEnd for TcpFrontEnd {
     }
 
     fn begin(&mut self, core: &mut DispatchCore, now: u64) {
-        core.set_base(now);
-        core.set_declared_service(&self.declared_ns);
-        if let Some(p) = self.snapshots.take() {
-            core.publish_snapshots(p, now);
-        }
-        if let Some(tx) = self.started.take() {
-            let _ = tx.send(());
-        }
+        crate::server::begin_serving(
+            core,
+            now,
+            &self.declared_ns,
+            &mut self.snapshots,
+            &mut self.started,
+        );
     }
 
     fn fill_snapshot(&self, out: &mut [u64]) {
-        for (o, v) in out.iter_mut().zip(self.net.snapshot_values()) {
-            *o = v;
-        }
+        self.net.fill_snapshot(out, 0);
     }
 
     fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
         let mut worked = self.take_replies();
+        self.to_read.extend(self.starved.drain(..));
         if self
             .poll
             .poll(&mut self.events, Some(Duration::ZERO))

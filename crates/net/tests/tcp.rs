@@ -82,11 +82,16 @@ fn read_exactly(c: &mut TcpStream, want: usize) -> Vec<u8> {
 /// Every request the server read ends in one outcome.
 fn assert_balanced(r: &ServerReport) {
     let (n, c) = (&r.net, &r.dispatcher.counts);
+    // As on the datagram path: every request read ends refused as
+    // malformed, of no type, or arrived at the policy; every refusal of the
+    // policy is answered OVERLOADED (BUSY).
     assert_eq!(
         n.received,
-        c.arrived + n.unknown_type + n.overloaded - c.shed,
+        n.bad_request + n.unknown_type + c.arrived,
         "{n:?} {c:?}"
     );
+    assert_eq!(n.overloaded, c.shed, "{n:?} {c:?}");
+    assert_eq!(c.arrived, c.shed + c.admitted, "{c:?}");
     assert_eq!(c.admitted, c.completed + c.stranded, "{c:?}");
     assert_eq!(c.stranded, 0, "{c:?}");
 }
