@@ -277,6 +277,10 @@ pub struct ServeArgs {
     /// How idle threads wait: spin, yield or park [default: park].
     #[arg(long)]
     idle: Option<String>,
+    /// Whether polling threads yield their core on each pass: auto (when the
+    /// server's threads outnumber its cores), on or off [default: auto].
+    #[arg(long)]
+    poll_yield: Option<String>,
     /// Bound of each queue the policy keeps [default: 4096].
     #[arg(long, allow_hyphen_values = true)]
     queue_capacity: Option<usize>,
@@ -328,6 +332,7 @@ struct ServeFile {
     workers: Option<usize>,
     cores: Option<String>,
     idle: Option<String>,
+    poll_yield: Option<String>,
     queue_capacity: Option<usize>,
     app: Option<String>,
     kv_path: Option<PathBuf>,
@@ -494,6 +499,12 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let idle = src
         .pick(&a.idle, &f.idle, |s| limits::idle(&s))?
         .unwrap_or_default();
+    let poll_yield = src
+        .pick(&a.poll_yield, &f.poll_yield, |s| {
+            s.parse::<psp_runtime::PollYield>()
+                .map_err(|e| anyhow::anyhow!("--poll-yield: {e}"))
+        })?
+        .unwrap_or_default();
     let seed = src.pick(&a.seed, &f.seed, Ok)?.unwrap_or(1);
     let classifier = src
         .pick(&a.classifier, &f.classifier, |c| {
@@ -560,6 +571,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
                 stats,
                 raise_priority: !(a.no_raise_priority || f.raise_priority == Some(false)),
                 series_window_ns: None,
+                poll_yield,
             },
             policy,
             types: workload.type_infos(),

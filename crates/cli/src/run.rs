@@ -361,6 +361,7 @@ pub fn measure(
         stats: opts.stats,
         raise_priority: true,
         series_window_ns: sim_cfg.series_window_ns,
+        ..RuntimeConfig::default()
     };
     let names = type_names(workload);
     let service = app.start(&names)?;

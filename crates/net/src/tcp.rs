@@ -372,6 +372,9 @@ struct Conn {
     window: VecDeque<Option<Ready>>,
     /// The socket may have unread bytes (edge-triggered readiness).
     readable: bool,
+    /// The peer's end of stream (or an error) was announced: read until
+    /// the socket says so, short reads included.
+    hup: bool,
     /// In `to_read`.
     queued: bool,
     /// Close once every reply is written (peer closed, or framing lost).
@@ -404,6 +407,9 @@ const MAX_WAIT: Duration = Duration::from_millis(5);
 /// How long an idle net thread polls before it sleeps while workers are
 /// busy (as the UDP front end).
 const BUSY_SPIN_US: u32 = 20;
+/// While workers are busy, the net thread asks epoll for new requests at
+/// most this often (a request arriving then waits this long at most).
+const EPOLL_GAP: Duration = Duration::from_micros(5);
 /// How often idle connections are looked for.
 const SWEEP: Duration = Duration::from_millis(100);
 /// How long, and how many bytes, a connection closed after an error is read
@@ -419,7 +425,7 @@ pub struct TcpFrontEnd {
     poll: Poll,
     events: Events,
     /// The last poll's events (token, readable, writable), reused.
-    ready: Vec<(Token, bool, bool)>,
+    ready: Vec<(Token, bool, bool, bool)>,
     listener: TcpListener,
     conns: Vec<Option<Conn>>,
     free_ids: Vec<u32>,
@@ -675,6 +681,7 @@ impl TcpFrontEnd {
                         write_seq: 0,
                         window: VecDeque::new(),
                         readable: true,
+                        hup: false,
                         queued: true,
                         closing: false,
                         peer_closed: false,
@@ -777,6 +784,13 @@ impl TcpFrontEnd {
                 Ok(n) => {
                     c.filled += n;
                     c.last_active = Instant::now();
+                    // A short read drained the socket: the next byte to
+                    // arrive raises a new edge, so the read that would only
+                    // say "would block" (a system call per request) is
+                    // skipped.
+                    if n < room && !c.hup {
+                        c.readable = false;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     c.readable = false;
@@ -1002,10 +1016,11 @@ impl FrontEnd for TcpFrontEnd {
                 e.token(),
                 e.is_readable() || e.is_read_closed(),
                 e.is_writable(),
+                e.is_read_closed() || e.is_error(),
             ));
         }
         for i in 0..self.ready.len() {
-            let (token, readable, writable) = self.ready[i];
+            let (token, readable, writable, hup) = self.ready[i];
             worked = true;
             if token == LISTENER {
                 self.accept();
@@ -1024,6 +1039,7 @@ impl FrontEnd for TcpFrontEnd {
                 continue;
             }
             if let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) {
+                c.hup |= hup;
                 if readable && !c.closing {
                     c.readable = true;
                     if !c.queued {
@@ -1092,7 +1108,16 @@ impl FrontEnd for TcpFrontEnd {
             // A central dispatcher hands each worker its next job: while one
             // is busy, its reply (and its completion) are near.
             IdleStrategy::SpinPark { .. } if core.in_flight() > 0 && !core.decentralized() => {
-                self.busy_idler.idle_with(me, MAX_WAIT, has_work, wait_for);
+                // Each pass asks epoll (a system call): between two, watch
+                // only the reply lanes, so that a busy net thread does not
+                // spend its core on empty epoll_waits.
+                let until = Instant::now() + EPOLL_GAP;
+                while !has_work() && Instant::now() < until {
+                    psp_runtime::idle::pause();
+                }
+                if !has_work() {
+                    self.busy_idler.idle_with(me, MAX_WAIT, has_work, wait_for);
+                }
             }
             IdleStrategy::SpinPark { .. } => me.park_with(has_work, || wait_for(MAX_WAIT)),
             _ => self.idler.idle_with(me, MAX_WAIT, has_work, wait_for),

@@ -198,6 +198,75 @@ impl std::str::FromStr for IdleStrategy {
     }
 }
 
+/// Whether a polling wait gives its core away on each pass (set at start by
+/// the runtime, [`PollYield`]).
+static POLLS_YIELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How a thread that polls for work (a worker spinning before it parks, a
+/// dispatcher waiting for a completion) waits between two looks.
+///
+/// A spinning thread keeps its core until the kernel's scheduler takes it
+/// away (a tick, milliseconds). When the runtime has more threads than cores
+/// (3 threads on 2 cores, or a client sharing them), a thread that spins
+/// while the one it waits for is runnable on the same core holds that one
+/// off: each pass then yields the core instead (`sched_yield`, returning at
+/// once when nothing else is runnable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PollYield {
+    /// Yield when the runtime's threads outnumber the cores it may run on.
+    #[default]
+    Auto,
+    /// Always yield.
+    On,
+    /// Never yield (a pause instruction per pass).
+    Off,
+}
+
+impl PollYield {
+    /// Whether polling yields, for `threads` threads on `cores` cores.
+    pub fn resolve(self, threads: usize, cores: usize) -> bool {
+        match self {
+            PollYield::Auto => threads > cores,
+            PollYield::On => true,
+            PollYield::Off => false,
+        }
+    }
+}
+
+impl std::str::FromStr for PollYield {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(PollYield::Auto),
+            "on" => Ok(PollYield::On),
+            "off" => Ok(PollYield::Off),
+            _ => Err(format!("poll yield must be auto, on or off, not '{s}'")),
+        }
+    }
+}
+
+/// Sets, for the whole process, whether polling waits yield.
+pub fn set_polls_yield(yes: bool) {
+    POLLS_YIELD.store(yes, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether polling waits yield.
+pub fn polls_yield() -> bool {
+    POLLS_YIELD.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// One pass of a polling wait: a pause, or a yield of the core
+/// ([`PollYield`]).
+#[inline]
+pub fn pause() {
+    if polls_yield() {
+        sync::yield_now();
+    } else {
+        sync::spin_loop();
+    }
+}
+
 /// A thread's parked flag and handle, shared with the threads that wake it.
 ///
 /// A thread that must also wait on file descriptors (a network dispatcher in
@@ -373,7 +442,7 @@ impl Idler {
             IdleStrategy::SpinPark { spin_us, park_us } => {
                 let since = *self.idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() < Duration::from_micros(spin_us.into()) {
-                    sync::spin_loop();
+                    pause();
                 } else {
                     let max = max_park.min(Duration::from_micros(park_us.into()));
                     me.park_with(has_work, || wait(max));

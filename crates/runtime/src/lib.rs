@@ -84,7 +84,7 @@ pub use handler::{
     BodyEncoder, EncoderSource, Handler, HandlerError, HandlerFactory, RequestContext, SpinHandler,
     SyntheticEncoder,
 };
-pub use idle::IdleStrategy;
+pub use idle::{IdleStrategy, PollYield};
 #[cfg(not(loom))]
 pub use local::{LocalMode, LocalQueues, LocalStats};
 #[cfg(not(loom))]

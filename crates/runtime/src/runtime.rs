@@ -17,7 +17,7 @@ use crate::dispatcher::{
 use crate::executor::{self, PlanInput};
 use crate::generator::Generator;
 use crate::handler::{BodyEncoder, Handler};
-use crate::idle::{IdleStrategy, Wakeup};
+use crate::idle::{IdleStrategy, PollYield, Wakeup};
 use crate::local::LocalStats;
 use crate::worker::{Done, Job, WorkerParts, WorkerThread};
 
@@ -45,6 +45,8 @@ pub struct RuntimeConfig {
     pub raise_priority: bool,
     /// Record a time series with windows of this length (`psp run --series`).
     pub series_window_ns: Option<u64>,
+    /// Whether polling threads yield their core on each pass.
+    pub poll_yield: PollYield,
 }
 
 impl Default for RuntimeConfig {
@@ -58,6 +60,7 @@ impl Default for RuntimeConfig {
             stats: None,
             raise_priority: true,
             series_window_ns: None,
+            poll_yield: PollYield::Auto,
         }
     }
 }
@@ -287,6 +290,18 @@ where
     };
     let policy = spec.build(&ctx)?;
     let cores = plan_cores(cfg)?;
+    // Threads that poll hold off the ones they wait for when they outnumber
+    // the cores they run on: then each polling pass yields (`PollYield`).
+    let distinct_cores = match &cores {
+        Some(list) if list.iter().all(Option::is_some) => {
+            let mut ids: Vec<usize> = list.iter().flatten().map(|c| c.id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.len()
+        }
+        _ => core_affinity::get_core_ids().map_or(1, |c| c.len()),
+    };
+    crate::idle::set_polls_yield(cfg.poll_yield.resolve(cfg.workers + 1, distinct_cores));
     let max_in_flight = max_in_flight(cfg, ctx.types.len());
     // The run's one clock: arrivals, receive times and completions all read it.
     let clock = Clock::new();

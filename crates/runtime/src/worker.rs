@@ -308,7 +308,7 @@ impl<IO: JobIo> WorkerParts<IO> {
                         now.saturating_sub(*picked_up.get_or_insert(now)) < AFTER_PICKUP_NS
                     };
                     if poll {
-                        std::hint::spin_loop();
+                        crate::idle::pause();
                         continue;
                     }
                     (awaiting, picked_up) = (None, None);

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""psp serve under several policies against the reference server, driven by
+the reference server's own benchmark client (docs/results.md, section 16).
+
+  scripts/compare.py redis [OUT]       RESP over TCP against redis-server,
+                                       measured by redis-benchmark
+  scripts/compare.py memcached [OUT]   memcached over UDP against memcached,
+                                       measured by memcaslap
+
+Every server runs on the same cores (taskset CORES), and so do the clients.
+Each client's own figures are reported, not psp's:
+
+redis: a list `mylist` of 1,000 elements is made (redis-benchmark's LPUSH),
+  then 1. GET only: redis-benchmark GET, its throughput and latency;
+  2. GETs and LRANGE 0 599 at once: two redis-benchmark processes; GET's
+  p50/p99/p99.9 (p99.9: the first line of its percentile distribution at or
+  above 99.9%) and LRANGE's throughput and p99.
+
+memcached (UDP, values of VALUE bytes): 1. gets only: one memcaslap, 90% gets
+  and 10% sets (its default mix) of single keys; 2. the same beside a second
+  memcaslap doing multi-key gets of MULTI keys. memcaslap reports latency as
+  a log2 histogram (bucket i holds [2^(i-1), 2^i) us): a percentile here is
+  the upper bound of the bucket it falls in, so it is exact to a factor of 2.
+
+Writes a table on stdout, OUT/compare.json and OUT/compare.svg (GET p99 and
+p99.9 of the mixed run, and GET-only throughput, per system).
+
+Set-up: scripts/compare-deps.sh (redis-server, memcached and the clients),
+cargo build --release.
+Environment: PSP (target/release/psp), CORES (0,1), WORKERS (2), PORT (7400),
+  SYSTEMS (redis: "psp:darc psp:c-fcfs psp:synergy redis redis:io-threads=2";
+  memcached: "psp:darc psp:c-fcfs psp:synergy memcached"), PSP_ARGS (more
+  psp serve flags, e.g. "--poll-yield off"),
+  redis: GETS (GET requests per run, 100000), LRANGES (4000), CLIENTS (20
+  GET clients; the LRANGE client has 4);
+  memcached: SECONDS (per run, 10), CONCURRENCY (16 for gets, 4 for
+  multi-gets), MULTI (keys per multi-get, 16), VALUE (bytes, 16).
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+if len(sys.argv) < 2 or sys.argv[1] not in ("redis", "memcached"):
+    raise SystemExit(__doc__)
+kind = sys.argv[1]
+out_dir = sys.argv[2] if len(sys.argv) > 2 else f"results/compare-{kind}"
+psp = os.environ.get("PSP", "target/release/psp")
+cores = os.environ.get("CORES", "0,1")
+workers = os.environ.get("WORKERS", "2")
+port = os.environ.get("PORT", "7400")
+psp_args = os.environ.get("PSP_ARGS", "").split()
+default_systems = {
+    "redis": "psp:darc psp:c-fcfs psp:synergy redis redis:io-threads=2",
+    "memcached": "psp:darc psp:c-fcfs psp:synergy memcached",
+}[kind]
+systems = os.environ.get("SYSTEMS", default_systems).split()
+os.makedirs(out_dir, exist_ok=True)
+
+
+def taskset(cmd):
+    return ["taskset", "-c", cores] + cmd
+
+
+def server_cmd(system):
+    if system.startswith("psp:"):
+        protocol = "resp" if kind == "redis" else "memcache-udp"
+        return [psp, "serve", "--protocol", protocol, "--address", f"127.0.0.1:{port}",
+                "--workers", workers, "--policy", system[4:], "--kv-keys", "1000",
+                "--no-raise-priority", "--json"] + psp_args
+    if system.startswith("redis"):
+        cmd = ["redis-server", "--port", port, "--save", "", "--appendonly", "no"]
+        if ":" in system:
+            cmd += ["--io-threads", system.split("=")[1], "--io-threads-do-reads", "yes"]
+        return cmd
+    if system == "memcached":
+        return ["memcached", "-l", "127.0.0.1", "-p", port, "-U", port, "-t", workers,
+                "-u", os.environ.get("USER", "root")]
+    raise SystemExit(f"unknown system {system}")
+
+
+def ready():
+    if kind == "redis":
+        r = subprocess.run(["redis-cli", "-p", port, "PING"], capture_output=True, text=True)
+        return r.stdout.strip() == "PONG"
+    # memcached's UDP frame: request id 1, sequence 0 of 1 datagram.
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(0.2)
+    try:
+        s.sendto(b"\x00\x01\x00\x00\x00\x01\x00\x00version\r\n", ("127.0.0.1", int(port)))
+        return b"VERSION" in s.recv(2048)
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def start(system):
+    log = open(os.path.join(out_dir, system.replace(":", "_") + ".server.out"), "w")
+    p = subprocess.Popen(taskset(server_cmd(system)), stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        if p.poll() is not None:
+            raise SystemExit(f"{system} exited: see {log.name}")
+        if ready():
+            return p
+        time.sleep(0.1)
+    p.kill()
+    raise SystemExit(f"{system} did not start")
+
+
+def stop(p):
+    p.terminate()
+    p.wait(timeout=30)
+
+
+def client(args):
+    """Starts a client on the servers' cores; returns it (stdout captured)."""
+    return subprocess.Popen(taskset(args), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def parse_redis(text):
+    """redis-benchmark's own figures: throughput, summary latencies (ms), and
+    p99.9 from its percentile distribution."""
+    r = {}
+    m = re.search(r"throughput summary: ([\d.]+) requests per second", text)
+    r["rps"] = float(m.group(1)) if m else None
+    m = re.search(r"avg\s+min\s+p50\s+p95\s+p99\s+max\s*\n\s*([\d.\s]+)", text)
+    if m:
+        v = [float(x) for x in m.group(1).split()[:6]]
+        r.update(avg_ms=v[0], p50_ms=v[2], p95_ms=v[3], p99_ms=v[4], max_ms=v[5])
+    r["p999_ms"] = None
+    for pct, ms in re.findall(r"([\d.]+)% <= ([\d.]+) milliseconds", text):
+        if float(pct) >= 99.9:
+            r["p999_ms"] = float(ms)
+            break
+    return r
+
+
+def parse_memcaslap(text):
+    """memcaslap's own figures for its gets: throughput (its Global line),
+    average, and percentiles from its log2 histogram (upper bucket bounds)."""
+    r = {"rps": None, "avg_ms": None, "p50_ms": None, "p99_ms": None, "p999_ms": None,
+         "misses": None}
+    table = re.search(r"Get Statistics\nType.*\n(?:Period.*\n)?Global\s+(.*)\n", text)
+    if table:
+        v = table.group(1).split()
+        r["rps"], r["misses"] = float(v[2]), int(v[4])
+    block = re.search(r"Get Statistics \((\d+) events\)(.*?)(?:\n\n|\Z)", text, re.S)
+    if not block:
+        return r
+    m = re.search(r"Avg:\s+(\d+)", block.group(2))
+    r["avg_ms"] = int(m.group(1)) / 1000 if m else None
+    counts = {}
+    for start, cols in re.findall(r"^\s+(\d+):((?:\s+\d+)+)\s*$", block.group(2), re.M):
+        for i, c in enumerate(cols.split()):
+            counts[int(start) + i] = int(c)
+    total = sum(counts.values())
+    for name, q in (("p50_ms", 0.5), ("p99_ms", 0.99), ("p999_ms", 0.999)):
+        seen = 0
+        for bucket in sorted(counts):
+            seen += counts[bucket]
+            if seen >= q * total:
+                r[name] = 2 ** bucket / 1000
+                break
+    r["events"] = total
+    return r
+
+
+def run_redis():
+    gets = os.environ.get("GETS", "100000")
+    lranges = os.environ.get("LRANGES", "4000")
+    clients = os.environ.get("CLIENTS", "20")
+    bench = ["redis-benchmark", "-p", port]
+    get = bench + ["-n", gets, "-c", clients, "-r", "1000", "GET", "key:__rand_int__"]
+    subprocess.run(bench + ["-t", "lpush", "-n", "1000", "-q"], capture_output=True)
+    only = parse_redis(client(get).communicate()[0])
+    g = client(get)
+    lr = client(bench + ["-n", lranges, "-c", "4", "LRANGE", "mylist", "0", "599"])
+    return {"get_only": only, "mixed_get": parse_redis(g.communicate()[0]),
+            "mixed_long": parse_redis(lr.communicate()[0])}
+
+
+def run_memcached():
+    seconds = os.environ.get("SECONDS", "10")
+    conc = os.environ.get("CONCURRENCY", "16")
+    value = os.environ.get("VALUE", "16")
+    multi = os.environ.get("MULTI", "16")
+    slap = ["memcaslap", "-s", f"127.0.0.1:{port}", "-U", "-T", "1", "-t", f"{seconds}s",
+            "-X", value]
+    only = parse_memcaslap(client(slap + ["-c", conc]).communicate()[0])
+    g = client(slap + ["-c", conc])
+    mg = client(slap + ["-c", "4", "-d", multi])
+    return {"get_only": only, "mixed_get": parse_memcaslap(g.communicate()[0]),
+            "mixed_long": parse_memcaslap(mg.communicate()[0])}
+
+
+results = {}
+for system in systems:
+    p = start(system)
+    try:
+        results[system] = run_redis() if kind == "redis" else run_memcached()
+    finally:
+        stop(p)
+    print(f"{system}: {results[system]}", file=sys.stderr)
+
+ref_name = "redis" if kind == "redis" else "memcached"
+ref = results.get(ref_name, {}).get("get_only", {}).get("rps")
+doc = {"kind": kind, "cores": cores, "workers": workers, "psp_args": psp_args,
+       "reference": ref_name, "systems": results}
+with open(os.path.join(out_dir, "compare.json"), "w") as f:
+    json.dump(doc, f, indent=2)
+
+
+def fmt(v, nd=2):
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+long_name = "LRANGE_600" if kind == "redis" else f"multi-get x{os.environ.get('MULTI', '16')}"
+print(f"| system | GET only: rps | vs {ref_name} | GET p99 (ms) | with {long_name}: GET p50 "
+      f"| GET p99 | GET p99.9 | {long_name} rps | {long_name} p99 (ms) |")
+print("|---|---|---|---|---|---|---|---|---|")
+for s, r in results.items():
+    go, mg, ml = r["get_only"], r["mixed_get"], r["mixed_long"]
+    ratio = f"{go['rps'] / ref:.2f}x" if ref and go.get("rps") else "-"
+    print(f"| {s} | {fmt(go.get('rps'), 0)} | {ratio} | {fmt(go.get('p99_ms'), 3)} | "
+          f"{fmt(mg.get('p50_ms'), 3)} | {fmt(mg.get('p99_ms'), 3)} | "
+          f"{fmt(mg.get('p999_ms'), 3)} | {fmt(ml.get('rps'), 0)} | "
+          f"{fmt(ml.get('p99_ms'), 2)} |")
+
+
+def svg_bars(path, title, groups, series, unit):
+    """A grouped bar chart: groups (systems) x series (name, values), as SVG."""
+    width, height, left, bottom, top = 760, 360, 70, 70, 40
+    plot_w, plot_h = width - left - 20, height - top - bottom
+    peak = max([v for _, vals in series for v in vals if v] + [1e-9])
+    colors = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759"]
+    slot = plot_w / max(len(groups), 1)
+    bar = slot * 0.8 / max(len(series), 1)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="DejaVu Sans, sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
+           f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
+           f'stroke="black"/>',
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="black"/>']
+    for k in range(5):
+        v = peak * k / 4
+        y = top + plot_h - plot_h * k / 4
+        out.append(f'<text x="{left - 5}" y="{y + 4}" text-anchor="end">{v:.3g}</text>')
+        out.append(f'<line x1="{left}" y1="{y}" x2="{left + plot_w}" y2="{y}" '
+                   f'stroke="#ddd"/>')
+    out.append(f'<text x="15" y="{top + plot_h / 2}" transform="rotate(-90 15 '
+               f'{top + plot_h / 2})" text-anchor="middle">{unit}</text>')
+    for gi, g in enumerate(groups):
+        x0 = left + gi * slot + slot * 0.1
+        for si, (_, vals) in enumerate(series):
+            v = vals[gi]
+            if v is None:
+                continue
+            h = plot_h * v / peak
+            out.append(f'<rect x="{x0 + si * bar:.1f}" y="{top + plot_h - h:.1f}" '
+                       f'width="{bar:.1f}" height="{h:.1f}" fill="{colors[si % 4]}"/>')
+        out.append(f'<text x="{x0 + slot * 0.4:.1f}" y="{top + plot_h + 16}" '
+                   f'text-anchor="middle">{g}</text>')
+    for si, (name, _) in enumerate(series):
+        x = left + 10 + si * 180
+        out.append(f'<rect x="{x}" y="{height - 25}" width="12" height="12" '
+                   f'fill="{colors[si % 4]}"/>')
+        out.append(f'<text x="{x + 16}" y="{height - 15}">{name}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+names = list(results)
+svg_bars(os.path.join(out_dir, "compare.svg"),
+         f"GET latency beside {long_name} ({kind} clients' own figures, cores {cores})",
+         names,
+         [("GET p99 (ms)", [results[s]["mixed_get"].get("p99_ms") for s in names]),
+          ("GET p99.9 (ms)", [results[s]["mixed_get"].get("p999_ms") for s in names])],
+         "ms")
+svg_bars(os.path.join(out_dir, "compare-throughput.svg"),
+         f"GET-only throughput ({kind} client's own figure, cores {cores})",
+         names, [("requests/s", [results[s]["get_only"].get("rps") for s in names])],
+         "requests/s")
