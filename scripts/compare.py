@@ -6,6 +6,9 @@ the reference server's own benchmark client (docs/results.md, section 16).
                                        measured by redis-benchmark
   scripts/compare.py memcached [OUT]   memcached over UDP against memcached,
                                        measured by memcaslap
+  scripts/compare.py summary OUT RUN... the median of each figure over runs
+                                       made by one of the above, with its
+                                       range (OUT/summary.json, .svg)
 
 Every server runs on the same cores (taskset CORES), and so do the clients.
 Each client's own figures are reported, not psp's:
@@ -33,7 +36,7 @@ Environment: PSP (target/release/psp), CORES (0,1), WORKERS (2), PORT (7400),
   psp serve flags, e.g. "--poll-yield off"),
   redis: GETS (GET requests per run, 100000), LRANGES (4000), CLIENTS (20
   GET clients; the LRANGE client has 4);
-  memcached: SECONDS (per run, 10), CONCURRENCY (16 for gets, 4 for
+  memcached: DURATION_S (seconds per run, 10), CONCURRENCY (16 for gets, 4 for
   multi-gets), MULTI (keys per multi-get, 16), VALUE (bytes, 16).
 """
 
@@ -45,9 +48,14 @@ import subprocess
 import sys
 import time
 
-if len(sys.argv) < 2 or sys.argv[1] not in ("redis", "memcached"):
+summary_of = []
+if len(sys.argv) == 7 and sys.argv[1] == "multiget-loader":
+    pass  # run below, once the functions are defined
+elif len(sys.argv) > 3 and sys.argv[1] == "summary":
+    summary_of = [json.load(open(os.path.join(d, "compare.json"))) for d in sys.argv[3:]]
+elif len(sys.argv) < 2 or sys.argv[1] not in ("redis", "memcached"):
     raise SystemExit(__doc__)
-kind = sys.argv[1]
+kind = summary_of[0]["kind"] if summary_of else sys.argv[1]
 out_dir = sys.argv[2] if len(sys.argv) > 2 else f"results/compare-{kind}"
 psp = os.environ.get("PSP", "target/release/psp")
 cores = os.environ.get("CORES", "0,1")
@@ -57,9 +65,10 @@ psp_args = os.environ.get("PSP_ARGS", "").split()
 default_systems = {
     "redis": "psp:darc psp:c-fcfs psp:synergy redis redis:io-threads=2",
     "memcached": "psp:darc psp:c-fcfs psp:synergy memcached",
-}[kind]
+}.get(kind, "")
 systems = os.environ.get("SYSTEMS", default_systems).split()
-os.makedirs(out_dir, exist_ok=True)
+if kind != "multiget-loader":
+    os.makedirs(out_dir, exist_ok=True)
 
 
 def taskset(cmd):
@@ -123,6 +132,18 @@ def client(args):
                             stderr=subprocess.STDOUT, text=True)
 
 
+current = {"system": None}
+
+
+def output(p, phase):
+    """A client's whole output, kept in OUT/SYSTEM.PHASE.client.out."""
+    text = p.communicate()[0]
+    name = f"{current['system'].replace(':', '_')}.{phase}.client.out"
+    with open(os.path.join(out_dir, name), "w") as f:
+        f.write(text)
+    return text
+
+
 def parse_redis(text):
     """redis-benchmark's own figures: throughput, summary latencies (ms), and
     p99.9 from its percentile distribution."""
@@ -178,59 +199,171 @@ def run_redis():
     bench = ["redis-benchmark", "-p", port]
     get = bench + ["-n", gets, "-c", clients, "-r", "1000", "GET", "key:__rand_int__"]
     subprocess.run(bench + ["-t", "lpush", "-n", "1000", "-q"], capture_output=True)
-    only = parse_redis(client(get).communicate()[0])
+    only = parse_redis(output(client(get), "get_only"))
     g = client(get)
     lr = client(bench + ["-n", lranges, "-c", "4", "LRANGE", "mylist", "0", "599"])
-    return {"get_only": only, "mixed_get": parse_redis(g.communicate()[0]),
-            "mixed_long": parse_redis(lr.communicate()[0])}
+    return {"get_only": only, "mixed_get": parse_redis(output(g, "mixed_get")),
+            "mixed_long": parse_redis(output(lr, "mixed_long"))}
+
+
+def multiget_loader(host, port, keys, conc, seconds, value):
+    """A closed-loop memcached UDP client of multi-key gets (memcaslap's own
+    UDP multi-get aborts on an assertion against memcached 1.6.18 itself):
+    sets its keys, then keeps `conc` multi-gets of `keys` keys in flight for
+    `seconds`; prints its throughput and latency percentiles as JSON."""
+    import random
+    import select
+    addr = (host, port)
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(conc)]
+
+    def frame(rid, body):
+        return rid.to_bytes(2, "big") + b"\x00\x00\x00\x01\x00\x00" + body
+
+    names = [f"mgk{i}".encode() for i in range(1000)]
+    s0 = socks[0]
+    s0.settimeout(1.0)
+    for i, k in enumerate(names):
+        s0.sendto(frame(i, b"set " + k + b" 0 0 %d\r\n" % value + b"v" * value + b"\r\n"),
+                  addr)
+        s0.recv(2048)
+    s0.settimeout(None)
+    rng = random.Random(1)
+    lat, sent_at, rid, lost = [], {}, 0, 0
+
+    def send(sock):
+        nonlocal rid
+        rid = (rid + 1) % 65536
+        body = b"get " + b" ".join(rng.sample(names, keys)) + b"\r\n"
+        sent_at[sock] = (rid, time.perf_counter())
+        sock.sendto(frame(rid, body), addr)
+
+    for sock in socks:
+        send(sock)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        readable, _, _ = select.select(socks, [], [], 0.2)
+        now = time.perf_counter()
+        for sock in socks:
+            if sock in readable:
+                data = sock.recv(65536)
+                want, t = sent_at[sock]
+                if int.from_bytes(data[:2], "big") != want:
+                    continue  # a late reply to a request given up on
+                lat.append(now - t)
+                send(sock)
+            elif now - sent_at[sock][1] > 1.0:
+                lost += 1  # no reply in 1 s: counted, asked again
+                send(sock)
+    lat.sort()
+
+    def pick(q):
+        return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else None
+
+    print(json.dumps({"rps": len(lat) / seconds, "p50_ms": pick(0.5), "p99_ms": pick(0.99),
+                      "p999_ms": pick(0.999), "lost": lost, "count": len(lat)}))
 
 
 def run_memcached():
-    seconds = os.environ.get("SECONDS", "10")
+    seconds = os.environ.get("DURATION_S", "10")
     conc = os.environ.get("CONCURRENCY", "16")
     value = os.environ.get("VALUE", "16")
     multi = os.environ.get("MULTI", "16")
     slap = ["memcaslap", "-s", f"127.0.0.1:{port}", "-U", "-T", "1", "-t", f"{seconds}s",
-            "-X", value]
-    only = parse_memcaslap(client(slap + ["-c", conc]).communicate()[0])
+            "-S", f"{seconds}s", "-X", value]
+    only = parse_memcaslap(output(client(slap + ["-c", conc]), "get_only"))
+    mg = client([sys.executable, __file__, "multiget-loader", port, multi, "4", seconds,
+                 value])
     g = client(slap + ["-c", conc])
-    mg = client(slap + ["-c", "4", "-d", multi])
-    return {"get_only": only, "mixed_get": parse_memcaslap(g.communicate()[0]),
-            "mixed_long": parse_memcaslap(mg.communicate()[0])}
-
-
-results = {}
-for system in systems:
-    p = start(system)
+    get = parse_memcaslap(output(g, "mixed_get"))
+    text = output(mg, "mixed_long")
     try:
-        results[system] = run_redis() if kind == "redis" else run_memcached()
-    finally:
-        stop(p)
-    print(f"{system}: {results[system]}", file=sys.stderr)
+        long = json.loads(text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise SystemExit(f"the multi-get loader failed: {text}")
+    return {"get_only": only, "mixed_get": get, "mixed_long": long}
+
+
+if sys.argv[1] == "multiget-loader":
+    _, _, lport, lkeys, lconc, lseconds, lvalue = sys.argv
+    multiget_loader("127.0.0.1", int(lport), int(lkeys), int(lconc), float(lseconds),
+                    int(lvalue))
+    sys.exit(0)
 
 ref_name = "redis" if kind == "redis" else "memcached"
-ref = results.get(ref_name, {}).get("get_only", {}).get("rps")
-doc = {"kind": kind, "cores": cores, "workers": workers, "psp_args": psp_args,
-       "reference": ref_name, "systems": results}
-with open(os.path.join(out_dir, "compare.json"), "w") as f:
-    json.dump(doc, f, indent=2)
+
+
+def with_ratios(results):
+    """Each system's GET-only throughput over the reference's, in one run."""
+    ref = results.get(ref_name, {}).get("get_only", {}).get("rps")
+    for r in results.values():
+        rps = r["get_only"].get("rps")
+        r["get_only"]["vs_reference"] = rps / ref if ref and rps else None
+    return results
+
+
+def median(values):
+    v = sorted(x for x in values if x is not None)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2 if v else None
+
+
+results, spread = {}, {}
+if summary_of:
+    # The median of each figure over the runs, and its range.
+    cores, workers = summary_of[0]["cores"], summary_of[0]["workers"]
+    for d in summary_of:
+        with_ratios(d["systems"])
+    for name in summary_of[0]["systems"]:
+        runs = [d["systems"][name] for d in summary_of if name in d["systems"]]
+        results[name], spread[name] = {}, {}
+        for phase in runs[0]:
+            keys = {k for r in runs for k in r[phase] if isinstance(r[phase][k], (int, float))}
+            vals = {k: [r[phase].get(k) for r in runs] for k in keys}
+            results[name][phase] = {k: median(v) for k, v in vals.items()}
+            spread[name][phase] = {k: [min(x for x in v if x is not None),
+                                       max(x for x in v if x is not None)]
+                                   for k, v in vals.items() if any(x is not None for x in v)}
+    doc = {"kind": kind, "cores": cores, "workers": workers, "runs": sys.argv[3:],
+           "reference": ref_name, "median": results, "range": spread}
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(doc, f, indent=2)
+else:
+    for system in systems:
+        current["system"] = system
+        p = start(system)
+        try:
+            results[system] = run_redis() if kind == "redis" else run_memcached()
+        finally:
+            stop(p)
+        print(f"{system}: {results[system]}", file=sys.stderr)
+    with_ratios(results)
+    doc = {"kind": kind, "cores": cores, "workers": workers, "psp_args": psp_args,
+           "reference": ref_name, "systems": results}
+    with open(os.path.join(out_dir, "compare.json"), "w") as f:
+        json.dump(doc, f, indent=2)
 
 
 def fmt(v, nd=2):
     return "-" if v is None else f"{v:.{nd}f}"
 
 
+def cell(system, phase, key, nd):
+    """A figure, with its range over the runs when summarizing."""
+    v = results[system][phase].get(key)
+    r = spread.get(system, {}).get(phase, {}).get(key)
+    if r is None or v is None:
+        return fmt(v, nd)
+    return f"{fmt(v, nd)} ({fmt(r[0], nd)}-{fmt(r[1], nd)})"
+
+
 long_name = "LRANGE_600" if kind == "redis" else f"multi-get x{os.environ.get('MULTI', '16')}"
 print(f"| system | GET only: rps | vs {ref_name} | GET p99 (ms) | with {long_name}: GET p50 "
       f"| GET p99 | GET p99.9 | {long_name} rps | {long_name} p99 (ms) |")
 print("|---|---|---|---|---|---|---|---|---|")
-for s, r in results.items():
-    go, mg, ml = r["get_only"], r["mixed_get"], r["mixed_long"]
-    ratio = f"{go['rps'] / ref:.2f}x" if ref and go.get("rps") else "-"
-    print(f"| {s} | {fmt(go.get('rps'), 0)} | {ratio} | {fmt(go.get('p99_ms'), 3)} | "
-          f"{fmt(mg.get('p50_ms'), 3)} | {fmt(mg.get('p99_ms'), 3)} | "
-          f"{fmt(mg.get('p999_ms'), 3)} | {fmt(ml.get('rps'), 0)} | "
-          f"{fmt(ml.get('p99_ms'), 2)} |")
+for s in results:
+    print(f"| {s} | {cell(s, 'get_only', 'rps', 0)} | {cell(s, 'get_only', 'vs_reference', 2)} | "
+          f"{cell(s, 'get_only', 'p99_ms', 3)} | {cell(s, 'mixed_get', 'p50_ms', 3)} | "
+          f"{cell(s, 'mixed_get', 'p99_ms', 3)} | {cell(s, 'mixed_get', 'p999_ms', 3)} | "
+          f"{cell(s, 'mixed_long', 'rps', 0)} | {cell(s, 'mixed_long', 'p99_ms', 2)} |")
 
 
 def svg_bars(path, title, groups, series, unit):

@@ -644,6 +644,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
         preemptions: crate::run::preemptions(s.local.as_ref(), &d.policy_stats),
         local: s.local.as_ref().map(crate::run::local_counters),
         pinned: s.pinned,
+        polls_yield: s.polls_yield,
         wall_s: s.wall.as_secs_f64(),
         measured_utilization,
         declared_utilization,

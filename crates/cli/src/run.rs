@@ -435,6 +435,7 @@ pub fn measure(
         preemptions: preemptions(report.local.as_ref(), &d.policy_stats),
         abandoned_workers: report.abandoned_workers.clone(),
         pinned: report.pinned,
+        polls_yield: report.polls_yield,
         idle: format!("{:?}", opts.idle),
         classifier: sim_cfg.classifier.name().to_string(),
         app: service.describe(),

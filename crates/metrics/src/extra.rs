@@ -190,6 +190,10 @@ pub struct RunExtra {
     pub abandoned_workers: Vec<usize>,
     /// Whether threads were pinned.
     pub pinned: bool,
+    /// Whether polling passes yielded the core (threads outnumbered cores,
+    /// or `--poll-yield on`).
+    #[serde(default)]
+    pub polls_yield: bool,
     /// The idle strategy, as its `Debug` form.
     pub idle: String,
     /// The classifier.
@@ -494,6 +498,9 @@ pub struct ServerSummary {
     pub local: Option<LocalCounters>,
     /// Whether threads were pinned.
     pub pinned: bool,
+    /// Whether polling passes yielded the core.
+    #[serde(default)]
+    pub polls_yield: bool,
     /// Wall time of the server's run.
     pub wall_s: f64,
     /// Service time of every completed request over workers x `wall_s`.

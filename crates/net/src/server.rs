@@ -246,6 +246,8 @@ pub struct ServerReport {
     pub local: Option<psp_runtime::LocalStats>,
     /// Whether threads were pinned.
     pub pinned: bool,
+    /// Whether polling passes yielded the core.
+    pub polls_yield: bool,
     /// How long the server ran.
     pub wall: Duration,
 }
@@ -811,6 +813,7 @@ impl Server {
             abandoned_workers: r.abandoned_workers,
             local: r.local,
             pinned: r.pinned,
+            polls_yield: r.polls_yield,
             wall: r.wall,
         })
     }

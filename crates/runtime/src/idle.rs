@@ -459,6 +459,22 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    #[test]
+    fn polling_yields_only_when_threads_outnumber_cores_unless_told() {
+        // 2 workers and a dispatcher on 2 cores yield; with a core each they
+        // pause; `on` and `off` ignore the count.
+        assert!(PollYield::Auto.resolve(3, 2));
+        assert!(!PollYield::Auto.resolve(3, 3));
+        assert!(!PollYield::Auto.resolve(15, 16));
+        assert!(PollYield::On.resolve(1, 16));
+        assert!(!PollYield::Off.resolve(64, 2));
+        assert_eq!("auto".parse::<PollYield>(), Ok(PollYield::Auto));
+        assert_eq!("on".parse::<PollYield>(), Ok(PollYield::On));
+        assert_eq!("off".parse::<PollYield>(), Ok(PollYield::Off));
+        let err = "sometimes".parse::<PollYield>().unwrap_err();
+        assert_eq!(err, "poll yield must be auto, on or off, not 'sometimes'");
+    }
+
     /// Stress: a producer hands 5,000 items one at a time to a parking consumer and
     /// waits for each acknowledgement, so every hand-off crosses the park path;
     /// none may wait out the 1 s park timeout (a lost wake-up). With `event_fd`,

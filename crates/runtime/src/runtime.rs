@@ -108,6 +108,8 @@ pub struct RunReport<R = DispatcherReport> {
     pub local: Option<LocalStats>,
     /// Whether threads were pinned.
     pub pinned: bool,
+    /// Whether polling passes yielded the core (`PollYield`).
+    pub polls_yield: bool,
     /// Wall time of the run.
     pub wall: Duration,
 }
@@ -509,6 +511,7 @@ where
         abandoned_workers: abandoned,
         local: local_stats,
         pinned: cores.is_some(),
+        polls_yield: crate::idle::polls_yield(),
         wall: started.elapsed(),
     })
 }
