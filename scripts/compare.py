@@ -411,13 +411,14 @@ def svg_bars(path, title, groups, series, unit):
 
 
 names = list(results)
+of_runs = f", median of {len(summary_of)} runs" if summary_of else ""
 svg_bars(os.path.join(out_dir, "compare.svg"),
-         f"GET latency beside {long_name} ({kind} clients' own figures, cores {cores})",
+         f"GET latency beside {long_name} ({kind} clients' own figures, cores {cores}{of_runs})",
          names,
          [("GET p99 (ms)", [results[s]["mixed_get"].get("p99_ms") for s in names]),
           ("GET p99.9 (ms)", [results[s]["mixed_get"].get("p999_ms") for s in names])],
          "ms")
 svg_bars(os.path.join(out_dir, "compare-throughput.svg"),
-         f"GET-only throughput ({kind} client's own figure, cores {cores})",
+         f"GET-only throughput ({kind} client's own figure, cores {cores}{of_runs})",
          names, [("requests/s", [results[s]["get_only"].get("rps") for s in names])],
          "requests/s")

@@ -54,6 +54,10 @@ fn bad_input_is_one_line_and_exit_code_2() {
             "shorter than the runtime can honour",
         ),
         (vec!["run", "--idle", "sleepy"], "idle strategy"),
+        (
+            vec!["serve", "--poll-yield", "sometimes"],
+            "--poll-yield: poll yield must be auto, on or off, not 'sometimes'",
+        ),
         (vec!["run", "--cores", "a-b"], "--cores"),
         (
             vec!["run", "--classifier", "psychic", "--duration", "10ms"],
