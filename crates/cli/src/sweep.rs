@@ -1,5 +1,13 @@
 //! `psp sweep`: loads x policies in parallel, then bisection around each policy's
 //! SLO boundary, the sustainable throughput, the JSON document and the plot.
+//!
+//! A sweep also splits for a batch engine of the user's (GNU parallel, Slurm
+//! job arrays, Kubernetes jobs): `--emit-points DIR` writes one command per
+//! grid point (the same sweep with `--run-point I --points-dir DIR`), each
+//! writes `DIR/point-I.json`, and the same sweep with `--merge DIR` reads
+//! them, runs the bisection steps (`--refine`, a few points per policy) and
+//! writes the sweep as if it had run in one process. There is no scheduler
+//! of our own for this.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -75,6 +83,78 @@ pub struct SweepArgs {
     /// `--mode run|net`: the application served.
     #[command(flatten)]
     app: crate::app::AppArgs,
+    /// Split the sweep: write one command per grid point to DIR/points.txt
+    /// (and on stdout), each the same sweep with `--run-point I --points-dir
+    /// DIR`; run nothing.
+    #[arg(long, conflicts_with_all = ["run_point", "merge"])]
+    emit_points: Option<PathBuf>,
+    /// Run grid point I of this sweep only and write it to
+    /// `--points-dir`/point-I.json.
+    #[arg(long, requires = "points_dir", conflicts_with = "merge")]
+    run_point: Option<usize>,
+    /// Where `--run-point` writes its point.
+    #[arg(long)]
+    points_dir: Option<PathBuf>,
+    /// Finish a split sweep: read DIR/point-*.json (every grid point), then
+    /// bisect and write the sweep as usual.
+    #[arg(long)]
+    merge: Option<PathBuf>,
+}
+
+/// One grid point of a split sweep, as `--run-point` writes it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct GridPoint {
+    index: usize,
+    policy: String,
+    load: f64,
+    point: PointResult,
+}
+
+/// Where grid point `index` is kept.
+fn point_path(dir: &std::path::Path, index: usize) -> PathBuf {
+    dir.join(format!("point-{index}.json"))
+}
+
+/// The command that runs grid point `index` of the sweep `argv` (as given,
+/// without the program's name).
+fn point_command(argv: &[String], index: usize, dir: &std::path::Path) -> String {
+    let mut words = vec!["psp".to_string()];
+    let mut skip = false;
+    for w in argv {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if w == "--emit-points" {
+            skip = true;
+            continue;
+        }
+        if w.starts_with("--emit-points=") {
+            continue;
+        }
+        words.push(w.clone());
+    }
+    words.push("--run-point".into());
+    words.push(index.to_string());
+    words.push("--points-dir".into());
+    words.push(dir.display().to_string());
+    words
+        .iter()
+        .map(|w| shell_quote(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `w` as one shell word.
+fn shell_quote(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.,:/=+@%".contains(c));
+    if plain {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
 }
 
 struct Plan {
@@ -114,7 +194,14 @@ impl Plan {
 /// Runs the sweep: prints its table (or JSON) and the files written.
 pub fn run(a: SweepArgs) -> Result<()> {
     let json = a.json;
+    let split = a.emit_points.is_some() || a.run_point.is_some();
     let (result, written) = execute(a)?;
+    if split {
+        for w in written {
+            eprintln!("wrote {}", w.display());
+        }
+        return Ok(());
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
@@ -258,22 +345,107 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
         a.point.workers()
     ));
 
-    let sweeps = pool.install(|| -> Result<Vec<PolicySweep>> {
-        // Grid: every (policy, load) in parallel.
-        let jobs: Vec<(usize, f64)> = (0..plan.specs.len())
-            .flat_map(|p| loads.iter().map(move |&l| (p, l)))
+    // The grid: every (policy, load), indexed for a split sweep.
+    let jobs: Vec<(usize, f64)> = (0..plan.specs.len())
+        .flat_map(|p| loads.iter().map(move |&l| (p, l)))
+        .collect();
+    if let Some(dir) = &a.emit_points {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create '{}'", dir.display()))?;
+        let argv: Vec<String> = std::env::args().skip(1).collect();
+        let commands: String = (0..jobs.len())
+            .map(|i| point_command(&argv, i, dir) + "\n")
             .collect();
+        let list = dir.join("points.txt");
+        std::fs::write(&list, &commands)
+            .with_context(|| format!("cannot write '{}'", list.display()))?;
+        print!("{commands}");
+        bar.finish_and_clear();
+        return Ok((empty_result(&plan, &a), vec![list]));
+    }
+    if let Some(index) = a.run_point {
+        let Some(&(p, load)) = jobs.get(index) else {
+            bail!(
+                "--run-point must be in [0, {}] for this sweep, not {index}",
+                jobs.len() - 1
+            );
+        };
+        let dir = a.points_dir.as_deref().expect("clap requires --points-dir");
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create '{}'", dir.display()))?;
+        let point = pool.install(|| plan.point(&a.point, &plan.specs[p], load))?;
+        let path = point_path(dir, index);
+        let kept = GridPoint {
+            index,
+            policy: plan.specs[p].to_string(),
+            load,
+            point,
+        };
+        std::fs::write(&path, serde_json::to_string_pretty(&kept)?)
+            .with_context(|| format!("cannot write '{}'", path.display()))?;
+        bar.finish_and_clear();
+        return Ok((empty_result(&plan, &a), vec![path]));
+    }
+    // A split sweep's grid points, read back, checked against this sweep's.
+    let merged: Option<Vec<PointResult>> = match &a.merge {
+        None => None,
+        Some(dir) => Some(
+            jobs.iter()
+                .enumerate()
+                .map(|(i, &(p, load))| -> Result<PointResult> {
+                    let path = point_path(dir, i);
+                    let text = std::fs::read_to_string(&path).with_context(|| {
+                        format!(
+                            "cannot read '{}' (grid point {i} of {}: run it with --run-point {i})",
+                            path.display(),
+                            jobs.len()
+                        )
+                    })?;
+                    let kept: GridPoint = serde_json::from_str(&text)
+                        .with_context(|| format!("'{}' is not a grid point", path.display()))?;
+                    if kept.index != i
+                        || kept.policy != plan.specs[p].to_string()
+                        || kept.load.to_bits() != load.to_bits()
+                    {
+                        bail!(
+                            "'{}' is point {} ({} at load {}), not this sweep's point {i} ({} at load {load}): was it split from the same sweep?",
+                            path.display(),
+                            kept.index,
+                            kept.policy,
+                            kept.load,
+                            plan.specs[p]
+                        );
+                    }
+                    Ok(kept.point)
+                })
+                .collect::<Result<_>>()?,
+        ),
+    };
+
+    let sweeps = pool.install(|| -> Result<Vec<PolicySweep>> {
+        // Grid: every (policy, load) in parallel, or read back.
         let grid: Vec<Mutex<Vec<PointResult>>> =
             plan.specs.iter().map(|_| Mutex::new(Vec::new())).collect();
-        jobs.par_iter().try_for_each(|&(p, load)| -> Result<()> {
-            let point = plan.point(&a.point, &plan.specs[p], load)?;
-            grid[p]
-                .lock()
-                .map_err(|_| anyhow::anyhow!("poisoned"))?
-                .push(point);
-            bar.inc(1);
-            Ok(())
-        })?;
+        match merged {
+            Some(points) => {
+                for (&(p, _), point) in jobs.iter().zip(points) {
+                    grid[p]
+                        .lock()
+                        .map_err(|_| anyhow::anyhow!("poisoned"))?
+                        .push(point);
+                    bar.inc(1);
+                }
+            }
+            None => jobs.par_iter().try_for_each(|&(p, load)| -> Result<()> {
+                let point = plan.point(&a.point, &plan.specs[p], load)?;
+                grid[p]
+                    .lock()
+                    .map_err(|_| anyhow::anyhow!("poisoned"))?
+                    .push(point);
+                bar.inc(1);
+                Ok(())
+            })?,
+        }
         // Refinement: bisect each policy's boundary, policies in parallel.
         grid.into_par_iter()
             .enumerate()
@@ -328,6 +500,19 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
         )?);
     }
     Ok((result, written))
+}
+
+/// The sweep's frame with no points (what a split sweep's emit and point
+/// steps return: their output is files).
+fn empty_result(plan: &Plan, a: &SweepArgs) -> SweepResult {
+    SweepResult {
+        slo: plan.slo.clone(),
+        mode: "split".into(),
+        workload: plan.workload.name.clone(),
+        workers: a.point.workers(),
+        peak_rps: plan.workload.peak_rps(a.point.workers()),
+        policies: Vec::new(),
+    }
 }
 
 /// Bisects between the last load meeting the SLO (with every lower one) and the

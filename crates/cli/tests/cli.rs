@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use common::{assert_one_line_error, json_of, psp};
 
@@ -54,6 +54,18 @@ fn bad_input_is_one_line_and_exit_code_2() {
             "shorter than the runtime can honour",
         ),
         (vec!["run", "--idle", "sleepy"], "idle strategy"),
+        (
+            vec![
+                "sweep",
+                "--loads",
+                "0.5",
+                "--run-point",
+                "4",
+                "--points-dir",
+                "/tmp",
+            ],
+            "--run-point must be in [0, 3] for this sweep, not 4",
+        ),
         (
             vec!["serve", "--poll-yield", "sometimes"],
             "--poll-yield: poll yield must be auto, on or off, not 'sometimes'",
@@ -186,6 +198,137 @@ fn sweep_finds_sustainable_throughput_writes_json_and_plot() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(dir.join("again.svg").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sweep split into point commands (as a batch engine would run them, in
+/// any order) and merged gives the very sweep that one process gives.
+#[test]
+fn a_split_sweep_merges_into_the_same_sweep() {
+    let dir = std::env::temp_dir().join(format!("psp-split-test-{}", std::process::id()));
+    let points = dir.join("points");
+    let sweep = |extra: &[&str], out: &std::path::Path| -> Output {
+        let mut args = vec![
+            "sweep",
+            "--workload",
+            "high-bimodal",
+            "--workers",
+            "4",
+            "--policies",
+            "c-fcfs,darc:samples=1000,delay=1",
+            "--loads",
+            "0.2,0.5,0.95",
+            "--duration",
+            "20ms",
+            "--refine",
+            "2",
+            "--slo-slowdown",
+            "100",
+            "--threads",
+            "2",
+            "--no-plot",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        psp(&args)
+    };
+    let whole = dir.join("whole.json");
+    let out = sweep(&[], &whole);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Emit: one command per grid point (2 policies x 3 loads), on stdout and in
+    // points.txt, running nothing.
+    let merged = dir.join("merged.json");
+    let out = sweep(&["--emit-points", points.to_str().unwrap()], &merged);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        listed,
+        std::fs::read_to_string(points.join("points.txt")).unwrap()
+    );
+    let commands: Vec<&str> = listed.lines().collect();
+    assert_eq!(commands.len(), 6);
+    assert!(!merged.exists());
+    // Merging before every point ran names the missing one.
+    let out = sweep(&["--merge", points.to_str().unwrap()], &merged);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--run-point 0"));
+    // Run the points, last first, each as its command says.
+    for (i, line) in commands.iter().enumerate().rev() {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words[0], "psp");
+        assert!(line.ends_with(&format!(
+            "--run-point {i} --points-dir {}",
+            points.display()
+        )));
+        let out = psp(&words[1..]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(points.join(format!("point-{i}.json")).is_file());
+    }
+    let out = sweep(&["--merge", points.to_str().unwrap()], &merged);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Equal but for the wall-clock time each point took.
+    let read = |p: &std::path::Path| -> serde_json::Value {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        for policy in v["policies"].as_array_mut().unwrap() {
+            for point in policy["points"].as_array_mut().unwrap() {
+                let extra = point["extra"].as_object_mut().unwrap();
+                assert!(extra.remove("wall_s").is_some());
+                assert!(extra.remove("sim_requests_per_s").is_some());
+            }
+        }
+        v
+    };
+    let (whole, merged_sweep) = (read(&whole), read(&merged));
+    assert_eq!(whole, merged_sweep);
+    // Bisection ran in the merge step: points beyond the grid, and a
+    // sustainable throughput found.
+    for policy in whole["policies"].as_array().unwrap() {
+        assert_eq!(policy["points"].as_array().unwrap().len(), 5);
+        assert!(policy["max_rps_within_slo"].as_f64().unwrap() > 0.0);
+    }
+    // A point of another sweep is refused.
+    let out = psp(&[
+        "sweep",
+        "--workload",
+        "high-bimodal",
+        "--workers",
+        "4",
+        "--policies",
+        "c-fcfs,darc:samples=1000,delay=1",
+        "--loads",
+        "0.2,0.6,0.95",
+        "--duration",
+        "20ms",
+        "--no-plot",
+        "--out",
+        merged.to_str().unwrap(),
+        "--merge",
+        points.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("split from the same sweep"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
