@@ -61,6 +61,24 @@ pub struct DarcConfig {
     /// group's demand changed by more than this many workers (0: the paper's rule
     /// alone, [`DarcConfig::deviation`]).
     pub hysteresis: f64,
+    /// Which groups a spillway worker serves first.
+    pub spill: SpillOrder,
+}
+
+/// Which groups a spillway worker serves first when it frees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpillOrder {
+    /// The paper's Algorithm 1: every group in ascending order of mean, so a
+    /// shorter group that also holds the spillway (its demand rounded up to
+    /// every worker) goes first, and a group left without a worker of its own
+    /// runs only when the shorter queues are empty.
+    Shortest,
+    /// The groups left without a worker of their own first: while one of them
+    /// has a request waiting, shorter groups do not take the spillway. With
+    /// closed-loop clients a long type's arrivals are paced by its own
+    /// completions, its profiled demand stays near 0, and under `Shortest` it
+    /// starves (docs/results.md, section 16).
+    SpilledFirst,
 }
 
 /// Which of a group's typed queues a worker of the group serves first.
@@ -93,6 +111,7 @@ impl Default for DarcConfig {
             order: GroupOrder::Type,
             ratios: RatioSource::Completions,
             hysteresis: 0.0,
+            spill: SpillOrder::Shortest,
         }
     }
 }
@@ -158,6 +177,18 @@ impl Params for DarcConfig {
                 ],
                 get: |c| Some(c.reservation.rounding),
                 set: |c, v| c.reservation.rounding = v,
+            },
+        ),
+        Param::keyed(
+            "spill",
+            "what a spillway worker serves first: the shortest groups (the paper) or the groups left without a worker of their own (`spilled-first`)",
+            &Pick::<Self, _> {
+                options: &[
+                    ("shortest", SpillOrder::Shortest),
+                    ("spilled-first", SpillOrder::SpilledFirst),
+                ],
+                get: |c| Some(c.spill),
+                set: |c, v| c.spill = v,
             },
         ),
         Param::keyed(
@@ -333,6 +364,8 @@ pub struct Darc {
     /// Per type, its group's (reserved, stealable) workers: derived whenever the
     /// reservation changes so that a pick is one lookup.
     type_workers: Vec<(WorkerSet, WorkerSet)>,
+    /// Per type: its group has no worker of its own and runs on the spillway.
+    spilled: Vec<bool>,
     reservation: Reservation,
     /// Storage for the next reservation, swapped in when it deviates.
     candidate: Reservation,
@@ -378,6 +411,7 @@ impl Darc {
             known_mean_ns: vec![f64::INFINITY; n],
             trigger_ns: vec![u64::MAX; n],
             type_workers: vec![(WorkerSet::EMPTY, WorkerSet::EMPTY); n],
+            spilled: vec![false; n],
             candidate: Reservation::with_capacity(n, ctx.workers),
             reservation,
             demand: vec![
@@ -435,7 +469,22 @@ impl Darc {
         for (t, sets) in self.type_workers.iter_mut().enumerate() {
             let g = self.reservation.group(t as TypeId);
             *sets = (g.reserved, g.stealable);
+            self.spilled[t] = g.on_spillway;
         }
+    }
+
+    /// `spill=spilled-first`: the spillway workers a waiting request of a
+    /// group without a worker of its own holds for itself.
+    fn held_for_spilled(&self) -> WorkerSet {
+        let mut held = WorkerSet::EMPTY;
+        if self.cfg.spill == SpillOrder::SpilledFirst {
+            for (t, q) in self.queues.iter().enumerate() {
+                if self.spilled[t] && !q.is_empty() {
+                    held = held.or(self.type_workers[t].0);
+                }
+            }
+        }
+        held
     }
 
     /// `round=load`: the fraction of the workers the window's completions kept
@@ -558,6 +607,7 @@ impl Darc {
     /// `darc+`'s Algorithm 1: groups shortest first; within a group the oldest
     /// head among its typed queues (FCFS); reserved workers, then stealable ones.
     fn darc_pick_oldest(&self) -> Option<(TypeId, WorkerId)> {
+        let held = self.held_for_spilled();
         for (g, grp) in self.reservation.groups.iter().enumerate() {
             let Some((_, _, t)) = self
                 .reservation
@@ -572,11 +622,16 @@ impl Darc {
             else {
                 continue;
             };
+            let free = if grp.on_spillway {
+                self.free
+            } else {
+                self.free.without(held)
+            };
             if let Some(w) = grp
                 .reserved
-                .and(self.free)
+                .and(free)
                 .first()
-                .or_else(|| grp.stealable.and(self.free).first())
+                .or_else(|| grp.stealable.and(free).first())
             {
                 return Some((t, w));
             }
@@ -586,15 +641,21 @@ impl Darc {
 
     /// Algorithm 1: types by ascending mean; reserved workers, then stealable ones.
     fn darc_pick(&self) -> Option<(TypeId, WorkerId)> {
+        let held = self.held_for_spilled();
         for &t in &self.reservation.order {
             if self.queues[t as usize].is_empty() {
                 continue;
             }
             let (reserved, stealable) = self.type_workers[t as usize];
+            let free = if self.spilled[t as usize] {
+                self.free
+            } else {
+                self.free.without(held)
+            };
             if let Some(w) = reserved
-                .and(self.free)
+                .and(free)
                 .first()
-                .or_else(|| stealable.and(self.free).first())
+                .or_else(|| stealable.and(free).first())
             {
                 return Some((t, w));
             }
@@ -968,6 +1029,75 @@ mod tests {
             Some(Action::Dispatch { worker, .. }) => assert_eq!(worker, 2),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// After a window of short requests only, the short type holds both
+    /// workers and the long one only the spillway (worker 1). Both busy with
+    /// short requests, a long and then a short request wait; worker 1 frees:
+    /// returns the type it is given.
+    fn type_given_the_freed_spillway(policy: &str) -> TypeId {
+        let spec: PolicySpec = policy.parse().unwrap();
+        let mut p = spec.build(&ctx(2, &[1.0, 100.0])).unwrap();
+        let mut id = 0;
+        let mut arrive = |p: &mut Box<dyn Policy>, type_id: TypeId, at: Nanos| {
+            id += 1;
+            let req = Request {
+                id,
+                token: id as u32,
+                type_id,
+                flow: 0,
+                arrival_ns: at,
+            };
+            p.on_arrival(req, at).unwrap();
+        };
+        let dispatch = |p: &mut Box<dyn Policy>, at: Nanos| match p.next_action(at) {
+            Some(Action::Dispatch { worker, req, .. }) => (worker, req),
+            other => panic!("{other:?}"),
+        };
+        let mut t = 0;
+        for _ in 0..10 {
+            arrive(&mut p, 0, t);
+            let (w, req) = dispatch(&mut p, t);
+            t += 1_000;
+            p.on_completion(w, &req, 1_000, t);
+        }
+        assert!(p.next_action(t).is_none());
+        let r = p.reservation().expect("a reservation after 10 samples");
+        let short = &r.groups[usize::from(r.group_of[0])];
+        let long = &r.groups[usize::from(r.group_of[1])];
+        assert_eq!(short.reserved.len(), 2, "{r}");
+        assert!(long.on_spillway && long.reserved.contains(1), "{r}");
+        arrive(&mut p, 0, t);
+        arrive(&mut p, 0, t);
+        let busy = [dispatch(&mut p, t), dispatch(&mut p, t)];
+        arrive(&mut p, 1, t);
+        arrive(&mut p, 0, t);
+        assert!(p.next_action(t).is_none());
+        let (w, req) = busy.into_iter().find(|(w, _)| *w == 1).unwrap();
+        p.on_completion(w, &req, 1_000, t + 1_000);
+        let (w, req) = dispatch(&mut p, t + 1_000);
+        assert_eq!(w, 1);
+        req.type_id
+    }
+
+    #[test]
+    fn a_spilled_long_type_goes_first_on_the_spillway_only_when_asked() {
+        // The paper's order: the queued short request takes the freed
+        // spillway, and the long one waits as long as short ones do.
+        assert_eq!(type_given_the_freed_spillway("darc:samples=10"), 0);
+        assert_eq!(
+            type_given_the_freed_spillway("darc:samples=10,spill=shortest"),
+            0
+        );
+        // spilled-first: the long request, which has no worker of its own.
+        assert_eq!(
+            type_given_the_freed_spillway("darc:samples=10,spill=spilled-first"),
+            1
+        );
+        assert_eq!(
+            type_given_the_freed_spillway("darc:samples=10,spill=spilled-first,order=oldest"),
+            1
+        );
     }
 
     /// Extreme-bimodal (0.5 us, and every 200th request 500 us) arriving
