@@ -38,6 +38,12 @@ pub struct RunArgs {
     /// with fewer cores than threads), or park:SPIN_US (poll this long first).
     #[arg(long, default_value = "park")]
     idle: String,
+    /// Whether polling threads yield their core on each pass: auto (when the
+    /// runtime's threads outnumber its cores), on or off. Off by default here:
+    /// the generator shares no core with a client process, and yielding
+    /// raised the short type's tail (docs/results.md, section 16).
+    #[arg(long, default_value = "off")]
+    poll_yield: String,
     /// Print live statistics every interval (e.g. 1s) on stderr.
     #[arg(long, allow_hyphen_values = true)]
     stats_interval: Option<String>,
@@ -99,6 +105,8 @@ pub struct RunOptions {
     pub cores: Option<Vec<usize>>,
     /// Idle strategy.
     pub idle: IdleStrategy,
+    /// Whether polling passes yield the core.
+    pub poll_yield: psp_runtime::PollYield,
     /// Live statistics.
     pub stats: Option<StatsConfig>,
     /// Longest drain.
@@ -110,6 +118,8 @@ impl Default for RunOptions {
         Self {
             cores: None,
             idle: IdleStrategy::default(),
+            // As `psp run`'s flag (see there).
+            poll_yield: psp_runtime::PollYield::Off,
             stats: None,
             drain_timeout: Duration::from_secs(10),
         }
@@ -148,6 +158,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     let opts = RunOptions {
         cores: a.cores.as_deref().map(parse_cores).transpose()?,
         idle: limits::idle(&a.idle)?,
+        poll_yield: a
+            .poll_yield
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--poll-yield: {e}"))?,
         stats,
         drain_timeout: limits::DRAIN_TIMEOUT.parse(&a.drain_timeout)?,
     };
@@ -361,7 +375,7 @@ pub fn measure(
         stats: opts.stats,
         raise_priority: true,
         series_window_ns: sim_cfg.series_window_ns,
-        ..RuntimeConfig::default()
+        poll_yield: opts.poll_yield,
     };
     let names = type_names(workload);
     let service = app.start(&names)?;
