@@ -84,12 +84,12 @@ pub struct SweepArgs {
     #[command(flatten)]
     app: crate::app::AppArgs,
     /// Split the sweep: write one command per grid point to DIR/points.txt
-    /// (and on stdout), each the same sweep with `--run-point I --points-dir
-    /// DIR`; run nothing.
+    /// (and on stdout; with --json as `{"points": [...]}`), each the same
+    /// sweep with `--run-point I --points-dir DIR`; run nothing.
     #[arg(long, conflicts_with_all = ["run_point", "merge"])]
     emit_points: Option<PathBuf>,
     /// Run grid point I of this sweep only and write it to
-    /// `--points-dir`/point-I.json.
+    /// `--points-dir`/point-I.json (with --json, also on stdout).
     #[arg(long, requires = "points_dir", conflicts_with = "merge")]
     run_point: Option<usize>,
     /// Where `--run-point` writes its point.
@@ -359,7 +359,13 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
         let list = dir.join("points.txt");
         std::fs::write(&list, &commands)
             .with_context(|| format!("cannot write '{}'", list.display()))?;
-        print!("{commands}");
+        // With --json, stdout holds one JSON document: the commands' list.
+        if a.json {
+            let list: Vec<&str> = commands.lines().collect();
+            println!("{}", serde_json::json!({ "points": list }));
+        } else {
+            print!("{commands}");
+        }
         bar.finish_and_clear();
         return Ok((empty_result(&plan, &a), vec![list]));
     }
@@ -381,8 +387,12 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
             load,
             point,
         };
-        std::fs::write(&path, serde_json::to_string_pretty(&kept)?)
+        let text = serde_json::to_string_pretty(&kept)?;
+        std::fs::write(&path, &text)
             .with_context(|| format!("cannot write '{}'", path.display()))?;
+        if a.json {
+            println!("{text}");
+        }
         bar.finish_and_clear();
         return Ok((empty_result(&plan, &a), vec![path]));
     }

@@ -259,6 +259,23 @@ fn a_split_sweep_merges_into_the_same_sweep() {
     let commands: Vec<&str> = listed.lines().collect();
     assert_eq!(commands.len(), 6);
     assert!(!merged.exists());
+    // With --json: one document, the same commands.
+    let out = sweep(
+        &["--emit-points", points.to_str().unwrap(), "--json"],
+        &merged,
+    );
+    let v = json_of(&out);
+    let listed_json: Vec<&str> = v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(listed_json.len(), 6);
+    for (a, b) in listed_json.iter().zip(&commands) {
+        // The same command, carrying the sweep's --json along.
+        assert_eq!(a.replace(" --json", ""), *b);
+    }
     // Merging before every point ran names the missing one.
     let out = sweep(&["--merge", points.to_str().unwrap()], &merged);
     assert_eq!(out.status.code(), Some(2));
