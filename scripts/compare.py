@@ -316,7 +316,8 @@ if summary_of:
         runs = [d["systems"][name] for d in summary_of if name in d["systems"]]
         results[name], spread[name] = {}, {}
         for phase in runs[0]:
-            keys = {k for r in runs for k in r[phase] if isinstance(r[phase][k], (int, float))}
+            keys = sorted({k for r in runs for k in r[phase]
+                           if isinstance(r[phase][k], (int, float))})
             vals = {k: [r[phase].get(k) for r in runs] for k in keys}
             results[name][phase] = {k: median(v) for k, v in vals.items()}
             spread[name][phase] = {k: [min(x for x in v if x is not None),
@@ -366,11 +367,30 @@ for s in results:
           f"{cell(s, 'mixed_long', 'rps', 0)} | {cell(s, 'mixed_long', 'p99_ms', 2)} |")
 
 
-def svg_bars(path, title, groups, series, unit):
-    """A grouped bar chart: groups (systems) x series (name, values), as SVG."""
+def svg_bars(path, title, groups, series, unit, log=False):
+    """A grouped bar chart: groups (systems) x series (name, values), as SVG;
+    `log`: a logarithmic axis, a tick per decade (tails differ by orders of
+    magnitude)."""
+    import math
     width, height, left, bottom, top = 760, 360, 70, 70, 40
     plot_w, plot_h = width - left - 20, height - top - bottom
-    peak = max([v for _, vals in series for v in vals if v] + [1e-9])
+    values = [v for _, vals in series for v in vals if v]
+    peak = max(values + [1e-9])
+    if log and values:
+        lo = 10 ** math.floor(math.log10(min(values)))
+        hi = 10 ** math.ceil(math.log10(peak))
+        hi = hi * 10 if hi == lo else hi
+        decades = round(math.log10(hi / lo))
+
+        def scale(v):
+            return plot_h * math.log10(v / lo) / math.log10(hi / lo)
+
+        ticks = [(lo * 10 ** k, plot_h * k / decades) for k in range(decades + 1)]
+    else:
+        def scale(v):
+            return plot_h * v / peak
+
+        ticks = [(peak * k / 4, plot_h * k / 4) for k in range(5)]
     colors = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759"]
     slot = plot_w / max(len(groups), 1)
     bar = slot * 0.8 / max(len(series), 1)
@@ -381,9 +401,8 @@ def svg_bars(path, title, groups, series, unit):
            f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
            f'stroke="black"/>',
            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="black"/>']
-    for k in range(5):
-        v = peak * k / 4
-        y = top + plot_h - plot_h * k / 4
+    for v, dy in ticks:
+        y = top + plot_h - dy
         out.append(f'<text x="{left - 5}" y="{y + 4}" text-anchor="end">{v:.3g}</text>')
         out.append(f'<line x1="{left}" y1="{y}" x2="{left + plot_w}" y2="{y}" '
                    f'stroke="#ddd"/>')
@@ -395,7 +414,7 @@ def svg_bars(path, title, groups, series, unit):
             v = vals[gi]
             if v is None:
                 continue
-            h = plot_h * v / peak
+            h = scale(v)
             out.append(f'<rect x="{x0 + si * bar:.1f}" y="{top + plot_h - h:.1f}" '
                        f'width="{bar:.1f}" height="{h:.1f}" fill="{colors[si % 4]}"/>')
         out.append(f'<text x="{x0 + slot * 0.4:.1f}" y="{top + plot_h + 16}" '
@@ -417,7 +436,7 @@ svg_bars(os.path.join(out_dir, "compare.svg"),
          names,
          [("GET p99 (ms)", [results[s]["mixed_get"].get("p99_ms") for s in names]),
           ("GET p99.9 (ms)", [results[s]["mixed_get"].get("p999_ms") for s in names])],
-         "ms")
+         "ms (log scale)", log=True)
 svg_bars(os.path.join(out_dir, "compare-throughput.svg"),
          f"GET-only throughput ({kind} client's own figure, cores {cores}{of_runs})",
          names, [("requests/s", [results[s]["get_only"].get("rps") for s in names])],
