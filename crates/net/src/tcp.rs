@@ -424,7 +424,8 @@ const ADMIT_BATCH: usize = 32;
 pub struct TcpFrontEnd {
     poll: Poll,
     events: Events,
-    /// The last poll's events (token, readable, writable), reused.
+    /// The last poll's events (token, readable, writable, end of stream or
+    /// error announced), reused.
     ready: Vec<(Token, bool, bool, bool)>,
     listener: TcpListener,
     conns: Vec<Option<Conn>>,
