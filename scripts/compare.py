@@ -44,6 +44,7 @@ import json
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -302,8 +303,9 @@ def with_ratios(results):
 
 
 def median(values):
-    v = sorted(x for x in values if x is not None)
-    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2 if v else None
+    """The median of the figures a run gave (None: none did)."""
+    v = [x for x in values if x is not None]
+    return statistics.median(v) if v else None
 
 
 results, spread = {}, {}

@@ -658,6 +658,15 @@ pub fn idle(s: &str) -> Result<psp_runtime::IdleStrategy> {
     Ok(idle)
 }
 
+/// `--poll-yield`: auto, on or off.
+///
+/// # Errors
+/// Not one of them.
+pub fn poll_yield(s: &str) -> Result<psp_runtime::PollYield> {
+    s.parse()
+        .map_err(|e: String| anyhow::anyhow!("--poll-yield: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

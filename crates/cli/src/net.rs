@@ -500,10 +500,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         .pick(&a.idle, &f.idle, |s| limits::idle(&s))?
         .unwrap_or_default();
     let poll_yield = src
-        .pick(&a.poll_yield, &f.poll_yield, |s| {
-            s.parse::<psp_runtime::PollYield>()
-                .map_err(|e| anyhow::anyhow!("--poll-yield: {e}"))
-        })?
+        .pick(&a.poll_yield, &f.poll_yield, |s| limits::poll_yield(&s))?
         .unwrap_or_default();
     let seed = src.pick(&a.seed, &f.seed, Ok)?.unwrap_or(1);
     let classifier = src

@@ -158,10 +158,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let opts = RunOptions {
         cores: a.cores.as_deref().map(parse_cores).transpose()?,
         idle: limits::idle(&a.idle)?,
-        poll_yield: a
-            .poll_yield
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--poll-yield: {e}"))?,
+        poll_yield: limits::poll_yield(&a.poll_yield)?,
         stats,
         drain_timeout: limits::DRAIN_TIMEOUT.parse(&a.drain_timeout)?,
     };

@@ -93,12 +93,16 @@ pub struct SweepArgs {
     #[arg(long, requires = "points_dir", conflicts_with = "merge")]
     run_point: Option<usize>,
     /// Where `--run-point` writes its point.
-    #[arg(long)]
+    #[arg(long, requires = "run_point")]
     points_dir: Option<PathBuf>,
     /// Finish a split sweep: read DIR/point-*.json (every grid point), then
     /// bisect and write the sweep as usual.
     #[arg(long)]
     merge: Option<PathBuf>,
+    /// The sweep's own arguments as given, for `--emit-points`'s commands
+    /// (set by [`run`], which has them).
+    #[arg(skip)]
+    argv: Vec<String>,
 }
 
 /// One grid point of a split sweep, as `--run-point` writes it.
@@ -192,7 +196,8 @@ impl Plan {
 }
 
 /// Runs the sweep: prints its table (or JSON) and the files written.
-pub fn run(a: SweepArgs) -> Result<()> {
+pub fn run(mut a: SweepArgs) -> Result<()> {
+    a.argv = std::env::args().skip(1).collect();
     let json = a.json;
     let split = a.emit_points.is_some() || a.run_point.is_some();
     let (result, written) = execute(a)?;
@@ -352,9 +357,11 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     if let Some(dir) = &a.emit_points {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create '{}'", dir.display()))?;
-        let argv: Vec<String> = std::env::args().skip(1).collect();
+        if a.argv.is_empty() {
+            bail!("--emit-points needs the sweep's own command line (psp sweep)");
+        }
         let commands: String = (0..jobs.len())
-            .map(|i| point_command(&argv, i, dir) + "\n")
+            .map(|i| point_command(&a.argv, i, dir) + "\n")
             .collect();
         let list = dir.join("points.txt");
         std::fs::write(&list, &commands)
@@ -373,7 +380,7 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
         let Some(&(p, load)) = jobs.get(index) else {
             bail!(
                 "--run-point must be in [0, {}] for this sweep, not {index}",
-                jobs.len() - 1
+                jobs.len().saturating_sub(1)
             );
         };
         let dir = a.points_dir.as_deref().expect("clap requires --points-dir");
@@ -436,25 +443,22 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
         // Grid: every (policy, load) in parallel, or read back.
         let grid: Vec<Mutex<Vec<PointResult>>> =
             plan.specs.iter().map(|_| Mutex::new(Vec::new())).collect();
+        let keep = |p: usize, point: PointResult| -> Result<()> {
+            grid[p]
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?
+                .push(point);
+            bar.inc(1);
+            Ok(())
+        };
         match merged {
-            Some(points) => {
-                for (&(p, _), point) in jobs.iter().zip(points) {
-                    grid[p]
-                        .lock()
-                        .map_err(|_| anyhow::anyhow!("poisoned"))?
-                        .push(point);
-                    bar.inc(1);
-                }
-            }
-            None => jobs.par_iter().try_for_each(|&(p, load)| -> Result<()> {
-                let point = plan.point(&a.point, &plan.specs[p], load)?;
-                grid[p]
-                    .lock()
-                    .map_err(|_| anyhow::anyhow!("poisoned"))?
-                    .push(point);
-                bar.inc(1);
-                Ok(())
-            })?,
+            Some(points) => jobs
+                .iter()
+                .zip(points)
+                .try_for_each(|(&(p, _), point)| keep(p, point))?,
+            None => jobs
+                .par_iter()
+                .try_for_each(|&(p, load)| keep(p, plan.point(&a.point, &plan.specs[p], load)?))?,
         }
         // Refinement: bisect each policy's boundary, policies in parallel.
         grid.into_par_iter()

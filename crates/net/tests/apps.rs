@@ -9,32 +9,21 @@ use std::time::Duration;
 use psp_apps::{AppConfig, KvConfig, Service, TpccConfig};
 use psp_net::client::{LoadConfig, Progress, run_load};
 use psp_net::protocol::{self, HEADER_LEN, Status};
-use psp_net::{ClassifierKind, Server, ServerConfig, ServerReport};
-use psp_runtime::RuntimeConfig;
+use psp_net::{Server, ServerReport};
 use psp_workload::Workload;
+
+mod common;
 
 fn server(app: &AppConfig, w: &Workload, policy: &str) -> (Server, Arc<dyn Service>) {
     let names: Vec<String> = w.types.iter().map(|t| t.name.clone()).collect();
     let service = app.start(&names).expect("the application starts");
-    let srv = Server::start(ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        runtime: RuntimeConfig {
-            workers: 2,
-            queue_capacity: 1024,
-            drain_timeout: Duration::from_secs(5),
-            raise_priority: false,
-            ..RuntimeConfig::default()
-        },
-        policy: policy.parse().unwrap(),
-        types: w.type_infos(),
-        classifier: ClassifierKind::Header,
-        app_classifier: None,
-        handlers: psp_apps::handler_factory(service.clone(), None),
-        metrics: None,
-        datapath: Default::default(),
-        protocol: Default::default(),
-    })
-    .expect("server starts");
+    let srv = common::server::start(
+        service.clone(),
+        w.type_infos(),
+        policy,
+        Default::default(),
+        Default::default(),
+    );
     (srv, service)
 }
 

@@ -16,43 +16,26 @@ use psp_apps::kv::MemcacheService;
 use psp_net::dgram::DatagramProtocol;
 use psp_net::server::StreamProtocolKind;
 use psp_net::tcp::TcpConfig;
-use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig, ServerReport};
-use psp_runtime::RuntimeConfig;
+use psp_net::{DatapathKind, Server, ServerReport};
+
+mod common;
 
 fn server(datapath: DatapathKind, protocol: DatagramProtocol) -> Server {
-    let service = Arc::new(
-        MemcacheService::open(&KvConfig {
-            keys: 100,
-            ..KvConfig::default()
-        })
-        .unwrap(),
-    );
-    Server::start(ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        metrics: None,
-        runtime: RuntimeConfig {
-            workers: 2,
-            queue_capacity: 1024,
-            drain_timeout: Duration::from_secs(5),
-            raise_priority: false,
-            ..RuntimeConfig::default()
-        },
-        policy: "darc".parse().unwrap(),
-        types: psp_resp::memcache::TYPES
-            .iter()
-            .zip(psp_resp::memcache::TYPE_MEAN_US)
-            .map(|(n, us)| psp_core::TypeInfo {
-                name: (*n).into(),
-                mean_service_ns: Some(us * 1e3),
-            })
-            .collect(),
-        classifier: ClassifierKind::Header,
-        app_classifier: None,
-        handlers: psp_apps::handler_factory(service, None),
+    let service = MemcacheService::open(&KvConfig {
+        keys: 100,
+        ..KvConfig::default()
+    })
+    .unwrap();
+    common::server::start(
+        Arc::new(service),
+        common::server::types(
+            &psp_resp::memcache::TYPES,
+            &psp_resp::memcache::TYPE_MEAN_US,
+        ),
+        "darc",
         datapath,
         protocol,
-    })
-    .unwrap()
+    )
 }
 
 /// Every request the server read ends in one outcome, and every admitted

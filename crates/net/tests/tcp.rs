@@ -13,43 +13,23 @@ use psp_apps::KvConfig;
 use psp_apps::kv::RedisService;
 use psp_net::server::StreamProtocolKind;
 use psp_net::tcp::TcpConfig;
-use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig, ServerReport};
-use psp_runtime::RuntimeConfig;
+use psp_net::{DatapathKind, Server, ServerReport};
+
+mod common;
 
 fn server(policy: &str, tcp: TcpConfig) -> Server {
-    let service = Arc::new(
-        RedisService::open(&KvConfig {
-            keys: 100,
-            ..KvConfig::default()
-        })
-        .unwrap(),
-    );
-    Server::start(ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        metrics: None,
-        runtime: RuntimeConfig {
-            workers: 2,
-            queue_capacity: 1024,
-            drain_timeout: Duration::from_secs(5),
-            raise_priority: false,
-            ..RuntimeConfig::default()
-        },
-        policy: policy.parse().unwrap(),
-        types: psp_resp::TYPES
-            .iter()
-            .zip(psp_resp::TYPE_MEAN_US)
-            .map(|(n, us)| psp_core::TypeInfo {
-                name: (*n).into(),
-                mean_service_ns: Some(us * 1e3),
-            })
-            .collect(),
-        classifier: ClassifierKind::Header,
-        app_classifier: None,
-        handlers: psp_apps::handler_factory(service, None),
-        datapath: DatapathKind::Tcp(StreamProtocolKind::Resp, tcp),
-        protocol: Default::default(),
+    let service = RedisService::open(&KvConfig {
+        keys: 100,
+        ..KvConfig::default()
     })
-    .unwrap()
+    .unwrap();
+    common::server::start(
+        Arc::new(service),
+        common::server::types(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US),
+        policy,
+        DatapathKind::Tcp(StreamProtocolKind::Resp, tcp),
+        Default::default(),
+    )
 }
 
 fn connect(s: &Server) -> TcpStream {

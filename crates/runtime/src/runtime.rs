@@ -303,7 +303,8 @@ where
         }
         _ => core_affinity::get_core_ids().map_or(1, |c| c.len()),
     };
-    crate::idle::set_polls_yield(cfg.poll_yield.resolve(cfg.workers + 1, distinct_cores));
+    let polls_yield = cfg.poll_yield.resolve(cfg.workers + 1, distinct_cores);
+    crate::idle::set_polls_yield(polls_yield);
     let max_in_flight = max_in_flight(cfg, ctx.types.len());
     // The run's one clock: arrivals, receive times and completions all read it.
     let clock = Clock::new();
@@ -511,7 +512,7 @@ where
         abandoned_workers: abandoned,
         local: local_stats,
         pinned: cores.is_some(),
-        polls_yield: crate::idle::polls_yield(),
+        polls_yield,
         wall: started.elapsed(),
     })
 }

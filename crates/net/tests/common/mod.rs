@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+pub mod server;
+
 /// Two namespaces and a veth pair, removed on drop.
 pub struct Topology {
     pub prefix: String,

@@ -1,0 +1,52 @@
+//! A server as the application and protocol tests run it: 2 workers, a
+//! short drain, normal priority.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use psp_core::TypeInfo;
+use psp_net::dgram::DatagramProtocol;
+use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig};
+use psp_runtime::RuntimeConfig;
+
+/// `service` behind `policy` over `datapath` speaking `protocol` (datagram
+/// servers), with request types `types`.
+pub fn start(
+    service: Arc<dyn psp_apps::Service>,
+    types: Vec<TypeInfo>,
+    policy: &str,
+    datapath: DatapathKind,
+    protocol: DatagramProtocol,
+) -> Server {
+    Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: None,
+        runtime: RuntimeConfig {
+            workers: 2,
+            queue_capacity: 1024,
+            drain_timeout: Duration::from_secs(5),
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: policy.parse().unwrap(),
+        types,
+        classifier: ClassifierKind::Header,
+        app_classifier: None,
+        handlers: psp_apps::handler_factory(service, None),
+        datapath,
+        protocol,
+    })
+    .expect("server starts")
+}
+
+/// A protocol's request types with their declared means (µs).
+pub fn types(names: &[&str], means_us: &[f64]) -> Vec<TypeInfo> {
+    names
+        .iter()
+        .zip(means_us)
+        .map(|(n, us)| TypeInfo {
+            name: (*n).into(),
+            mean_service_ns: Some(us * 1e3),
+        })
+        .collect()
+}
