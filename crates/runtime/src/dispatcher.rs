@@ -652,10 +652,12 @@ impl DispatchCore {
                         quanta.on_dispatch(worker, quantum_ns, now, idle);
                     }
                     debug_assert!(
-                        self.policy
-                            .reservation()
-                            .and_then(|r| r.dispatch_violation(req.type_id, worker))
-                            .is_none(),
+                        self.policy.lends_workers()
+                            || self
+                                .policy
+                                .reservation()
+                                .and_then(|r| r.dispatch_violation(req.type_id, worker))
+                                .is_none(),
                         "reservation violated"
                     );
                     let job = self.slots[req.token as usize].job();

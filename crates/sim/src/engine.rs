@@ -589,7 +589,11 @@ impl<'p> Simulator<'p> {
                     // mechanism must carry the decision to the worker (a
                     // timer core's signal): the request runs on meanwhile.
                     self.dispatcher_step(self.costs.preempt_ns);
-                    if self.preemption.signal_ns > 0 {
+                    if self.preemption.never_lands {
+                        // No preemption point: the request runs to its end
+                        // and the policy sees a completion.
+                        self.start_segment(worker, token, None, self.now);
+                    } else if self.preemption.signal_ns > 0 {
                         self.start_segment(worker, token, None, self.now);
                         self.push(
                             self.now + self.preemption.signal_ns,
@@ -666,6 +670,9 @@ impl<'p> Simulator<'p> {
                 }
                 Action::Preempt { worker } => {
                     let at = self.dispatcher_step(self.costs.preempt_ns);
+                    if self.preemption.never_lands {
+                        continue; // the running request completes instead
+                    }
                     self.push(
                         at + self.preemption.signal_ns,
                         worker,

@@ -15,30 +15,25 @@ pub struct PreemptionCost {
     pub signal_ns: Nanos,
     /// Worker time lost to the switch, after which the worker is free.
     pub switch_ns: Nanos,
+    /// The handlers have no preemption points (`mech=none`): a preemption
+    /// never lands and the request runs to completion.
+    pub never_lands: bool,
 }
 
 impl PreemptionCost {
-    /// The cost of `mechanism`, from the measurements named on each arm.
+    /// The cost of `mechanism` ([`PreemptionMechanism::cost`], the
+    /// published measurements).
     pub fn of_mechanism(mechanism: PreemptionMechanism) -> Self {
-        let (signal_ns, switch_ns) = match mechanism {
-            // The worker sees the flag at its next probe (no propagation
-            // modelled) and switches at user level (Shinjuku's optimised
-            // switch, ~109 cycles at 2 GHz).
-            PreemptionMechanism::CompilerInterrupt => (0, 55),
-            // SYNERGY's measured p50: send 746 + propagate 2,216 ns to reach
-            // the worker, receive 1,434 + return 641 ns of worker time.
-            PreemptionMechanism::Signal => (746 + 2_216, 1_434 + 641),
-            // SYNERGY's measured p50: 171 + 671 ns to reach the worker, 464 +
-            // 45 ns of worker time.
-            PreemptionMechanism::UserInterrupt => (171 + 671, 464 + 45),
-            // Shinjuku's posted interrupts without VM exits at 2 GHz: 298
-            // cycles to send, 1,212 to receive, plus its user-level switch.
-            PreemptionMechanism::PostedInterrupt => (149, 606 + 55),
-            PreemptionMechanism::Free => (0, 0),
-        };
-        Self {
-            signal_ns,
-            switch_ns,
+        match mechanism.cost() {
+            Some(c) => Self {
+                signal_ns: c.reach_ns,
+                switch_ns: c.switch_ns,
+                never_lands: false,
+            },
+            None => Self {
+                never_lands: true,
+                ..Self::default()
+            },
         }
     }
 
@@ -53,10 +48,12 @@ impl PreemptionCost {
             PreemptionModel::Switch(switch_ns) => Self {
                 signal_ns: 0,
                 switch_ns,
+                never_lands: false,
             },
             PreemptionModel::SignalAndSwitch(total_ns) => Self {
                 signal_ns: total_ns / 2,
                 switch_ns: total_ns - total_ns / 2,
+                never_lands: false,
             },
         }
     }

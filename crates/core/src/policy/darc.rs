@@ -25,8 +25,9 @@
 //! ([`RatioSource::Arrivals`]), hysteresis on updates, merging tiny groups. With the
 //! paper's settings every added branch is skipped and `darc` is unchanged.
 
+use super::lend::{LendConfig, Lending};
 use super::param::{Count, MAX_FACTOR, Param, ParamRange, Params, Pick, Real};
-use super::{Action, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
+use super::{Action, Execution, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
 use crate::profile::ProfileWindow;
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request, TypeId, UNKNOWN_TYPE};
@@ -379,6 +380,8 @@ pub struct Darc {
     /// When the current profiling window opened (its first arrival, then each
     /// consideration): `round=load` divides the window's busy time by it.
     window_open_ns: Option<Nanos>,
+    /// `darc-lend`: reserved workers lent to longer types and reclaimed.
+    lending: Option<Lending>,
     stats: PolicyStats,
 }
 
@@ -428,8 +431,20 @@ impl Darc {
                 k => cfg.min_samples.saturating_mul(k),
             },
             window_open_ns: None,
+            lending: None,
             stats: PolicyStats::default(),
         }
+    }
+
+    /// `darc-lend`: `darc+` lending its reserved workers as `lend` allows.
+    /// Its typed queues keep room to put back one evicted request per worker.
+    pub fn new_lending(ctx: &PolicyContext, lend: LendConfig, label: String) -> Self {
+        let mut d = Self::new_dynamic(ctx, DarcConfig::plus(), label);
+        d.queues = (0..ctx.types.len())
+            .map(|_| TypedQueue::new(ctx.queue_capacity, ctx.workers))
+            .collect();
+        d.lending = Some(Lending::new(lend, ctx.workers));
+        d
     }
 
     /// Dynamic DARC.
@@ -471,6 +486,84 @@ impl Darc {
             *sets = (g.reserved, g.stealable);
             self.spilled[t] = g.on_spillway;
         }
+        if let Some(l) = self.lending.as_mut() {
+            l.lendable = WorkerSet::EMPTY;
+            for (g, grp) in self.reservation.groups.iter().enumerate() {
+                let shortest = self.reservation.group_types(g).first();
+                if let Some(&t) = shortest
+                    && !grp.inactive
+                    && l.group_lends(self.known_mean_ns[t as usize])
+                {
+                    l.lendable = l.lendable.or(grp.reserved);
+                }
+            }
+        }
+    }
+
+    /// `darc-lend`: a waiting request of a type with no free worker of its own
+    /// runs on a free lendable worker of a shorter group that can spare it.
+    fn lend_pick(&self) -> Option<(TypeId, WorkerId)> {
+        let l = self.lending.as_ref()?;
+        let candidates = self.free.and(l.lendable);
+        if candidates.is_empty() {
+            return None;
+        }
+        for &t in &self.reservation.order {
+            if self.queues[t as usize].is_empty() {
+                continue;
+            }
+            let own = self.reservation.allowed(t);
+            for w in candidates.without(own).iter() {
+                let owner = self
+                    .reservation
+                    .groups
+                    .iter()
+                    .find(|g| g.reserved.contains(w));
+                if owner.is_some_and(|g| l.may_lend_from(g.reserved, self.free)) {
+                    return Some((t, w));
+                }
+            }
+        }
+        None
+    }
+
+    /// `darc-lend`: orders the reclaim [`Darc::reclaim_pick`] chooses.
+    fn reclaim(&mut self, now: Nanos) -> Option<Action> {
+        if self.mode != Mode::Dynamic {
+            return None;
+        }
+        let worker = self.reclaim_pick(now)?;
+        self.lending
+            .as_mut()
+            .expect("reclaim_pick found a lent worker")
+            .reclaiming
+            .insert(worker);
+        self.stats.preemptions += 1;
+        Some(Action::Preempt { worker })
+    }
+
+    /// `darc-lend`: the lent worker to reclaim for the shortest waiting type
+    /// whose own workers are all busy, unless enough reclaims are under way.
+    fn reclaim_pick(&self, now: Nanos) -> Option<WorkerId> {
+        let l = self.lending.as_ref()?;
+        if l.lent.without(l.reclaiming).is_empty() {
+            return None;
+        }
+        for &t in &self.reservation.order {
+            let waiting = self.queues[t as usize].len();
+            if waiting == 0 {
+                continue;
+            }
+            let own = self.reservation.allowed(t);
+            if waiting <= own.and(l.reclaiming).len() {
+                continue;
+            }
+            let victims = own.and(l.lent).without(l.reclaiming);
+            if let Some(w) = l.victim(victims, now, &self.known_mean_ns) {
+                return Some(w);
+            }
+        }
+        None
     }
 
     /// `spill=spilled-first`: the spillway workers a waiting request of a
@@ -697,6 +790,9 @@ impl Policy for Darc {
     #[inline]
     fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, _now: Nanos) {
         self.free.insert(worker);
+        if let Some(l) = self.lending.as_mut() {
+            l.ended(worker);
+        }
         if self.mode != Mode::Static && req.type_id != UNKNOWN_TYPE {
             self.window.record(req.type_id, service_ns);
             let total = self.window.total();
@@ -717,25 +813,36 @@ impl Policy for Darc {
             self.update_by_age = false;
             self.update_reservation(now, by_age);
         }
-        if self.free.is_empty() || self.queued == 0 {
+        if self.queued == 0 {
             return None;
+        }
+        if self.free.is_empty() {
+            return self.reclaim(now);
         }
         let pick = match self.mode {
             Mode::Warmup => self.warmup_pick(),
             Mode::Dynamic if self.cfg.order == GroupOrder::Oldest => self.darc_pick_oldest(),
             Mode::Dynamic | Mode::Static => self.darc_pick(),
         };
-        let (t, worker) = match pick {
-            Some(p) => p,
-            None => {
-                // UNKNOWN requests: lowest priority, spillway only.
-                if self.unknown.is_empty() {
-                    return None;
-                }
-                (UNKNOWN_TYPE, self.spillway.and(self.free).first()?)
+        let unknown = || {
+            // UNKNOWN requests: lowest priority, spillway only.
+            if self.unknown.is_empty() {
+                return None;
             }
+            Some((UNKNOWN_TYPE, self.spillway.and(self.free).first()?))
+        };
+        let (t, worker, lent) = match pick.or_else(unknown) {
+            Some((t, w)) => (t, w, false),
+            None if self.mode == Mode::Dynamic => match self.lend_pick() {
+                Some((t, w)) => (t, w, true),
+                None => return self.reclaim(now),
+            },
+            None => return None,
         };
         let req = self.take(t, worker);
+        if let Some(l) = self.lending.as_mut() {
+            l.started(worker, t, now, lent);
+        }
         if self.mode == Mode::Dynamic
             && t != UNKNOWN_TYPE
             && self.window.total() >= self.cfg.min_samples
@@ -749,6 +856,32 @@ impl Policy for Darc {
             req,
             quantum_ns: None,
         })
+    }
+
+    fn execution(&self) -> Execution {
+        match &self.lending {
+            Some(l) if l.preempts() => Execution::CentralPreemptive,
+            _ => Execution::Central,
+        }
+    }
+
+    fn lends_workers(&self) -> bool {
+        self.lending.as_ref().is_some_and(Lending::preempts)
+    }
+
+    /// `darc-lend`'s evicted request: back to the head of its typed queue
+    /// (it has waited longest), its worker free.
+    fn on_preempted(&mut self, worker: WorkerId, req: Request, _now: Nanos) {
+        let Some(l) = self.lending.as_mut() else {
+            unreachable!("{} never preempts", self.label);
+        };
+        l.ended(worker);
+        self.free.insert(worker);
+        match self.queues.get_mut(req.type_id as usize) {
+            Some(q) => q.requeue_front(req),
+            None => self.unknown.requeue_front(req),
+        }
+        self.queued += 1;
     }
 
     fn queued(&self) -> usize {

@@ -28,6 +28,7 @@ pub mod darc;
 pub mod edf;
 pub mod execution;
 pub mod fcfs;
+pub mod lend;
 pub mod param;
 pub mod spec;
 pub mod synergy;
@@ -40,6 +41,7 @@ pub use concord::ConcordConfig;
 pub use darc::{DarcConfig, DarcStaticConfig, GroupOrder, RatioSource};
 pub use edf::EdfConfig;
 pub use execution::{EXECUTIONS, Execution, LocalRules};
+pub use lend::LendConfig;
 pub use param::{Accepts, Form, ParamInfo, ParamRange};
 pub use spec::{
     ModelledSystem, POLICY_NAMES, PolicySpec, PreemptionModel, parameters, split_policy_list,
@@ -79,8 +81,9 @@ pub enum Action {
 }
 
 /// How a preemption reaches a worker: a policy parameter (`mech=NAME`) naming
-/// the mechanism the simulator charges (`psp-sim` holds each one's measured
-/// cost). The runtime pays its real mechanism.
+/// the mechanism the simulator charges ([`PreemptionMechanism::cost`] holds
+/// each one's published cost, which a cost-aware policy also reads). The
+/// runtime pays its real mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreemptionMechanism {
     /// Compiler-inserted checks of a flag or of the clock (Concord, Tiny
@@ -94,6 +97,27 @@ pub enum PreemptionMechanism {
     PostedInterrupt,
     /// Free and instant (the ideal preemptive system).
     Free,
+    /// The handlers have no preemption points: a preemption never lands, and
+    /// every request runs to completion whatever the policy asks.
+    None,
+}
+
+/// What one preemption costs: the time until the interrupt reaches the
+/// worker (the request runs on meanwhile) and the worker time lost to the
+/// switch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MechanismCost {
+    /// From the decision to the interrupt reaching the worker.
+    pub reach_ns: Nanos,
+    /// Worker time lost to the switch, after which the worker is free.
+    pub switch_ns: Nanos,
+}
+
+impl MechanismCost {
+    /// From the decision to a free worker: reach plus switch.
+    pub fn total_ns(&self) -> Nanos {
+        self.reach_ns + self.switch_ns
+    }
 }
 
 impl PreemptionMechanism {
@@ -104,7 +128,35 @@ impl PreemptionMechanism {
         ("uintr", PreemptionMechanism::UserInterrupt),
         ("posted", PreemptionMechanism::PostedInterrupt),
         ("free", PreemptionMechanism::Free),
+        ("none", PreemptionMechanism::None),
     ];
+
+    /// What one preemption costs with this mechanism, from the measurements
+    /// named on each arm; `None` when a preemption never lands (no
+    /// preemption points).
+    pub fn cost(self) -> Option<MechanismCost> {
+        let (reach_ns, switch_ns) = match self {
+            // The worker sees the flag at its next probe (no propagation
+            // modelled) and switches at user level (Shinjuku's optimised
+            // switch, ~109 cycles at 2 GHz).
+            PreemptionMechanism::CompilerInterrupt => (0, 55),
+            // SYNERGY's measured p50: send 746 + propagate 2,216 ns to reach
+            // the worker, receive 1,434 + return 641 ns of worker time.
+            PreemptionMechanism::Signal => (746 + 2_216, 1_434 + 641),
+            // SYNERGY's measured p50: 171 + 671 ns to reach the worker, 464 +
+            // 45 ns of worker time.
+            PreemptionMechanism::UserInterrupt => (171 + 671, 464 + 45),
+            // Shinjuku's posted interrupts without VM exits at 2 GHz: 298
+            // cycles to send, 1,212 to receive, plus its user-level switch.
+            PreemptionMechanism::PostedInterrupt => (149, 606 + 55),
+            PreemptionMechanism::Free => (0, 0),
+            PreemptionMechanism::None => return None,
+        };
+        Some(MechanismCost {
+            reach_ns,
+            switch_ns,
+        })
+    }
 }
 
 /// Counters a policy keeps about its own decisions.
@@ -198,6 +250,13 @@ pub trait Policy: Send {
     fn on_preempted(&mut self, worker: WorkerId, req: Request, now: Nanos) {
         let _ = (worker, req, now);
         unreachable!("{} never preempts", self.name());
+    }
+
+    /// Whether the policy may run a request on a worker its reservation
+    /// keeps for shorter types (`darc-lend` lends them, and reclaims them by
+    /// preemption): executors then skip their reservation check.
+    fn lends_workers(&self) -> bool {
+        false
     }
 
     /// Requests waiting in the policy's queues.

@@ -16,6 +16,7 @@ use super::concord::{Concord, ConcordConfig};
 use super::darc::{Darc, DarcConfig, DarcStaticConfig};
 use super::edf::{Edf, EdfConfig};
 use super::fcfs::CFcfs;
+use super::lend::LendConfig;
 use super::param::{Configure, ParamInfo};
 use super::synergy::{Synergy, SynergyConfig};
 use super::tq::{TinyQuanta, TqConfig};
@@ -42,6 +43,9 @@ pub enum PolicySpec {
     Darc(DarcConfig),
     /// Dynamic DARC with the `darc+` rules as defaults (docs/darc-variant.md).
     DarcPlus(DarcConfig),
+    /// `darc+` lending reserved workers to longer types and reclaiming them
+    /// by preemption where the mechanism's cost allows.
+    DarcLend(LendConfig),
     /// Shinjuku time sharing.
     Ts(TsConfig),
     /// Preempt as soon as a short request is blocked.
@@ -61,7 +65,7 @@ type Named = (&'static str, fn() -> PolicySpec);
 
 /// Every policy name. A policy's first name is its canonical one (`sjf` is
 /// another name of `fp`).
-const POLICIES: [Named; 14] = [
+const POLICIES: [Named; 15] = [
     ("d-fcfs", || PolicySpec::DFcfs),
     ("c-fcfs", || PolicySpec::CFcfs),
     ("fp", || PolicySpec::Fp),
@@ -72,6 +76,7 @@ const POLICIES: [Named; 14] = [
     }),
     ("darc", || PolicySpec::Darc(DarcConfig::default())),
     ("darc+", || PolicySpec::DarcPlus(DarcConfig::plus())),
+    ("darc-lend", || PolicySpec::DarcLend(LendConfig::default())),
     ("ts", || PolicySpec::Ts(TsConfig::default())),
     ("ts-block", || PolicySpec::TsBlock(TsBlockConfig::default())),
     ("concord", || PolicySpec::Concord(ConcordConfig::default())),
@@ -191,6 +196,7 @@ impl PolicySpec {
             PolicySpec::Edf(c) => Some(c),
             PolicySpec::DarcStatic(c) => Some(c),
             PolicySpec::Darc(c) | PolicySpec::DarcPlus(c) => Some(c),
+            PolicySpec::DarcLend(c) => Some(c),
             PolicySpec::Ts(c) => Some(c),
             PolicySpec::TsBlock(c) => Some(c),
             PolicySpec::Concord(c) => Some(c),
@@ -213,6 +219,7 @@ impl PolicySpec {
             PolicySpec::TsBlock(c) => PreemptionModel::SignalAndSwitch(c.cost_ns),
             PolicySpec::Synergy(c) => PreemptionModel::Mechanism(c.mechanism),
             PolicySpec::Tq(c) => PreemptionModel::Mechanism(c.mechanism),
+            PolicySpec::DarcLend(c) => PreemptionModel::Mechanism(c.mechanism),
             _ => PreemptionModel::None,
         }
     }
@@ -318,6 +325,7 @@ impl PolicySpec {
                 }
                 Box::new(Darc::new_dynamic(ctx, c, name))
             }
+            PolicySpec::DarcLend(c) => Box::new(Darc::new_lending(ctx, c, name)),
             PolicySpec::Ts(c) => Box::new(TimeSharing::new(ctx, c, name)?),
             PolicySpec::TsBlock(c) => Box::new(TsBlock::new(ctx, c, name)?),
             PolicySpec::Concord(c) => Box::new(Concord::new(ctx, c, name)),
@@ -400,6 +408,9 @@ mod tests {
             "darc+:samples=1000,delay=1",
             "darc+:order=type,longest=0",
             "darc+:ratios=arrivals,merge=0.5,hysteresis=0.25",
+            "darc-lend",
+            "darc-lend:mech=uintr,budget=10,gain=1,keep=1",
+            "darc-lend:mech=none",
             "darc:round=load,headroom=0.5",
             "darc+:round=paper",
             "darc+:headroom=0",
@@ -523,7 +534,7 @@ mod tests {
             ("synergy:ws=maybe", "ws must be on or off, not 'maybe'"),
             (
                 "tq:mech=irq",
-                "mech must be one of ci, signal, uintr, posted, free, not 'irq'",
+                "mech must be one of ci, signal, uintr, posted, free, none, not 'irq'",
             ),
         ] {
             let e = s.parse::<PolicySpec>().expect_err(s).to_string();
