@@ -16,6 +16,7 @@
 //! as data): executors hand in numbers.
 
 pub mod extra;
+pub mod heat;
 pub mod lines;
 pub mod plot;
 pub mod recorder;
