@@ -2119,9 +2119,27 @@ const BEYOND_PREEMPTIVE: &[&str] = &["darc-lend", "synergy", "ts", "concord", "t
 const BEYOND_FIXED: &[&str] = &["darc", "darc+", "c-fcfs"];
 /// The SLO setups: (label, file-name key, system, SLO flag, bound).
 const BEYOND_SLOS: &[(&str, &str, &str, &str, &str)] = &[
-    ("ideal, per type ≤ 10", "ideal-type", "ideal", "--slo-slowdown", "10"),
-    ("ideal, overall ≤ 50", "ideal-overall", "ideal", "--slo-overall", "50"),
-    ("own, overall ≤ 50", "own-overall", "own", "--slo-overall", "50"),
+    (
+        "ideal, per type ≤ 10",
+        "ideal-type",
+        "ideal",
+        "--slo-slowdown",
+        "10",
+    ),
+    (
+        "ideal, overall ≤ 50",
+        "ideal-overall",
+        "ideal",
+        "--slo-overall",
+        "50",
+    ),
+    (
+        "own, overall ≤ 50",
+        "own-overall",
+        "own",
+        "--slo-overall",
+        "50",
+    ),
 ];
 
 /// Per workload, the point length with half of it discarded as warm-up: DARC's
@@ -2307,7 +2325,13 @@ fn beyond(ctx: &Ctx) -> Result<Section> {
         short.len(),
         short
             .iter()
-            .map(|c| format!("{} {} ({}) {}", c.workload, c.mechanism, c.slo, x(c.vs_best)))
+            .map(|c| format!(
+                "{} {} ({}) {}",
+                c.workload,
+                c.mechanism,
+                c.slo,
+                x(c.vs_best)
+            ))
             .collect::<Vec<_>>()
             .join("; ")
     );
@@ -2324,9 +2348,7 @@ fn beyond(ctx: &Ctx) -> Result<Section> {
             .map(|w| {
                 BEYOND_SLOS
                     .iter()
-                    .flat_map(|(label, ..)| {
-                        BEYOND_MECHANISMS.iter().map(move |m| (*label, *m))
-                    })
+                    .flat_map(|(label, ..)| BEYOND_MECHANISMS.iter().map(move |m| (*label, *m)))
                     .map(|(label, m)| {
                         cells
                             .iter()
@@ -2340,7 +2362,10 @@ fn beyond(ctx: &Ctx) -> Result<Section> {
         reference: 1.0,
         span: 0.2,
     };
-    files.extend(psp_metrics::heat::plot_heat_map(&map, &ctx.out.join("beyond"))?);
+    files.extend(psp_metrics::heat::plot_heat_map(
+        &map,
+        &ctx.out.join("beyond"),
+    )?);
     body += &ctx.image("beyond", "darc-lend over the best other policy");
     Ok(Section { body, files })
 }

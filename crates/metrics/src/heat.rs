@@ -102,7 +102,12 @@ fn draw<DB: DrawingBackend>(
         ))
         .map_err(err)?;
         for c in 0..map.cols.len() {
-            let v = map.cells.get(r).and_then(|row| row.get(c)).copied().flatten();
+            let v = map
+                .cells
+                .get(r)
+                .and_then(|row| row.get(c))
+                .copied()
+                .flatten();
             let x = left + cw * c as i32;
             root.draw(&Rectangle::new(
                 [(x, y), (x + cw, y + ch)],

@@ -88,5 +88,9 @@ mod tests {
         ] {
             assert_eq!(cost(policy), signal_and_switch, "{policy}");
         }
+        for policy in ["synergy:mech=none", "darc-lend:mech=none"] {
+            assert!(PreemptionCost::for_policy(&policy.parse().unwrap()).never_lands);
+        }
+        assert!(!PreemptionCost::for_policy(&"darc-lend".parse().unwrap()).never_lands);
     }
 }

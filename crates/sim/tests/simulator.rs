@@ -83,6 +83,34 @@ fn every_request_is_completed_or_counted_as_dropped() {
     }
 }
 
+/// `mech=none` models handlers without preemption points: a preemption never
+/// lands, so nothing is handed back preempted and every request still
+/// completes; with compiler-inserted checks the same point preempts.
+#[test]
+fn without_preemption_points_no_preemption_lands() {
+    let w = Workload::resolve("extreme-bimodal").unwrap();
+    for (policy, lands) in [
+        ("synergy:mech=ci", Some(true)),
+        ("synergy:mech=none", Some(false)),
+        ("ts:mech=none", None),
+        ("darc-lend:mech=none", None),
+    ] {
+        let spec: PolicySpec = policy.parse().unwrap();
+        let p = simulate_point(&w, &spec, &cfg(4, &w, 0.7, 50, 5)).unwrap();
+        let s = sim(&p);
+        assert_eq!(s.stranded, 0, "{policy}");
+        assert_eq!(
+            s.completed_total + s.dropped_total,
+            s.generated_total,
+            "{policy}"
+        );
+        // SYNERGY counts the preempted requests its wait queue took back.
+        if let Some(lands) = lands {
+            assert_eq!(s.wait_queue_passes > 0, lands, "{policy}");
+        }
+    }
+}
+
 #[test]
 fn same_seed_same_result() {
     let w = Workload::resolve("extreme-bimodal").unwrap();

@@ -1308,4 +1308,119 @@ mod tests {
             );
         }
     }
+
+    /// A warmed `darc-lend` on 4 workers (1 us and 100 us, half each) and the
+    /// workers reserved for the short type.
+    fn warmed_lend(spec: &str) -> (Box<dyn Policy>, WorkerSet) {
+        let spec: PolicySpec = spec.parse().unwrap();
+        let mut p = spec.build(&ctx(4, &[1.0, 100.0])).unwrap();
+        let samples = DarcConfig::plus().min_samples;
+        serve_unqueued(p.as_mut(), 0, samples, &[1_000, 100_000], |i| {
+            (i % 2) as TypeId
+        });
+        assert!(p.next_action(samples).is_none());
+        let r = p.reservation().expect("warmed");
+        let short = r.groups[0].reserved;
+        assert!(!short.is_empty() && short.len() < 4, "{r}");
+        (p, short)
+    }
+
+    fn arrive(p: &mut dyn Policy, id: u64, type_id: TypeId, now: Nanos) -> Request {
+        let req = Request {
+            id,
+            token: id as u32,
+            type_id,
+            flow: 0,
+            arrival_ns: now,
+        };
+        p.on_arrival(req, now).unwrap();
+        req
+    }
+
+    #[test]
+    fn darc_lend_lends_an_idle_reserved_worker_and_reclaims_it_for_a_short_request() {
+        let (mut p, short) = warmed_lend("darc-lend");
+        assert_eq!(p.execution(), Execution::CentralPreemptive);
+        let t0 = 1_000_000;
+        let longs: Vec<Request> = (0..4).map(|i| arrive(p.as_mut(), 100 + i, 1, t0)).collect();
+        let mut on = Vec::new();
+        while let Some(Action::Dispatch { worker, req, .. }) = p.next_action(t0) {
+            on.push((worker, req.id));
+        }
+        assert_eq!(on.len(), 4, "long requests borrow the short type's workers");
+        assert!(on.iter().filter(|&&(w, _)| short.contains(w)).count() == short.len());
+        // A short request finds no free worker: one lent worker is reclaimed, once.
+        let s = arrive(p.as_mut(), 200, 0, t0 + 10_000);
+        let Some(Action::Preempt { worker: lent }) = p.next_action(t0 + 10_000) else {
+            panic!("no reclaim")
+        };
+        assert!(short.contains(lent));
+        assert_eq!(p.next_action(t0 + 10_000), None);
+        assert_eq!(p.stats().preemptions, 1);
+        let evicted = *longs
+            .iter()
+            .find(|r| on.contains(&(lent, r.id)))
+            .expect("the lent worker's request");
+        p.on_preempted(lent, evicted, t0 + 11_000);
+        match p.next_action(t0 + 11_000) {
+            Some(Action::Dispatch { worker, req, .. }) => {
+                assert_eq!((worker, req.id), (lent, s.id));
+            }
+            a => panic!("{a:?}"),
+        }
+        // The evicted request waits at the head of its queue for a long worker.
+        let &(w, id) = on.iter().find(|&&(w, _)| !short.contains(w)).unwrap();
+        let done = longs.iter().find(|r| r.id == id).unwrap();
+        p.on_completion(w, done, 100_000, t0 + 100_000);
+        match p.next_action(t0 + 100_000) {
+            Some(Action::Dispatch { worker, req, .. }) => {
+                assert_eq!((worker, req.id), (w, evicted.id));
+            }
+            a => panic!("{a:?}"),
+        }
+    }
+
+    #[test]
+    fn darc_lend_lends_nothing_without_preemption_points_or_where_preempting_costs_too_much() {
+        // Signals cost 5.04 us: more than 5x the 1 us short type.
+        for spec in ["darc-lend:mech=none", "darc-lend:mech=signal"] {
+            let (mut p, short) = warmed_lend(spec);
+            let t0 = 1_000_000;
+            for i in 0..4 {
+                arrive(p.as_mut(), 100 + i, 1, t0);
+            }
+            let mut on = WorkerSet::EMPTY;
+            while let Some(a) = p.next_action(t0) {
+                let Action::Dispatch { worker, .. } = a else {
+                    panic!("{spec}: {a:?}")
+                };
+                on.insert(worker);
+            }
+            assert_eq!(on, WorkerSet::range(0, 4).without(short), "{spec}");
+            arrive(p.as_mut(), 200, 0, t0 + 10_000);
+            assert!(matches!(
+                p.next_action(t0 + 10_000),
+                Some(Action::Dispatch { worker, .. }) if short.contains(worker)
+            ));
+        }
+        let none: PolicySpec = "darc-lend:mech=none".parse().unwrap();
+        let p = none.build(&ctx(4, &[1.0, 100.0])).unwrap();
+        assert_eq!(p.execution(), Execution::Central);
+    }
+
+    #[test]
+    fn darc_lend_loses_nothing_under_random_events() {
+        let means = [1.0, 100.0];
+        let spec: PolicySpec = "darc-lend".parse().unwrap();
+        let mut d = Driver::new(spec.build(&ctx(4, &means)).unwrap(), 7)
+            .with_means(&means)
+            .with_switch_ns(55);
+        d.run(250_000, |p, disp| {
+            if let Some((w, _)) = disp {
+                assert!(!p.idle_workers().contains(w), "dispatched to a free worker");
+            }
+        });
+        assert!(d.preempted > 0, "nothing was ever reclaimed");
+        assert_eq!(d.completed + d.dropped + d.in_flight(), d.generated());
+    }
 }
