@@ -35,7 +35,7 @@ mod common;
 /// Every policy, with parameters that make short runs meaningful: DARC
 /// profiles after 20 completions; the preemptive ones keep their default
 /// quanta (a few µs), far below the long requests.
-const POLICIES: [&str; 13] = [
+const POLICIES: [&str; 14] = [
     "d-fcfs",
     "c-fcfs",
     "fp",
@@ -43,6 +43,7 @@ const POLICIES: [&str; 13] = [
     "darc-static:1",
     "darc:samples=20",
     "darc+:samples=20",
+    "darc-lend:samples=20",
     "ts",
     "ts-block:1",
     "concord",

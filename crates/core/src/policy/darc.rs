@@ -439,7 +439,11 @@ impl Darc {
     /// `darc-lend`: `darc+` lending its reserved workers as `lend` allows.
     /// Its typed queues keep room to put back one evicted request per worker.
     pub fn new_lending(ctx: &PolicyContext, lend: LendConfig, label: String) -> Self {
-        let mut d = Self::new_dynamic(ctx, DarcConfig::plus(), label);
+        let cfg = DarcConfig {
+            min_samples: lend.min_samples,
+            ..DarcConfig::plus()
+        };
+        let mut d = Self::new_dynamic(ctx, cfg, label);
         d.queues = (0..ctx.types.len())
             .map(|_| TypedQueue::new(ctx.queue_capacity, ctx.workers))
             .collect();

@@ -24,7 +24,8 @@
 //!   the mechanism's cost. The evicted request goes back to the head of its
 //!   typed queue and resumes wherever its group's workers free up.
 //!
-//! Reservations, profiling and group order are `darc+`'s ([`super::darc`]).
+//! Reservations, profiling and group order are `darc+`'s ([`super::darc`]),
+//! with its profiling window's size as a parameter (`samples`).
 //! This module holds the configuration and the lending state's pure rules; the
 //! DARC machine applies them. Nothing here reads a clock or allocates after
 //! construction.
@@ -49,6 +50,9 @@ pub struct LendConfig {
     pub gain: f64,
     /// Reserved workers of a group that stay free (never lent).
     pub keep: usize,
+    /// DARC's profiling window ([`super::DarcConfig::min_samples`]); the
+    /// other DARC rules are `darc+`'s.
+    pub min_samples: u64,
 }
 
 impl Default for LendConfig {
@@ -58,6 +62,7 @@ impl Default for LendConfig {
             budget: 5.0,
             gain: 2.0,
             keep: 0,
+            min_samples: super::DarcConfig::plus().min_samples,
         }
     }
 }
@@ -98,6 +103,15 @@ impl Params for LendConfig {
                 range: ParamRange::closed(0.0, MAX_WORKERS as f64),
                 get: |c| c.keep as u64,
                 set: |c, v| c.keep = v as usize,
+            },
+        ),
+        Param::keyed(
+            "samples",
+            "completions a profiling window needs before an update is considered (as `darc+`)",
+            &Count::<Self> {
+                range: ParamRange::closed(1.0, 1e9),
+                get: |c| c.min_samples,
+                set: |c, v| c.min_samples = v,
             },
         ),
     ];

@@ -409,7 +409,7 @@ mod tests {
             "darc+:order=type,longest=0",
             "darc+:ratios=arrivals,merge=0.5,hysteresis=0.25",
             "darc-lend",
-            "darc-lend:mech=uintr,budget=10,gain=1,keep=1",
+            "darc-lend:mech=uintr,budget=10,gain=1,keep=1,samples=20",
             "darc-lend:mech=none",
             "darc:round=load,headroom=0.5",
             "darc+:round=paper",
