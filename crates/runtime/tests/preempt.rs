@@ -1,6 +1,7 @@
 //! Preemptive policies on the real runtime: requests on green threads,
-//! preempted by the dispatcher at their quantum (`ts`, `concord`) or when a
-//! short request is blocked (`ts-block`). Every request completes exactly once
+//! preempted by the dispatcher at their quantum (`ts`, `concord`), when a
+//! short request is blocked (`ts-block`) or to reclaim a lent worker
+//! (`darc-lend`). Every request completes exactly once
 //! whether preempted zero, one or many times, including under overload; a
 //! preempted request answers what it would have answered unpreempted; and at
 //! shutdown a preempted request still in flight either completes or is
@@ -49,6 +50,7 @@ fn every_request_completes_exactly_once_whether_preempted_or_not() {
         "concord:quantum=50",
         "concord:k=1,quantum=50",
         "ts-block:0",
+        "darc-lend:samples=50",
     ] {
         for (load, cap) in [(0.5, 4096), (3.0, 8)] {
             let r = run(&w, policy, load, cap, 300);

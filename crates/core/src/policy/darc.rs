@@ -491,33 +491,36 @@ impl Darc {
             self.spilled[t] = g.on_spillway;
         }
         if let Some(l) = self.lending.as_mut() {
-            l.lendable = WorkerSet::EMPTY;
+            l.limit_ns.fill(0.0);
             for (g, grp) in self.reservation.groups.iter().enumerate() {
                 let shortest = self.reservation.group_types(g).first();
                 if let Some(&t) = shortest
                     && !grp.inactive
-                    && l.group_lends(self.known_mean_ns[t as usize])
                 {
-                    l.lendable = l.lendable.or(grp.reserved);
+                    let limit = l.limit_for(self.known_mean_ns[t as usize]);
+                    for w in grp.reserved.iter() {
+                        l.limit_ns[w as usize] = limit;
+                    }
                 }
             }
         }
     }
 
     /// `darc-lend`: a waiting request of a type with no free worker of its own
-    /// runs on a free lendable worker of a shorter group that can spare it.
+    /// runs on a free worker of a shorter group that accepts the delay and
+    /// can spare it.
     fn lend_pick(&self) -> Option<(TypeId, WorkerId)> {
         let l = self.lending.as_ref()?;
-        let candidates = self.free.and(l.lendable);
-        if candidates.is_empty() {
-            return None;
-        }
         for &t in &self.reservation.order {
             if self.queues[t as usize].is_empty() {
                 continue;
             }
+            let mean = self.known_mean_ns[t as usize];
             let own = self.reservation.allowed(t);
-            for w in candidates.without(own).iter() {
+            for w in self.free.without(own).iter() {
+                if !l.lends(w, mean) {
+                    continue;
+                }
                 let owner = self
                     .reservation
                     .groups
@@ -532,6 +535,7 @@ impl Darc {
     }
 
     /// `darc-lend`: orders the reclaim [`Darc::reclaim_pick`] chooses.
+    #[inline(never)]
     fn reclaim(&mut self, now: Nanos) -> Option<Action> {
         if self.mode != Mode::Dynamic {
             return None;
@@ -821,7 +825,11 @@ impl Policy for Darc {
             return None;
         }
         if self.free.is_empty() {
-            return self.reclaim(now);
+            // Only `darc-lend` acts on a full house; DARC returns at once.
+            return match self.lending {
+                Some(_) => self.reclaim(now),
+                None => None,
+            };
         }
         let pick = match self.mode {
             Mode::Warmup => self.warmup_pick(),
@@ -837,10 +845,12 @@ impl Policy for Darc {
         };
         let (t, worker, lent) = match pick.or_else(unknown) {
             Some((t, w)) => (t, w, false),
-            None if self.mode == Mode::Dynamic => match self.lend_pick() {
-                Some((t, w)) => (t, w, true),
-                None => return self.reclaim(now),
-            },
+            None if self.lending.is_some() && self.mode == Mode::Dynamic => {
+                match self.lend_pick() {
+                    Some((t, w)) => (t, w, true),
+                    None => return self.reclaim(now),
+                }
+            }
             None => return None,
         };
         let req = self.take(t, worker);
@@ -870,7 +880,7 @@ impl Policy for Darc {
     }
 
     fn lends_workers(&self) -> bool {
-        self.lending.as_ref().is_some_and(Lending::preempts)
+        self.lending.is_some()
     }
 
     /// `darc-lend`'s evicted request: back to the head of its typed queue
@@ -1316,10 +1326,15 @@ mod tests {
     /// A warmed `darc-lend` on 4 workers (1 us and 100 us, half each) and the
     /// workers reserved for the short type.
     fn warmed_lend(spec: &str) -> (Box<dyn Policy>, WorkerSet) {
+        warmed_lend_on(spec, 100)
+    }
+
+    /// [`warmed_lend`] with the long type's mean `long_us`.
+    fn warmed_lend_on(spec: &str, long_us: u64) -> (Box<dyn Policy>, WorkerSet) {
         let spec: PolicySpec = spec.parse().unwrap();
-        let mut p = spec.build(&ctx(4, &[1.0, 100.0])).unwrap();
+        let mut p = spec.build(&ctx(4, &[1.0, long_us as f64])).unwrap();
         let samples = DarcConfig::plus().min_samples;
-        serve_unqueued(p.as_mut(), 0, samples, &[1_000, 100_000], |i| {
+        serve_unqueued(p.as_mut(), 0, samples, &[1_000, long_us * 1_000], |i| {
             (i % 2) as TypeId
         });
         assert!(p.next_action(samples).is_none());
@@ -1410,6 +1425,30 @@ mod tests {
         let none: PolicySpec = "darc-lend:mech=none".parse().unwrap();
         let p = none.build(&ctx(4, &[1.0, 100.0])).unwrap();
         assert_eq!(p.execution(), Execution::Central);
+    }
+
+    #[test]
+    fn without_preemption_points_darc_lend_lends_only_to_types_close_to_the_lenders() {
+        // 4 us requests delay a 1 us group by less than 5x its mean: lent,
+        // and never preempted.
+        let (mut p, short) = warmed_lend_on("darc-lend:mech=none", 4);
+        let t0 = 1_000_000;
+        for i in 0..4 {
+            arrive(p.as_mut(), 100 + i, 1, t0);
+        }
+        let mut on = WorkerSet::EMPTY;
+        while let Some(Action::Dispatch { worker, .. }) = p.next_action(t0) {
+            on.insert(worker);
+        }
+        assert_eq!(
+            on,
+            WorkerSet::range(0, 4),
+            "every worker runs a 4 us request"
+        );
+        arrive(p.as_mut(), 200, 0, t0 + 1_000);
+        assert_eq!(p.next_action(t0 + 1_000), None, "waits, never preempts");
+        assert_eq!(p.stats().preemptions, 0);
+        assert!(!short.is_empty());
     }
 
     #[test]

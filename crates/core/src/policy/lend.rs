@@ -10,14 +10,15 @@
 //! What that costs decides whether lending pays, so the rules read the
 //! mechanism's cost ([`PreemptionMechanism::cost`]):
 //!
-//! - A group's reserved workers are **lendable** when the mechanism's cost
-//!   (the time until the interrupt lands plus the switch) is at most `budget`
-//!   times the group's shortest profiled mean: a short request that reclaims
-//!   one waits about that long. Handlers without preemption points
-//!   (`mech=none`) lend nothing: the policy is `darc+` exactly.
-//! - A request of a type with no free worker of its own (reserved or
-//!   stealable) may run on a free lendable worker of a shorter group, when at
-//!   least `keep` of that group's reserved workers stay free.
+//! - A free reserved worker of a group may run a request of a longer type
+//!   whose own workers (reserved and stealable) are all busy, when the delay
+//!   this imposes on a request of the group that arrives meanwhile is at most
+//!   `budget` times the group's shortest profiled mean. That delay is the
+//!   cheaper of a preemption (the time until the interrupt lands plus the
+//!   switch) and waiting for the lent request to end (its type's mean). So
+//!   with cheap preemption long requests borrow freely, and without
+//!   preemption points (`mech=none`) only types close to the group's own do.
+//!   The group keeps `keep` of its reserved workers free.
 //! - When a request waits and every worker it may use is busy, a lent worker
 //!   among them is **reclaimed** (one [`Action::Preempt`] per waiting request)
 //!   if the lent request's expected remaining time is at least `gain` times
@@ -130,9 +131,10 @@ pub(super) struct Lending {
     pub lent: WorkerSet,
     /// Lent workers whose preemption was ordered and has not landed.
     pub reclaiming: WorkerSet,
-    /// Workers whose group's shortest mean makes lending them pay (derived
-    /// with each reservation).
-    pub lendable: WorkerSet,
+    /// Per worker: the longest delay its group accepts from a lent request
+    /// (`budget` times the group's shortest mean; 0: never lent), derived
+    /// with each reservation.
+    pub limit_ns: Vec<f64>,
 }
 
 impl Lending {
@@ -143,7 +145,7 @@ impl Lending {
             running: vec![(0, 0); workers],
             lent: WorkerSet::EMPTY,
             reclaiming: WorkerSet::EMPTY,
-            lendable: WorkerSet::EMPTY,
+            limit_ns: vec![0.0; workers],
         }
     }
 
@@ -152,11 +154,30 @@ impl Lending {
         self.cost.is_some()
     }
 
-    /// Whether a group whose shortest type's mean is `shortest_mean_ns` may
-    /// lend its reserved workers.
-    pub fn group_lends(&self, shortest_mean_ns: f64) -> bool {
-        self.cost
-            .is_some_and(|c| (c.total_ns() as f64) <= self.cfg.budget * shortest_mean_ns)
+    /// The longest delay a group whose shortest type's mean is
+    /// `shortest_mean_ns` accepts from a lent request.
+    pub fn limit_for(&self, shortest_mean_ns: f64) -> f64 {
+        if shortest_mean_ns.is_finite() {
+            self.cfg.budget * shortest_mean_ns
+        } else {
+            0.0
+        }
+    }
+
+    /// The delay a request of a type with mean `borrower_mean_ns` imposes
+    /// on the worker's own group when lent: the cheaper of preempting it and
+    /// waiting for its end.
+    pub fn delay_ns(&self, borrower_mean_ns: f64) -> f64 {
+        match self.cost {
+            Some(c) => (c.total_ns() as f64).min(borrower_mean_ns),
+            None => borrower_mean_ns,
+        }
+    }
+
+    /// Whether `worker` may run a request of a type with mean
+    /// `borrower_mean_ns` for a longer group.
+    pub fn lends(&self, worker: WorkerId, borrower_mean_ns: f64) -> bool {
+        self.delay_ns(borrower_mean_ns) <= self.limit_ns[worker as usize]
     }
 
     /// Whether a group with `reserved` workers may lend one of them now (it
@@ -208,23 +229,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lending_follows_the_mechanisms_cost_and_none_lends_nothing() {
+    fn lending_follows_the_cheaper_of_preempting_and_waiting() {
         let of = |mech| {
-            Lending::new(
+            let mut l = Lending::new(
                 LendConfig {
                     mechanism: mech,
                     ..LendConfig::default()
                 },
-                4,
-            )
+                1,
+            );
+            // A group of 0.5 us requests accepts 2.5 us of delay (5x).
+            l.limit_ns[0] = l.limit_for(500.0);
+            l
         };
-        // 0.5 us shorts with a budget of 5x: 2.5 us per preemption at most.
-        assert!(of(PreemptionMechanism::CompilerInterrupt).group_lends(500.0));
-        assert!(of(PreemptionMechanism::UserInterrupt).group_lends(500.0));
-        assert!(!of(PreemptionMechanism::Signal).group_lends(500.0));
-        assert!(of(PreemptionMechanism::Signal).group_lends(1_100.0));
-        assert!(!of(PreemptionMechanism::None).group_lends(f64::MAX));
+        let long = 500_000.0;
+        assert!(of(PreemptionMechanism::CompilerInterrupt).lends(0, long));
+        assert!(of(PreemptionMechanism::UserInterrupt).lends(0, long));
+        // A signal costs 5.04 us: only requests shorter than 2.5 us.
+        assert!(!of(PreemptionMechanism::Signal).lends(0, long));
+        assert!(of(PreemptionMechanism::Signal).lends(0, 2_000.0));
+        // Without preemption points only the wait counts.
+        assert!(!of(PreemptionMechanism::None).lends(0, long));
+        assert!(of(PreemptionMechanism::None).lends(0, 2_500.0));
+        assert!(!of(PreemptionMechanism::None).lends(0, 2_600.0));
         assert!(!of(PreemptionMechanism::None).preempts());
+        // An unprofiled group lends nothing.
+        assert_eq!(of(PreemptionMechanism::Free).limit_for(f64::INFINITY), 0.0);
     }
 
     #[test]
