@@ -913,7 +913,7 @@ mod tests {
                 let default_of = |rows: &[&ParamInfo]| match (&rows[row].default, p.form) {
                     (_, Form::Leading) => "required".to_string(),
                     (Some(d), _) => d.clone(),
-                    (None, _) => "none".to_string(),
+                    (None, _) => "unset".to_string(),
                 };
                 let defaults: Vec<String> =
                     group.iter().map(|(_, rows)| default_of(rows)).collect();

@@ -43,8 +43,9 @@ use crate::workers::{MAX_WORKERS, WorkerId, WorkerSet};
 pub struct LendConfig {
     /// How a preemption reaches a worker: its cost decides what is lent.
     pub mechanism: PreemptionMechanism,
-    /// A group's workers are lent when the mechanism's cost is at most this
-    /// many times the group's shortest mean.
+    /// A lent request may delay the lending group by at most this many
+    /// times the group's shortest mean: the cheaper of a preemption and
+    /// waiting for the lent request's end.
     pub budget: f64,
     /// A lent worker is reclaimed only when its request's expected remaining
     /// time is at least this many times the mechanism's cost.
@@ -81,7 +82,7 @@ impl Params for LendConfig {
         ),
         Param::keyed(
             "budget",
-            "a group's reserved workers are lent when a preemption costs at most this many times the group's shortest mean",
+            "a lent request may delay the lending group by at most this many times its shortest mean (the cheaper of a preemption and the lent request's mean)",
             &Real::<Self> {
                 range: ParamRange::closed(0.0, MAX_FACTOR),
                 get: |c| c.budget,
