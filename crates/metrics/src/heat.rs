@@ -7,10 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::plot::{FONT, PlotError, ensure_font, output_paths};
+use crate::plot::{Drawing, FONT, PlotError, render};
 
 /// A grid of values to draw.
 #[derive(Debug, Clone)]
@@ -38,19 +39,17 @@ const TOP: u32 = 100;
 /// # Errors
 /// A directory that cannot be created or a figure that cannot be drawn.
 pub fn plot_heat_map(map: &HeatMap, out_stem: &Path) -> Result<Vec<PathBuf>, PlotError> {
-    let (svg, png) = output_paths(out_stem)?;
     let size = (
         LEFT + CELL.0 * map.cols.len() as u32 + 20,
         TOP + CELL.1 * map.rows.len() as u32 + 20,
     );
-    let err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |message: String| PlotError::Draw { path, message }
-    };
-    ensure_font().map_err(err(&svg))?;
-    draw(map, &SVGBackend::new(&svg, size).into_drawing_area()).map_err(err(&svg))?;
-    draw(map, &BitMapBackend::new(&png, size).into_drawing_area()).map_err(err(&png))?;
-    Ok(vec![svg, png])
+    render(map, out_stem, size)
+}
+
+impl Drawing for HeatMap {
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw(self, root)
+    }
 }
 
 /// The colour of `v`: white at the reference, green above, red below.
@@ -67,10 +66,7 @@ fn colour(map: &HeatMap, v: Option<f64>) -> RGBColor {
     }
 }
 
-fn draw<DB: DrawingBackend>(
-    map: &HeatMap,
-    root: &DrawingArea<DB, plotters::coord::Shift>,
-) -> Result<(), String> {
+fn draw<DB: DrawingBackend>(map: &HeatMap, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(err)?;
     let centre = Pos::new(HPos::Center, VPos::Center);

@@ -6,12 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
+use plotters::coord::Shift;
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 use crate::plot::{
-    FONT, PALETTE, PlotError, draw_axes, draw_legend, draw_line, ensure_font, is_plottable,
-    legend_line, linear_range, log_range, output_paths,
+    Drawing, FONT, PALETTE, PlotError, draw_axes, draw_legend, draw_line, is_plottable,
+    legend_line, linear_range, log_range, render,
 };
 
 /// One line: a name and its (x, y) points.
@@ -49,21 +50,16 @@ const SIZE: (u32, u32) = (900, 560);
 /// # Errors
 /// A directory that cannot be created or a figure that cannot be drawn.
 pub fn plot_lines(figure: &LineFigure, out_stem: &Path) -> Result<Vec<PathBuf>, PlotError> {
-    let (svg, png) = output_paths(out_stem)?;
-    let err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |message: String| PlotError::Draw { path, message }
-    };
-    ensure_font().map_err(err(&svg))?;
-    draw(figure, &SVGBackend::new(&svg, SIZE).into_drawing_area()).map_err(err(&svg))?;
-    draw(figure, &BitMapBackend::new(&png, SIZE).into_drawing_area()).map_err(err(&png))?;
-    Ok(vec![svg, png])
+    render(figure, out_stem, SIZE)
 }
 
-fn draw<DB: DrawingBackend>(
-    f: &LineFigure,
-    root: &DrawingArea<DB, plotters::coord::Shift>,
-) -> Result<(), String> {
+impl Drawing for LineFigure {
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw(self, root)
+    }
+}
+
+fn draw<DB: DrawingBackend>(f: &LineFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(err)?;
     let keep = |&(x, y): &(f64, f64)| {

@@ -73,7 +73,7 @@ pub(crate) const PALETTE: [RGBColor; 10] = [
 ];
 
 /// Registers the embedded font under [`FONT`], once per process.
-pub(crate) fn ensure_font() -> Result<(), String> {
+fn ensure_font() -> Result<(), String> {
     static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
     REGISTERED
         .get_or_init(|| {
@@ -94,29 +94,40 @@ pub fn plot_sweep(
     out_stem: &Path,
     title: &str,
 ) -> Result<Vec<PathBuf>, PlotError> {
-    let (svg_path, png_path) = output_paths(out_stem)?;
-    let figure = Figure::from_sweep(sweep, title);
+    render(&Figure::from_sweep(sweep, title), out_stem, FIGURE_SIZE)
+}
 
-    let draw_err = |path: &Path| {
+/// A figure that draws itself on any plotters backend.
+pub(crate) trait Drawing {
+    /// Draws on `root`; a one-line error on failure.
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
+}
+
+/// Draws `figure` at `size` pixels as `<out_stem>.svg` and `<out_stem>.png`
+/// (the directory created when missing); returns the paths, SVG first. Every
+/// figure of this crate is written through it.
+pub(crate) fn render(
+    figure: &impl Drawing,
+    out_stem: &Path,
+    size: (u32, u32),
+) -> Result<Vec<PathBuf>, PlotError> {
+    let (svg, png) = output_paths(out_stem)?;
+    let err = |path: &Path| {
         let path = path.to_path_buf();
         move |message: String| PlotError::Draw { path, message }
     };
-
-    ensure_font().map_err(draw_err(&svg_path))?;
-
-    {
-        let root = SVGBackend::new(&svg_path, FIGURE_SIZE).into_drawing_area();
-        figure.draw(&root).map_err(draw_err(&svg_path))?;
-    }
-    {
-        let root = BitMapBackend::new(&png_path, FIGURE_SIZE).into_drawing_area();
-        figure.draw(&root).map_err(draw_err(&png_path))?;
-    }
-    Ok(vec![svg_path, png_path])
+    ensure_font().map_err(err(&svg))?;
+    figure
+        .draw_on(&SVGBackend::new(&svg, size).into_drawing_area())
+        .map_err(err(&svg))?;
+    figure
+        .draw_on(&BitMapBackend::new(&png, size).into_drawing_area())
+        .map_err(err(&png))?;
+    Ok(vec![svg, png])
 }
 
 /// `<out_stem>.svg` and `<out_stem>.png`, with their directory created.
-pub(crate) fn output_paths(out_stem: &Path) -> Result<(PathBuf, PathBuf), PlotError> {
+fn output_paths(out_stem: &Path) -> Result<(PathBuf, PathBuf), PlotError> {
     if let Some(dir) = out_stem.parent()
         && !dir.as_os_str().is_empty()
     {
@@ -149,21 +160,25 @@ pub fn plot_series(
     out_stem: &Path,
     title: &str,
 ) -> Result<Vec<PathBuf>, PlotError> {
-    let (svg_path, png_path) = output_paths(out_stem)?;
-    let draw_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |message: String| PlotError::Draw { path, message }
+    let figure = SeriesFigure {
+        series,
+        boundaries,
+        title,
     };
-    ensure_font().map_err(draw_err(&svg_path))?;
-    {
-        let root = SVGBackend::new(&svg_path, SERIES_SIZE).into_drawing_area();
-        draw_series(series, boundaries, title, &root).map_err(draw_err(&svg_path))?;
+    render(&figure, out_stem, SERIES_SIZE)
+}
+
+/// [`plot_series`]'s figure.
+struct SeriesFigure<'a> {
+    series: &'a TimeSeries,
+    boundaries: &'a [(f64, String)],
+    title: &'a str,
+}
+
+impl Drawing for SeriesFigure<'_> {
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw_series(self.series, self.boundaries, self.title, root)
     }
-    {
-        let root = BitMapBackend::new(&png_path, SERIES_SIZE).into_drawing_area();
-        draw_series(series, boundaries, title, &root).map_err(draw_err(&png_path))?;
-    }
-    Ok(vec![svg_path, png_path])
 }
 
 /// One line of the time-series figure: points where the value exists, split
@@ -425,6 +440,12 @@ struct Figure {
     short_type: String,
     /// Divisor and name of the x axis' rate unit.
     unit: (f64, &'static str),
+}
+
+impl Drawing for Figure {
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        self.draw(root)
+    }
 }
 
 impl Figure {

@@ -25,7 +25,7 @@
 //! ([`RatioSource::Arrivals`]), hysteresis on updates, merging tiny groups. With the
 //! paper's settings every added branch is skipped and `darc` is unchanged.
 
-use super::lend::{LendConfig, Lending};
+use super::lend::{LendConfig, Lender, Lending};
 use super::param::{Count, MAX_FACTOR, Param, ParamRange, Params, Pick, Real};
 use super::{Action, Execution, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
 use crate::profile::ProfileWindow;
@@ -386,12 +386,15 @@ pub struct Darc {
 }
 
 impl Darc {
+    /// The machine in `mode`; each queue keeps `requeue_room` slots beyond
+    /// its capacity for requests put back after a preemption.
     fn with_mode(
         ctx: &PolicyContext,
         cfg: DarcConfig,
         label: String,
         mode: Mode,
         reservation: Reservation,
+        requeue_room: usize,
     ) -> Self {
         let n = ctx.types.len();
         Self {
@@ -399,9 +402,9 @@ impl Darc {
             cfg,
             mode,
             queues: (0..n)
-                .map(|_| TypedQueue::new(ctx.queue_capacity, 0))
+                .map(|_| TypedQueue::new(ctx.queue_capacity, requeue_room))
                 .collect(),
-            unknown: TypedQueue::new(ctx.queue_capacity, 0),
+            unknown: TypedQueue::new(ctx.queue_capacity, requeue_room),
             queued: 0,
             free: WorkerSet::range(0, ctx.workers),
             spillway: WorkerSet::range(
@@ -437,16 +440,16 @@ impl Darc {
     }
 
     /// `darc-lend`: `darc+` lending its reserved workers as `lend` allows.
-    /// Its typed queues keep room to put back one evicted request per worker.
+    /// Its queues keep room to put back one evicted request per worker (on
+    /// the runtime an interrupt may land late, on whatever the worker runs
+    /// next, UNKNOWN requests included).
     pub fn new_lending(ctx: &PolicyContext, lend: LendConfig, label: String) -> Self {
         let cfg = DarcConfig {
             min_samples: lend.min_samples,
             ..DarcConfig::plus()
         };
-        let mut d = Self::new_dynamic(ctx, cfg, label);
-        d.queues = (0..ctx.types.len())
-            .map(|_| TypedQueue::new(ctx.queue_capacity, ctx.workers))
-            .collect();
+        let empty = Reservation::with_capacity(ctx.types.len(), ctx.workers);
+        let mut d = Self::with_mode(ctx, cfg, label, Mode::Warmup, empty, ctx.workers);
         d.lending = Some(Lending::new(lend, ctx.workers));
         d
     }
@@ -454,7 +457,7 @@ impl Darc {
     /// Dynamic DARC.
     pub fn new_dynamic(ctx: &PolicyContext, cfg: DarcConfig, label: String) -> Self {
         let empty = Reservation::with_capacity(ctx.types.len(), ctx.workers);
-        Self::with_mode(ctx, cfg, label, Mode::Warmup, empty)
+        Self::with_mode(ctx, cfg, label, Mode::Warmup, empty, 0)
     }
 
     /// DARC-static with `reserved` workers for the shortest group (by the expected
@@ -478,7 +481,7 @@ impl Darc {
                 ),
             });
         };
-        let mut d = Self::with_mode(ctx, DarcConfig::default(), label, Mode::Static, r);
+        let mut d = Self::with_mode(ctx, DarcConfig::default(), label, Mode::Static, r, 0);
         d.known_mean_ns = means;
         d.refresh_type_workers();
         Ok(d)
@@ -491,15 +494,18 @@ impl Darc {
             self.spilled[t] = g.on_spillway;
         }
         if let Some(l) = self.lending.as_mut() {
-            l.limit_ns.fill(0.0);
+            l.lenders.fill(Lender::NONE);
             for (g, grp) in self.reservation.groups.iter().enumerate() {
                 let shortest = self.reservation.group_types(g).first();
                 if let Some(&t) = shortest
                     && !grp.inactive
                 {
-                    let limit = l.limit_for(self.known_mean_ns[t as usize]);
+                    let lender = Lender {
+                        limit_ns: l.limit_for(self.known_mean_ns[t as usize]),
+                        group: grp.reserved,
+                    };
                     for w in grp.reserved.iter() {
-                        l.limit_ns[w as usize] = limit;
+                        l.lenders[w as usize] = lender;
                     }
                 }
             }
@@ -517,18 +523,13 @@ impl Darc {
             }
             let mean = self.known_mean_ns[t as usize];
             let own = self.reservation.allowed(t);
-            for w in self.free.without(own).iter() {
-                if !l.lends(w, mean) {
-                    continue;
-                }
-                let owner = self
-                    .reservation
-                    .groups
-                    .iter()
-                    .find(|g| g.reserved.contains(w));
-                if owner.is_some_and(|g| l.may_lend_from(g.reserved, self.free)) {
-                    return Some((t, w));
-                }
+            if let Some(w) = self
+                .free
+                .without(own)
+                .iter()
+                .find(|&w| l.lends(w, mean, self.free))
+            {
+                return Some((t, w));
             }
         }
         None

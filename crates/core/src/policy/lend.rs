@@ -132,10 +132,27 @@ pub(super) struct Lending {
     pub lent: WorkerSet,
     /// Lent workers whose preemption was ordered and has not landed.
     pub reclaiming: WorkerSet,
-    /// Per worker: the longest delay its group accepts from a lent request
-    /// (`budget` times the group's shortest mean; 0: never lent), derived
-    /// with each reservation.
-    pub limit_ns: Vec<f64>,
+    /// Per worker: what its group accepts from a lent request, derived with
+    /// each reservation.
+    pub lenders: Vec<Lender>,
+}
+
+/// What a worker's group accepts when one of its reserved workers is lent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Lender {
+    /// The longest delay a lent request may impose on the group (`budget`
+    /// times its shortest mean; 0: never lent).
+    pub limit_ns: f64,
+    /// The group's reserved workers (it keeps `keep` of them free).
+    pub group: WorkerSet,
+}
+
+impl Lender {
+    /// A worker no group reserves: never lent.
+    pub const NONE: Lender = Lender {
+        limit_ns: 0.0,
+        group: WorkerSet::EMPTY,
+    };
 }
 
 impl Lending {
@@ -146,11 +163,12 @@ impl Lending {
             running: vec![(0, 0); workers],
             lent: WorkerSet::EMPTY,
             reclaiming: WorkerSet::EMPTY,
-            limit_ns: vec![0.0; workers],
+            lenders: vec![Lender::NONE; workers],
         }
     }
 
-    /// Whether anything can ever be lent (a preemption can land).
+    /// Whether a lent worker can be taken back by a preemption (`mech=none`:
+    /// a lent request always runs to its end).
     pub fn preempts(&self) -> bool {
         self.cost.is_some()
     }
@@ -175,16 +193,13 @@ impl Lending {
         }
     }
 
-    /// Whether `worker` may run a request of a type with mean
-    /// `borrower_mean_ns` for a longer group.
-    pub fn lends(&self, worker: WorkerId, borrower_mean_ns: f64) -> bool {
-        self.delay_ns(borrower_mean_ns) <= self.limit_ns[worker as usize]
-    }
-
-    /// Whether a group with `reserved` workers may lend one of them now (it
-    /// keeps `keep` free).
-    pub fn may_lend_from(&self, reserved: WorkerSet, free: WorkerSet) -> bool {
-        reserved.and(free).len() > self.cfg.keep
+    /// Whether the free `worker` may run a request of a type with mean
+    /// `borrower_mean_ns` for a longer group now: its group accepts the
+    /// delay and keeps `keep` of its workers free (`free`: the free workers).
+    pub fn lends(&self, worker: WorkerId, borrower_mean_ns: f64, free: WorkerSet) -> bool {
+        let lender = self.lenders[worker as usize];
+        self.delay_ns(borrower_mean_ns) <= lender.limit_ns
+            && lender.group.and(free).len() > self.cfg.keep
     }
 
     /// `worker` starts a request of type `t` at `now`; `lent` when it runs
@@ -240,20 +255,38 @@ mod tests {
                 1,
             );
             // A group of 0.5 us requests accepts 2.5 us of delay (5x).
-            l.limit_ns[0] = l.limit_for(500.0);
+            l.lenders[0] = Lender {
+                limit_ns: l.limit_for(500.0),
+                group: WorkerSet::range(0, 1),
+            };
             l
         };
+        let free = WorkerSet::range(0, 1);
         let long = 500_000.0;
-        assert!(of(PreemptionMechanism::CompilerInterrupt).lends(0, long));
-        assert!(of(PreemptionMechanism::UserInterrupt).lends(0, long));
+        assert!(of(PreemptionMechanism::CompilerInterrupt).lends(0, long, free));
+        assert!(of(PreemptionMechanism::UserInterrupt).lends(0, long, free));
         // A signal costs 5.04 us: only requests shorter than 2.5 us.
-        assert!(!of(PreemptionMechanism::Signal).lends(0, long));
-        assert!(of(PreemptionMechanism::Signal).lends(0, 2_000.0));
+        assert!(!of(PreemptionMechanism::Signal).lends(0, long, free));
+        assert!(of(PreemptionMechanism::Signal).lends(0, 2_000.0, free));
         // Without preemption points only the wait counts.
-        assert!(!of(PreemptionMechanism::None).lends(0, long));
-        assert!(of(PreemptionMechanism::None).lends(0, 2_500.0));
-        assert!(!of(PreemptionMechanism::None).lends(0, 2_600.0));
+        assert!(!of(PreemptionMechanism::None).lends(0, long, free));
+        assert!(of(PreemptionMechanism::None).lends(0, 2_500.0, free));
+        assert!(!of(PreemptionMechanism::None).lends(0, 2_600.0, free));
         assert!(!of(PreemptionMechanism::None).preempts());
+        // `keep`: a group lends only while more of its workers are free.
+        let mut keep_one = Lending::new(
+            LendConfig {
+                keep: 1,
+                ..LendConfig::default()
+            },
+            2,
+        );
+        keep_one.lenders[0] = Lender {
+            limit_ns: 1e9,
+            group: WorkerSet::range(0, 2),
+        };
+        assert!(keep_one.lends(0, long, WorkerSet::range(0, 2)));
+        assert!(!keep_one.lends(0, long, WorkerSet::range(0, 1)));
         // An unprofiled group lends nothing.
         assert_eq!(of(PreemptionMechanism::Free).limit_for(f64::INFINITY), 0.0);
     }
