@@ -1,9 +1,15 @@
 //! The request protocols a datagram server speaks: this project's (a 16-byte
 //! header with the type, docs/protocol.md) or memcached's over UDP (an
 //! 8-byte frame header with a request id and sequence numbers, then one
-//! text command). Parsing, the error replies, and the reply header written
-//! over the request's in place. Nothing here does I/O.
+//! text command). Parsing, the error replies, the reply header written
+//! over the request's in place, and [`PeerOrder`]: memcached's promise that
+//! a client's commands take effect in the order sent. Nothing here does I/O.
 
+use std::net::SocketAddr;
+
+use psp_runtime::Slot;
+
+use crate::datapath::PeerAddr;
 use crate::pool::PACKET_BYTES;
 use crate::protocol::{self, HEADER_LEN, ParseError, Status};
 
@@ -121,6 +127,249 @@ impl DatagramProtocol {
     }
 }
 
+/// A peer as [`PeerOrder`] tells them apart: its address and port (all
+/// zero for an address of an unknown family).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PeerKey {
+    ip: u128,
+    port: u16,
+    v6: bool,
+}
+
+impl PeerKey {
+    /// The key of `peer`.
+    #[inline]
+    pub(crate) fn of(peer: &PeerAddr) -> Self {
+        match peer.to_socket_addr() {
+            Some(SocketAddr::V4(a)) => PeerKey {
+                ip: u128::from(a.ip().to_bits()),
+                port: a.port(),
+                v6: false,
+            },
+            Some(SocketAddr::V6(a)) => PeerKey {
+                ip: a.ip().to_bits(),
+                port: a.port(),
+                v6: true,
+            },
+            None => PeerKey::default(),
+        }
+    }
+
+    #[inline]
+    fn hash(self) -> u64 {
+        let x = (self.ip as u64)
+            ^ ((self.ip >> 64) as u64).rotate_left(29)
+            ^ (u64::from(self.port) << 47)
+            ^ u64::from(self.v6);
+        x.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+/// No token.
+const NONE: u32 = u32::MAX;
+
+/// A peer with a request executing: its key, the executing request's token
+/// (`NONE`: an empty table entry) and its held requests, oldest first, linked
+/// through [`PeerOrder::next`].
+#[derive(Clone, Copy)]
+struct PeerEntry {
+    key: PeerKey,
+    running: u32,
+    head: u32,
+    tail: u32,
+}
+
+const EMPTY_ENTRY: PeerEntry = PeerEntry {
+    key: PeerKey {
+        ip: 0,
+        port: 0,
+        v6: false,
+    },
+    running: NONE,
+    head: NONE,
+    tail: NONE,
+};
+
+/// What to do with a request that arrived ([`PeerOrder::arrive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// Nothing of its peer executes: to the policy now (it now executes for
+    /// its peer; if the policy refuses it, [`PeerOrder::finished`] it).
+    Run,
+    /// Held behind its peer's executing request, in arrival order.
+    Held,
+    /// Held requests are at the bound: refuse it.
+    Full,
+}
+
+/// memcached's order for a datagram server (the dispatcher's, on its
+/// thread): a peer (address and port) has at most one request at the policy
+/// or on a worker; the next ones wait here, received and classified, in
+/// their packet buffers (under their tokens), until the one before is
+/// answered. Everything is sized at start-up: a table of the peers with a
+/// request executing (at most one per token, open addressing at most half
+/// full) and, per token, its peer, its place in a held list and its slot.
+/// At most `capacity` requests are held at once; one more is refused.
+pub(crate) struct PeerOrder {
+    table: Box<[PeerEntry]>,
+    /// `64 - log2(table.len())`: a key's home is its hash's top bits.
+    shift: u32,
+    /// Per token: its request's peer (executing or held).
+    key_of: Box<[PeerKey]>,
+    /// Per held token: the next held request of the same peer.
+    next: Box<[u32]>,
+    /// Per held token: its request as classified on arrival.
+    slot: Box<[Slot]>,
+    held: usize,
+    capacity: usize,
+}
+
+impl PeerOrder {
+    /// An order for `tokens` request slots holding at most `capacity`
+    /// requests (at least 1).
+    pub(crate) fn new(tokens: usize, capacity: usize) -> Self {
+        let size = (2 * tokens).next_power_of_two().max(2);
+        PeerOrder {
+            table: vec![EMPTY_ENTRY; size].into_boxed_slice(),
+            shift: 64 - size.trailing_zeros(),
+            key_of: vec![PeerKey::default(); tokens].into_boxed_slice(),
+            next: vec![NONE; tokens].into_boxed_slice(),
+            slot: vec![Slot::BLANK; tokens].into_boxed_slice(),
+            held: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Requests held now.
+    #[inline]
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+
+    #[inline]
+    fn home(&self, key: PeerKey) -> usize {
+        (key.hash() >> self.shift) as usize
+    }
+
+    /// The table index of `key`'s entry, or of the empty one where it would go.
+    #[inline]
+    fn find(&self, key: PeerKey) -> (usize, bool) {
+        let mask = self.table.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let e = &self.table[i];
+            if e.running == NONE {
+                return (i, false);
+            }
+            if e.key == key {
+                return (i, true);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The request of `key` under `token` (`slot`: as classified) arrived.
+    #[inline]
+    pub(crate) fn arrive(&mut self, key: PeerKey, token: u32, slot: Slot) -> Arrival {
+        let (i, found) = self.find(key);
+        let t = token as usize;
+        self.key_of[t] = key;
+        if !found {
+            self.table[i] = PeerEntry {
+                key,
+                running: token,
+                head: NONE,
+                tail: NONE,
+            };
+            return Arrival::Run;
+        }
+        if self.held >= self.capacity {
+            return Arrival::Full;
+        }
+        self.held += 1;
+        self.slot[t] = slot;
+        self.next[t] = NONE;
+        let e = &mut self.table[i];
+        match e.tail {
+            NONE => e.head = token,
+            tail => self.next[tail as usize] = token,
+        }
+        e.tail = token;
+        Arrival::Held
+    }
+
+    /// The executing request under `token` was answered (or refused): its
+    /// peer's next held request, which executes from now on (if the policy
+    /// refuses it, it is [`finished`](Self::finished) in turn).
+    #[inline]
+    pub(crate) fn finished(&mut self, token: u32) -> Option<(u32, Slot)> {
+        let (i, found) = self.find(self.key_of[token as usize]);
+        debug_assert!(found && self.table[i].running == token, "token {token}");
+        if !found {
+            return None;
+        }
+        let e = &mut self.table[i];
+        match e.head {
+            NONE => {
+                self.remove(i);
+                None
+            }
+            next => {
+                e.head = self.next[next as usize];
+                if e.head == NONE {
+                    e.tail = NONE;
+                }
+                e.running = next;
+                self.held -= 1;
+                Some((next, self.slot[next as usize]))
+            }
+        }
+    }
+
+    /// Takes any held request out of its peer's order (at the end of a
+    /// run: it is refused instead).
+    #[cold]
+    pub(crate) fn take_held(&mut self) -> Option<(u32, Slot)> {
+        let e = self
+            .table
+            .iter_mut()
+            .find(|e| e.running != NONE && e.head != NONE)?;
+        let token = e.head;
+        e.head = self.next[token as usize];
+        if e.head == NONE {
+            e.tail = NONE;
+        }
+        self.held -= 1;
+        Some((token, self.slot[token as usize]))
+    }
+
+    /// Empties entry `i`, shifting back the entries of its probe run that
+    /// would no longer be found (linear probing's deletion, no tombstones).
+    fn remove(&mut self, mut i: usize) {
+        let mask = self.table.len() - 1;
+        self.table[i] = EMPTY_ENTRY;
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            if self.table[j].running == NONE {
+                return;
+            }
+            let h = self.home(self.table[j].key);
+            // The entry at `j` stays when its home lies cyclically in (i, j].
+            let stays = if i <= j {
+                i < h && h <= j
+            } else {
+                i < h || h <= j
+            };
+            if !stays {
+                self.table[i] = self.table[j];
+                self.table[j] = EMPTY_ENTRY;
+                i = j;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +408,66 @@ mod tests {
         let mut reply = ok.clone();
         p.write_reply_header(&mut reply, Status::Ok, 3);
         assert_eq!(&reply[..8], &[0, 7, 0, 0, 0, 1, 0, 0]);
+    }
+
+    #[test]
+    fn each_peer_runs_one_request_at_a_time_in_arrival_order() {
+        let key = |port: u16| {
+            PeerKey::of(&PeerAddr::from(
+                format!("127.0.0.{}:{port}", port % 3 + 1).parse().unwrap(),
+            ))
+        };
+        let slot = |id: u64| Slot {
+            req: psp_core::Request {
+                id,
+                ..Slot::BLANK.req
+            },
+            ..Slot::BLANK
+        };
+        // 64 tokens, 20 peers with 3 requests each (one runs, two held),
+        // in a table small enough for long probe runs.
+        let mut o = PeerOrder::new(64, 40);
+        for round in 0..3u32 {
+            for p in 0..20u16 {
+                let token = u32::from(p) * 3 + round;
+                let want = if round == 0 {
+                    Arrival::Run
+                } else {
+                    Arrival::Held
+                };
+                assert_eq!(o.arrive(key(p), token, slot(token.into())), want);
+            }
+        }
+        assert_eq!(o.held(), 40);
+        // Full: one more is refused, whichever peer it comes from.
+        assert_eq!(o.arrive(key(0), 63, slot(63)), Arrival::Full);
+        // A new peer still runs at once.
+        assert_eq!(o.arrive(key(99), 62, slot(62)), Arrival::Run);
+        assert_eq!(o.finished(62), None);
+        // Peers finish in any order; each one's requests come in order,
+        // and entries leave the table (shifting others back) as they go.
+        let order: Vec<u16> = (0..20).map(|i| (i * 7) % 20).collect();
+        for &p in &order {
+            let t = u32::from(p) * 3;
+            assert_eq!(
+                o.finished(t).map(|(t, s)| (t, s.req.id)),
+                Some((t + 1, u64::from(t + 1)))
+            );
+            assert_eq!(o.finished(t + 1).map(|(t, _)| t), Some(t + 2));
+            assert_eq!(o.finished(t + 2), None);
+            // The peer is gone: its next request runs at once.
+            assert_eq!(o.arrive(key(p), t, slot(0)), Arrival::Run);
+            assert_eq!(o.finished(t), None);
+        }
+        assert_eq!(o.held(), 0);
+        assert!(o.table.iter().all(|e| e.running == NONE));
+        // What is held at the end is taken out, oldest of a peer first.
+        assert_eq!(o.arrive(key(5), 0, slot(0)), Arrival::Run);
+        assert_eq!(o.arrive(key(5), 1, slot(1)), Arrival::Held);
+        assert_eq!(o.arrive(key(5), 2, slot(2)), Arrival::Held);
+        assert_eq!(o.take_held().map(|(t, _)| t), Some(1));
+        assert_eq!(o.take_held().map(|(t, _)| t), Some(2));
+        assert_eq!(o.take_held().map(|(t, _)| t), None);
+        assert_eq!(o.finished(0), None);
     }
 }

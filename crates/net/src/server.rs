@@ -9,14 +9,24 @@
 //! Datagrams shorter than a header carry no id to answer to: they are counted and
 //! dropped. Nothing is lost silently: every datagram ends up in one counter.
 //!
+//! memcached's protocol over UDP carries no order of its own, yet memcached
+//! promises that a client's commands take effect in the order sent: under
+//! it, a peer (address and port) has at most one request at the policy or on
+//! a worker. The next ones wait, classified, in their packet buffers, in the
+//! dispatcher's [`PeerOrder`] (bounded by the queue capacity; one more is
+//! answered OVERLOADED and counted in `held_full`) until the worker that
+//! answers the one before says so over its ring of answered tokens; then the
+//! dispatcher admits the next. This project's protocol, whose clients match
+//! replies by request id, is admitted as it arrives.
+//!
 //! With [`ServerConfig::metrics`], the dispatcher also publishes live snapshots
 //! (its counters and the front end's, [`NetCounters::SNAPSHOT_LEN`] of them)
 //! that an [`Exporter`] serves over HTTP from its own thread.
 
-use std::io;
+use std::io::{self, Write as _};
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,7 +38,7 @@ use psp_runtime::{
 };
 
 use crate::datapath::{Datapath, Transmit};
-use crate::dgram::{DatagramProtocol, Parsed};
+use crate::dgram::{Arrival, DatagramProtocol, Parsed, PeerKey, PeerOrder};
 use crate::exporter::{DropProbe, Exporter, MetricsSource};
 use crate::pool::PacketPool;
 use crate::protocol::{self, Status};
@@ -155,6 +165,10 @@ pub struct NetCounters {
     pub unknown_type: u64,
     /// Answered OVERLOADED.
     pub overloaded: u64,
+    /// memcached's protocol: requests refused because as many requests as
+    /// the bound allows waited behind their peers' executing ones (each also
+    /// in `overloaded`, or in `shed_unanswered` past the reply budget).
+    pub held_full: u64,
     /// Shed without a reply: OVERLOADED replies are budgeted to the number of
     /// requests served plus a burst, so that refusing never costs more than
     /// serving.
@@ -178,7 +192,8 @@ pub struct NetCounters {
 
 impl NetCounters {
     /// Counters the network front end puts in a live snapshot (all but
-    /// `dropped_by_os`, which the exporter reads itself: it is a file read).
+    /// `dropped_by_os`, which the exporter reads itself: it is a file read,
+    /// and `held_full`, which is in the final report only).
     pub const SNAPSHOT_LEN: usize = 9;
 
     /// Writes the live-snapshot values into `out`, with `malformed`: the
@@ -215,6 +230,7 @@ impl NetCounters {
             bad_request: v(2),
             unknown_type: v(3),
             overloaded: v(4),
+            held_full: 0,
             shed_unanswered: v(5),
             reply_send_errors: v(6),
             receive_errors: v(7),
@@ -259,6 +275,42 @@ struct NetIo<T: Transmit> {
     pool: Arc<PacketPool>,
     tx: T,
     protocol: DatagramProtocol,
+    /// memcached's protocol: where answered tokens go back to the
+    /// dispatcher's [`PeerOrder`].
+    answered: Option<Answered>,
+}
+
+/// A worker's end of its ring of answered tokens.
+struct Answered {
+    ring: rtrb::Producer<u32>,
+    wake: Arc<OrderWake>,
+}
+
+/// How a worker wakes a dispatcher that waits with requests held: the
+/// decentralized executors' workers do not wake it for a completion, but a
+/// held request waits for exactly that.
+#[derive(Default)]
+struct OrderWake {
+    /// The dispatcher is about to wait with requests held.
+    sleeping: AtomicBool,
+    /// The dispatcher's eventfd (a duplicate, kept as long as a worker may
+    /// write it), set at its first wait.
+    event: OnceLock<std::fs::File>,
+}
+
+impl OrderWake {
+    #[inline]
+    fn notify(&self) {
+        // Pairs with the fence in `NetFrontEnd::idle`: either the dispatcher
+        // sees the answered token, or this sees it sleeping.
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed)
+            && let Some(mut event) = self.event.get()
+        {
+            // A failed write (the counter full) leaves it signalled anyway.
+            let _ = event.write(&1u64.to_ne_bytes());
+        }
+    }
 }
 
 impl<T: Transmit> JobIo for NetIo<T> {
@@ -294,9 +346,21 @@ impl<T: Transmit> JobIo for NetIo<T> {
         };
         p.write_reply_header(pkt.data_mut(), status, body.len());
         let pkt = &*pkt;
-        self.tx
+        let sent = self
+            .tx
             .send(&pkt.peer, [&pkt.data()[..p.header_len()], body])
-            .is_ok()
+            .is_ok();
+        if let Some(a) = &mut self.answered {
+            // The ring holds every token: each is in it at most once (it is
+            // drained before the token can be received into again).
+            let mut token = job.token;
+            while let Err(rtrb::PushError::Full(t)) = a.ring.push(token) {
+                token = t;
+                std::hint::spin_loop();
+            }
+            a.wake.notify();
+        }
+        sent
     }
 }
 
@@ -328,6 +392,31 @@ struct NetFrontEnd<D: Datapath> {
     declared_ns: Vec<Option<f64>>,
     /// Each worker's transmitter, until the worker's I/O takes it.
     worker_txs: Vec<Option<D::Tx>>,
+    /// memcached's protocol: each peer's order.
+    order: Option<Order>,
+}
+
+/// The dispatcher's side of memcached's order.
+struct Order {
+    peers: PeerOrder,
+    /// Each worker's ring of answered tokens.
+    answered: Vec<rtrb::Consumer<u32>>,
+    /// Each worker's end of its ring, until the worker's I/O takes it.
+    worker_ends: Vec<Option<rtrb::Producer<u32>>>,
+    wake: Arc<OrderWake>,
+    /// When the stop was first seen with requests held, and how long they
+    /// may still wait for their turn (the drain timeout): then they are
+    /// refused, so that a stuck handler cannot hold the server up.
+    stopping_since: Option<u64>,
+    drain_ns: u64,
+}
+
+impl Order {
+    /// Whether a worker answered a request the dispatcher has not looked at.
+    #[inline]
+    fn pending(&self) -> bool {
+        self.answered.iter().any(|r| !r.is_empty())
+    }
 }
 
 /// Longest blocking wait of an idle dispatcher: bounds how late it notices a stop
@@ -358,6 +447,12 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                 .take()
                 .expect("one transmitter per worker, asked once"),
             protocol: self.protocol,
+            answered: self.order.as_mut().map(|o| Answered {
+                ring: o.worker_ends[worker]
+                    .take()
+                    .expect("one ring per worker, asked once"),
+                wake: o.wake.clone(),
+            }),
         }
     }
 
@@ -384,6 +479,12 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
         // Error replies of one pass: (token, status).
         let mut replies: [(u32, Status); RX_BATCH] = [(0, Status::Ok); RX_BATCH];
         let mut worked = self.datapath.service();
+        if self.order.is_some() {
+            worked |= self.release(core, now);
+            if self.held_at_stop(core, now) {
+                return worked;
+            }
+        }
         let mut k = 0;
         while k < tokens.len() {
             match core.take_token() {
@@ -458,25 +559,34 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                         measured: true,
                         len: body_len,
                     };
-                    if core.admit(token, slot, now) {
-                        None
-                    } else {
-                        Some(Status::Overloaded)
+                    let arrival = match &mut self.order {
+                        Some(o) => o.peers.arrive(PeerKey::of(&pkt.peer), token, slot),
+                        None => Arrival::Run,
+                    };
+                    match arrival {
+                        Arrival::Run if core.admit(token, slot, now) => None,
+                        Arrival::Run => {
+                            // Refused: its peer has nothing executing (and
+                            // nothing held: it had nothing executing).
+                            if let Some(o) = &mut self.order {
+                                o.peers.finished(token);
+                            }
+                            Some(Status::Overloaded)
+                        }
+                        // It waits for its peer's request before it.
+                        Arrival::Held => None,
+                        Arrival::Full => {
+                            self.net.held_full += 1;
+                            core.shed_without_slot(true_type, slot.measured);
+                            Some(Status::Overloaded)
+                        }
                     }
                 }
             };
             if let Some(s) = status {
-                match s {
-                    Status::BadRequest => self.net.bad_request += 1,
-                    Status::UnknownType => self.net.unknown_type += 1,
-                    // Refusing must not cost more than serving: past the budget,
-                    // shed without a reply (counted; the client sees a timeout).
-                    _ if self.net.overloaded >= core.counts().completed + OVERLOAD_REPLY_BURST => {
-                        self.net.shed_unanswered += 1;
-                        core.put_token(token);
-                        continue;
-                    }
-                    _ => self.net.overloaded += 1,
+                if !self.count_refusal(core, s) {
+                    core.put_token(token);
+                    continue;
                 }
                 replies[n_replies] = (token, s);
                 n_replies += 1;
@@ -493,7 +603,8 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
     }
 
     fn input_ended(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        // Held requests are admitted (or refused) before the drain.
+        self.stop.load(Ordering::Relaxed) && self.order.as_ref().is_none_or(|o| o.peers.held() == 0)
     }
 
     fn idle(&mut self, core: &DispatchCore, me: &Wakeup, now: u64, worked: bool) {
@@ -503,7 +614,10 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
             self.busy_idler.reset();
             return;
         }
-        let has_work = || core.has_completions();
+        let order = self.order.as_ref();
+        // A held request waits for an answer the dispatcher must see.
+        let answered = || order.is_some_and(Order::pending);
+        let has_work = || core.has_completions() || answered();
         let datapath = &self.datapath;
         let bound = core.idle_bound(now, MAX_WAIT);
         if bound.is_zero() {
@@ -513,6 +627,22 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
             datapath.wait(me.event_fd(), max.min(bound));
             me.clear_event();
         };
+        let held = order.filter(|o| o.peers.held() > 0);
+        if let Some(o) = held {
+            if o.wake.event.get().is_none()
+                && let Some(fd) = me.event_fd()
+                && let Ok(dup) = fd.try_clone_to_owned()
+            {
+                let _ = o.wake.event.set(dup.into());
+            }
+            o.wake.sleeping.store(true, Ordering::Relaxed);
+            // Pairs with the fence in `OrderWake::notify`.
+            fence(Ordering::SeqCst);
+            if o.pending() {
+                o.wake.sleeping.store(false, Ordering::Relaxed);
+                return;
+            }
+        }
         match self.idle {
             // Poll briefly while a worker is busy (its completion is likely
             // microseconds away: cheaper than a sleep and a wake-up), then wait in
@@ -524,13 +654,16 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
             // a quantum armed); otherwise it waits for a datagram or MAX_WAIT
             // (a wake-up takes a worker's vCPU on a small machine).
             IdleStrategy::SpinPark { .. } if core.in_flight() > 0 && core.decentralized() => {
-                me.park_with(|| false, || wait(MAX_WAIT));
+                me.park_with(answered, || wait(MAX_WAIT));
             }
             IdleStrategy::SpinPark { .. } if core.in_flight() > 0 => {
                 self.busy_idler.idle_with(me, MAX_WAIT, has_work, wait);
             }
             IdleStrategy::SpinPark { .. } => me.park_with(has_work, || wait(MAX_WAIT)),
             _ => self.idler.idle_with(me, MAX_WAIT, has_work, wait),
+        }
+        if let Some(o) = held {
+            o.wake.sleeping.store(false, Ordering::Relaxed);
         }
     }
 
@@ -543,6 +676,90 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
 }
 
 impl<D: Datapath> NetFrontEnd<D> {
+    /// Counts a refusal with status `s`; whether to answer it (otherwise it
+    /// is shed unanswered and the caller frees its slot).
+    #[inline]
+    fn count_refusal(&mut self, core: &DispatchCore, s: Status) -> bool {
+        match s {
+            Status::BadRequest => self.net.bad_request += 1,
+            Status::UnknownType => self.net.unknown_type += 1,
+            // Refusing must not cost more than serving: past the budget,
+            // shed without a reply (counted; the client sees a timeout).
+            _ if self.net.overloaded >= core.counts().completed + OVERLOAD_REPLY_BURST => {
+                self.net.shed_unanswered += 1;
+                return false;
+            }
+            _ => self.net.overloaded += 1,
+        }
+        true
+    }
+
+    /// memcached's order: takes the tokens the workers answered and admits
+    /// each one's peer's next held request (one the policy refuses is
+    /// answered OVERLOADED, and the next after it goes). Returns whether
+    /// there was any.
+    fn release(&mut self, core: &mut DispatchCore, now: u64) -> bool {
+        let Some(mut order) = self.order.take() else {
+            return false;
+        };
+        let mut worked = false;
+        let mut refused = [(0u32, Status::Overloaded); REPLY_CHUNK];
+        let mut n = 0;
+        for w in 0..order.answered.len() {
+            while let Ok(token) = order.answered[w].pop() {
+                worked = true;
+                let mut next = order.peers.finished(token);
+                while let Some((t, slot)) = next {
+                    if core.admit(t, slot, now) {
+                        break;
+                    }
+                    next = order.peers.finished(t);
+                    if !self.count_refusal(core, Status::Overloaded) {
+                        core.put_token(t);
+                        continue;
+                    }
+                    refused[n] = (t, Status::Overloaded);
+                    n += 1;
+                    if n == REPLY_CHUNK {
+                        self.send_replies(core, &refused);
+                        n = 0;
+                    }
+                }
+            }
+        }
+        if n > 0 {
+            self.send_replies(core, &refused[..n]);
+        }
+        self.order = Some(order);
+        worked
+    }
+
+    /// memcached's order, once the stop is asked with requests held: they
+    /// still go in order (nothing more is received meanwhile), for at most
+    /// the drain timeout; then what is still held is refused OVERLOADED.
+    /// Returns whether requests are still held (receiving must wait).
+    fn held_at_stop(&mut self, core: &mut DispatchCore, now: u64) -> bool {
+        let Some(order) = self.order.as_mut() else {
+            return false;
+        };
+        if order.peers.held() == 0 || !self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let since = *order.stopping_since.get_or_insert(now);
+        if now.saturating_sub(since) < order.drain_ns {
+            return true;
+        }
+        while let Some((t, slot)) = self.order.as_mut().and_then(|o| o.peers.take_held()) {
+            core.shed_without_slot(slot.true_type, slot.measured);
+            if self.count_refusal(core, Status::Overloaded) {
+                self.send_replies(core, &[(t, Status::Overloaded)]);
+            } else {
+                core.put_token(t);
+            }
+        }
+        false
+    }
+
     /// Answers the datagrams in `replies` with header-only responses (rewritten in
     /// place) in one batched send, then frees their slots.
     #[cold]
@@ -878,6 +1095,24 @@ fn serve<D: Datapath + 'static>(
     for _ in 0..cfg.runtime.workers {
         worker_txs.push(Some(datapath.transmitter().map_err(thread_err)?));
     }
+    // memcached's order: as many requests held as one of the policy's queues
+    // holds (at most half the request slots: the rest stay for other peers).
+    let order = (cfg.protocol == DatagramProtocol::Memcache).then(|| {
+        let (ends, answered) = (0..cfg.runtime.workers)
+            .map(|_| {
+                let (tx, rx) = rtrb::RingBuffer::new(pool.len());
+                (Some(tx), rx)
+            })
+            .unzip();
+        Order {
+            peers: PeerOrder::new(pool.len(), cfg.runtime.queue_capacity.min(pool.len() / 2)),
+            answered,
+            worker_ends: ends,
+            wake: Arc::default(),
+            stopping_since: None,
+            drain_ns: cfg.runtime.drain_timeout.as_nanos() as u64,
+        }
+    });
     let front = NetFrontEnd {
         reply_tx: datapath.transmitter().map_err(thread_err)?,
         datapath,
@@ -899,6 +1134,7 @@ fn serve<D: Datapath + 'static>(
         started: Some(started),
         declared_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
         worker_txs,
+        order,
     };
     let handlers = cfg.handlers;
     psp_runtime::start(

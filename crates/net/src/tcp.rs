@@ -1,7 +1,14 @@
 //! The TCP front end: many connections on the dispatcher's thread (the
-//! paper's net worker), a request protocol without request ids (RESP), so
-//! replies go out in each connection's request order while its requests may
-//! run on different workers at once.
+//! paper's net worker), a request protocol without request ids (RESP,
+//! memcached's text), so replies go out in each connection's request order.
+//!
+//! A connection's commands also *take effect* in the order sent, under every
+//! policy (Redis and memcached guarantee it, and clients rely on it: a
+//! pipeline reads its own writes): a connection has at most one request at
+//! the policy or on a worker, and the next waits, already read, in its
+//! input until that one's reply is back. Each command is still classified
+//! and scheduled on its own; many connections run in parallel. What it
+//! costs a pipelining client is in docs/protocol.md.
 //!
 //! The net thread reads each readable connection into its input buffer, cuts
 //! complete requests with the protocol's framing (pipelined requests and
@@ -370,6 +377,10 @@ struct Conn {
     write_seq: u64,
     /// Replies by `seq - write_seq`: `None` while in flight.
     window: VecDeque<Option<Ready>>,
+    /// One of the connection's requests is at the policy or on a worker:
+    /// the next one waits in the input until its reply comes back (the
+    /// connection's commands take effect in the order sent).
+    executing: bool,
     /// The socket may have unread bytes (edge-triggered readiness).
     readable: bool,
     /// The peer's end of stream (or an error) was announced: read until
@@ -395,6 +406,13 @@ impl Conn {
 
     fn output_len(&self) -> usize {
         self.output.len() - self.out_at
+    }
+
+    /// Whether the next request may be cut and admitted now: none of the
+    /// connection's is executing, and its pipelining and output bounds
+    /// leave room.
+    fn can_admit(&self, cfg: &TcpConfig) -> bool {
+        !self.executing && self.in_flight() < cfg.max_pipeline && self.output_len() < cfg.max_output
     }
 }
 
@@ -547,6 +565,9 @@ impl TcpFrontEnd {
                 let c = self.conns[id].as_mut().expect("live");
                 let at = (r.seq - c.write_seq) as usize;
                 c.window[at] = Some((Some(lane), r.bytes));
+                // Its turn is over: the next request (already in the input,
+                // or still in the socket) may go (`flush` queues it).
+                c.executing = false;
                 self.flush(r.conn);
             }
         }
@@ -607,18 +628,17 @@ impl TcpFrontEnd {
             }
             return;
         }
-        // Room again: read what may be waiting.
-        let room = c.in_flight() < self.cfg.max_pipeline && c.output_len() < self.cfg.max_output;
-        if c.readable && !c.closing && room && !c.queued {
+        // Room again: cut or read what may be waiting.
+        if (c.readable || c.filled > 0) && !c.closing && c.can_admit(&self.cfg) && !c.queued {
             c.queued = true;
             self.to_read.push_back(id);
         }
     }
 
     fn has_room(&self, id: u32) -> bool {
-        self.conns[id as usize].as_ref().is_some_and(|c| {
-            c.in_flight() < self.cfg.max_pipeline && c.output_len() < self.cfg.max_output
-        })
+        self.conns[id as usize]
+            .as_ref()
+            .is_some_and(|c| c.can_admit(&self.cfg))
     }
 
     fn close(&mut self, id: u32) {
@@ -681,6 +701,7 @@ impl TcpFrontEnd {
                         next_seq: 0,
                         write_seq: 0,
                         window: VecDeque::new(),
+                        executing: false,
                         readable: true,
                         hup: false,
                         queued: true,
@@ -719,7 +740,10 @@ impl TcpFrontEnd {
             // Cut what is complete.
             loop {
                 if cut >= budget || !self.has_room(id) {
-                    if !self.has_room(id) {
+                    let executing = self.conns[id as usize]
+                        .as_ref()
+                        .is_some_and(|c| c.executing);
+                    if !self.has_room(id) && !executing {
                         self.tcp.paused += 1;
                     }
                     self.flush(id);
@@ -898,6 +922,7 @@ impl TcpFrontEnd {
         if core.admit(token, slot, now) {
             c.next_seq += 1;
             c.window.push_back(None);
+            c.executing = true;
         } else {
             core.put_token(token);
             self.net.overloaded += 1;

@@ -25,6 +25,8 @@
 //! *escaped* by prepending one more `0x00` byte, so every user key is accepted and none
 //! can collide with list records.
 
+pub mod commands;
+pub mod db;
 pub mod memcache;
 
 use std::borrow::Cow;

@@ -1,0 +1,169 @@
+//! memcached's order over UDP (`psp serve --protocol memcache-udp`): one
+//! client socket sends many `set` / `get` pairs of the same keys in one
+//! burst, without waiting; each get must read the value the set just
+//! before it wrote (memcached's commands take effect in the order a client
+//! sent them), under a central policy, DARC and a preemptive one, on two
+//! workers that park when idle. Every request is answered once and every
+//! counter balances.
+
+use std::collections::HashMap;
+use std::net::UdpSocket;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use psp_apps::KvConfig;
+use psp_apps::kv::MemcacheService;
+use psp_net::dgram::DatagramProtocol;
+use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig, ServerReport};
+use psp_runtime::{IdleStrategy, RuntimeConfig};
+
+mod common;
+
+/// set/get pairs sent in one burst.
+const PAIRS: u16 = 300;
+/// Keys the pairs cycle over: a get served early reads an older value.
+const KEYS: u16 = 4;
+
+fn server(policy: &str) -> Server {
+    let service = MemcacheService::open(&KvConfig {
+        keys: 100,
+        ..KvConfig::default()
+    })
+    .unwrap();
+    Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: None,
+        runtime: RuntimeConfig {
+            workers: 2,
+            queue_capacity: 1024,
+            drain_timeout: Duration::from_secs(5),
+            raise_priority: false,
+            idle: IdleStrategy::SpinPark {
+                spin_us: 0,
+                park_us: 1_000,
+            },
+            ..RuntimeConfig::default()
+        },
+        policy: policy.parse().unwrap(),
+        types: common::server::types(
+            &psp_resp::memcache::TYPES,
+            &psp_resp::memcache::TYPE_MEAN_US,
+        ),
+        classifier: ClassifierKind::Header,
+        app_classifier: None,
+        handlers: psp_apps::handler_factory(Arc::new(service), None),
+        datapath: DatapathKind::Udp,
+        protocol: DatagramProtocol::Memcache,
+    })
+    .expect("server starts")
+}
+
+/// One command in a datagram behind memcached's UDP frame header (request
+/// `id`, sequence 0 of 1).
+fn frame(id: u16, body: &[u8]) -> Vec<u8> {
+    let mut d = Vec::with_capacity(8 + body.len());
+    for v in [id, 0, 1, 0] {
+        d.extend_from_slice(&v.to_be_bytes());
+    }
+    d.extend_from_slice(body);
+    d
+}
+
+/// Every request the server read ends in one outcome, and every admitted
+/// one was answered.
+fn assert_balanced(r: &ServerReport) {
+    let (n, c) = (&r.net, &r.dispatcher.counts);
+    assert_eq!(
+        n.received,
+        n.truncated + n.bad_request + n.unknown_type + c.arrived,
+        "{n:?} {c:?}"
+    );
+    assert_eq!(c.arrived, c.shed + c.admitted, "{c:?}");
+    assert_eq!(c.admitted, c.completed, "{c:?}");
+    assert_eq!(c.stranded, 0, "{c:?}");
+}
+
+/// Sends the burst and checks every reply; the run's report.
+fn burst(policy: &str) -> ServerReport {
+    let s = server(policy);
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Room for every reply: they come back while the burst is still sent.
+    let _ = socket2::SockRef::from(&c).set_recv_buffer_size(4 << 20);
+    c.connect(s.local_addr()).unwrap();
+    let n = 2 * usize::from(PAIRS);
+    let reader = {
+        let c = c.try_clone().unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        std::thread::spawn(move || {
+            let mut replies = HashMap::new();
+            let mut buf = [0u8; 2048];
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while replies.len() < n && Instant::now() < deadline {
+                let Ok(len) = c.recv(&mut buf) else { continue };
+                assert!(len >= 8, "a reply without its frame header");
+                let id = u16::from_be_bytes([buf[0], buf[1]]);
+                assert_eq!(&buf[2..8], &[0, 0, 0, 1, 0, 0], "reply {id}");
+                let body = buf[8..len].to_vec();
+                assert!(replies.insert(id, body).is_none(), "two replies to {id}");
+            }
+            replies
+        })
+    };
+    let value = |i: u16| format!("{policy}-{i:05}");
+    for i in 0..PAIRS {
+        let key = format!("order{}", i % KEYS);
+        let v = value(i);
+        let set = format!("set {key} 0 0 {}\r\n{v}\r\n", v.len());
+        c.send(&frame(2 * i, set.as_bytes())).unwrap();
+        c.send(&frame(2 * i + 1, format!("get {key}\r\n").as_bytes()))
+            .unwrap();
+    }
+    let replies = reader.join().unwrap();
+    let r = s.stop().unwrap();
+    assert_balanced(&r);
+    assert_eq!(r.net.dropped_by_os, Some(0), "{policy}: {:?}", r.net);
+    assert_eq!(replies.len(), n, "{policy}: replies, {:?}", r.net);
+    assert_eq!(r.net.received, n as u64, "{policy}: {:?}", r.net);
+    assert_eq!(r.net.held_full, 0, "{policy}: {:?}", r.net);
+    let mut stale = Vec::new();
+    for i in 0..PAIRS {
+        assert_eq!(replies[&(2 * i)], b"STORED\r\n", "{policy}: set {i}");
+        let key = format!("order{}", i % KEYS);
+        let v = value(i);
+        let want = format!("VALUE {key} 0 {}\r\n{v}\r\nEND\r\n", v.len());
+        let got = &replies[&(2 * i + 1)];
+        if got != want.as_bytes() {
+            stale.push((i, String::from_utf8_lossy(got).into_owned()));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{policy}: {} of {PAIRS} gets did not read the set before them, e.g. {:?}",
+        stale.len(),
+        &stale[..stale.len().min(3)]
+    );
+    r
+}
+
+#[test]
+fn a_clients_commands_take_effect_in_the_order_sent_under_c_fcfs() {
+    burst("c-fcfs");
+}
+
+#[test]
+fn a_clients_commands_take_effect_in_the_order_sent_under_darc() {
+    let r = burst("darc");
+    // DARC still saw, typed and scheduled each request.
+    assert_eq!(r.dispatcher.counts.admitted, 2 * u64::from(PAIRS));
+}
+
+#[test]
+fn a_clients_commands_take_effect_in_the_order_sent_under_ts() {
+    burst("ts");
+}
+
+#[test]
+fn a_clients_commands_take_effect_in_the_order_sent_under_tq() {
+    burst("tq");
+}

@@ -1,0 +1,1025 @@
+//! The in-memory database behind `psp serve --protocol resp|memcache`: Redis's
+//! data types (strings, lists, hashes, sets, sorted sets) in one keyspace,
+//! with expiry, a memory bound and eviction, shared by every worker.
+//!
+//! The keyspace is [`SHARDS`] shards, each a `hashbrown` map under a
+//! `parking_lot` mutex (`benches/maps.rs` measures this against `dashmap` and
+//! `scc`). A command locks the shards of the keys it touches, in ascending
+//! shard order (so two commands never wait for each other in a circle), does
+//! all its work, and unlocks: every command is atomic on its keys, whatever
+//! worker runs it and whatever runs beside it. A transaction (`MULTI`/`EXEC`)
+//! locks every shard.
+//!
+//! # Preemption
+//! A [`Guard`] is never held across a preemption point: a command that may
+//! run long (SCAN, KEYS, FLUSHALL) takes one shard at a time and reaches its
+//! points between shards, holding nothing. So a preempted request holds no
+//! lock and cannot deadlock the request that runs after it on the same
+//! worker.
+//!
+//! # Expiry
+//! An entry's deadline is an absolute Unix time in ms. Expired entries are
+//! removed when touched (lazy) and by [`Db::expire_cycle`], which a
+//! background thread runs every 100 ms over a few shards (active, as Redis's
+//! `serverCron`).
+//!
+//! # Memory
+//! Every entry's size is estimated ([`Entry::mem`], kept up to date by each
+//! update) and summed per database. With a bound ([`DbConfig::max_memory`]),
+//! a command that may grow the data finds the sum over the bound and either
+//! evicts (approximate LRU: of a few sampled entries, the least recently
+//! used, as Redis's `allkeys-lru` and close to memcached's LRU) or is refused
+//! ([`Full`], Redis's `noeviction`). Commands that do not grow it (reads,
+//! deletes) always run.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Mutex, MutexGuard};
+
+/// Shards of the keyspace: enough that two workers rarely meet on one.
+pub const SHARDS: usize = 256;
+/// Estimated bytes of an entry beyond its key and value: the map's slot
+/// (key pointer, entry, control byte) and the allocator's rounding.
+pub const ENTRY_OVERHEAD: usize = 80;
+/// Estimated bytes per element of a list, hash, set or sorted set beyond its
+/// own bytes.
+pub const ELEMENT_OVERHEAD: usize = 32;
+/// Entries sampled per eviction (Redis's `maxmemory-samples` default is 5).
+pub const EVICTION_SAMPLES: usize = 8;
+/// Shards [`Db::expire_cycle`] sweeps per call by default.
+pub const EXPIRE_SHARDS_PER_CYCLE: usize = 16;
+
+/// What a full database does with a command that may grow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Eviction {
+    /// Refuse it (Redis's `noeviction`, its default).
+    #[default]
+    NoEviction,
+    /// Evict the least recently used of a few sampled entries until the
+    /// data fits (Redis's `allkeys-lru`; memcached's behaviour).
+    AllKeysLru,
+}
+
+impl Eviction {
+    /// The name Redis's `maxmemory-policy` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Eviction::NoEviction => "noeviction",
+            Eviction::AllKeysLru => "allkeys-lru",
+        }
+    }
+}
+
+/// The database's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DbConfig {
+    /// Bound on the estimated bytes of all entries; 0: none.
+    pub max_memory: usize,
+    /// What a command that would grow a full database meets.
+    pub eviction: Eviction,
+}
+
+/// The database is over its memory bound and may not evict (or could not
+/// evict enough).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
+/// A sorted set's score, ordered totally (NaN is refused before it gets here).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Score(pub f64);
+
+impl Eq for Score {}
+
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Bytes of one element as the estimate counts them.
+fn element(bytes: usize) -> usize {
+    bytes + ELEMENT_OVERHEAD
+}
+
+/// A list: elements and their estimated bytes.
+#[derive(Debug, Default, Clone)]
+pub struct List {
+    items: VecDeque<Box<[u8]>>,
+    bytes: usize,
+}
+
+impl List {
+    /// The elements.
+    pub fn items(&self) -> &VecDeque<Box<[u8]>> {
+        &self.items
+    }
+    /// Adds at the head (`left`) or the tail.
+    pub fn push(&mut self, v: &[u8], left: bool) {
+        self.bytes += element(v.len());
+        if left {
+            self.items.push_front(v.into());
+        } else {
+            self.items.push_back(v.into());
+        }
+    }
+    /// Takes from the head (`left`) or the tail.
+    pub fn pop(&mut self, left: bool) -> Option<Box<[u8]>> {
+        let v = if left {
+            self.items.pop_front()
+        } else {
+            self.items.pop_back()
+        }?;
+        self.bytes -= element(v.len());
+        Some(v)
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    /// Whether it has no element.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// A hash: fields, values and their estimated bytes.
+#[derive(Debug, Default, Clone)]
+pub struct Hash {
+    map: HashMap<Box<[u8]>, Box<[u8]>>,
+    bytes: usize,
+}
+
+impl Hash {
+    /// The fields and values.
+    pub fn map(&self) -> &HashMap<Box<[u8]>, Box<[u8]>> {
+        &self.map
+    }
+    /// Sets `field`; returns whether it is new.
+    pub fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
+        match self.map.get_mut(field) {
+            Some(v) => {
+                self.bytes = self.bytes - v.len() + value.len();
+                *v = value.into();
+                false
+            }
+            None => {
+                self.bytes += element(field.len() + value.len());
+                self.map.insert(field.into(), value.into());
+                true
+            }
+        }
+    }
+    /// Removes `field`; returns whether it was there.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        match self.map.remove(field) {
+            Some(v) => {
+                self.bytes -= element(field.len() + v.len());
+                true
+            }
+            None => false,
+        }
+    }
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    /// Whether it has no field.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// A set: members and their estimated bytes.
+#[derive(Debug, Default, Clone)]
+pub struct Set {
+    set: HashSet<Box<[u8]>>,
+    bytes: usize,
+}
+
+impl Set {
+    /// The members.
+    pub fn members(&self) -> &HashSet<Box<[u8]>> {
+        &self.set
+    }
+    /// Adds `m`; returns whether it is new.
+    pub fn add(&mut self, m: &[u8]) -> bool {
+        if self.set.contains(m) {
+            return false;
+        }
+        self.bytes += element(m.len());
+        self.set.insert(m.into())
+    }
+    /// Removes `m`; returns whether it was there.
+    pub fn remove(&mut self, m: &[u8]) -> bool {
+        if self.set.remove(m) {
+            self.bytes -= element(m.len());
+            true
+        } else {
+            false
+        }
+    }
+    /// Removes and returns some member.
+    pub fn pop(&mut self) -> Option<Box<[u8]>> {
+        let m = self.set.iter().next()?.clone();
+        self.set.remove(&m);
+        self.bytes -= element(m.len());
+        Some(m)
+    }
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+    /// Whether it has no member.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+}
+
+/// A sorted set: members by score (ties by member bytes, as Redis).
+#[derive(Debug, Default, Clone)]
+pub struct ZSet {
+    scores: HashMap<Box<[u8]>, f64>,
+    order: BTreeSet<(Score, Box<[u8]>)>,
+    bytes: usize,
+}
+
+impl ZSet {
+    /// The members in order.
+    pub fn ordered(&self) -> &BTreeSet<(Score, Box<[u8]>)> {
+        &self.order
+    }
+    /// The score of `m`.
+    pub fn score(&self, m: &[u8]) -> Option<f64> {
+        self.scores.get(m).copied()
+    }
+    /// Sets `m`'s score; returns whether `m` is new.
+    pub fn insert(&mut self, m: &[u8], score: f64) -> bool {
+        match self.scores.get_mut(m) {
+            Some(old) => {
+                let key: Box<[u8]> = m.into();
+                self.order.remove(&(Score(*old), key.clone()));
+                *old = score;
+                self.order.insert((Score(score), key));
+                false
+            }
+            None => {
+                self.bytes += 2 * element(m.len()) + 8;
+                self.scores.insert(m.into(), score);
+                self.order.insert((Score(score), m.into()));
+                true
+            }
+        }
+    }
+    /// Removes `m`; returns whether it was there.
+    pub fn remove(&mut self, m: &[u8]) -> bool {
+        match self.scores.remove(m) {
+            Some(s) => {
+                self.order.remove(&(Score(s), Box::from(m)));
+                self.bytes -= 2 * element(m.len()) + 8;
+                true
+            }
+            None => false,
+        }
+    }
+    /// Removes and returns the member with the lowest score.
+    pub fn pop_min(&mut self) -> Option<(Box<[u8]>, f64)> {
+        let (s, m) = self.order.pop_first()?;
+        self.scores.remove(&m);
+        self.bytes -= 2 * element(m.len()) + 8;
+        Some((m, s.0))
+    }
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.scores.len()
+    }
+    /// Whether it has no member.
+    pub fn is_empty(&self) -> bool {
+        self.scores.is_empty()
+    }
+}
+
+/// A value of one of Redis's types.
+#[derive(Debug, Clone)]
+pub enum Value {
+    /// A string (also memcached's items).
+    Str(Box<[u8]>),
+    /// A list.
+    List(Box<List>),
+    /// A hash.
+    Hash(Box<Hash>),
+    /// A set.
+    Set(Box<Set>),
+    /// A sorted set.
+    ZSet(Box<ZSet>),
+}
+
+impl Value {
+    /// The name `TYPE` answers.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::List(_) => "list",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Value::Str(s) => s.len(),
+            Value::List(l) => l.bytes,
+            Value::Hash(h) => h.bytes,
+            Value::Set(s) => s.bytes,
+            Value::ZSet(z) => z.bytes,
+        }
+    }
+
+    /// Whether an aggregate has no element left (Redis deletes such keys).
+    pub fn is_empty_aggregate(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::List(l) => l.is_empty(),
+            Value::Hash(h) => h.is_empty(),
+            Value::Set(s) => s.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
+        }
+    }
+}
+
+/// One key's record.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The value.
+    pub value: Value,
+    /// When it expires (Unix ms); 0: never.
+    pub expire_ms: u64,
+    /// Bumped by every change ([`Guard::update`]): `WATCH`'s check and
+    /// memcached's CAS unique.
+    pub version: u64,
+    /// memcached's client flags (0 for Redis's values).
+    pub flags: u32,
+    /// When last touched, in the database's LRU clock.
+    pub lru: u32,
+}
+
+impl Entry {
+    /// A fresh entry holding `value` (no expiry, no flags).
+    pub fn new(value: Value) -> Self {
+        Self {
+            value,
+            expire_ms: 0,
+            version: 0,
+            flags: 0,
+            lru: 0,
+        }
+    }
+
+    /// Estimated bytes of this entry under `key_len` bytes of key.
+    pub fn mem(&self, key_len: usize) -> usize {
+        key_len + ENTRY_OVERHEAD + self.value.bytes()
+    }
+
+    fn expired(&self, now_ms: u64) -> bool {
+        self.expire_ms != 0 && self.expire_ms <= now_ms
+    }
+}
+
+type Map = hashbrown::HashMap<Box<[u8]>, Entry>;
+
+/// One shard: its map and the estimated bytes in it.
+#[derive(Default)]
+pub struct Shard {
+    map: Map,
+    used: usize,
+    /// Entries with a deadline.
+    volatile: usize,
+}
+
+/// A shard's lock on its own cache lines.
+#[repr(align(128))]
+struct Padded(Mutex<Shard>);
+
+/// The database. Shared by every worker (`Arc`); all methods take `&self`.
+pub struct Db {
+    shards: Box<[Padded]>,
+    hasher: hashbrown::DefaultHashBuilder,
+    cfg: DbConfig,
+    used: AtomicUsize,
+    keys: AtomicUsize,
+    volatile: AtomicUsize,
+    evicted: AtomicU64,
+    expired: AtomicU64,
+    version: AtomicU64,
+    expire_cursor: AtomicUsize,
+    evict_cursor: AtomicUsize,
+    start: Instant,
+    start_unix_ms: u64,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("keys", &self.len())
+            .field("used", &self.used())
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+impl Default for Db {
+    fn default() -> Self {
+        Self::new(DbConfig::default())
+    }
+}
+
+/// What the database counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DbStats {
+    /// Keys now.
+    pub keys: usize,
+    /// Keys with a deadline now.
+    pub volatile: usize,
+    /// Estimated bytes now.
+    pub used: usize,
+    /// Entries evicted for memory so far.
+    pub evicted: u64,
+    /// Entries removed at their deadline so far (lazily or actively).
+    pub expired: u64,
+}
+
+impl Db {
+    /// An empty database.
+    pub fn new(cfg: DbConfig) -> Self {
+        let start_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Self {
+            shards: (0..SHARDS)
+                .map(|_| Padded(Mutex::new(Shard::default())))
+                .collect(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
+            cfg,
+            used: AtomicUsize::new(0),
+            keys: AtomicUsize::new(0),
+            volatile: AtomicUsize::new(0),
+            evicted: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+            version: AtomicU64::new(0),
+            expire_cursor: AtomicUsize::new(0),
+            evict_cursor: AtomicUsize::new(0),
+            start: Instant::now(),
+            start_unix_ms,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> DbConfig {
+        self.cfg
+    }
+
+    /// The time now as Unix ms (a monotonic clock from the database's start,
+    /// so that a wall-clock step does not expire or revive keys).
+    pub fn now_ms(&self) -> u64 {
+        self.start_unix_ms + self.start.elapsed().as_millis() as u64
+    }
+
+    fn lru_now(&self) -> u32 {
+        // 16 ms ticks: 2^32 of them is two years.
+        (self.start.elapsed().as_millis() >> 4) as u32
+    }
+
+    /// Keys now (expired ones not yet removed included).
+    pub fn len(&self) -> usize {
+        self.keys.load(Ordering::Relaxed)
+    }
+
+    /// Whether the database holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Estimated bytes of all entries.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// What the database counted.
+    pub fn stats(&self) -> DbStats {
+        DbStats {
+            keys: self.len(),
+            volatile: self.volatile.load(Ordering::Relaxed),
+            used: self.used(),
+            evicted: self.evicted.load(Ordering::Relaxed),
+            expired: self.expired.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The shard of `key`.
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        (self.hasher.hash_one(key) >> 56) as usize % SHARDS
+    }
+
+    /// Locks the shard of `key` (for a command on one key). `grows`: the
+    /// command may add data, so a full database evicts first or refuses it.
+    ///
+    /// # Errors
+    /// [`Full`]: over the bound without eviction (or nothing left to evict).
+    pub fn lock_one(&self, key: &[u8], grows: bool) -> Result<Guard<'_>, Full> {
+        if grows {
+            self.make_room()?;
+        }
+        let i = self.shard_of(key);
+        Ok(self.guard(vec_one(i, self.shards[i].0.lock())))
+    }
+
+    /// Locks the shards of `keys` in ascending order (a multi-key command).
+    ///
+    /// # Errors
+    /// As [`Db::lock_one`].
+    pub fn lock_keys<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        grows: bool,
+    ) -> Result<Guard<'_>, Full> {
+        if grows {
+            self.make_room()?;
+        }
+        let mut idx: Vec<usize> = keys.into_iter().map(|k| self.shard_of(k)).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        let locks = idx
+            .into_iter()
+            .map(|i| (i, self.shards[i].0.lock()))
+            .collect();
+        Ok(self.guard(locks))
+    }
+
+    /// Locks every shard (a transaction: nothing else runs meanwhile).
+    ///
+    /// # Errors
+    /// As [`Db::lock_one`].
+    pub fn lock_all(&self, grows: bool) -> Result<Guard<'_>, Full> {
+        if grows {
+            self.make_room()?;
+        }
+        let locks = (0..SHARDS).map(|i| (i, self.shards[i].0.lock())).collect();
+        Ok(self.guard(locks))
+    }
+
+    /// Locks shard `i` alone (a walk over the keyspace, one shard at a time).
+    pub fn lock_shard(&self, i: usize) -> Guard<'_> {
+        self.guard(vec_one(i, self.shards[i % SHARDS].0.lock()))
+    }
+
+    fn guard<'a>(&'a self, locks: Vec<(usize, MutexGuard<'a, Shard>)>) -> Guard<'a> {
+        Guard {
+            db: self,
+            locks,
+            now_ms: self.now_ms(),
+            lru: self.lru_now(),
+        }
+    }
+
+    /// With a memory bound: evicts until the data fits (allkeys-lru) or
+    /// says it does not (noeviction). Takes shard locks one at a time, never
+    /// while the caller holds one.
+    fn make_room(&self) -> Result<(), Full> {
+        let max = self.cfg.max_memory;
+        if max == 0 || self.used() <= max {
+            return Ok(());
+        }
+        if self.cfg.eviction == Eviction::NoEviction {
+            return Err(Full);
+        }
+        // Each round evicts one entry; give up after visiting every shard
+        // twice without getting under the bound.
+        let mut empty_rounds = 0;
+        while self.used() > max {
+            let i = self.evict_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            let mut g = self.lock_shard(i);
+            if !g.evict_one(i) {
+                empty_rounds += 1;
+                if empty_rounds > 2 * SHARDS {
+                    return Err(Full);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes expired entries from the next `shards` shards; returns how
+    /// many. Cheap when no key has a deadline.
+    pub fn expire_cycle(&self, shards: usize) -> usize {
+        if self.volatile.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let mut removed = 0;
+        for _ in 0..shards.min(SHARDS) {
+            let i = self.expire_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            let mut g = self.lock_shard(i);
+            removed += g.expire_shard(i);
+        }
+        removed
+    }
+
+    /// Removes every key.
+    pub fn flush(&self) {
+        for i in 0..SHARDS {
+            self.lock_shard(i).clear_shard(i);
+        }
+    }
+
+    fn next_version(&self) -> u64 {
+        self.version.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+fn vec_one(i: usize, g: MutexGuard<'_, Shard>) -> Vec<(usize, MutexGuard<'_, Shard>)> {
+    let mut v = Vec::with_capacity(1);
+    v.push((i, g));
+    v
+}
+
+/// The shards a command holds: read and change the entries of their keys.
+/// Dropping it unlocks them. Never held across a preemption point.
+pub struct Guard<'a> {
+    db: &'a Db,
+    locks: Vec<(usize, MutexGuard<'a, Shard>)>,
+    /// The time the command runs at (Unix ms), read once.
+    pub now_ms: u64,
+    lru: u32,
+}
+
+impl Guard<'_> {
+    fn shard(&mut self, key: &[u8]) -> &mut Shard {
+        let i = self.db.shard_of(key);
+        let at = if self.locks.len() == 1 {
+            0
+        } else {
+            self.locks
+                .binary_search_by_key(&i, |(s, _)| *s)
+                .unwrap_or_else(|_| panic!("key of shard {i} not locked"))
+        };
+        debug_assert_eq!(self.locks[at].0, i, "key's shard not locked");
+        &mut self.locks[at].1
+    }
+
+    /// Removes `key` if expired; counts it.
+    fn drop_if_expired(&mut self, key: &[u8]) {
+        let now = self.now_ms;
+        let db = self.db;
+        let shard = self.shard(key);
+        if shard.map.get(key).is_some_and(|e| e.expired(now))
+            && let Some((k, e)) = shard.map.remove_entry(key)
+        {
+            shard.forget(db, k.len(), &e);
+            db.expired.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The live entry of `key` (an expired one is removed first), marked
+    /// as used now.
+    pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.drop_if_expired(key);
+        let lru = self.lru;
+        let e = self.shard(key).map.get_mut(key)?;
+        e.lru = lru;
+        Some(e)
+    }
+
+    /// `WATCH`'s view of `key`: its version, 0 when it does not exist.
+    pub fn version(&mut self, key: &[u8]) -> u64 {
+        self.get(key).map_or(0, |e| e.version)
+    }
+
+    /// Runs `f` on `key`'s slot (`None`: no live entry). `f` returns
+    /// whether it changed the slot and its result; on a change the entry's
+    /// version is bumped, its size re-estimated and an emptied aggregate
+    /// removed (as Redis deletes an empty list, hash or set).
+    pub fn update<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Option<Entry>) -> (bool, R)) -> R {
+        self.drop_if_expired(key);
+        let db = self.db;
+        let lru = self.lru;
+        let shard = self.shard(key);
+        let (old_key, mut entry) = match shard.map.remove_entry(key) {
+            Some((k, e)) => (Some(k), Some(e)),
+            None => (None, None),
+        };
+        let (old_mem, old_volatile) = match (&old_key, &entry) {
+            (Some(k), Some(e)) => (e.mem(k.len()), e.expire_ms != 0),
+            _ => (0, false),
+        };
+        let (changed, r) = f(&mut entry);
+        if entry.as_ref().is_some_and(|e| e.value.is_empty_aggregate()) {
+            entry = None;
+        }
+        let existed = old_key.is_some();
+        match entry {
+            Some(mut e) => {
+                e.lru = lru;
+                if changed {
+                    e.version = db.next_version();
+                }
+                let k = old_key.unwrap_or_else(|| Box::from(key));
+                let new_mem = e.mem(k.len());
+                shard.account(db, old_mem, new_mem, old_volatile, e.expire_ms != 0);
+                if !existed {
+                    db.keys.fetch_add(1, Ordering::Relaxed);
+                }
+                shard.map.insert(k, e);
+            }
+            None if existed => {
+                shard.account(db, old_mem, 0, old_volatile, false);
+                db.keys.fetch_sub(1, Ordering::Relaxed);
+            }
+            None => {}
+        }
+        r
+    }
+
+    /// Replaces `key`'s entry with `entry` (a fresh version).
+    pub fn set(&mut self, key: &[u8], entry: Entry) {
+        self.update(key, |slot| {
+            *slot = Some(entry);
+            (true, ())
+        });
+    }
+
+    /// Removes `key`; returns whether a live entry was there.
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        self.update(key, |slot| {
+            let was = slot.take().is_some();
+            (was, was)
+        })
+    }
+
+    /// The live keys of the locked shard `i` from position `from` of its
+    /// map's iteration order, at most `count` of them that `keep` accepts;
+    /// returns the position to go on from (0: the shard is done). For SCAN
+    /// and KEYS, one shard at a time.
+    pub fn keys_in_shard(
+        &mut self,
+        i: usize,
+        from: usize,
+        count: usize,
+        mut keep: impl FnMut(&[u8]) -> bool,
+        out: &mut Vec<Box<[u8]>>,
+    ) -> usize {
+        let now = self.now_ms;
+        let shard = &mut self
+            .locks
+            .iter_mut()
+            .find(|(s, _)| *s == i)
+            .expect("locked")
+            .1;
+        let mut pos = from;
+        for (k, e) in shard.map.iter().skip(from) {
+            pos += 1;
+            if !e.expired(now) && keep(k) {
+                out.push(k.clone());
+                if out.len() >= count {
+                    return if pos >= shard.map.len() { 0 } else { pos };
+                }
+            }
+        }
+        0
+    }
+
+    /// Evicts the least recently used of a few entries of locked shard
+    /// `i`; returns whether there was one.
+    fn evict_one(&mut self, i: usize) -> bool {
+        let db = self.db;
+        let shard = &mut self
+            .locks
+            .iter_mut()
+            .find(|(s, _)| *s == i)
+            .expect("locked")
+            .1;
+        let victim = shard
+            .map
+            .iter()
+            .take(EVICTION_SAMPLES)
+            .min_by_key(|(_, e)| e.lru)
+            .map(|(k, _)| k.clone());
+        let Some(victim) = victim else {
+            return false;
+        };
+        if let Some((k, e)) = shard.map.remove_entry(&victim) {
+            shard.forget(db, k.len(), &e);
+            db.evicted.fetch_add(1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    fn expire_shard(&mut self, i: usize) -> usize {
+        let now = self.now_ms;
+        let db = self.db;
+        let shard = &mut self
+            .locks
+            .iter_mut()
+            .find(|(s, _)| *s == i)
+            .expect("locked")
+            .1;
+        if shard.volatile == 0 {
+            return 0;
+        }
+        let mut gone = Vec::new();
+        shard.map.retain(|k, e| {
+            if e.expired(now) {
+                gone.push((k.len(), e.mem(k.len())));
+                false
+            } else {
+                true
+            }
+        });
+        for &(_, mem) in &gone {
+            shard.account(db, mem, 0, true, false);
+            db.keys.fetch_sub(1, Ordering::Relaxed);
+        }
+        db.expired.fetch_add(gone.len() as u64, Ordering::Relaxed);
+        gone.len()
+    }
+
+    fn clear_shard(&mut self, i: usize) {
+        let db = self.db;
+        let shard = &mut self
+            .locks
+            .iter_mut()
+            .find(|(s, _)| *s == i)
+            .expect("locked")
+            .1;
+        db.keys.fetch_sub(shard.map.len(), Ordering::Relaxed);
+        db.used.fetch_sub(shard.used, Ordering::Relaxed);
+        db.volatile.fetch_sub(shard.volatile, Ordering::Relaxed);
+        shard.map = Map::default();
+        shard.used = 0;
+        shard.volatile = 0;
+    }
+
+    /// Removes every key of the locked shards (FLUSHALL inside a
+    /// transaction, which holds them all).
+    pub fn clear_locked(&mut self) {
+        let held: Vec<usize> = self.locks.iter().map(|(i, _)| *i).collect();
+        for i in held {
+            self.clear_shard(i);
+        }
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        self.db
+    }
+}
+
+impl Shard {
+    fn account(&mut self, db: &Db, old: usize, new: usize, old_vol: bool, new_vol: bool) {
+        if new >= old {
+            self.used += new - old;
+            db.used.fetch_add(new - old, Ordering::Relaxed);
+        } else {
+            self.used -= old - new;
+            db.used.fetch_sub(old - new, Ordering::Relaxed);
+        }
+        match (old_vol, new_vol) {
+            (false, true) => {
+                self.volatile += 1;
+                db.volatile.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.volatile -= 1;
+                db.volatile.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// Accounts for an entry already taken out of the map.
+    fn forget(&mut self, db: &Db, key_len: usize, e: &Entry) {
+        self.account(db, e.mem(key_len), 0, e.expire_ms != 0, false);
+        db.keys.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[u8]) -> Entry {
+        Entry::new(Value::Str(v.into()))
+    }
+
+    #[test]
+    fn set_get_delete_account_memory_and_keys() {
+        let db = Db::default();
+        let mut g = db.lock_one(b"k", true).unwrap();
+        g.set(b"k", s(b"hello"));
+        assert!(matches!(&g.get(b"k").unwrap().value, Value::Str(v) if &v[..] == b"hello"));
+        drop(g);
+        assert_eq!(db.len(), 1);
+        assert_eq!(db.used(), 1 + ENTRY_OVERHEAD + 5);
+        let mut g = db.lock_one(b"k", false).unwrap();
+        assert!(g.delete(b"k"));
+        assert!(!g.delete(b"k"));
+        drop(g);
+        assert_eq!((db.len(), db.used()), (0, 0));
+    }
+
+    #[test]
+    fn versions_change_with_every_write_and_only_then() {
+        let db = Db::default();
+        let mut g = db.lock_one(b"k", true).unwrap();
+        assert_eq!(g.version(b"k"), 0);
+        g.set(b"k", s(b"a"));
+        let v1 = g.version(b"k");
+        assert_ne!(v1, 0);
+        g.update(b"k", |_| (false, ()));
+        assert_eq!(g.version(b"k"), v1);
+        g.set(b"k", s(b"a"));
+        assert_ne!(g.version(b"k"), v1);
+    }
+
+    #[test]
+    fn expired_entries_vanish_lazily_and_actively() {
+        let db = Db::default();
+        let now = db.now_ms();
+        for i in 0..100u32 {
+            let k = i.to_be_bytes();
+            let mut g = db.lock_one(&k, true).unwrap();
+            let mut e = s(b"v");
+            e.expire_ms = if i % 2 == 0 { now - 1 } else { now + 3_600_000 };
+            g.set(&k, e);
+        }
+        assert_eq!(db.len(), 100);
+        let mut g = db.lock_one(&0u32.to_be_bytes(), false).unwrap();
+        assert!(g.get(&0u32.to_be_bytes()).is_none(), "lazy");
+        drop(g);
+        assert_eq!(db.len(), 99);
+        let removed: usize = (0..SHARDS / EXPIRE_SHARDS_PER_CYCLE)
+            .map(|_| db.expire_cycle(EXPIRE_SHARDS_PER_CYCLE))
+            .sum();
+        assert_eq!(removed, 49);
+        assert_eq!(db.len(), 50);
+        assert_eq!(db.stats().expired, 50);
+        assert_eq!(db.stats().volatile, 50);
+    }
+
+    #[test]
+    fn a_full_database_refuses_or_evicts() {
+        let cap = 100 * (ENTRY_OVERHEAD + 4 + 100);
+        let refuse = Db::new(DbConfig {
+            max_memory: cap,
+            eviction: Eviction::NoEviction,
+        });
+        let evict = Db::new(DbConfig {
+            max_memory: cap,
+            eviction: Eviction::AllKeysLru,
+        });
+        let mut refused = 0;
+        for i in 0..1000u32 {
+            let k = i.to_be_bytes();
+            match refuse.lock_one(&k, true) {
+                Ok(mut g) => g.set(&k, s(&[0; 100])),
+                Err(Full) => refused += 1,
+            }
+            evict.lock_one(&k, true).unwrap().set(&k, s(&[0; 100]));
+        }
+        assert!(refused >= 899, "{refused}");
+        assert!(refuse.used() <= cap + ENTRY_OVERHEAD + 104);
+        assert!(evict.used() <= cap + ENTRY_OVERHEAD + 104);
+        assert!(evict.stats().evicted >= 899);
+        // The most recent key survived.
+        assert!(
+            evict
+                .lock_one(&999u32.to_be_bytes(), false)
+                .unwrap()
+                .get(&999u32.to_be_bytes())
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn multi_key_locks_cover_every_key_in_order() {
+        let db = Db::default();
+        let keys: Vec<Vec<u8>> = (0..50u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        let mut g = db.lock_keys(keys.iter().map(Vec::as_slice), true).unwrap();
+        for k in &keys {
+            g.set(k, s(k));
+        }
+        drop(g);
+        assert_eq!(db.len(), 50);
+        let mut g = db.lock_all(false).unwrap();
+        g.clear_locked();
+        drop(g);
+        assert_eq!((db.len(), db.used()), (0, 0));
+    }
+}
