@@ -80,7 +80,7 @@ def server_cmd(system):
     if system.startswith("psp:"):
         protocol = "resp" if kind == "redis" else "memcache-udp"
         return [psp, "serve", "--protocol", protocol, "--address", f"127.0.0.1:{port}",
-                "--workers", workers, "--policy", system[4:], "--kv-keys", "1000",
+                "--workers", workers, "--policy", system[4:],
                 "--no-raise-priority", "--json"] + psp_args
     if system.startswith("redis"):
         cmd = ["redis-server", "--port", port, "--save", "", "--appendonly", "no"]

@@ -20,6 +20,7 @@
 //! [`tpcc::TpccConfig::validate`]) before anything is opened or loaded.
 
 pub mod kv;
+pub mod memkv;
 pub mod profile;
 pub mod spin;
 pub mod tpcc;

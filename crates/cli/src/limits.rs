@@ -667,9 +667,67 @@ pub fn poll_yield(s: &str) -> Result<psp_runtime::PollYield> {
         .map_err(|e: String| anyhow::anyhow!("--poll-yield: {e}"))
 }
 
+/// Smallest non-zero `--max-memory`.
+pub const MAX_MEMORY_MIN: usize = 1 << 20;
+/// Largest `--max-memory`.
+pub const MAX_MEMORY_MAX: usize = 1 << 40;
+
+/// `--max-memory`: bytes with an optional unit (b, kb, mb, gb, tb; powers
+/// of 1024, as Redis's `maxmemory`), 0 or in [1mb, 1tb].
+///
+/// # Errors
+/// Not a size, or out of range.
+pub fn max_memory(s: &str) -> Result<usize> {
+    let t = s.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let shift = match unit {
+        "" | "b" => 0,
+        "k" | "kb" => 10,
+        "m" | "mb" => 20,
+        "g" | "gb" => 30,
+        "t" | "tb" => 40,
+        _ => bail!("--max-memory must be a size such as 512mb or 2gb, not '{s}'"),
+    };
+    let n: u64 = num.parse().map_err(|_| {
+        anyhow::anyhow!("--max-memory must be a size such as 512mb or 2gb, not '{s}'")
+    })?;
+    let bytes = n
+        .checked_mul(1 << shift)
+        .and_then(|b| usize::try_from(b).ok())
+        .filter(|&b| b == 0 || (MAX_MEMORY_MIN..=MAX_MEMORY_MAX).contains(&b))
+        .ok_or_else(|| anyhow::anyhow!("--max-memory must be 0 or in [1mb, 1tb], not '{s}'"))?;
+    Ok(bytes)
+}
+
+/// `--maxmemory-policy`: noeviction or allkeys-lru.
+///
+/// # Errors
+/// Not one of them.
+pub fn maxmemory_policy(s: &str) -> Result<psp_resp::db::Eviction> {
+    match s {
+        "noeviction" => Ok(psp_resp::db::Eviction::NoEviction),
+        "allkeys-lru" => Ok(psp_resp::db::Eviction::AllKeysLru),
+        _ => bail!("--maxmemory-policy must be noeviction or allkeys-lru, not '{s}'"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_memory_sizes_and_their_range() {
+        assert_eq!(max_memory("0").unwrap(), 0);
+        assert_eq!(max_memory("64mb").unwrap(), 64 << 20);
+        assert_eq!(max_memory("2GB").unwrap(), 2 << 30);
+        assert_eq!(max_memory("1048576").unwrap(), 1 << 20);
+        for bad in ["1kb", "2tb", "-1", "12xb", "", "mb", "99999999999999999999"] {
+            assert!(max_memory(bad).is_err(), "{bad}");
+        }
+        assert!(maxmemory_policy("allkeys-lru").is_ok());
+        assert!(maxmemory_policy("volatile-lru").is_err());
+    }
 
     #[test]
     fn ranges_are_well_formed_and_their_bounds_behave() {

@@ -251,12 +251,26 @@ pub struct ServeArgs {
     #[command(flatten)]
     xdp: XdpArgs,
     /// Request protocol: psp (this project's, over --datapath), resp (Redis's
-    /// RESP2 over TCP: redis-cli and redis-benchmark talk to it) or memcache
-    /// (memcached's text protocol over TCP) or memcache-udp (memcached over
-    /// UDP, or AF_XDP with --datapath xdp), the last three on the RocksDB
-    /// store with the --kv-* options [default: psp].
+    /// RESP2/RESP3 over TCP: redis-cli, redis-benchmark and client libraries
+    /// talk to it) or memcache (memcached's text protocol over TCP) or
+    /// memcache-udp (memcached over UDP, or AF_XDP with --datapath xdp), the
+    /// last three on the --store [default: psp].
     #[arg(long)]
     protocol: Option<String>,
+    /// Store behind --protocol resp, memcache and memcache-udp: mem (in
+    /// memory, as Redis and memcached) or rocksdb (persistent, with the
+    /// --kv-* options; strings and lists only) [default: mem].
+    #[arg(long)]
+    store: Option<String>,
+    /// In-memory store: bound on its data, e.g. 512mb or 2gb (0: none; else
+    /// 1mb to 1tb) [default: 0 for resp, 64mb for memcache, as memcached].
+    #[arg(long)]
+    max_memory: Option<String>,
+    /// In-memory store under --protocol resp: what a full store does,
+    /// noeviction (refuse writes with Redis's OOM error) or allkeys-lru
+    /// [default: noeviction]; memcached's protocols always evict LRU.
+    #[arg(long)]
+    maxmemory_policy: Option<String>,
     #[command(flatten)]
     tcp: TcpArgs,
     /// Scheduling policy with its parameters (e.g. darc, darc:delta=0.1, c-fcfs) [default: darc].
@@ -325,6 +339,9 @@ pub struct ServeArgs {
 struct ServeFile {
     address: Option<String>,
     protocol: Option<String>,
+    store: Option<String>,
+    max_memory: Option<String>,
+    maxmemory_policy: Option<String>,
     metrics: Option<String>,
     datapath: Option<String>,
     policy: Option<String>,
@@ -541,14 +558,71 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     });
     // Last: the application opens and loads its database (or calibrates its
     // spin, 50 ms).
+    let store = src.pick(&a.store, &f.store, Ok)?;
+    let max_memory = src.pick(&a.max_memory, &f.max_memory, |s| limits::max_memory(&s))?;
+    let eviction = src.pick(&a.maxmemory_policy, &f.maxmemory_policy, |s| {
+        limits::maxmemory_policy(&s)
+    })?;
+    if !resp && (store.is_some() || max_memory.is_some() || eviction.is_some()) {
+        bail!(
+            "--store, --max-memory and --maxmemory-policy need --protocol resp, memcache or memcache-udp"
+        );
+    }
     let service: Arc<dyn psp_apps::Service> = if resp {
         if app_args.app.as_deref().is_some_and(|a| a != "kv") {
-            bail!("--protocol {protocol} serves the kv application (RocksDB): leave --app out");
+            bail!("--protocol {protocol} serves its own store (--store): leave --app out");
         }
-        if memcache {
-            Arc::new(psp_apps::kv::MemcacheService::open(&app_args.kv_config())?)
-        } else {
-            Arc::new(psp_apps::kv::RedisService::open(&app_args.kv_config())?)
+        match store.as_deref().unwrap_or("mem") {
+            "mem" => {
+                if app_args.kv_path.is_some()
+                    || app_args.kv_keys.is_some()
+                    || app_args.kv_value_bytes.is_some()
+                    || app_args.kv_max_scan.is_some()
+                {
+                    bail!(
+                        "--kv-* options configure --store rocksdb: leave them out with the in-memory store"
+                    );
+                }
+                if memcache && eviction.is_some() {
+                    bail!(
+                        "--maxmemory-policy is Redis's: memcached's protocols always evict the least recently used"
+                    );
+                }
+                let connections = match &datapath {
+                    DatapathKind::Tcp(_, t) => t.max_connections,
+                    _ => 1,
+                };
+                let cfg = psp_apps::memkv::MemConfig {
+                    db: psp_resp::db::DbConfig {
+                        max_memory: max_memory.unwrap_or(if memcache { 64 << 20 } else { 0 }),
+                        eviction: if memcache {
+                            psp_resp::db::Eviction::AllKeysLru
+                        } else {
+                            eviction.unwrap_or_default()
+                        },
+                    },
+                    connections,
+                };
+                let kind = if memcache {
+                    psp_apps::memkv::MemProtocol::Memcache
+                } else {
+                    psp_apps::memkv::MemProtocol::Redis
+                };
+                Arc::new(psp_apps::memkv::MemService::start(kind, cfg)?)
+            }
+            "rocksdb" => {
+                if max_memory.is_some() || eviction.is_some() {
+                    bail!(
+                        "--max-memory and --maxmemory-policy bound the in-memory store: leave them out with --store rocksdb"
+                    );
+                }
+                if memcache {
+                    Arc::new(psp_apps::kv::MemcacheService::open(&app_args.kv_config())?)
+                } else {
+                    Arc::new(psp_apps::kv::RedisService::open(&app_args.kv_config())?)
+                }
+            }
+            other => bail!("--store must be mem or rocksdb, not '{other}'"),
         }
     } else {
         app_args

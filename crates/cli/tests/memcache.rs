@@ -30,8 +30,6 @@ fn memcaslap_against(protocol: &str) {
             "2",
             "--policy",
             "darc",
-            "--kv-keys",
-            "100",
             "--duration",
             "120s",
             "--no-raise-priority",

@@ -9,7 +9,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-fn start(policy: &str) -> (Child, String) {
+fn start(policy: &str, store: &[&str]) -> (Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_psp"))
         .args([
             "serve",
@@ -21,13 +21,12 @@ fn start(policy: &str) -> (Child, String) {
             "2",
             "--policy",
             policy,
-            "--kv-keys",
-            "100",
             "--duration",
             "120s",
             "--no-raise-priority",
             "--json",
         ])
+        .args(store)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -70,8 +69,24 @@ fn stop(mut server: Child) -> serde_json::Value {
 }
 
 #[test]
-fn redis_cli_and_redis_benchmark_talk_to_psp_serve() {
-    let (server, port) = start("darc");
+fn redis_cli_and_redis_benchmark_talk_to_psp_serve_on_rocksdb() {
+    talk(
+        &["--store", "rocksdb", "--kv-keys", "100"],
+        "ping,set,get,lpush,lrange_100",
+    );
+}
+
+/// The in-memory store answers every test of redis-benchmark's default list.
+#[test]
+fn redis_cli_and_redis_benchmark_talk_to_psp_serve_in_memory() {
+    talk(&[], DEFAULT_TESTS);
+}
+
+/// redis-benchmark's default tests (7.0), as `-t` names them.
+const DEFAULT_TESTS: &str = "ping,set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,lrange_300,lrange_500,lrange_600,mset";
+
+fn talk(store: &[&str], tests: &str) {
+    let (server, port) = start("darc", store);
     let p = port.as_str();
     assert_eq!(cli(p, &["PING"]), "PONG");
     assert_eq!(cli(p, &["ECHO", "hello world"]), "hello world");
@@ -93,27 +108,28 @@ fn redis_cli_and_redis_benchmark_talk_to_psp_serve() {
     // redis-benchmark: 50 clients, every request must succeed; with --csv
     // it prints one line per test (name, rps, latencies).
     let bench = Command::new("redis-benchmark")
-        .args([
-            "-p",
-            p,
-            "-t",
-            "ping,set,get,lpush,lrange_100",
-            "-n",
-            "2000",
-            "--csv",
-        ])
+        .args(["-p", p, "-t", tests, "-n", "2000", "--csv"])
         .output()
         .expect("redis-benchmark runs (scripts/deps.sh installs redis-tools)");
     assert!(bench.status.success(), "{bench:?}");
+    let errors = String::from_utf8_lossy(&bench.stderr);
+    assert!(
+        !errors.contains("Error"),
+        "redis-benchmark saw errors: {errors}"
+    );
     let csv = String::from_utf8_lossy(&bench.stdout);
-    for test in [
-        "PING_INLINE",
-        "PING_MBULK",
-        "SET",
-        "GET",
-        "LPUSH",
-        "LRANGE_100",
-    ] {
+    let names: Vec<String> = tests
+        .split(',')
+        .flat_map(|t| match t {
+            "ping" => vec!["PING_INLINE".to_string(), "PING_MBULK".to_string()],
+            "lrange_100" | "lrange_300" | "lrange_500" | "lrange_600" => {
+                vec![format!("LRANGE_{}", &t[7..])]
+            }
+            "mset" => vec!["MSET (10 keys)".to_string()],
+            t => vec![t.to_ascii_uppercase()],
+        })
+        .collect();
+    for test in &names {
         assert!(
             csv.lines()
                 .any(|l| l.starts_with(&format!("\"{test}")) && !l.contains("\"0.00\"")),

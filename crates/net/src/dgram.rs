@@ -443,7 +443,7 @@ mod tests {
         assert_eq!(o.arrive(key(0), 63, slot(63)), Arrival::Full);
         // A new peer still runs at once.
         assert_eq!(o.arrive(key(99), 62, slot(62)), Arrival::Run);
-        assert_eq!(o.finished(62), None);
+        assert!(o.finished(62).is_none());
         // Peers finish in any order; each one's requests come in order,
         // and entries leave the table (shifting others back) as they go.
         let order: Vec<u16> = (0..20).map(|i| (i * 7) % 20).collect();
@@ -454,10 +454,10 @@ mod tests {
                 Some((t + 1, u64::from(t + 1)))
             );
             assert_eq!(o.finished(t + 1).map(|(t, _)| t), Some(t + 2));
-            assert_eq!(o.finished(t + 2), None);
+            assert!(o.finished(t + 2).is_none());
             // The peer is gone: its next request runs at once.
             assert_eq!(o.arrive(key(p), t, slot(0)), Arrival::Run);
-            assert_eq!(o.finished(t), None);
+            assert!(o.finished(t).is_none());
         }
         assert_eq!(o.held(), 0);
         assert!(o.table.iter().all(|e| e.running == NONE));
@@ -468,6 +468,6 @@ mod tests {
         assert_eq!(o.take_held().map(|(t, _)| t), Some(1));
         assert_eq!(o.take_held().map(|(t, _)| t), Some(2));
         assert_eq!(o.take_held().map(|(t, _)| t), None);
-        assert_eq!(o.finished(0), None);
+        assert!(o.finished(0).is_none());
     }
 }

@@ -89,6 +89,14 @@ pub trait StreamProtocol: Send + Sync {
     fn request_len(&self, buf: &[u8], max: usize) -> Result<Option<usize>, Refusal>;
     /// The classifier of the protocol's requests (called on the net thread).
     fn classifier(&self) -> Box<dyn Classifier>;
+    /// The type of `req`, the next request of a connection whose
+    /// classification state is `state` (0 at its start): for protocols
+    /// where a request's cost depends on the ones before it (Redis's
+    /// `EXEC` runs what `MULTI` queued). By default, `classifier`'s.
+    fn classify_in(&self, classifier: &mut dyn Classifier, state: &mut u32, req: &[u8]) -> TypeId {
+        let _ = state;
+        classifier.classify(req)
+    }
     /// Appends the protocol's reply for `refusal` to `out`.
     fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>);
 }
@@ -108,6 +116,10 @@ impl StreamProtocol for Resp {
             psp_resp::RespError::TooLarge => Refusal::TooLarge,
             _ => Refusal::Malformed,
         })
+    }
+
+    fn classify_in(&self, _: &mut dyn Classifier, state: &mut u32, req: &[u8]) -> TypeId {
+        psp_resp::classify_in_stream(req, state)
     }
 
     fn classifier(&self) -> Box<dyn Classifier> {
@@ -315,6 +327,12 @@ impl JobIo for TcpIo {
         &pkt.data()[..usize::from(job.len)]
     }
 
+    fn session(&self, job: &Job) -> u64 {
+        // SAFETY: as in `request`.
+        let pkt = unsafe { self.pool.get(job.token) };
+        (u64::from(pkt.conn) + 1) << 32 | u64::from(pkt.generation)
+    }
+
     fn max_response(&self) -> usize {
         // Replies are the handler's, bounded by the application (LRANGE's
         // count, MGET's keys); a connection's output bound applies after.
@@ -381,6 +399,8 @@ struct Conn {
     /// the next one waits in the input until its reply comes back (the
     /// connection's commands take effect in the order sent).
     executing: bool,
+    /// The protocol's classification state ([`StreamProtocol::classify_in`]).
+    class_state: u32,
     /// The socket may have unread bytes (edge-triggered readiness).
     readable: bool,
     /// The peer's end of stream (or an error) was announced: read until
@@ -702,6 +722,7 @@ impl TcpFrontEnd {
                         write_seq: 0,
                         window: VecDeque::new(),
                         executing: false,
+                        class_state: 0,
                         readable: true,
                         hup: false,
                         queued: true,
@@ -887,16 +908,23 @@ impl TcpFrontEnd {
     /// Admits (or answers) the request at the front of connection `id`'s
     /// input; `false`: no request slot is free, nothing was taken.
     fn admit(&mut self, core: &mut DispatchCore, id: u32, len: usize, now: u64) -> bool {
-        let c = self.conns[id as usize].as_ref().expect("open");
-        let type_id = self.classifier.classify(&c.input[..len]);
+        let c = self.conns[id as usize].as_mut().expect("open");
+        // The state moves on only with the request (not when it must wait
+        // for a slot and is classified again).
+        let mut state = c.class_state;
+        let type_id = self
+            .protocol
+            .classify_in(&mut *self.classifier, &mut state, &c.input[..len]);
+        let Some(token) = core.take_token() else {
+            return false;
+        };
+        c.class_state = state;
         if type_id >= self.n_types {
+            core.put_token(token);
             self.net.unknown_type += 1;
             self.refuse_in_order(id, Refusal::UnknownType);
             return true;
         }
-        let Some(token) = core.take_token() else {
-            return false;
-        };
         let c = self.conns[id as usize].as_mut().expect("open");
         // SAFETY: the dispatcher owns a token it took until it admits it.
         let pkt = unsafe { self.pool.get_mut(token) };

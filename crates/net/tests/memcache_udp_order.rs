@@ -2,9 +2,10 @@
 //! client socket sends many `set` / `get` pairs of the same keys in one
 //! burst, without waiting; each get must read the value the set just
 //! before it wrote (memcached's commands take effect in the order a client
-//! sent them), under a central policy, DARC and a preemptive one, on two
+//! sent them), under a central policy, DARC and preemptive ones, on two
 //! workers that park when idle. Every request is answered once and every
-//! counter balances.
+//! counter balances; past the bound on held requests, a request is
+//! answered busy and counted, and the order of the others still holds.
 
 use std::collections::HashMap;
 use std::net::UdpSocket;
@@ -24,7 +25,7 @@ const PAIRS: u16 = 300;
 /// Keys the pairs cycle over: a get served early reads an older value.
 const KEYS: u16 = 4;
 
-fn server(policy: &str) -> Server {
+fn server(policy: &str, queue_capacity: usize) -> Server {
     let service = MemcacheService::open(&KvConfig {
         keys: 100,
         ..KvConfig::default()
@@ -35,7 +36,7 @@ fn server(policy: &str) -> Server {
         metrics: None,
         runtime: RuntimeConfig {
             workers: 2,
-            queue_capacity: 1024,
+            queue_capacity,
             drain_timeout: Duration::from_secs(5),
             raise_priority: false,
             idle: IdleStrategy::SpinPark {
@@ -83,9 +84,10 @@ fn assert_balanced(r: &ServerReport) {
     assert_eq!(c.stranded, 0, "{c:?}");
 }
 
-/// Sends the burst and checks every reply; the run's report.
-fn burst(policy: &str) -> ServerReport {
-    let s = server(policy);
+/// Sends the burst to a server whose queues hold `queue_capacity`; every
+/// request's reply by request id, and the run's report.
+fn send_burst(policy: &str, queue_capacity: usize) -> (HashMap<u16, Vec<u8>>, ServerReport) {
+    let s = server(policy, queue_capacity);
     let c = UdpSocket::bind("127.0.0.1:0").unwrap();
     // Room for every reply: they come back while the burst is still sent.
     let _ = socket2::SockRef::from(&c).set_recv_buffer_size(4 << 20);
@@ -110,10 +112,9 @@ fn burst(policy: &str) -> ServerReport {
             replies
         })
     };
-    let value = |i: u16| format!("{policy}-{i:05}");
     for i in 0..PAIRS {
         let key = format!("order{}", i % KEYS);
-        let v = value(i);
+        let v = value(policy, i);
         let set = format!("set {key} 0 0 {}\r\n{v}\r\n", v.len());
         c.send(&frame(2 * i, set.as_bytes())).unwrap();
         c.send(&frame(2 * i + 1, format!("get {key}\r\n").as_bytes()))
@@ -125,12 +126,22 @@ fn burst(policy: &str) -> ServerReport {
     assert_eq!(r.net.dropped_by_os, Some(0), "{policy}: {:?}", r.net);
     assert_eq!(replies.len(), n, "{policy}: replies, {:?}", r.net);
     assert_eq!(r.net.received, n as u64, "{policy}: {:?}", r.net);
+    (replies, r)
+}
+
+fn value(policy: &str, i: u16) -> String {
+    format!("{policy}-{i:05}")
+}
+
+/// Sends the burst and checks every reply; the run's report.
+fn burst(policy: &str) -> ServerReport {
+    let (replies, r) = send_burst(policy, 1024);
     assert_eq!(r.net.held_full, 0, "{policy}: {:?}", r.net);
     let mut stale = Vec::new();
     for i in 0..PAIRS {
         assert_eq!(replies[&(2 * i)], b"STORED\r\n", "{policy}: set {i}");
         let key = format!("order{}", i % KEYS);
-        let v = value(i);
+        let v = value(policy, i);
         let want = format!("VALUE {key} 0 {}\r\n{v}\r\nEND\r\n", v.len());
         let got = &replies[&(2 * i + 1)];
         if got != want.as_bytes() {
@@ -166,4 +177,40 @@ fn a_clients_commands_take_effect_in_the_order_sent_under_ts() {
 #[test]
 fn a_clients_commands_take_effect_in_the_order_sent_under_tq() {
     burst("tq");
+}
+
+#[test]
+fn past_the_bound_on_held_requests_a_request_is_answered_busy_and_counted() {
+    // 4 held at most: most of the burst is refused, each refusal answered.
+    let (replies, r) = send_burst("c-fcfs", 4);
+    let busy = b"SERVER_ERROR busy, request refused\r\n";
+    let refused = replies.values().filter(|b| b.as_slice() == busy).count() as u64;
+    assert!(r.net.held_full > 0, "{:?}", r.net);
+    assert_eq!(r.net.shed_unanswered, 0, "{:?}", r.net);
+    assert_eq!(refused, r.net.overloaded, "{:?}", r.net);
+    assert!(r.net.held_full <= r.net.overloaded, "{:?}", r.net);
+    // What was served still took effect in the order sent: a get reads the
+    // last set of its key that was stored before it.
+    let mut stored: HashMap<u16, u16> = HashMap::new();
+    for i in 0..PAIRS {
+        let k = i % KEYS;
+        match replies[&(2 * i)].as_slice() {
+            b"STORED\r\n" => {
+                stored.insert(k, i);
+            }
+            b => assert_eq!(b, busy, "set {i}"),
+        }
+        let got = replies[&(2 * i + 1)].as_slice();
+        if got == busy {
+            continue;
+        }
+        let want = match stored.get(&k) {
+            Some(&j) => {
+                let v = value("c-fcfs", j);
+                format!("VALUE order{k} 0 {}\r\n{v}\r\nEND\r\n", v.len())
+            }
+            None => "END\r\n".into(),
+        };
+        assert_eq!(String::from_utf8_lossy(got), want, "get {i}, {:?}", r.net);
+    }
 }

@@ -72,24 +72,35 @@ impl Sessions {
         }
     }
 
-    /// Runs `f` on the session of connection `id` (`index << 32 |
-    /// generation`, index from 1; 0: a request of no connection, which gets
-    /// a fresh session that is dropped after). A slot whose session belongs
-    /// to an earlier connection of the same index starts afresh.
-    pub fn with<R>(&self, id: u64, f: impl FnOnce(&mut Session) -> R) -> R {
+    /// Takes the session of connection `id` (`index << 32 | generation`,
+    /// index from 1; 0: a request of no connection, which gets a fresh
+    /// session). A slot whose session belongs to an earlier connection of
+    /// the same index starts afresh. The session is out of the table while
+    /// its command runs ([`Sessions::put`] brings it back), so no lock is
+    /// held across the command's preemption points.
+    pub fn take(&self, id: u64) -> Box<Session> {
         let index = (id >> 32) as usize;
-        if id == 0 || index == 0 {
-            return f(&mut Session::default());
-        }
-        let mut slot = self.slots[(index - 1) % self.slots.len()].lock();
-        let s = slot.get_or_insert_with(Box::default);
-        if s.id != id {
-            **s = Session {
+        let fresh = || {
+            Box::new(Session {
                 id,
                 ..Session::default()
-            };
+            })
+        };
+        if index == 0 {
+            return fresh();
         }
-        f(s)
+        match self.slots[(index - 1) % self.slots.len()].lock().take() {
+            Some(s) if s.id == id => s,
+            _ => fresh(),
+        }
+    }
+
+    /// Brings back a session taken by [`Sessions::take`].
+    pub fn put(&self, session: Box<Session>) {
+        let index = (session.id >> 32) as usize;
+        if index != 0 {
+            *self.slots[(index - 1) % self.slots.len()].lock() = Some(session);
+        }
     }
 }
 
@@ -368,7 +379,7 @@ pub fn execute(
         resp3: session.resp3,
     };
     // Inside MULTI: queue (transaction commands excepted).
-    if session.multi.is_some()
+    if let Some(queue) = session.multi.as_mut()
         && !matches!(
             name.as_slice(),
             b"exec" | b"discard" | b"multi" | b"watch" | b"quit" | b"reset"
@@ -379,7 +390,6 @@ pub fn execute(
             unknown(&mut w, cmd.raw_name, &args);
             return Ok(());
         }
-        let queue = session.multi.as_mut().expect("in multi");
         if queue.len() >= MAX_QUEUED {
             session.multi_failed = true;
             queue.clear();
@@ -659,7 +669,7 @@ fn run<'d>(
             }
         }
         b"mset" | b"msetnx" => {
-            arity(n >= 2 && n % 2 == 0, nm)?;
+            arity(n >= 2 && n.is_multiple_of(2), nm)?;
             let keys: Vec<&[u8]> = a.iter().step_by(2).copied().collect();
             let mut g = lock(db, &mut held, &keys, true)?;
             if name == b"msetnx" && keys.iter().any(|k| g.get(k).is_some()) {
@@ -1628,7 +1638,7 @@ fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut 
         i += 1;
     }
     let pairs = &a[i..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Err(Fail::Msg(SYNTAX));
     }
     if nx && xx {
@@ -1812,13 +1822,12 @@ pub fn glob_match(p: &[u8], s: &[u8]) -> bool {
                         continue;
                     }
                 }
-                b'\\' if pi + 1 < p.len() => {
-                    if p[pi + 1] == s[si] {
-                        pi += 2;
-                        si += 1;
-                        continue;
-                    }
+                b'\\' if pi + 1 < p.len() && p[pi + 1] == s[si] => {
+                    pi += 2;
+                    si += 1;
+                    continue;
                 }
+                b'\\' if pi + 1 < p.len() => {}
                 c if c == s[si] => {
                     pi += 1;
                     si += 1;
@@ -1990,10 +1999,7 @@ mod tests {
             run_line(&db, &mut s, "CLIENT SETINFO lib-name redis-py"),
             "+OK\r\n"
         );
-        assert_eq!(
-            run_line(&db, &mut s, "AUTH x").starts_with("-ERR AUTH"),
-            true
-        );
+        assert!(run_line(&db, &mut s, "AUTH x").starts_with("-ERR AUTH"));
     }
 
     #[test]
@@ -2069,8 +2075,12 @@ mod tests {
     #[test]
     fn sessions_start_afresh_for_a_new_connection_of_the_same_index() {
         let sessions = Sessions::new(4);
-        sessions.with(1 << 32 | 7, |s| s.resp3 = true);
-        assert!(sessions.with(1 << 32 | 7, |s| s.resp3));
-        assert!(!sessions.with(1 << 32 | 8, |s| s.resp3));
+        let mut s = sessions.take(1 << 32 | 7);
+        s.resp3 = true;
+        sessions.put(s);
+        let s = sessions.take(1 << 32 | 7);
+        assert!(s.resp3);
+        sessions.put(s);
+        assert!(!sessions.take(1 << 32 | 8).resp3);
     }
 }

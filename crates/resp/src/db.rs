@@ -539,7 +539,7 @@ impl Db {
             self.make_room()?;
         }
         let i = self.shard_of(key);
-        Ok(self.guard(vec_one(i, self.shards[i].0.lock())))
+        Ok(self.guard(Held::One(i, self.shards[i].0.lock())))
     }
 
     /// Locks the shards of `keys` in ascending order (a multi-key command).
@@ -561,7 +561,7 @@ impl Db {
             .into_iter()
             .map(|i| (i, self.shards[i].0.lock()))
             .collect();
-        Ok(self.guard(locks))
+        Ok(self.guard(Held::Many(locks)))
     }
 
     /// Locks every shard (a transaction: nothing else runs meanwhile).
@@ -573,15 +573,15 @@ impl Db {
             self.make_room()?;
         }
         let locks = (0..SHARDS).map(|i| (i, self.shards[i].0.lock())).collect();
-        Ok(self.guard(locks))
+        Ok(self.guard(Held::Many(locks)))
     }
 
     /// Locks shard `i` alone (a walk over the keyspace, one shard at a time).
     pub fn lock_shard(&self, i: usize) -> Guard<'_> {
-        self.guard(vec_one(i, self.shards[i % SHARDS].0.lock()))
+        self.guard(Held::One(i % SHARDS, self.shards[i % SHARDS].0.lock()))
     }
 
-    fn guard<'a>(&'a self, locks: Vec<(usize, MutexGuard<'a, Shard>)>) -> Guard<'a> {
+    fn guard<'a>(&'a self, locks: Held<'a>) -> Guard<'a> {
         Guard {
             db: self,
             locks,
@@ -644,17 +644,38 @@ impl Db {
     }
 }
 
-fn vec_one(i: usize, g: MutexGuard<'_, Shard>) -> Vec<(usize, MutexGuard<'_, Shard>)> {
-    let mut v = Vec::with_capacity(1);
-    v.push((i, g));
-    v
+/// The shard locks a guard holds: one (no allocation: most commands), or
+/// several in ascending shard order.
+enum Held<'a> {
+    One(usize, MutexGuard<'a, Shard>),
+    Many(Vec<(usize, MutexGuard<'a, Shard>)>),
+}
+
+impl Held<'_> {
+    /// Locked shard `i`, if held.
+    fn find(&mut self, i: usize) -> Option<&mut Shard> {
+        match self {
+            Held::One(j, g) => (*j == i).then_some(&mut **g),
+            Held::Many(v) => v
+                .binary_search_by_key(&i, |(s, _)| *s)
+                .ok()
+                .map(|at| &mut *v[at].1),
+        }
+    }
+
+    fn indices(&self) -> Vec<usize> {
+        match self {
+            Held::One(i, _) => vec![*i],
+            Held::Many(v) => v.iter().map(|(i, _)| *i).collect(),
+        }
+    }
 }
 
 /// The shards a command holds: read and change the entries of their keys.
 /// Dropping it unlocks them. Never held across a preemption point.
 pub struct Guard<'a> {
     db: &'a Db,
-    locks: Vec<(usize, MutexGuard<'a, Shard>)>,
+    locks: Held<'a>,
     /// The time the command runs at (Unix ms), read once.
     pub now_ms: u64,
     lru: u32,
@@ -663,15 +684,9 @@ pub struct Guard<'a> {
 impl Guard<'_> {
     fn shard(&mut self, key: &[u8]) -> &mut Shard {
         let i = self.db.shard_of(key);
-        let at = if self.locks.len() == 1 {
-            0
-        } else {
-            self.locks
-                .binary_search_by_key(&i, |(s, _)| *s)
-                .unwrap_or_else(|_| panic!("key of shard {i} not locked"))
-        };
-        debug_assert_eq!(self.locks[at].0, i, "key's shard not locked");
-        &mut self.locks[at].1
+        self.locks
+            .find(i)
+            .unwrap_or_else(|| panic!("key of shard {i} not locked"))
     }
 
     /// Removes `key` if expired; counts it.
@@ -776,12 +791,7 @@ impl Guard<'_> {
         out: &mut Vec<Box<[u8]>>,
     ) -> usize {
         let now = self.now_ms;
-        let shard = &mut self
-            .locks
-            .iter_mut()
-            .find(|(s, _)| *s == i)
-            .expect("locked")
-            .1;
+        let shard = self.locks.find(i).expect("shard locked");
         let mut pos = from;
         for (k, e) in shard.map.iter().skip(from) {
             pos += 1;
@@ -799,12 +809,7 @@ impl Guard<'_> {
     /// `i`; returns whether there was one.
     fn evict_one(&mut self, i: usize) -> bool {
         let db = self.db;
-        let shard = &mut self
-            .locks
-            .iter_mut()
-            .find(|(s, _)| *s == i)
-            .expect("locked")
-            .1;
+        let shard = self.locks.find(i).expect("shard locked");
         let victim = shard
             .map
             .iter()
@@ -824,12 +829,7 @@ impl Guard<'_> {
     fn expire_shard(&mut self, i: usize) -> usize {
         let now = self.now_ms;
         let db = self.db;
-        let shard = &mut self
-            .locks
-            .iter_mut()
-            .find(|(s, _)| *s == i)
-            .expect("locked")
-            .1;
+        let shard = self.locks.find(i).expect("shard locked");
         if shard.volatile == 0 {
             return 0;
         }
@@ -852,12 +852,7 @@ impl Guard<'_> {
 
     fn clear_shard(&mut self, i: usize) {
         let db = self.db;
-        let shard = &mut self
-            .locks
-            .iter_mut()
-            .find(|(s, _)| *s == i)
-            .expect("locked")
-            .1;
+        let shard = self.locks.find(i).expect("shard locked");
         db.keys.fetch_sub(shard.map.len(), Ordering::Relaxed);
         db.used.fetch_sub(shard.used, Ordering::Relaxed);
         db.volatile.fetch_sub(shard.volatile, Ordering::Relaxed);
@@ -869,7 +864,7 @@ impl Guard<'_> {
     /// Removes every key of the locked shards (FLUSHALL inside a
     /// transaction, which holds them all).
     pub fn clear_locked(&mut self) {
-        let held: Vec<usize> = self.locks.iter().map(|(i, _)| *i).collect();
+        let held = self.locks.indices();
         for i in held {
             self.clear_shard(i);
         }

@@ -519,12 +519,16 @@ pub fn write_command(args: &[&[u8]], out: &mut Vec<u8>) {
 
 /// The scheduler's request type of one complete request: an index into [`TYPES`].
 ///
-/// * [`TYPE_MULTI`] (1): MGET, DEL, EXISTS with more than [`MULTI_KEYS`] keys, MSET with
-///   more than [`MULTI_KEYS`] key/value pairs.
-/// * [`TYPE_RANGE`] (2): LRANGE whose span may exceed [`RANGE_SHORT`] elements. The
-///   span is `stop - start + 1` when both indices have the same sign, `stop + 1` when
-///   only `start` is negative (an upper bound), and unbounded ("to the end") when only
-///   `stop` is negative.
+/// * [`TYPE_MULTI`] (1): MGET, DEL, UNLINK, EXISTS with more than [`MULTI_KEYS`] keys,
+///   MSET/MSETNX with more than [`MULTI_KEYS`] key/value pairs, HMGET/SADD/SREM/HDEL/ZREM
+///   with more than [`MULTI_KEYS`] members; a transaction's EXEC by its size (see
+///   [`classify_in_stream`]).
+/// * [`TYPE_RANGE`] (2): commands that walk a collection or the keyspace: LRANGE and
+///   ZRANGE whose span may exceed [`RANGE_SHORT`] elements (the span is `stop - start +
+///   1` when both indices have the same sign, `stop + 1` when only `start` is negative
+///   (an upper bound), and unbounded ("to the end") when only `stop` is negative);
+///   ZRANGEBYSCORE, HGETALL, SMEMBERS, KEYS, FLUSHALL/FLUSHDB, and SCAN with a COUNT above
+///   [`RANGE_SHORT`].
 /// * [`TYPE_SHORT`] (0): everything else, including malformed requests and requests
 ///   that will be answered with an error.
 ///
@@ -533,26 +537,90 @@ pub fn classify(req: &[u8]) -> u16 {
     let Ok(cmd) = parse(req) else {
         return TYPE_SHORT;
     };
+    let name = cmd.raw_name;
     let mut args = cmd.args;
-    match cmd.name {
-        Cmd::Mget | Cmd::Del | Cmd::Exists if args.len() > MULTI_KEYS => TYPE_MULTI,
-        Cmd::Mset if args.len() / 2 > MULTI_KEYS => TYPE_MULTI,
-        Cmd::Lrange if args.len() == 3 => {
-            let (Some(start), Some(stop)) = (
-                args.nth(1).and_then(parse_i64),
-                args.next().and_then(parse_i64),
-            ) else {
-                return TYPE_SHORT;
-            };
-            let long = match (start < 0, stop < 0) {
-                (false, true) => true,
-                (true, false) => stop.saturating_add(1) > RANGE_SHORT as i64,
-                _ => stop.saturating_sub(start).saturating_add(1) > RANGE_SHORT as i64,
-            };
-            if long { TYPE_RANGE } else { TYPE_SHORT }
+    let n = args.len();
+    let is = |s: &[u8]| name.eq_ignore_ascii_case(s);
+    let long_span = |start: Option<i64>, stop: Option<i64>| {
+        let (Some(start), Some(stop)) = (start, stop) else {
+            return false;
+        };
+        match (start < 0, stop < 0) {
+            (false, true) => true,
+            (true, false) => stop.saturating_add(1) > RANGE_SHORT as i64,
+            _ => stop.saturating_sub(start).saturating_add(1) > RANGE_SHORT as i64,
         }
-        _ => TYPE_SHORT,
+    };
+    if is(b"mget") || is(b"del") || is(b"unlink") || is(b"exists") {
+        if n > MULTI_KEYS {
+            return TYPE_MULTI;
+        }
+    } else if is(b"mset") || is(b"msetnx") {
+        if n / 2 > MULTI_KEYS {
+            return TYPE_MULTI;
+        }
+    } else if is(b"hmget") || is(b"sadd") || is(b"srem") || is(b"hdel") || is(b"zrem") {
+        if n > MULTI_KEYS + 1 {
+            return TYPE_MULTI;
+        }
+    } else if is(b"lrange") || is(b"zrange") {
+        if n >= 3 {
+            let start = args.nth(1).and_then(parse_i64);
+            let stop = args.next().and_then(parse_i64);
+            if long_span(start, stop) {
+                return TYPE_RANGE;
+            }
+        }
+    } else if is(b"zrangebyscore")
+        || is(b"hgetall")
+        || is(b"smembers")
+        || is(b"keys")
+        || is(b"flushall")
+        || is(b"flushdb")
+    {
+        return TYPE_RANGE;
+    } else if is(b"scan") {
+        let _cursor = args.next();
+        while let (Some(opt), Some(v)) = (args.next(), args.next()) {
+            if opt.eq_ignore_ascii_case(b"count")
+                && parse_i64(v).is_some_and(|c| c > RANGE_SHORT as i64)
+            {
+                return TYPE_RANGE;
+            }
+        }
     }
+    TYPE_SHORT
+}
+
+/// [`classify`] for a request of a connection whose transaction state is
+/// `state` (0 outside `MULTI`; inside, one more than the commands queued),
+/// updated here: commands queued after `MULTI` are short (they are only
+/// queued), and `EXEC` runs them all, so it is [`TYPE_MULTI`] when more than
+/// [`MULTI_KEYS`] are queued.
+pub fn classify_in_stream(req: &[u8], state: &mut u32) -> u16 {
+    let name = parse(req).map(|c| c.raw_name).unwrap_or_default();
+    let is = |s: &[u8]| name.eq_ignore_ascii_case(s);
+    if *state == 0 {
+        if is(b"multi") {
+            *state = 1;
+        }
+        return classify(req);
+    }
+    if is(b"exec") {
+        let queued = *state - 1;
+        *state = 0;
+        return if queued as usize > MULTI_KEYS {
+            TYPE_MULTI
+        } else {
+            TYPE_SHORT
+        };
+    }
+    if is(b"discard") || is(b"reset") {
+        *state = 0;
+    } else if !is(b"watch") && !is(b"multi") {
+        *state = state.saturating_add(1);
+    }
+    TYPE_SHORT
 }
 
 // ---------------------------------------------------------------------------------------

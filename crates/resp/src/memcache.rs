@@ -4,35 +4,75 @@
 //!
 //! * [`request_len`] cuts a connection's byte stream into requests (framing),
 //! * [`classify`] maps a request to a scheduler type ([`TYPES`], [`TYPE_MEAN_US`]),
-//! * [`execute`] runs one framed request against a [`Store`] and appends the reply.
+//! * [`execute_db`] runs one framed request against the in-memory [`Db`] (what `psp serve
+//!   --protocol memcache|memcache-udp` runs by default) and appends the reply,
+//! * [`execute`] runs one framed request against a byte [`Store`] (RocksDB) instead.
 //!
-//! It must not do I/O, spawn or block on threads (other than through the [`Store`] it is
-//! given), or keep per-connection state: the TCP front end owns sockets, buffers and
-//! connection lifetime, and closes a connection whose stream [`request_len`] refuses.
+//! It must not do I/O, spawn or block on threads (other than through the [`Store`] or
+//! the [`Db`] locks it is given), or keep per-connection state: the TCP front end owns
+//! sockets, buffers and connection lifetime, and closes a connection whose stream
+//! [`request_len`] refuses.
 //!
-//! # Supported commands
+//! # Framing (both executors)
+//!
+//! * A command line is at most [`MAX_LINE`] bytes. The front ends bound a whole request
+//!   tighter: TCP at `--tcp-max-request` (2,048 bytes by default and at most), UDP at one
+//!   datagram of at most 2,048 bytes (an 8-byte frame header and the request). A get
+//!   takes as many keys as its line holds ([`MAX_KEYS`] never binds first), e.g. 100 keys
+//!   of up to 19 bytes.
+//! * A malformed storage command line (wrong argument count, non-numeric field, bad key,
+//!   `<bytes>` above the limit) or a data block not followed by `\r\n` is a framing error,
+//!   not a `CLIENT_ERROR`: the data block cannot be delimited reliably, so the front end is
+//!   expected to close the connection. The same holds for bad keys on any command.
+//!
+//! # [`execute_db`]: memcached 1.6 over the in-memory database
+//!
+//! Items are the database's string values, with memcached's flags and deadline in the
+//! entry, and the entry's version (bumped by every write) as the cas unique. Commands:
+//! `get`/`gets <key>*`, `gat`/`gats <exptime> <key>*` (get and touch), `set`/`add`/
+//! `replace`/`append`/`prepend`/`cas`, `delete <key> [0] [noreply]`, `incr`/`decr`
+//! (64-bit unsigned: incr wraps, decr floors at 0), `touch <key> <exptime> [noreply]`,
+//! `flush_all [delay] [noreply]`, `version`, `verbosity`, `stats`. Anything else (the
+//! meta commands, `stats <group>`, `quit`, ...) is answered `ERROR`.
+//!
+//! `exptime` is memcached's: 0 never expires, a negative one has already expired (the item
+//! is not stored, and the one it replaces is gone), up to 30 days
+//! ([`MAX_RELATIVE_EXPTIME`]) it is relative seconds, above that an absolute Unix time in
+//! seconds (one not after now has already expired). Deadlines are kept in milliseconds.
+//! A full database (over its memory bound, no eviction) refuses storage commands with
+//! `SERVER_ERROR out of memory storing object` (a refused `set` also drops the key's old
+//! item, as memcached does) and an `incr` with `SERVER_ERROR out of memory`.
+//!
+//! Deviations from memcached 1.6:
+//!
+//! * `flush_all <delay>` with a positive delay flushes at once, like `flush_all 0`.
+//! * `verbosity` is answered `OK` and does nothing.
+//! * `stats` answers a few lines (`pid`, `time`, `version`, `pointer_size`,
+//!   `curr_items`, `bytes`, `limit_maxbytes` (0: unbounded), `evictions`, `expired`);
+//!   `stats <group>` is `ERROR`.
+//! * `incr`/`decr` store the exact decimal result (memcached pads a shrinking number with
+//!   spaces in place); trailing spaces in a stored number are accepted.
+//! * A key holding a Redis type (not possible through memcached's commands alone) is a
+//!   miss: `get` skips it, `add`/`set` replace it, the others answer `NOT_FOUND` or
+//!   `NOT_STORED` and leave it.
+//! * A multi-key `get` is not atomic across its keys (memcached's is not either); every
+//!   other command is atomic on its key.
+//!
+//! With `noreply` a command appends nothing at all, its errors included, as memcached's
+//! classic commands do; the front end must still count the request as answered.
+//!
+//! # [`execute`]: over a byte [`Store`] (RocksDB)
 //!
 //! `get`/`gets`, `set`/`add`/`replace`/`append`/`prepend`/`cas`, `delete`, `incr`/`decr`,
 //! `version`, `verbosity`, `flush_all` (refused). Anything else (including `touch`, `gat`,
 //! `stats` and the meta commands) is answered `ERROR`, like an unknown command.
-//!
-//! # Deviations from memcached 1.6
+//! Deviations from memcached 1.6, besides those of [`execute_db`] that apply:
 //!
 //! * `exptime` is parsed (a signed integer) and then ignored: items never expire.
 //! * `flush_all` is answered `SERVER_ERROR flush_all not supported` and does nothing.
-//! * `verbosity` is answered `OK` and does nothing.
-//! * A malformed storage command line (wrong argument count, non-numeric field, bad key,
-//!   `<bytes>` above the limit) or a data block not followed by `\r\n` is a framing error,
-//!   not a `CLIENT_ERROR`: the data block cannot be delimited reliably, so the front end is
-//!   expected to close the connection. The same holds for bad keys and more than
-//!   [`MAX_KEYS`] keys on any command.
 //! * `noreply` suppresses the normal replies (`STORED`, `DELETED`, numbers, `OK`, ...) but
 //!   never `CLIENT_ERROR`/`SERVER_ERROR`. With `noreply`, [`execute`] may leave `out`
 //!   empty; the front end must still count the request as answered.
-//! * `incr`/`decr` store the exact decimal result (memcached pads a shrinking number with
-//!   spaces in place); trailing spaces in a stored number are accepted.
-//!
-//! # Value encoding
 //!
 //! Each item is stored under its key as `flags` (big-endian `u32`) ++ `cas` (big-endian
 //! `u64`) ++ data. The cas unique comes from a process-wide counter, so it changes on every
@@ -42,12 +82,16 @@ use std::fmt;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::db::{Db, Entry, Full, Value};
+
 /// Longest command line accepted, excluding its `\r\n` (or `\n`) terminator.
 pub const MAX_LINE: usize = 2048;
 /// Longest key accepted, in bytes.
 pub const MAX_KEY: usize = 250;
-/// Most keys accepted on one `get`/`gets`.
-pub const MAX_KEYS: usize = 24;
+/// Most keys accepted on one `get`/`gets`/`gat`/`gats`: as many as [`MAX_LINE`] can
+/// hold (a key and its separating space take at least 2 bytes), so the line limit is the
+/// one that binds. memcached itself has no key count limit.
+pub const MAX_KEYS: usize = MAX_LINE / 2;
 
 /// Names of the scheduler request types returned by [`classify`].
 pub const TYPES: [&str; 2] = ["get", "multiget"];
@@ -66,7 +110,7 @@ pub enum McError {
     KeyTooLong,
     /// A key containing a carriage return or a line feed.
     BadKey,
-    /// More than [`MAX_KEYS`] keys on one `get`/`gets`.
+    /// More than [`MAX_KEYS`] keys on one `get`/`gets`/`gat`/`gats`.
     TooManyKeys,
     /// A non-numeric (or out of range) flags, exptime, bytes or cas field.
     BadNumber,
@@ -183,7 +227,11 @@ fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
     let line_end = nl + 1;
     let mut toks = tokens(line);
     let cmd = toks.next().unwrap_or_default();
-    if cmd == b"get" || cmd == b"gets" {
+    if matches!(cmd, b"get" | b"gets" | b"gat" | b"gats") {
+        if cmd.starts_with(b"ga") {
+            // gat/gats <exptime> <key>*: the exptime is checked by execution.
+            toks.next();
+        }
         for (i, key) in toks.enumerate() {
             if i == MAX_KEYS {
                 return Err(McError::TooManyKeys);
@@ -272,8 +320,9 @@ pub fn request_len(buf: &[u8], max: usize) -> Result<Option<usize>, McError> {
 
 /// The scheduler type of a request: an index into [`TYPES`].
 ///
-/// A `get`/`gets` with more than one key is `multiget` (1); everything else, including
-/// malformed requests, is `get` (0). Looks only at the command line; never allocates.
+/// A `get`/`gets`/`gat`/`gats` with more than one key is `multiget` (1); everything
+/// else, including malformed requests, is `get` (0). Looks only at the command line;
+/// never allocates.
 pub fn classify(req: &[u8]) -> u16 {
     let head = &req[..req.len().min(MAX_LINE + 2)];
     let end = head
@@ -283,6 +332,8 @@ pub fn classify(req: &[u8]) -> u16 {
     let mut toks = tokens(&head[..end]);
     match toks.next() {
         Some(b"get" | b"gets") if toks.nth(1).is_some() => 1,
+        // gat/gats <exptime> <key>*
+        Some(b"gat" | b"gats") if toks.nth(2).is_some() => 1,
         _ => 0,
     }
 }
@@ -577,6 +628,374 @@ fn arith<S: Store>(
 }
 
 // ---------------------------------------------------------------------------------------
+// Execution over the in-memory database
+// ---------------------------------------------------------------------------------------
+
+/// Largest exptime taken as relative seconds (30 days); a larger one is a Unix time.
+pub const MAX_RELATIVE_EXPTIME: i64 = 60 * 60 * 24 * 30;
+
+/// memcached's reply to a storage command that finds the database full.
+const OOM_STORING: &str = "SERVER_ERROR out of memory storing object";
+/// memcached's reply to an `incr` that finds the database full.
+const OOM: &str = "SERVER_ERROR out of memory";
+const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
+const BAD_EXPTIME: &str = "CLIENT_ERROR invalid exptime argument";
+const BAD_DELTA: &str = "CLIENT_ERROR invalid numeric delta argument";
+const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
+const DELETE_USAGE: &str = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
+
+/// memcached's `exptime` at `now_ms` as an entry's deadline: `Some(0)` never expires,
+/// `Some(ms)` a Unix time in ms, `None` already expired (negative, or an absolute time
+/// not after now).
+fn deadline(exptime: i64, now_ms: u64) -> Option<u64> {
+    match exptime {
+        0 => Some(0),
+        e if e < 0 => None,
+        e if e <= MAX_RELATIVE_EXPTIME => Some(now_ms.saturating_add(e as u64 * 1000)),
+        e => {
+            let at = (e as u64).saturating_mul(1000);
+            (at > now_ms).then_some(at)
+        }
+    }
+}
+
+/// The string of a live memcached item (a Redis type under the key is a miss).
+fn item(e: &Entry) -> Option<&[u8]> {
+    match &e.value {
+        Value::Str(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.
+fn value_line(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option<u64>) {
+    out.extend_from_slice(b"VALUE ");
+    out.extend_from_slice(key);
+    let _ = write!(out, " {flags} {}", data.len());
+    if let Some(cas) = cas {
+        let _ = write!(out, " {cas}");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Executes one complete request against the in-memory [`Db`], appending memcached
+/// 1.6's reply to `out` (see the module doc for the commands and their deviations).
+///
+/// Items are [`Value::Str`] entries with memcached's client flags in [`Entry::flags`],
+/// the deadline in [`Entry::expire_ms`] and [`Entry::version`] as the cas unique. A key
+/// that holds another type (a Redis value) is a miss. Every command runs under one
+/// guard on its key's shard, so its read-modify-write is atomic; a multi-key
+/// `get`/`gat` takes its keys one at a time (memcached's is not atomic across keys
+/// either). Command errors are replies (`ERROR`, `CLIENT_ERROR ...`, `SERVER_ERROR
+/// ...`), and with `noreply` a command appends nothing at all, errors included (as
+/// memcached 1.6); the front end must still count the request as answered.
+///
+/// # Errors
+///
+/// As [`execute`]: `req` is not exactly one framed request; `out` is then untouched.
+pub fn execute_db(req: &[u8], db: &Db, out: &mut Vec<u8>) -> Result<(), McError> {
+    let frame = match frame(req, usize::MAX)? {
+        Some(f) if f.len == req.len() => f,
+        _ => return Err(McError::NotOneRequest),
+    };
+    let mut toks = tokens(frame.line);
+    let cmd = toks.next().unwrap_or_default();
+    match cmd {
+        b"get" | b"gets" => {
+            db_get(db, None, toks, cmd == b"gets", out);
+            return Ok(());
+        }
+        b"gat" | b"gats" => {
+            // gat <exptime> <key>+: without a key it is no command (memcached's ERROR).
+            let exptime = toks.next().unwrap_or_default();
+            if tokens(frame.line).nth(2).is_none() {
+                out.extend_from_slice(b"ERROR\r\n");
+            } else if let Some(exptime) = parse_i64(exptime) {
+                db_get(db, Some(exptime), toks, cmd == b"gats", out);
+            } else {
+                reply(out, false, BAD_EXPTIME);
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    // Every other command takes at most 7 tokens (cas with noreply).
+    let mut args: [&[u8]; 7] = [&[]; 7];
+    let mut n = 0;
+    for t in toks {
+        if n == args.len() {
+            out.extend_from_slice(b"ERROR\r\n");
+            return Ok(());
+        }
+        args[n] = t;
+        n += 1;
+    }
+    let args = &args[..n];
+    if is_storage(cmd) {
+        db_storage(cmd, args, frame.data, db, out);
+        return Ok(());
+    }
+    match (cmd, n) {
+        (b"delete", 1..=3) => db_delete(args, db, out),
+        (b"incr" | b"decr", 2 | 3) => db_arith(cmd == b"incr", args, db, out),
+        (b"touch", 2 | 3) => db_touch(args, db, out),
+        (b"flush_all", 0..=2) => {
+            let quiet = args.last().is_some_and(|a| *a == b"noreply");
+            let has_delay = n == 2 || (n == 1 && !quiet);
+            if has_delay && parse_i64(args[0]).is_none() {
+                reply(out, quiet, BAD_FORMAT);
+            } else {
+                // Any delay is taken as 0: everything goes now.
+                db.flush();
+                reply(out, quiet, "OK");
+            }
+        }
+        (b"version", 0) => {
+            out.extend_from_slice(b"VERSION ");
+            out.extend_from_slice(VERSION.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        (b"verbosity", 1 | 2) => {
+            let quiet = noreply(args, 2);
+            if parse_u64(args[0]).is_some_and(|v| v <= u64::from(u32::MAX)) {
+                reply(out, quiet, "OK");
+            } else {
+                reply(out, quiet, BAD_FORMAT);
+            }
+        }
+        (b"stats", 0) => db_stats(db, out),
+        _ => out.extend_from_slice(b"ERROR\r\n"),
+    }
+    Ok(())
+}
+
+/// `get`/`gets` (`touch`: `None`) or `gat`/`gats` (`touch`: the exptime).
+fn db_get<'a>(
+    db: &Db,
+    touch: Option<i64>,
+    keys: impl Iterator<Item = &'a [u8]>,
+    with_cas: bool,
+    out: &mut Vec<u8>,
+) {
+    let mut any = false;
+    for key in keys {
+        any = true;
+        let Ok(mut g) = db.lock_one(key, false) else {
+            continue; // lock_one(_, false) never refuses
+        };
+        match touch {
+            None => {
+                if let Some(e) = g.get(key)
+                    && let Some(data) = item(e)
+                {
+                    value_line(out, key, e.flags, data, with_cas.then_some(e.version));
+                }
+            }
+            Some(exptime) => {
+                let dl = deadline(exptime, g.now_ms);
+                g.update(key, |slot| {
+                    let Some(e) = slot.as_mut() else {
+                        return (false, ());
+                    };
+                    let Some(data) = item(e) else {
+                        return (false, ());
+                    };
+                    value_line(out, key, e.flags, data, with_cas.then_some(e.version));
+                    // A touch keeps the cas unique (changed: false), as memcached's.
+                    match dl {
+                        Some(at) => e.expire_ms = at,
+                        None => *slot = None,
+                    }
+                    (false, ())
+                });
+            }
+        }
+    }
+    if any {
+        out.extend_from_slice(b"END\r\n");
+    } else {
+        out.extend_from_slice(b"ERROR\r\n");
+    }
+}
+
+fn db_storage(cmd: &[u8], args: &[&[u8]], data: &[u8], db: &Db, out: &mut Vec<u8>) {
+    // Framing has validated the line: key flags exptime bytes [cas] [noreply].
+    let key = args[0];
+    let is_cas = cmd == b"cas";
+    let quiet = noreply(args, if is_cas { 6 } else { 5 });
+    let flags = parse_u64(args[1]).and_then(|v| u32::try_from(v).ok());
+    let exptime = parse_i64(args[2]);
+    let expected = if is_cas { parse_u64(args[4]) } else { Some(0) };
+    let (Some(flags), Some(exptime), Some(expected)) = (flags, exptime, expected) else {
+        return reply(out, quiet, BAD_FORMAT);
+    };
+    let mut g = match db.lock_one(key, true) {
+        Ok(g) => g,
+        Err(Full) => {
+            // memcached drops the old item of a set it cannot store, so that a stale
+            // value does not outlive the failed write.
+            if cmd == b"set"
+                && let Ok(mut g) = db.lock_one(key, false)
+            {
+                g.update(key, |slot| {
+                    let stale = slot.as_ref().is_some_and(|e| item(e).is_some());
+                    if stale {
+                        *slot = None;
+                    }
+                    (stale, ())
+                });
+            }
+            return reply(out, quiet, OOM_STORING);
+        }
+    };
+    let dl = deadline(exptime, g.now_ms);
+    let msg = g.update(key, |slot| {
+        let old = slot.as_mut().filter(|e| item(e).is_some());
+        match (cmd, old) {
+            (b"add", Some(_)) | (b"replace" | b"append" | b"prepend", None) => {
+                (false, "NOT_STORED")
+            }
+            (b"cas", None) => (false, "NOT_FOUND"),
+            (b"cas", Some(e)) if e.version != expected => (false, "EXISTS"),
+            // append/prepend keep the item's flags and deadline, as memcached's.
+            (b"append" | b"prepend", Some(e)) => {
+                if let Value::Str(v) = &mut e.value {
+                    let joined = if cmd == b"append" {
+                        [&v[..], data].concat()
+                    } else {
+                        [data, &v[..]].concat()
+                    };
+                    *v = joined.into_boxed_slice();
+                }
+                (true, "STORED")
+            }
+            _ => {
+                // An item that is already expired is not stored, and the old one
+                // it replaces is gone (memcached stores it dead).
+                *slot = dl.map(|expire_ms| Entry {
+                    value: Value::Str(data.into()),
+                    expire_ms,
+                    version: 0,
+                    flags,
+                    lru: 0,
+                });
+                (true, "STORED")
+            }
+        }
+    });
+    reply(out, quiet, msg);
+}
+
+fn db_delete(args: &[&[u8]], db: &Db, out: &mut Vec<u8>) {
+    // delete <key> [0] [noreply], as memcached 1.6 accepts it.
+    let quiet = args.len() > 1 && args[args.len() - 1] == b"noreply";
+    let valid = match args.len() {
+        1 => true,
+        2 => args[1] == b"0" || quiet,
+        _ => args[1] == b"0" && quiet,
+    };
+    if !valid {
+        return reply(out, quiet, DELETE_USAGE);
+    }
+    let key = args[0];
+    let Ok(mut g) = db.lock_one(key, false) else {
+        return;
+    };
+    let deleted = g.update(key, |slot| {
+        let was = slot.as_ref().is_some_and(|e| item(e).is_some());
+        if was {
+            *slot = None;
+        }
+        (was, was)
+    });
+    reply(out, quiet, if deleted { "DELETED" } else { "NOT_FOUND" });
+}
+
+fn db_arith(incr: bool, args: &[&[u8]], db: &Db, out: &mut Vec<u8>) {
+    let key = args[0];
+    let quiet = noreply(args, 3);
+    let Some(delta) = parse_u64(args[1]) else {
+        return reply(out, quiet, BAD_DELTA);
+    };
+    // An incr may lengthen the number; a decr never does.
+    let Ok(mut g) = db.lock_one(key, incr) else {
+        return reply(out, quiet, OOM);
+    };
+    let result = g.update(key, |slot| {
+        let Some(e) = slot.as_mut() else {
+            return (false, Arith::NotFound);
+        };
+        let Value::Str(v) = &mut e.value else {
+            return (false, Arith::NotFound);
+        };
+        let Some(old) = parse_u64(v.trim_ascii_end()) else {
+            return (false, Arith::NonNumeric);
+        };
+        let new = if incr {
+            old.wrapping_add(delta)
+        } else {
+            old.saturating_sub(delta)
+        };
+        *v = new.to_string().into_bytes().into_boxed_slice();
+        (true, Arith::Value(new))
+    });
+    match result {
+        Arith::Value(v) => {
+            if !quiet {
+                let _ = write!(out, "{v}\r\n");
+            }
+        }
+        Arith::NotFound => reply(out, quiet, "NOT_FOUND"),
+        Arith::NonNumeric => reply(out, quiet, NON_NUMERIC),
+    }
+}
+
+fn db_touch(args: &[&[u8]], db: &Db, out: &mut Vec<u8>) {
+    // touch <key> <exptime> [noreply]
+    let key = args[0];
+    let quiet = noreply(args, 3);
+    let Some(exptime) = parse_i64(args[1]) else {
+        return reply(out, quiet, BAD_EXPTIME);
+    };
+    let Ok(mut g) = db.lock_one(key, false) else {
+        return;
+    };
+    let dl = deadline(exptime, g.now_ms);
+    let touched = g.update(key, |slot| {
+        let Some(e) = slot.as_mut().filter(|e| item(e).is_some()) else {
+            return (false, false);
+        };
+        match dl {
+            Some(at) => e.expire_ms = at,
+            None => *slot = None,
+        }
+        // The cas unique stays (changed: false), as memcached's.
+        (false, true)
+    });
+    reply(out, quiet, if touched { "TOUCHED" } else { "NOT_FOUND" });
+}
+
+fn db_stats(db: &Db, out: &mut Vec<u8>) {
+    let s = db.stats();
+    let _ = write!(
+        out,
+        "STAT pid {}\r\nSTAT time {}\r\nSTAT version {VERSION}\r\nSTAT pointer_size {}\r\n\
+         STAT curr_items {}\r\nSTAT bytes {}\r\nSTAT limit_maxbytes {}\r\n\
+         STAT evictions {}\r\nSTAT expired {}\r\nEND\r\n",
+        std::process::id(),
+        db.now_ms() / 1000,
+        usize::BITS,
+        s.keys,
+        s.used,
+        db.config().max_memory,
+        s.evicted,
+        s.expired,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // Test double
 // ---------------------------------------------------------------------------------------
 
@@ -750,13 +1169,25 @@ mod tests {
         ] {
             assert_eq!(request_len(req, MAX), Ok(Some(req.len())), "{req:?}");
         }
-        let keys = |n: usize| (0..n).map(|i| format!(" k{i}")).collect::<String>();
-        let get24 = format!("get{}\r\n", keys(24));
-        assert_eq!(request_len(get24.as_bytes(), MAX), Ok(Some(get24.len())));
+        // As many keys as the line holds: 1,022 one-byte keys fill MAX_LINE.
+        let get_max = format!("get{}\r\n", " k".repeat(1022));
+        assert_eq!(get_max.len(), MAX_LINE + 1);
         assert_eq!(
-            request_len(format!("gets{}\r\n", keys(25)).as_bytes(), MAX),
-            Err(McError::TooManyKeys)
+            request_len(get_max.as_bytes(), MAX),
+            Ok(Some(get_max.len()))
         );
+        let gat_max = format!("gat 0{}\r\n", " k".repeat(1020));
+        assert_eq!(
+            request_len(gat_max.as_bytes(), MAX),
+            Ok(Some(gat_max.len()))
+        );
+        assert_eq!(
+            request_len(format!("gets{}\r\n", " k".repeat(1023)).as_bytes(), MAX),
+            Err(McError::LineTooLong)
+        );
+        for req in [format!("gat 0 {k251}\r\n"), format!("gats 0 a {k251}\r\n")] {
+            assert_eq!(request_len(req.as_bytes(), MAX), Err(McError::KeyTooLong));
+        }
         for req in [
             "set k x 0 1\r\n",
             "set k 4294967296 0 1\r\n",
@@ -828,6 +1259,9 @@ mod tests {
         assert_eq!(classify(b"set k 0 0 3\r\nabc\r\n"), 0);
         assert_eq!(classify(b"delete k\r\n"), 0);
         assert_eq!(classify(b"getx a b\r\n"), 0);
+        assert_eq!(classify(b"gat 10 k\r\n"), 0);
+        assert_eq!(classify(b"gats 10 a b\r\n"), 1);
+        assert_eq!(classify(b"gat 10\r\n"), 0);
         assert_eq!(classify(b""), 0);
     }
 
@@ -1163,6 +1597,670 @@ mod tests {
         assert_eq!(run(&store, b"get c\r\n"), "VALUE c 0 4\r\n4000\r\nEND\r\n");
     }
 
+    // --- execute_db ---------------------------------------------------------------------
+
+    use crate::db::{DbConfig, Eviction};
+
+    fn run_db(db: &Db, req: &[u8]) -> String {
+        assert_eq!(
+            request_len(req, MAX),
+            Ok(Some(req.len())),
+            "{:?}",
+            String::from_utf8_lossy(req)
+        );
+        let mut out = Vec::new();
+        execute_db(req, db, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Runs `(request, expected reply)` steps in order against one database.
+    fn db_transcript(db: &Db, steps: &[(&str, &str)]) {
+        for (req, want) in steps {
+            assert_eq!(run_db(db, req.as_bytes()), *want, "request {req:?}");
+        }
+    }
+
+    /// The cas unique of the single `VALUE` line of a `gets` reply.
+    fn db_gets_cas(db: &Db, key: &str) -> u64 {
+        let reply = run_db(db, format!("gets {key}\r\n").as_bytes());
+        let line = reply.split("\r\n").next().unwrap();
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(fields.len(), 5, "{reply:?}");
+        assert_eq!((fields[0], fields[1]), ("VALUE", key));
+        fields[4].parse().unwrap()
+    }
+
+    /// The deadline (Unix ms) of `key`'s live entry.
+    fn expire_ms(db: &Db, key: &[u8]) -> Option<u64> {
+        let mut g = db.lock_one(key, false).unwrap();
+        g.get(key).map(|e| e.expire_ms)
+    }
+
+    #[test]
+    fn db_set_get_with_flags_and_multi_get() {
+        let db = Db::default();
+        db_transcript(
+            &db,
+            &[
+                ("get foo\r\n", "END\r\n"),
+                ("set foo 5 0 3\r\nbar\r\n", "STORED\r\n"),
+                ("get foo\r\n", "VALUE foo 5 3\r\nbar\r\nEND\r\n"),
+                ("set foo 4294967295 0 0\r\n\r\n", "STORED\r\n"),
+                ("get foo\r\n", "VALUE foo 4294967295 0\r\n\r\nEND\r\n"),
+                ("set a 1 0 2\r\naa\r\n", "STORED\r\n"),
+                ("set c 3 0 1\r\nc\r\n", "STORED\r\n"),
+                (
+                    "get a b c\r\n",
+                    "VALUE a 1 2\r\naa\r\nVALUE c 3 1\r\nc\r\nEND\r\n",
+                ),
+                ("get b b\r\n", "END\r\n"),
+                ("get\r\n", "ERROR\r\n"),
+                ("gets\r\n", "ERROR\r\n"),
+                ("set bin 0 0 7\r\n\r\nget\r\n\r\n", "STORED\r\n"),
+                ("get bin\r\n", "VALUE bin 0 7\r\n\r\nget\r\n\r\nEND\r\n"),
+            ],
+        );
+        assert_eq!(db.len(), 4);
+        // gets prints each found key's cas unique, the entry's version.
+        let ca = db_gets_cas(&db, "a");
+        let cc = db_gets_cas(&db, "c");
+        assert_ne!(ca, cc);
+        assert_eq!(
+            run_db(&db, b"gets a nope c\r\n"),
+            format!("VALUE a 1 2 {ca}\r\naa\r\nVALUE c 3 1 {cc}\r\nc\r\nEND\r\n")
+        );
+        assert_eq!(db.lock_one(b"a", false).unwrap().version(b"a"), ca);
+    }
+
+    #[test]
+    fn db_get_of_100_keys() {
+        let db = Db::default();
+        let keys: Vec<String> = (0..100).map(|i| format!("key:{i:04}")).collect();
+        for (i, k) in keys.iter().enumerate() {
+            if i % 10 != 3 {
+                let req = format!("set {k} {i} 0 {}\r\n{k}\r\n", k.len());
+                assert_eq!(run_db(&db, req.as_bytes()), "STORED\r\n");
+            }
+        }
+        let req = format!("get {}\r\n", keys.join(" "));
+        assert!(req.len() <= MAX_LINE);
+        assert_eq!(classify(req.as_bytes()), 1);
+        let want: String = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 10 != 3)
+            .map(|(i, k)| format!("VALUE {k} {i} {}\r\n{k}\r\n", k.len()))
+            .chain(["END\r\n".to_string()])
+            .collect();
+        assert_eq!(run_db(&db, req.as_bytes()), want);
+        let gets = run_db(&db, format!("gets {}\r\n", keys.join(" ")).as_bytes());
+        assert_eq!(gets.matches("VALUE ").count(), 90);
+    }
+
+    #[test]
+    fn db_add_replace_append_prepend() {
+        let db = Db::default();
+        db_transcript(
+            &db,
+            &[
+                ("replace k 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+                ("append k 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+                ("prepend k 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+                ("get k\r\n", "END\r\n"),
+                ("add k 7 0 2\r\nbc\r\n", "STORED\r\n"),
+                ("add k 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+                ("get k\r\n", "VALUE k 7 2\r\nbc\r\nEND\r\n"),
+                // append/prepend keep the item's flags.
+                ("append k 9 0 1\r\nd\r\n", "STORED\r\n"),
+                ("prepend k 9 0 1\r\na\r\n", "STORED\r\n"),
+                ("get k\r\n", "VALUE k 7 4\r\nabcd\r\nEND\r\n"),
+                ("replace k 2 0 1\r\nz\r\n", "STORED\r\n"),
+                ("get k\r\n", "VALUE k 2 1\r\nz\r\nEND\r\n"),
+            ],
+        );
+        assert_eq!(db.len(), 1);
+        // Every write bumps the cas unique; append/prepend keep the deadline.
+        db_transcript(&db, &[("set t 0 1000 1\r\nb\r\n", "STORED\r\n")]);
+        let (c1, d1) = (db_gets_cas(&db, "t"), expire_ms(&db, b"t").unwrap());
+        assert_ne!(d1, 0);
+        db_transcript(&db, &[("append t 0 0 1\r\nc\r\n", "STORED\r\n")]);
+        let c2 = db_gets_cas(&db, "t");
+        assert_ne!(c1, c2);
+        assert_eq!(expire_ms(&db, b"t"), Some(d1));
+        db_transcript(&db, &[("prepend t 0 -1 1\r\na\r\n", "STORED\r\n")]);
+        assert_ne!(db_gets_cas(&db, "t"), c2);
+        assert_eq!(expire_ms(&db, b"t"), Some(d1));
+        db_transcript(&db, &[("get t\r\n", "VALUE t 0 3\r\nabc\r\nEND\r\n")]);
+    }
+
+    #[test]
+    fn db_cas_stores_exists_not_found() {
+        let db = Db::default();
+        db_transcript(
+            &db,
+            &[
+                ("cas k 0 0 1 1\r\nx\r\n", "NOT_FOUND\r\n"),
+                ("set k 6 0 2\r\nhi\r\n", "STORED\r\n"),
+            ],
+        );
+        let c1 = db_gets_cas(&db, "k");
+        assert_eq!(db_gets_cas(&db, "k"), c1, "reads keep the cas");
+        db_transcript(&db, &[("set k 6 0 2\r\nho\r\n", "STORED\r\n")]);
+        let c2 = db_gets_cas(&db, "k");
+        assert_ne!(c1, c2);
+        db_transcript(
+            &db,
+            &[
+                (&format!("cas k 1 0 1 {c1}\r\nx\r\n"), "EXISTS\r\n"),
+                (&format!("cas k 1 0 1 {c2}\r\nx\r\n"), "STORED\r\n"),
+                (&format!("cas k 1 0 1 {c2}\r\ny\r\n"), "EXISTS\r\n"),
+                ("get k\r\n", "VALUE k 1 1\r\nx\r\nEND\r\n"),
+                ("cas nope 0 0 1 1\r\nx\r\n", "NOT_FOUND\r\n"),
+            ],
+        );
+        let c3 = db_gets_cas(&db, "k");
+        db_transcript(
+            &db,
+            &[
+                (&format!("cas k 3 0 1 {c3} noreply\r\nz\r\n"), ""),
+                (&format!("cas k 3 0 1 {c3} noreply\r\nw\r\n"), ""),
+                ("get k\r\n", "VALUE k 3 1\r\nz\r\nEND\r\n"),
+            ],
+        );
+        // A cas with an expired exptime stores nothing and removes the item.
+        let c4 = db_gets_cas(&db, "k");
+        db_transcript(
+            &db,
+            &[
+                (&format!("cas k 0 -1 1 {c4}\r\nq\r\n"), "STORED\r\n"),
+                ("get k\r\n", "END\r\n"),
+            ],
+        );
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn db_delete_forms() {
+        let db = Db::default();
+        db_transcript(
+            &db,
+            &[
+                ("delete k\r\n", "NOT_FOUND\r\n"),
+                ("set k 0 0 1\r\nx\r\n", "STORED\r\n"),
+                ("delete k\r\n", "DELETED\r\n"),
+                ("get k\r\n", "END\r\n"),
+                ("set k 0 0 1\r\nx\r\n", "STORED\r\n"),
+                ("delete k 0\r\n", "DELETED\r\n"),
+                (
+                    "delete k 5\r\n",
+                    "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+                ),
+                ("set k 0 0 1\r\nx\r\n", "STORED\r\n"),
+                ("delete k 0 noreply\r\n", ""),
+                ("delete k noreply\r\n", ""),
+                ("delete\r\n", "ERROR\r\n"),
+                ("delete a 0 noreply x\r\n", "ERROR\r\n"),
+            ],
+        );
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn db_incr_decr() {
+        let db = Db::default();
+        db_transcript(
+            &db,
+            &[
+                ("incr n 1\r\n", "NOT_FOUND\r\n"),
+                ("decr n 1\r\n", "NOT_FOUND\r\n"),
+                ("set n 3 0 2\r\n10\r\n", "STORED\r\n"),
+                ("incr n 5\r\n", "15\r\n"),
+                ("get n\r\n", "VALUE n 3 2\r\n15\r\nEND\r\n"),
+                ("decr n 4\r\n", "11\r\n"),
+                ("decr n 100\r\n", "0\r\n"),
+                ("get n\r\n", "VALUE n 3 1\r\n0\r\nEND\r\n"),
+                ("set n 0 0 20\r\n18446744073709551615\r\n", "STORED\r\n"),
+                ("incr n 1\r\n", "0\r\n"),
+                ("set n 0 0 20\r\n18446744073709551614\r\n", "STORED\r\n"),
+                ("incr n 3\r\n", "1\r\n"),
+                ("incr n 18446744073709551615\r\n", "0\r\n"),
+                ("set n 0 0 3\r\n12 \r\n", "STORED\r\n"),
+                ("incr n 1\r\n", "13\r\n"),
+                (
+                    "incr n abc\r\n",
+                    "CLIENT_ERROR invalid numeric delta argument\r\n",
+                ),
+                (
+                    "incr n -1\r\n",
+                    "CLIENT_ERROR invalid numeric delta argument\r\n",
+                ),
+                (
+                    "incr n 18446744073709551616\r\n",
+                    "CLIENT_ERROR invalid numeric delta argument\r\n",
+                ),
+                ("set s 0 0 3\r\nabc\r\n", "STORED\r\n"),
+                (
+                    "incr s 1\r\n",
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+                (
+                    "decr s 1\r\n",
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+                ("set e 0 0 0\r\n\r\n", "STORED\r\n"),
+                (
+                    "incr e 1\r\n",
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+                ("set big 0 0 20\r\n18446744073709551616\r\n", "STORED\r\n"),
+                (
+                    "incr big 1\r\n",
+                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+                ("incr k\r\n", "ERROR\r\n"),
+                ("decr k 1 noreply x\r\n", "ERROR\r\n"),
+            ],
+        );
+        // incr bumps the cas and keeps flags and deadline.
+        db_transcript(&db, &[("set c 9 1000 1\r\n1\r\n", "STORED\r\n")]);
+        let (c, d) = (db_gets_cas(&db, "c"), expire_ms(&db, b"c"));
+        db_transcript(
+            &db,
+            &[
+                ("incr c 0\r\n", "1\r\n"),
+                ("get c\r\n", "VALUE c 9 1\r\n1\r\nEND\r\n"),
+            ],
+        );
+        assert_ne!(db_gets_cas(&db, "c"), c);
+        assert_eq!(expire_ms(&db, b"c"), d);
+    }
+
+    #[test]
+    fn db_exptime_relative_absolute_negative() {
+        let db = Db::default();
+        let now = db.now_ms();
+        db_transcript(
+            &db,
+            &[
+                ("set rel 0 100 1\r\nr\r\n", "STORED\r\n"),
+                ("set month 0 2592000 1\r\nm\r\n", "STORED\r\n"),
+                ("set abs 0 4102444800 1\r\na\r\n", "STORED\r\n"),
+                ("set never 0 0 1\r\nn\r\n", "STORED\r\n"),
+            ],
+        );
+        let after = db.now_ms();
+        let rel = expire_ms(&db, b"rel").unwrap();
+        assert!((now + 100_000..=after + 100_000).contains(&rel), "{rel}");
+        let month = expire_ms(&db, b"month").unwrap();
+        assert!((now + 2_592_000_000..=after + 2_592_000_000).contains(&month));
+        assert_eq!(expire_ms(&db, b"abs"), Some(4_102_444_800_000));
+        assert_eq!(expire_ms(&db, b"never"), Some(0));
+        assert_eq!(db.len(), 4);
+        // Absolute times in the past (2,592,001 s is in 1970) and negative ones have
+        // already expired: nothing is stored, and an old item under the key is gone.
+        db_transcript(
+            &db,
+            &[
+                ("set past 0 1000000000 1\r\np\r\n", "STORED\r\n"),
+                ("get past\r\n", "END\r\n"),
+                ("set past 0 2592001 1\r\np\r\n", "STORED\r\n"),
+                ("add past 0 -1 1\r\np\r\n", "STORED\r\n"),
+                ("get past\r\n", "END\r\n"),
+                ("set never 0 -1 1\r\nx\r\n", "STORED\r\n"),
+                ("get never\r\n", "END\r\n"),
+                ("replace rel 0 2592001 1\r\nx\r\n", "STORED\r\n"),
+                ("get rel\r\n", "END\r\n"),
+            ],
+        );
+        assert_eq!(db.len(), 2);
+        // An entry whose deadline passes is a miss (and removed) on the next read.
+        {
+            let mut g = db.lock_one(b"abs", false).unwrap();
+            g.update(b"abs", |slot| {
+                slot.as_mut().unwrap().expire_ms = 1;
+                (false, ())
+            });
+        }
+        db_transcript(
+            &db,
+            &[
+                ("get abs\r\n", "END\r\n"),
+                ("incr abs 1\r\n", "NOT_FOUND\r\n"),
+            ],
+        );
+        assert_eq!(db.len(), 1);
+        assert_eq!(db.stats().expired, 1);
+        // exptime 1 is one second from now, not a time in 1970.
+        db_transcript(&db, &[("set one 0 1 1\r\n1\r\n", "STORED\r\n")]);
+        let one = expire_ms(&db, b"one").unwrap();
+        assert!(one >= now + 1000 && one <= db.now_ms() + 1000, "{one}");
+    }
+
+    #[test]
+    fn db_touch_and_gat() {
+        let db = Db::default();
+        db_transcript(
+            &db,
+            &[
+                ("touch k 10\r\n", "NOT_FOUND\r\n"),
+                ("set k 4 0 2\r\nhi\r\n", "STORED\r\n"),
+            ],
+        );
+        let cas = db_gets_cas(&db, "k");
+        let now = db.now_ms();
+        db_transcript(&db, &[("touch k 10\r\n", "TOUCHED\r\n")]);
+        let d = expire_ms(&db, b"k").unwrap();
+        assert!((now + 10_000..now + 20_000).contains(&d), "{d}");
+        assert_eq!(db_gets_cas(&db, "k"), cas, "touch keeps the cas");
+        db_transcript(
+            &db,
+            &[
+                ("touch k 0\r\n", "TOUCHED\r\n"),
+                ("touch k 4102444800 noreply\r\n", ""),
+                ("touch k x\r\n", "CLIENT_ERROR invalid exptime argument\r\n"),
+                ("touch k x noreply\r\n", ""),
+                ("touch k\r\n", "ERROR\r\n"),
+                ("touch k 1 noreply x\r\n", "ERROR\r\n"),
+            ],
+        );
+        assert_eq!(expire_ms(&db, b"k"), Some(4_102_444_800_000));
+        // gat/gats: the values, with the new deadline; gats prints the (kept) cas.
+        db_transcript(
+            &db,
+            &[
+                ("set j 1 0 1\r\nj\r\n", "STORED\r\n"),
+                (
+                    "gat 0 k nope j\r\n",
+                    "VALUE k 4 2\r\nhi\r\nVALUE j 1 1\r\nj\r\nEND\r\n",
+                ),
+                ("gat 100 nope\r\n", "END\r\n"),
+                (
+                    "gats 100 k\r\n",
+                    &format!("VALUE k 4 2 {cas}\r\nhi\r\nEND\r\n"),
+                ),
+                ("gat 100\r\n", "ERROR\r\n"),
+                ("gat\r\n", "ERROR\r\n"),
+                ("gat x k\r\n", "CLIENT_ERROR invalid exptime argument\r\n"),
+                ("gats x\r\n", "ERROR\r\n"),
+            ],
+        );
+        assert_eq!(expire_ms(&db, b"j"), Some(0));
+        let d = expire_ms(&db, b"k").unwrap();
+        assert!((now + 100_000..now + 200_000).contains(&d), "{d}");
+        // A past exptime: touch and gat expire the item (gat still shows it once).
+        db_transcript(
+            &db,
+            &[
+                ("gat -1 k\r\n", "VALUE k 4 2\r\nhi\r\nEND\r\n"),
+                ("get k\r\n", "END\r\n"),
+                ("touch j 1000000000\r\n", "TOUCHED\r\n"),
+                ("get j\r\n", "END\r\n"),
+                ("touch j 10\r\n", "NOT_FOUND\r\n"),
+            ],
+        );
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn db_noreply_suppresses_every_reply() {
+        let db = Db::default();
+        db_transcript(
+            &db,
+            &[
+                ("set k 0 0 1 noreply\r\n1\r\n", ""),
+                ("add k 0 0 1 noreply\r\nx\r\n", ""),
+                ("replace q 0 0 1 noreply\r\nx\r\n", ""),
+                ("append k 0 0 1 noreply\r\n0\r\n", ""),
+                ("prepend k 0 0 1 noreply\r\n0\r\n", ""),
+                ("incr k 5 noreply\r\n", ""),
+                ("decr k 1 noreply\r\n", ""),
+                ("get k\r\n", "VALUE k 0 2\r\n14\r\nEND\r\n"),
+                ("incr q 1 noreply\r\n", ""),
+                ("incr k x noreply\r\n", ""),
+                ("touch k 100 noreply\r\n", ""),
+                ("touch q 100 noreply\r\n", ""),
+                ("verbosity 1 noreply\r\n", ""),
+                ("verbosity x noreply\r\n", ""),
+                ("cas q 0 0 1 1 noreply\r\nx\r\n", ""),
+                ("set s 0 0 1 noreply\r\nx\r\n", ""),
+                ("incr s 1 noreply\r\n", ""),
+                ("delete s 5 noreply\r\n", ""),
+                ("delete k noreply\r\n", ""),
+                ("delete k noreply\r\n", ""),
+                ("get k q\r\n", "END\r\n"),
+                ("flush_all noreply\r\n", ""),
+                ("flush_all 0 noreply\r\n", ""),
+                ("flush_all x noreply\r\n", ""),
+            ],
+        );
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn db_flush_version_verbosity_stats_unknown() {
+        let db = Db::default();
+        for i in 0..10 {
+            let req = format!("set k{i} 0 0 1\r\nx\r\n");
+            assert_eq!(run_db(&db, req.as_bytes()), "STORED\r\n");
+        }
+        let stats = run_db(&db, b"stats\r\n");
+        assert!(stats.starts_with("STAT pid "), "{stats}");
+        assert!(stats.ends_with("\r\nEND\r\n"), "{stats}");
+        assert!(stats.contains("\r\nSTAT version psp-1.0\r\n"), "{stats}");
+        assert!(stats.contains("\r\nSTAT curr_items 10\r\n"), "{stats}");
+        let bytes = format!("\r\nSTAT bytes {}\r\n", db.used());
+        assert!(stats.contains(&bytes), "{stats}");
+        assert!(stats.contains("\r\nSTAT limit_maxbytes 0\r\n"), "{stats}");
+        assert!(stats.contains("\r\nSTAT evictions 0\r\n"), "{stats}");
+        assert!(stats.contains("\r\nSTAT expired 0\r\n"), "{stats}");
+        for line in stats.split("\r\n").filter(|l| !l.is_empty() && *l != "END") {
+            assert_eq!(line.split(' ').count(), 3, "{line:?}");
+        }
+        db_transcript(
+            &db,
+            &[
+                ("flush_all\r\n", "OK\r\n"),
+                ("get k0 k9\r\n", "END\r\n"),
+                ("set k 0 0 1\r\nx\r\n", "STORED\r\n"),
+                ("flush_all 0\r\n", "OK\r\n"),
+                ("set k 0 0 1\r\nx\r\n", "STORED\r\n"),
+                // A positive delay flushes at once.
+                ("flush_all 60\r\n", "OK\r\n"),
+                ("get k\r\n", "END\r\n"),
+                (
+                    "flush_all x\r\n",
+                    "CLIENT_ERROR bad command line format\r\n",
+                ),
+                ("flush_all 0 1 2\r\n", "ERROR\r\n"),
+                ("version\r\n", "VERSION psp-1.0\r\n"),
+                ("version x\r\n", "ERROR\r\n"),
+                ("verbosity\r\n", "ERROR\r\n"),
+                ("verbosity 1\r\n", "OK\r\n"),
+                (
+                    "verbosity x\r\n",
+                    "CLIENT_ERROR bad command line format\r\n",
+                ),
+                ("verbosity 1 2 3\r\n", "ERROR\r\n"),
+                ("stats items\r\n", "ERROR\r\n"),
+                ("foo\r\n", "ERROR\r\n"),
+                ("foo bar baz\r\n", "ERROR\r\n"),
+                ("\r\n", "ERROR\r\n"),
+                ("GET k\r\n", "ERROR\r\n"),
+                ("mg k v\r\n", "ERROR\r\n"),
+                ("incr a b c d e f g h\r\n", "ERROR\r\n"),
+            ],
+        );
+        assert!(db.is_empty());
+        assert!(run_db(&db, b"stats\r\n").contains("\r\nSTAT curr_items 0\r\n"));
+    }
+
+    #[test]
+    fn db_full_is_server_error() {
+        let db = Db::new(DbConfig {
+            max_memory: 1000,
+            eviction: Eviction::NoEviction,
+        });
+        let big = "x".repeat(1000);
+        db_transcript(
+            &db,
+            &[
+                ("set n 0 0 1\r\n5\r\n", "STORED\r\n"),
+                ("set old 0 0 1\r\no\r\n", "STORED\r\n"),
+                ("set a 0 0 1\r\na\r\n", "STORED\r\n"),
+                (&format!("set big 0 0 1000\r\n{big}\r\n"), "STORED\r\n"),
+            ],
+        );
+        assert!(db.used() > 1000);
+        let oom = "SERVER_ERROR out of memory storing object\r\n";
+        db_transcript(
+            &db,
+            &[
+                ("set k 0 0 1\r\nx\r\n", oom),
+                ("add k 0 0 1\r\nx\r\n", oom),
+                ("append a 0 0 1\r\nx\r\n", oom),
+                ("cas a 0 0 1 1\r\nx\r\n", oom),
+                ("set k 0 0 1 noreply\r\nx\r\n", ""),
+                // A refused set drops the old item, as memcached's.
+                ("set old 0 0 1\r\nx\r\n", oom),
+                ("get old\r\n", "END\r\n"),
+                ("incr n 1\r\n", "SERVER_ERROR out of memory\r\n"),
+                // What does not grow the data still runs.
+                ("decr n 1\r\n", "4\r\n"),
+                (
+                    "get a n\r\n",
+                    "VALUE a 0 1\r\na\r\nVALUE n 0 1\r\n4\r\nEND\r\n",
+                ),
+                ("touch a 100\r\n", "TOUCHED\r\n"),
+                ("gat 0 a\r\n", "VALUE a 0 1\r\na\r\nEND\r\n"),
+                ("delete big\r\n", "DELETED\r\n"),
+                ("set k 0 0 1\r\nx\r\n", "STORED\r\n"),
+                ("incr n 1\r\n", "5\r\n"),
+            ],
+        );
+    }
+
+    #[test]
+    fn db_redis_values_are_misses() {
+        let db = Db::default();
+        let mut list = crate::db::List::default();
+        list.push(b"x", true);
+        db.lock_one(b"l", true)
+            .unwrap()
+            .set(b"l", Entry::new(Value::List(Box::new(list))));
+        db_transcript(
+            &db,
+            &[
+                ("get l\r\n", "END\r\n"),
+                ("gat 10 l\r\n", "END\r\n"),
+                ("incr l 1\r\n", "NOT_FOUND\r\n"),
+                ("touch l 1\r\n", "NOT_FOUND\r\n"),
+                ("delete l\r\n", "NOT_FOUND\r\n"),
+                ("replace l 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+                ("append l 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+                ("cas l 0 0 1 1\r\nx\r\n", "NOT_FOUND\r\n"),
+            ],
+        );
+        assert!(matches!(
+            db.lock_one(b"l", false)
+                .unwrap()
+                .get(b"l")
+                .map(|e| &e.value),
+            Some(Value::List(_))
+        ));
+        db_transcript(
+            &db,
+            &[
+                ("add l 0 0 1\r\nx\r\n", "STORED\r\n"),
+                ("get l\r\n", "VALUE l 0 1\r\nx\r\nEND\r\n"),
+            ],
+        );
+    }
+
+    #[test]
+    fn db_execute_rejects_anything_but_one_request() {
+        let db = Db::default();
+        let mut out = b"kept".to_vec();
+        for req in [
+            &b"get k\r\nget k\r\n"[..],
+            b"get k",
+            b"set k 0 0 3\r\nab",
+            b"",
+        ] {
+            assert_eq!(execute_db(req, &db, &mut out), Err(McError::NotOneRequest));
+        }
+        assert_eq!(
+            execute_db(b"set k 0 0 1\r\nxy\r\n", &db, &mut out),
+            Err(McError::BadDataChunk)
+        );
+        assert_eq!(out, b"kept");
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn db_concurrent_incr_is_atomic() {
+        let db = Db::default();
+        db_transcript(&db, &[("set c 0 0 1\r\n0\r\n", "STORED\r\n")]);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    for _ in 0..1000 {
+                        out.clear();
+                        execute_db(b"incr c 1\r\n", &db, &mut out).unwrap();
+                        assert!(out.ends_with(b"\r\n") && out[0].is_ascii_digit());
+                    }
+                });
+            }
+        });
+        assert_eq!(run_db(&db, b"get c\r\n"), "VALUE c 0 4\r\n4000\r\nEND\r\n");
+    }
+
+    #[test]
+    fn db_concurrent_gets_cas_loops_lose_no_update() {
+        const THREADS: usize = 4;
+        const UPDATES: usize = 500;
+        let db = Db::default();
+        db_transcript(&db, &[("set c 0 0 1\r\n0\r\n", "STORED\r\n")]);
+        let retries = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    for _ in 0..UPDATES {
+                        loop {
+                            out.clear();
+                            execute_db(b"gets c\r\n", &db, &mut out).unwrap();
+                            let reply = std::str::from_utf8(&out).unwrap();
+                            let mut lines = reply.split("\r\n");
+                            let head: Vec<&str> = lines.next().unwrap().split(' ').collect();
+                            let cas: u64 = head[4].parse().unwrap();
+                            let n: u64 = lines.next().unwrap().parse().unwrap();
+                            let v = (n + 1).to_string();
+                            let req = format!("cas c 0 0 {} {cas}\r\n{v}\r\n", v.len());
+                            out.clear();
+                            execute_db(req.as_bytes(), &db, &mut out).unwrap();
+                            match &out[..] {
+                                b"STORED\r\n" => break,
+                                b"EXISTS\r\n" => {
+                                    retries.fetch_add(1, Ordering::Relaxed);
+                                }
+                                other => panic!("{:?}", String::from_utf8_lossy(other)),
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let total = THREADS * UPDATES;
+        assert_eq!(
+            run_db(&db, b"get c\r\n"),
+            format!(
+                "VALUE c 0 {}\r\n{total}\r\nEND\r\n",
+                total.to_string().len()
+            )
+        );
+    }
+
     // --- properties ---------------------------------------------------------------------
 
     fn key() -> impl Strategy<Value = String> {
@@ -1176,7 +2274,7 @@ mod tests {
         prop_oneof![
             (
                 prop_oneof![Just("get"), Just("gets")],
-                prop::collection::vec(key(), 1..=MAX_KEYS),
+                prop::collection::vec(key(), 1..=40),
                 nl.clone()
             )
                 .prop_map(|(cmd, keys, nl)| format!("{cmd} {}{nl}", keys.join(" ")).into_bytes()),
@@ -1231,6 +2329,7 @@ mod tests {
             if let Ok(Some(n)) = request_len(&buf, max) {
                 prop_assert!(n > 0 && n <= buf.len());
                 prop_assert_eq!(execute(&buf[..n], &store, &mut out, &mut scratch), Ok(()));
+                prop_assert_eq!(execute_db(&buf[..n], &Db::default(), &mut out), Ok(()));
             }
         }
 
@@ -1239,6 +2338,7 @@ mod tests {
             parts in prop::collection::vec(
                 prop::sample::select(&[
                     "get ", "set ", "cas ", "incr ", "delete ", "0 ", "1 ", "5 ", "noreply",
+                    "gat ", "touch ", "flush_all ", "stats", "append ", "-1 ", "4102444800 ",
                     "\r\n", "\n", "\r", "k ", " ", "99999999999999999999 ", "-1 ", "x",
                 ][..]),
                 0..30,
@@ -1249,10 +2349,12 @@ mod tests {
             let mut out = Vec::new();
             let mut scratch = Vec::new();
             let _ = classify(&buf);
+            let db = Db::default();
             let mut rest = &buf[..];
             while let Ok(Some(n)) = request_len(rest, 16) {
                 prop_assert!(n > 0 && n <= rest.len());
                 prop_assert_eq!(execute(&rest[..n], &store, &mut out, &mut scratch), Ok(()));
+                prop_assert_eq!(execute_db(&rest[..n], &db, &mut out), Ok(()));
                 rest = &rest[n..];
             }
         }
@@ -1274,6 +2376,7 @@ mod tests {
             let mut out = Vec::new();
             let mut scratch = Vec::new();
             prop_assert_eq!(execute(&req, &store, &mut out, &mut scratch), Ok(()));
+            prop_assert_eq!(execute_db(&req, &Db::default(), &mut out), Ok(()));
             let multi = req.starts_with(b"get") && req.iter().take_while(|&&b| b != b'\n').filter(|&&b| b == b' ').count() > 1;
             prop_assert_eq!(classify(&req), u16::from(multi));
         }

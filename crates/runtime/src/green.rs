@@ -1106,6 +1106,8 @@ pub struct RequestSlot<H> {
     pub worker: usize,
     /// The request's body (a copy of the front end's).
     pub body: Vec<u8>,
+    /// The request's connection ([`RequestContext::session`]).
+    pub session: u64,
     /// The response the handler wrote (empty when the request starts).
     pub response: Vec<u8>,
 }
@@ -1119,6 +1121,7 @@ impl<H> RequestSlot<H> {
             type_id: 0,
             worker: 0,
             body: Vec::with_capacity(body_capacity),
+            session: 0,
             response: Vec::with_capacity(response_capacity),
         }
     }
@@ -1127,6 +1130,7 @@ impl<H> RequestSlot<H> {
     pub fn load(&mut self, type_id: TypeId, worker: usize, body: &[u8]) {
         self.type_id = type_id;
         self.worker = worker;
+        self.session = 0;
         self.body.clear();
         self.body.extend_from_slice(body);
     }
@@ -1168,6 +1172,7 @@ impl<H: Handler + 'static> RequestFiber<Served<H>> {
                 response: &mut slot.response,
                 worker: slot.worker,
                 preempt,
+                session: slot.session,
             };
             let outcome = slot.handler.handle(&mut ctx);
             Served { slot, outcome }

@@ -46,6 +46,13 @@ pub struct RequestContext<'a> {
     /// The request's preemption points: inert unless it runs on a green
     /// thread ([`crate::green::RequestFiber`]).
     pub preempt: Preemption<'a>,
+    /// Who sent it, for protocols with per-connection state (Redis's
+    /// `MULTI`, `HELLO 3`): the front end's id of the connection, unique
+    /// among those open, with the connection slot's index (from 1) in the
+    /// high 32 bits; 0 when the front end has no connections (datagrams, the
+    /// in-process generator). One connection has one request executing at
+    /// a time, so its state is never used by two workers at once.
+    pub session: u64,
 }
 
 impl<'a> RequestContext<'a> {
@@ -58,7 +65,15 @@ impl<'a> RequestContext<'a> {
             response,
             worker,
             preempt: Preemption::none(),
+            session: 0,
         }
+    }
+
+    /// The same context for a request of connection `session`
+    /// ([`RequestContext::session`]).
+    pub fn with_session(mut self, session: u64) -> Self {
+        self.session = session;
+        self
     }
 
     /// A preemption point ([`Preemption::point`]): call it inside long loops,

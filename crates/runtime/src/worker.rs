@@ -128,6 +128,12 @@ pub trait JobIo: Send {
     fn max_response(&self) -> usize {
         usize::MAX
     }
+
+    /// The connection `job` came on ([`crate::RequestContext::session`]);
+    /// 0 for front ends without connections.
+    fn session(&self, _job: &Job) -> u64 {
+        0
+    }
 }
 
 /// The in-process generator's I/O: bodies are in the generator's pool, nothing
@@ -358,12 +364,10 @@ impl<IO: JobIo> WorkerParts<IO> {
     ) -> Option<Done> {
         response.clear();
         let t0 = self.clock.now_ns();
-        let outcome = handler.handle(&mut RequestContext::new(
-            job.type_id,
-            self.io.request(job),
-            response,
-            self.index,
-        ));
+        let outcome = handler.handle(
+            &mut RequestContext::new(job.type_id, self.io.request(job), response, self.index)
+                .with_session(self.io.session(job)),
+        );
         let t1 = self.clock.now_ns();
         let outcome = fits(outcome, response, self.io.max_response());
         let mut done = Done::finished(job.token, &outcome, t0, t1);
@@ -445,6 +449,7 @@ impl<IO: JobIo> WorkerParts<IO> {
             return Err("no request slot free for a fiber");
         };
         slot.load(job.type_id, self.index, self.io.request(job));
+        slot.session = self.io.session(job);
         // SAFETY: the run was started for a preemptive policy with handlers
         // that keep `RequestFiber::serve`'s contract (nothing tied to the
         // thread across a preemption point outside a `NoPreempt` guard).

@@ -1,0 +1,154 @@
+//! The in-memory key-value services behind `psp serve --protocol resp`,
+//! `memcache` and `memcache-udp` (their default store, as in the servers
+//! they stand in for): one [`psp_resp::db::Db`] shared by every worker, with
+//! Redis's commands ([`psp_resp::commands`]) or memcached's
+//! ([`psp_resp::memcache::execute_db`]) over it.
+//!
+//! A background thread removes expired keys every 100 ms (a few shards a
+//! pass, as Redis's active expiry); it holds only a weak reference and ends
+//! with the service.
+//!
+//! Handlers are fiber-safe: a command holds its shard locks only between
+//! preemption points, never across one (see the `db` module), so a
+//! preempted request holds no lock.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use psp_resp::commands::{self, Sessions};
+use psp_resp::db::{Db, DbConfig, EXPIRE_SHARDS_PER_CYCLE};
+use psp_runtime::{Handler, HandlerError, RequestContext};
+
+use crate::Service;
+
+/// How often the active expiry runs.
+const EXPIRE_EVERY: Duration = Duration::from_millis(100);
+
+/// The in-memory store's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemConfig {
+    /// The database's memory bound and eviction.
+    pub db: DbConfig,
+    /// Connection slots the sessions table holds (the TCP front end's
+    /// `--tcp-max-connections`).
+    pub connections: usize,
+}
+
+/// Which protocol's commands a [`MemService`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemProtocol {
+    /// Redis's.
+    Redis,
+    /// memcached's.
+    Memcache,
+}
+
+/// The in-memory store and the protocol's commands over it.
+#[derive(Debug)]
+pub struct MemService {
+    db: Arc<Db>,
+    sessions: Arc<Sessions>,
+    protocol: MemProtocol,
+}
+
+impl MemService {
+    /// An empty store, with its expiry thread started.
+    ///
+    /// # Errors
+    /// The expiry thread cannot be spawned.
+    pub fn start(protocol: MemProtocol, cfg: MemConfig) -> std::io::Result<Self> {
+        let db = Arc::new(Db::new(cfg.db));
+        let weak: Weak<Db> = Arc::downgrade(&db);
+        std::thread::Builder::new()
+            .name("psp-expire".into())
+            .spawn(move || {
+                while let Some(db) = {
+                    std::thread::sleep(EXPIRE_EVERY);
+                    weak.upgrade()
+                } {
+                    db.expire_cycle(EXPIRE_SHARDS_PER_CYCLE);
+                }
+            })?;
+        Ok(Self {
+            db,
+            sessions: Arc::new(Sessions::new(cfg.connections.max(1))),
+            protocol,
+        })
+    }
+
+    /// The database (tests and reports read it).
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+}
+
+impl Service for MemService {
+    fn app(&self) -> &'static str {
+        match self.protocol {
+            MemProtocol::Redis => "redis",
+            MemProtocol::Memcache => "memcache",
+        }
+    }
+
+    fn handler(&self, _worker: usize) -> Box<dyn Handler> {
+        Box::new(MemHandler {
+            db: self.db.clone(),
+            sessions: self.sessions.clone(),
+            protocol: self.protocol,
+        })
+    }
+
+    fn describe(&self) -> String {
+        let c = self.db.config();
+        let bound = if c.max_memory == 0 {
+            "no memory bound".to_string()
+        } else {
+            format!(
+                "at most {} MiB, {} when full",
+                c.max_memory >> 20,
+                match self.protocol {
+                    MemProtocol::Memcache => "evicting the least recently used".to_string(),
+                    MemProtocol::Redis => c.eviction.name().to_string(),
+                }
+            )
+        };
+        let what = match self.protocol {
+            MemProtocol::Redis => "Redis commands",
+            MemProtocol::Memcache => "memcached commands",
+        };
+        format!("{what} over the in-memory store ({bound})")
+    }
+}
+
+/// A worker's (or a request slot's) handler.
+struct MemHandler {
+    db: Arc<Db>,
+    sessions: Arc<Sessions>,
+    protocol: MemProtocol,
+}
+
+impl Handler for MemHandler {
+    fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
+        match self.protocol {
+            MemProtocol::Redis => {
+                let mut session = self.sessions.take(ctx.session);
+                let preempt = &ctx.preempt;
+                let r =
+                    commands::execute(ctx.body, &self.db, &mut session, ctx.response, &mut || {
+                        preempt.point()
+                    });
+                self.sessions.put(session);
+                r.map_err(|_| HandlerError::BadBody("not a RESP command"))
+            }
+            MemProtocol::Memcache => {
+                psp_resp::memcache::execute_db(ctx.body, &self.db, ctx.response)
+                    .map_err(|_| HandlerError::BadBody("not a memcached command"))
+            }
+        }
+    }
+
+    /// Locks are held only between preemption points (module doc).
+    fn fiber_safe(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,311 @@
+//! `psp serve`'s Redis and memcached front ends keep those servers'
+//! contracts under every policy, driven by real client libraries (the
+//! `redis` crate, the `memcache` crate) over TCP, 2 workers, on the
+//! in-memory store:
+//!
+//! - a connection's commands take effect in the order sent, pipelined
+//!   included (a pipeline reads its own writes and deletes);
+//! - updates from many connections are atomic (INCR, list pushes, HINCRBY,
+//!   memcached incr and cas loops end exact), MSET is never seen
+//!   half-applied by MGET, and none of it deadlocks while long commands
+//!   (KEYS over thousands of keys) are preempted in the middle;
+//! - expiry, MULTI/EXEC (the redis crate's atomic pipeline), WATCH and
+//!   RESP3 (`HELLO 3`) behave as Redis's;
+//! - every request gets exactly one answer and the server's counters
+//!   balance.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use psp_apps::memkv::{MemConfig, MemProtocol, MemService};
+use psp_net::server::StreamProtocolKind;
+use psp_net::tcp::TcpConfig;
+use psp_net::{DatapathKind, Server};
+use redis::Commands;
+
+mod common;
+
+/// Every policy (as the runtime matrix runs them).
+const POLICIES: [&str; 14] = [
+    "d-fcfs",
+    "c-fcfs",
+    "fp",
+    "edf",
+    "darc-static:1",
+    "darc:samples=20",
+    "darc+:samples=20",
+    "darc-lend:samples=20",
+    "ts",
+    "ts-block:1",
+    "concord",
+    "ws",
+    "synergy",
+    "tq",
+];
+
+/// Connections updating at once.
+const CLIENTS: usize = 4;
+/// Updates per connection.
+const UPDATES: usize = 200;
+
+fn server(protocol: MemProtocol, policy: &str) -> Server {
+    let service = MemService::start(
+        protocol,
+        MemConfig {
+            connections: 1024,
+            ..MemConfig::default()
+        },
+    )
+    .unwrap();
+    let (kind, types) = match protocol {
+        MemProtocol::Redis => (
+            StreamProtocolKind::Resp,
+            common::server::types(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US),
+        ),
+        MemProtocol::Memcache => (
+            StreamProtocolKind::Memcache,
+            common::server::types(
+                &psp_resp::memcache::TYPES,
+                &psp_resp::memcache::TYPE_MEAN_US,
+            ),
+        ),
+    };
+    common::server::start(
+        Arc::new(service),
+        types,
+        policy,
+        DatapathKind::Tcp(kind, TcpConfig::default()),
+        Default::default(),
+    )
+}
+
+fn redis_conn(s: &Server, resp3: bool) -> redis::Connection {
+    let url = format!(
+        "redis://{}/{}",
+        s.local_addr(),
+        if resp3 { "?protocol=resp3" } else { "" }
+    );
+    let c = redis::Client::open(url).unwrap();
+    let conn = c.get_connection().expect("connects");
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    conn
+}
+
+/// Checks what the server answered and counted once it stops.
+fn stop_balanced(s: Server, policy: &str) {
+    let r = s.stop().unwrap();
+    let net = &r.net;
+    assert_eq!(net.bad_request, 0, "{policy}: {net:?}");
+    assert_eq!(net.overloaded, 0, "{policy}: {net:?}");
+    assert_eq!(
+        r.dispatcher.counts.stranded, 0,
+        "{policy}: every request answered"
+    );
+}
+
+fn redis_semantics(policy: &str) {
+    let s = server(MemProtocol::Redis, policy);
+    let mut c = redis_conn(&s, false);
+
+    // Order: one pipeline (one write) reads its own writes and deletes.
+    let mut p = redis::pipe();
+    for i in 0..50 {
+        let k = format!("order:{i}");
+        p.set(&k, i).get(&k).del(&k).get(&k);
+    }
+    let got: Vec<redis::Value> = p.query(&mut c).unwrap();
+    for (i, quad) in got.chunks(4).enumerate() {
+        assert_eq!(quad[0], redis::Value::Okay, "{policy}: SET {i}");
+        assert_eq!(
+            redis::from_redis_value::<i64>(&quad[1]).unwrap(),
+            i as i64,
+            "{policy}: GET after SET {i}"
+        );
+        assert_eq!(redis::from_redis_value::<i64>(&quad[2]).unwrap(), 1);
+        assert_eq!(quad[3], redis::Value::Nil, "{policy}: GET after DEL {i}");
+    }
+
+    // A keyspace large enough that KEYS runs for milliseconds: preemptive
+    // policies stop it in the middle while the updates below run.
+    let mut p = redis::pipe();
+    for i in 0..3000 {
+        p.set(format!("bulk:{i}"), i).ignore();
+    }
+    let () = p.query(&mut c).unwrap();
+
+    // Atomicity across connections, beside long commands.
+    let addr = s.local_addr();
+    let walkers = thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://{addr}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for _ in 0..5 {
+            let keys: Vec<String> = redis::cmd("KEYS").arg("bulk:*").query(&mut c).unwrap();
+            assert_eq!(keys.len(), 3000);
+        }
+    });
+    let writers: Vec<_> = (0..CLIENTS)
+        .map(|t| {
+            thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://{addr}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                for i in 0..UPDATES {
+                    let _: i64 = c.incr("counter", 1).unwrap();
+                    let _: i64 = c.rpush("list", format!("{t}:{i}")).unwrap();
+                    let _: i64 = c.hincr("hash", "field", 2).unwrap();
+                    // MSET both keys to one value; MGET must see them equal.
+                    let v = (t * UPDATES + i) as i64;
+                    let () = c.mset(&[("pair:a", v), ("pair:b", v)]).unwrap();
+                    let (a, b): (i64, i64) = c.mget(&["pair:a", "pair:b"]).unwrap();
+                    assert_eq!(a, b, "MSET seen half-applied");
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    walkers.join().unwrap();
+    let total = (CLIENTS * UPDATES) as i64;
+    assert_eq!(c.get::<_, i64>("counter").unwrap(), total, "{policy}: INCR");
+    assert_eq!(c.llen::<_, i64>("list").unwrap(), total, "{policy}: RPUSH");
+    assert_eq!(
+        c.hget::<_, _, i64>("hash", "field").unwrap(),
+        2 * total,
+        "{policy}: HINCRBY"
+    );
+
+    // MULTI/EXEC (the crate's atomic pipeline) and WATCH.
+    let (x, y): (i64, i64) = redis::pipe()
+        .atomic()
+        .incr("tx", 1)
+        .incr("tx", 1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((x, y), (1, 2), "{policy}: EXEC");
+    let () = redis::cmd("WATCH").arg("tx").query(&mut c).unwrap();
+    let mut other = redis_conn(&s, false);
+    let _: i64 = other.incr("tx", 10).unwrap();
+    let aborted: Option<(i64,)> = redis::pipe().atomic().incr("tx", 1).query(&mut c).unwrap();
+    assert_eq!(aborted, None, "{policy}: EXEC after a WATCHed key changed");
+    assert_eq!(c.get::<_, i64>("tx").unwrap(), 12);
+
+    // Expiry.
+    let () = redis::cmd("SET")
+        .arg("short")
+        .arg("v")
+        .arg("PX")
+        .arg(100)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        c.get::<_, Option<String>>("short").unwrap().as_deref(),
+        Some("v")
+    );
+    let ttl: i64 = c.pttl("short").unwrap();
+    assert!((1..=100).contains(&ttl), "{policy}: PTTL {ttl}");
+    thread::sleep(Duration::from_millis(150));
+    assert_eq!(
+        c.get::<_, Option<String>>("short").unwrap(),
+        None,
+        "{policy}: expired"
+    );
+
+    // RESP3: the client's HELLO 3, then typed replies.
+    let mut c3 = redis_conn(&s, true);
+    let () = c3.hset("h3", "f", "v").map(|_: i64| ()).unwrap();
+    let m: std::collections::HashMap<String, String> = c3.hgetall("h3").unwrap();
+    assert_eq!(m.get("f").map(String::as_str), Some("v"));
+    assert_eq!(c3.get::<_, Option<String>>("missing").unwrap(), None);
+
+    // Errors keep the connection usable.
+    let e = redis::cmd("NOSUCHCMD").query::<()>(&mut c).unwrap_err();
+    assert!(e.to_string().contains("unknown command"), "{e}");
+    let e = c.lpush::<_, _, i64>("counter", "x").unwrap_err();
+    assert!(e.to_string().contains("WRONGTYPE"), "{e}");
+    assert_eq!(c.get::<_, i64>("counter").unwrap(), total);
+
+    drop((c, c3, other));
+    stop_balanced(s, policy);
+}
+
+fn memcache_semantics(policy: &str) {
+    let s = server(MemProtocol::Memcache, policy);
+    let url = format!(
+        "memcache://{}?timeout=20&tcp_nodelay=true&protocol=ascii",
+        s.local_addr()
+    );
+    let c = memcache::Client::connect(url.as_str()).unwrap();
+    c.set("k", "v0", 0).unwrap();
+    for i in 0..50 {
+        c.set("k", i.to_string(), 0).unwrap();
+        assert_eq!(
+            c.get::<String>("k").unwrap(),
+            Some(i.to_string()),
+            "{policy}"
+        );
+    }
+    c.set("n", 0u64, 0).unwrap();
+    c.set("casn", 0u64, 0).unwrap();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let url = url.clone();
+            thread::spawn(move || {
+                let c = memcache::Client::connect(url.as_str()).unwrap();
+                for _ in 0..UPDATES {
+                    c.increment("n", 1).unwrap();
+                    // A gets/cas loop: retried until no one wrote between.
+                    loop {
+                        let got: std::collections::HashMap<String, (Vec<u8>, u32, Option<u64>)> =
+                            c.gets(&["casn"]).unwrap();
+                        let (v, _, cas) = &got["casn"];
+                        let n: u64 = String::from_utf8_lossy(v).parse().unwrap();
+                        if c.cas("casn", (n + 1).to_string(), 0, cas.unwrap()).unwrap() {
+                            break;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let total = (CLIENTS * UPDATES) as u64;
+    assert_eq!(c.get::<u64>("n").unwrap(), Some(total), "{policy}: incr");
+    assert_eq!(c.get::<u64>("casn").unwrap(), Some(total), "{policy}: cas");
+    // A get of 100 keys, as pymemcache's get_many sends it.
+    let keys: Vec<String> = (0..100).map(|i| format!("m{i}")).collect();
+    for k in &keys {
+        c.set(k, k.as_str(), 0).unwrap();
+    }
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let got: std::collections::HashMap<String, String> = c.gets(&refs).unwrap();
+    assert_eq!(got.len(), 100, "{policy}: get of 100 keys");
+    // Expiry (memcached's exptime is in seconds).
+    c.set("gone", "v", 1).unwrap();
+    assert_eq!(c.get::<String>("gone").unwrap().as_deref(), Some("v"));
+    thread::sleep(Duration::from_millis(2100));
+    assert_eq!(c.get::<String>("gone").unwrap(), None, "{policy}: expired");
+    drop(c);
+    stop_balanced(s, policy);
+}
+
+#[test]
+fn redis_clients_see_redis_semantics_under_every_policy() {
+    for policy in POLICIES {
+        redis_semantics(policy);
+    }
+}
+
+#[test]
+fn memcached_clients_see_memcached_semantics_under_every_policy() {
+    for policy in POLICIES {
+        memcache_semantics(policy);
+    }
+}
