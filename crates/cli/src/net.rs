@@ -157,6 +157,13 @@ pub struct TcpArgs {
     /// TCP: close a connection idle this long, 1s to 86400s [default: 300s].
     #[arg(long, allow_hyphen_values = true)]
     pub tcp_idle_timeout: Option<String>,
+    /// TCP: effects (a connection's commands take effect in the order
+    /// sent, one executing at a time: Redis's and memcached's contract) or
+    /// replies (only replies are in order; a connection's pipelined
+    /// commands run at once on several workers: for read-only or
+    /// idempotent traffic) [default: effects].
+    #[arg(long)]
+    pub tcp_order: Option<String>,
 }
 
 impl TcpArgs {
@@ -175,6 +182,11 @@ impl TcpArgs {
                 Some(t) => limits::TCP_IDLE_TIMEOUT.parse(t)?,
                 None => d.idle_timeout,
             },
+            ordered: match self.tcp_order.as_deref() {
+                None | Some("effects") => true,
+                Some("replies") => false,
+                Some(o) => anyhow::bail!("--tcp-order must be effects or replies, not '{o}'"),
+            },
         };
         cfg.check().map_err(anyhow::Error::msg)?;
         Ok(cfg)
@@ -186,6 +198,7 @@ impl TcpArgs {
             || self.tcp_max_pipeline.is_some()
             || self.tcp_max_output.is_some()
             || self.tcp_idle_timeout.is_some()
+            || self.tcp_order.is_some()
     }
 }
 

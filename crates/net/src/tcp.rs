@@ -199,6 +199,12 @@ pub struct TcpConfig {
     pub max_output: usize,
     /// A connection idle this long (nothing in flight) is closed.
     pub idle_timeout: Duration,
+    /// Whether a connection's commands take effect in the order sent (one
+    /// executing at a time: the servers' contract, the default), or only
+    /// their replies are in order while its pipelined commands run at once
+    /// on several workers (for read-only or idempotent traffic; a
+    /// `MULTI` block or `HELLO 3` then races the commands after it).
+    pub ordered: bool,
 }
 
 /// The longest request a packet-pool buffer holds.
@@ -222,6 +228,7 @@ impl Default for TcpConfig {
             max_pipeline: 256,
             max_output: 4 << 20,
             idle_timeout: Duration::from_secs(300),
+            ordered: true,
         }
     }
 }
@@ -401,6 +408,9 @@ struct Conn {
     executing: bool,
     /// The protocol's classification state ([`StreamProtocol::classify_in`]).
     class_state: u32,
+    /// Its input is held by a bound (pipelining, output): counted once per
+    /// pause in `paused`.
+    paused: bool,
     /// The socket may have unread bytes (edge-triggered readiness).
     readable: bool,
     /// The peer's end of stream (or an error) was announced: read until
@@ -648,8 +658,15 @@ impl TcpFrontEnd {
             }
             return;
         }
+        // A bound (not the connection's own turn) holds its input: paused.
+        let waiting = (c.readable || c.filled > 0) && !c.closing;
+        let bounded = waiting && !c.executing && !c.can_admit(&self.cfg);
+        if bounded && !c.paused {
+            self.tcp.paused += 1;
+        }
+        c.paused = bounded;
         // Room again: cut or read what may be waiting.
-        if (c.readable || c.filled > 0) && !c.closing && c.can_admit(&self.cfg) && !c.queued {
+        if waiting && c.can_admit(&self.cfg) && !c.queued {
             c.queued = true;
             self.to_read.push_back(id);
         }
@@ -723,6 +740,7 @@ impl TcpFrontEnd {
                         window: VecDeque::new(),
                         executing: false,
                         class_state: 0,
+                        paused: false,
                         readable: true,
                         hup: false,
                         queued: true,
@@ -761,12 +779,6 @@ impl TcpFrontEnd {
             // Cut what is complete.
             loop {
                 if cut >= budget || !self.has_room(id) {
-                    let executing = self.conns[id as usize]
-                        .as_ref()
-                        .is_some_and(|c| c.executing);
-                    if !self.has_room(id) && !executing {
-                        self.tcp.paused += 1;
-                    }
                     self.flush(id);
                     return cut;
                 }
@@ -950,7 +962,7 @@ impl TcpFrontEnd {
         if core.admit(token, slot, now) {
             c.next_seq += 1;
             c.window.push_back(None);
-            c.executing = true;
+            c.executing = self.cfg.ordered;
         } else {
             core.put_token(token);
             self.net.overloaded += 1;
