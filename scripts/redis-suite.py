@@ -4,14 +4,16 @@ redis-server on the same cores (docs/results.md, "Drop-in Redis").
 
   scripts/redis-suite.py [OUT]
 
-For each system, RUNS times: start it on CORES, run `redis-benchmark -q -n N
---csv` (every default test) and the same with `-P 16`, stop it. Prints, per
-test, the median requests/s of each system with its range, and psp's ratio
-to redis-server; writes OUT/suite.json.
+For each system, RUNS times (systems interleaved): start it on CORES, run
+`redis-benchmark -q -n N --csv` (every default test) and the same with
+`-P 16`, stop it. Prints, per test, the median requests/s of each system
+with its range, and each psp system's ratio to redis-server; writes
+OUT/suite.json.
 
 Environment: PSP (target/release/psp), CORES (0,1), WORKERS (2), PORT
-(7401), N (100000), RUNS (3), POLICY (psp serve's default when unset),
-PIPELINES ("1 16"), PSP_ARGS (more psp serve flags).
+(7401), N (100000), RUNS (3), SYSTEMS ("psp psp:c-fcfs redis": psp is psp
+serve's default policy, psp:P policy P, psp:P:replies adds --tcp-order
+replies), PIPELINES ("1 16"), PSP_ARGS (more psp serve flags).
 Set-up: scripts/compare-deps.sh, cargo build --release.
 """
 
@@ -31,24 +33,27 @@ workers = os.environ.get("WORKERS", "2")
 port = os.environ.get("PORT", "7401")
 n = os.environ.get("N", "100000")
 runs = int(os.environ.get("RUNS", "3"))
-policy = os.environ.get("POLICY")
+systems = os.environ.get("SYSTEMS", "psp psp:c-fcfs redis").split()
 pipelines = os.environ.get("PIPELINES", "1 16").split()
 psp_args = os.environ.get("PSP_ARGS", "").split()
 os.makedirs(out_dir, exist_ok=True)
 
 
 def server_cmd(system):
-    if system == "psp":
+    if system.startswith("psp"):
         cmd = [psp, "serve", "--protocol", "resp", "--address", f"127.0.0.1:{port}",
                "--workers", workers, "--no-raise-priority"]
-        if policy:
-            cmd += ["--policy", policy]
+        parts = system.split(":")
+        if len(parts) > 1:
+            cmd += ["--policy", parts[1]]
+        if len(parts) > 2:
+            cmd += ["--tcp-order", parts[2]]
         return cmd + psp_args
     return ["redis-server", "--port", port, "--save", "", "--appendonly", "no"]
 
 
 def start(system):
-    log = open(os.path.join(out_dir, f"{system}.server.out"), "w")
+    log = open(os.path.join(out_dir, f"{system.replace(':', '_')}.server.out"), "w")
     p = subprocess.Popen(["taskset", "-c", cores] + server_cmd(system), stdout=log,
                          stderr=subprocess.STDOUT)
     for _ in range(100):
@@ -74,7 +79,7 @@ def suite(pipeline):
 results = {}  # (system, pipeline) -> test -> [rps...]
 errors = {}
 for run in range(runs):
-    for system in ("psp", "redis"):
+    for system in systems:
         p = start(system)
         try:
             for pl in pipelines:
@@ -87,18 +92,20 @@ for run in range(runs):
             p.wait(timeout=30)
 
 table = []
+psps = [x for x in systems if x != "redis"]
+fmt = lambda v: f"{statistics.median(v):,.0f} ({min(v):,.0f}-{max(v):,.0f})"
 for pl in pipelines:
-    print(f"\n-P {pl}: requests/s, median of {runs} (min-max)")
-    print(f"{'test':<24} {'psp':>22} {'redis-server':>22} {'psp/redis':>9}")
-    for test, psp_rps in results[f"psp -P {pl}"].items():
-        red = results[f"redis -P {pl}"].get(test, [float("nan")])
-        mp, mr = statistics.median(psp_rps), statistics.median(red)
-        ratio = mp / mr if mr else float("nan")
-        fmt = lambda v: f"{statistics.median(v):,.0f} ({min(v):,.0f}-{max(v):,.0f})"
-        print(f"{test:<24} {fmt(psp_rps):>22} {fmt(red):>22} {ratio:>9.2f}")
-        table.append({"pipeline": int(pl), "test": test, "psp_rps": psp_rps,
-                      "redis_rps": red, "ratio": ratio})
+    print(f"\n-P {pl}: requests/s, median of {runs} (min-max); ratio to redis-server")
+    print(f"{'test':<36}" + "".join(f"{x:>26}" for x in systems)
+          + "".join(f"{x + '/redis':>16}" for x in psps))
+    for test in results[f"{systems[0]} -P {pl}"]:
+        row = {x: results[f"{x} -P {pl}"].get(test, [float("nan")]) for x in systems}
+        red = statistics.median(row["redis"]) if "redis" in row else float("nan")
+        ratios = {x: statistics.median(row[x]) / red for x in psps}
+        print(f"{test[:36]:<36}" + "".join(f"{fmt(row[x]):>26}" for x in systems)
+              + "".join(f"{ratios[x]:>16.2f}" for x in psps))
+        table.append({"pipeline": int(pl), "test": test, "rps": row, "ratio": ratios})
 print(f"\nerror replies seen by redis-benchmark: {errors}")
 json.dump({"n": int(n), "runs": runs, "cores": cores, "workers": int(workers),
-           "policy": policy or "default", "rows": table, "errors": errors},
+           "systems": systems, "rows": table, "errors": errors},
           open(os.path.join(out_dir, "suite.json"), "w"), indent=1)

@@ -132,12 +132,12 @@ impl Reply<'_> {
     }
     fn header(&mut self, kind: u8, n: usize) {
         self.out.push(kind);
-        self.raw(n.to_string().as_bytes());
+        self.raw(itoa::Buffer::new().format(n).as_bytes());
         self.raw(b"\r\n");
     }
     fn int(&mut self, v: i64) {
         self.out.push(b':');
-        self.raw(v.to_string().as_bytes());
+        self.raw(itoa::Buffer::new().format(v).as_bytes());
         self.raw(b"\r\n");
     }
     fn bulk(&mut self, b: &[u8]) {
@@ -373,7 +373,16 @@ pub fn execute(
 ) -> Result<(), RespError> {
     let cmd = parse(req)?;
     let args: Vec<&[u8]> = cmd.args.collect();
-    let name = cmd.raw_name.to_ascii_lowercase();
+    let mut lower = [0u8; 24];
+    let name: &[u8] = match lower.get_mut(..cmd.raw_name.len()) {
+        Some(buf) => {
+            buf.copy_from_slice(cmd.raw_name);
+            buf.make_ascii_lowercase();
+            buf
+        }
+        // Longer than any command: unknown.
+        None => b"",
+    };
     let mut w = Reply {
         out,
         resp3: session.resp3,
@@ -381,7 +390,7 @@ pub fn execute(
     // Inside MULTI: queue (transaction commands excepted).
     if let Some(queue) = session.multi.as_mut()
         && !matches!(
-            name.as_slice(),
+            name,
             b"exec" | b"discard" | b"multi" | b"watch" | b"quit" | b"reset"
         )
     {
@@ -538,6 +547,11 @@ fn run<'d>(
                         pairs.push(("maxmemory-policy", db.config().eviction.name().into()));
                     } else if p.eq_ignore_ascii_case(b"databases") {
                         pairs.push(("databases", "1".into()));
+                    } else if p.eq_ignore_ascii_case(b"save") {
+                        // No persistence (redis-benchmark asks).
+                        pairs.push(("save", String::new()));
+                    } else if p.eq_ignore_ascii_case(b"appendonly") {
+                        pairs.push(("appendonly", "no".into()));
                     }
                 }
                 w.map(pairs.len());
@@ -710,7 +724,7 @@ fn run<'d>(
                 let Some(new) = cur.checked_add(by) else {
                     return (false, Err(Fail::Msg(OVERFLOW)));
                 };
-                set_str_keep_ttl(slot, new.to_string().as_bytes());
+                set_str_keep_ttl(slot, itoa::Buffer::new().format(new).as_bytes());
                 (true, Ok(new))
             })?;
             w.int(v);
@@ -1100,7 +1114,7 @@ fn run<'d>(
                 let Some(new) = cur.checked_add(by) else {
                     return (false, Err(Fail::Msg(OVERFLOW)));
                 };
-                h.set(a[1], new.to_string().as_bytes());
+                h.set(a[1], itoa::Buffer::new().format(new).as_bytes());
                 (true, Ok(new))
             })?;
             w.int(v);

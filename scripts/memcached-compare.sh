@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# memcaslap against psp serve (in-memory store, memcached's protocol over TCP
+# and over UDP) and against memcached -t WORKERS, on the same cores
+# (docs/results.md, "Drop-in Redis and memcached").
+#
+#   scripts/memcached-compare.sh [OUT]
+#
+# For each run (RUNS), transport (tcp, udp) and system (psp, memcached):
+# start it on CORES, run memcaslap for DURATION with THREADS threads and
+# CONCURRENCY connections, 10% of the gets verified (-v 0.1) and 5% of the
+# objects with an expiry (-e 0.05), and record its TPS and its
+# verification failures. Prints one line per run; writes OUT/memcached.tsv.
+# Environment: PSP (target/release/psp), CORES (0,1), WORKERS (2), PORT
+# (7402), RUNS (3), DURATION (10s), THREADS (2), CONCURRENCY (16),
+# POLICY (psp serve's default when unset).
+# Set-up: scripts/compare-deps.sh, cargo build --release.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-results/memcached-compare}
+PSP=${PSP:-target/release/psp}
+CORES=${CORES:-0,1}
+WORKERS=${WORKERS:-2}
+PORT=${PORT:-7402}
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-10s}
+THREADS=${THREADS:-2}
+CONCURRENCY=${CONCURRENCY:-16}
+mkdir -p "$OUT"
+echo -e "run\ttransport\tsystem\ttps\tverify_failed\texpired_get_failed" > "$OUT/memcached.tsv"
+
+start() { # system transport
+  if [ "$1" = psp ]; then
+    local proto=memcache
+    [ "$2" = udp ] && proto=memcache-udp
+    taskset -c "$CORES" "$PSP" serve --protocol "$proto" --address "127.0.0.1:$PORT" \
+      --workers "$WORKERS" --no-raise-priority ${POLICY:+--policy "$POLICY"} \
+      > "$OUT/psp.$2.server.out" 2>&1 &
+  else
+    taskset -c "$CORES" memcached -l 127.0.0.1 -p "$PORT" -U "$PORT" -t "$WORKERS" \
+      -u "${USER:-root}" > "$OUT/memcached.$2.server.out" 2>&1 &
+  fi
+  SERVER=$!
+  sleep 1
+}
+
+for run in $(seq 1 "$RUNS"); do
+  for transport in tcp udp; do
+    for system in psp memcached; do
+      start "$system" "$transport"
+      udp=""
+      [ "$transport" = udp ] && udp="-U"
+      log="$OUT/$system.$transport.$run.client.out"
+      taskset -c "$CORES" memcaslap -s "127.0.0.1:$PORT" -t "$DURATION" -T "$THREADS" \
+        -c "$CONCURRENCY" -v 0.1 -e 0.05 $udp > "$log" 2>&1 || true
+      kill -TERM "$SERVER"; wait "$SERVER" 2>/dev/null || true
+      tps=$(grep -oP 'TPS: \K[0-9]+' "$log" | tail -1)
+      vf=$(grep -oP 'verify_failed: \K[0-9]+' "$log" | tail -1)
+      ef=$(grep -oP 'expired_get: \K[0-9]+' "$log" | tail -1)
+      echo -e "$run\t$transport\t$system\t${tps:-?}\t${vf:-?}\t${ef:-?}" | tee -a "$OUT/memcached.tsv"
+    done
+  done
+done
