@@ -140,13 +140,18 @@ impl Store for Scc {
     }
 }
 
+/// The baseline's shard map.
+type StdShard = StdMap<Box<[u8]>, Box<[u8]>, Hasher>;
+/// The store's shard map.
+type PlShard = hashbrown::HashMap<Box<[u8]>, Box<[u8]>>;
+
 /// A shard on its own cache lines.
 #[repr(align(128))]
 struct Padded<T>(T);
 
 /// The baseline: 64 shards of `std` maps under `std` mutexes.
 struct StdSharded {
-    shards: Box<[Padded<Mutex<StdMap<Box<[u8]>, Box<[u8]>, Hasher>>>]>,
+    shards: Box<[Padded<Mutex<StdShard>>]>,
     /// Picks the shard; its seed is not the maps' (so a shard's keys are not
     /// alike in the bits its map looks at).
     hasher: Hasher,
@@ -155,7 +160,7 @@ struct StdSharded {
 impl StdSharded {
     const SHARDS: usize = 64;
 
-    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, StdMap<Box<[u8]>, Box<[u8]>, Hasher>> {
+    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, StdShard> {
         let i = (self.hasher.hash_one(key) >> 32) as usize % Self::SHARDS;
         self.shards[i]
             .0
@@ -210,7 +215,7 @@ impl Store for StdSharded {
 /// The store's layout (`src/db.rs`): 256 shards of `hashbrown` maps under
 /// `parking_lot` mutexes.
 struct PlSharded {
-    shards: Box<[Padded<parking_lot::Mutex<hashbrown::HashMap<Box<[u8]>, Box<[u8]>>>>]>,
+    shards: Box<[Padded<parking_lot::Mutex<PlShard>>]>,
     /// Picks the shard (seeded apart from the maps, as [`StdSharded::hasher`]).
     hasher: Hasher,
 }
@@ -218,10 +223,7 @@ struct PlSharded {
 impl PlSharded {
     const SHARDS: usize = 256;
 
-    fn shard(
-        &self,
-        key: &[u8],
-    ) -> parking_lot::MutexGuard<'_, hashbrown::HashMap<Box<[u8]>, Box<[u8]>>> {
+    fn shard(&self, key: &[u8]) -> parking_lot::MutexGuard<'_, PlShard> {
         let i = (self.hasher.hash_one(key) >> 56) as usize % Self::SHARDS;
         self.shards[i].0.lock()
     }
@@ -336,7 +338,7 @@ fn mix<S: Store>(map: &S, keys: &[Box<[u8]>], iteration: u64) -> Duration {
         for _ in 0..OPS {
             let r = rng.next();
             let k = &keys[(r >> 32) as usize % keys.len()];
-            if r % 10 == 0 {
+            if r.is_multiple_of(10) {
                 let old = map.replace(k, value());
                 assert!(old.is_some());
             } else {

@@ -394,7 +394,7 @@ pub fn execute(
             b"exec" | b"discard" | b"multi" | b"watch" | b"quit" | b"reset"
         )
     {
-        if !known(&name) {
+        if !known(name) {
             session.multi_failed = true;
             unknown(&mut w, cmd.raw_name, &args);
             return Ok(());
@@ -410,7 +410,7 @@ pub fn execute(
         return Ok(());
     }
     let start = w.out.len();
-    let r = run(&name, cmd.raw_name, &args, db, session, &mut w, None, point);
+    let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
     if let Err(f) = r {
         w.out.truncate(start);
         write_fail(&mut w, f);
