@@ -99,6 +99,12 @@ pub trait StreamProtocol: Send + Sync {
     }
     /// Appends the protocol's reply for `refusal` to `out`.
     fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>);
+    /// Bytes at the start of `buf` the protocol skips between requests
+    /// (Redis: empty lines and empty arrays); by default none.
+    fn ignorable_prefix(&self, buf: &[u8]) -> usize {
+        let _ = buf;
+        0
+    }
 }
 
 /// The Redis protocol (RESP2): framing and classification from
@@ -120,6 +126,10 @@ impl StreamProtocol for Resp {
 
     fn classify_in(&self, _: &mut dyn Classifier, state: &mut u32, req: &[u8]) -> TypeId {
         psp_resp::classify_in_stream(req, state)
+    }
+
+    fn ignorable_prefix(&self, buf: &[u8]) -> usize {
+        psp_resp::ignorable_prefix(buf)
     }
 
     fn classifier(&self) -> Box<dyn Classifier> {
@@ -785,6 +795,11 @@ impl TcpFrontEnd {
                 let Some(c) = self.conns[id as usize].as_mut() else {
                     return cut;
                 };
+                let skip = self.protocol.ignorable_prefix(&c.input[..c.filled]);
+                if skip > 0 {
+                    c.input.copy_within(skip..c.filled, 0);
+                    c.filled -= skip;
+                }
                 if c.filled == 0 {
                     break;
                 }

@@ -17,7 +17,8 @@
 //! (`PING\r\n`, as typed into telnet): a line that starts with an ASCII letter, ends with
 //! `\n` or `\r\n`, and whose arguments are separated by spaces or tabs. Inline commands
 //! have no quoting: `"` and `'` are ordinary bytes. Empty arrays (`*0`), null arrays
-//! (`*-1`) and empty lines are protocol errors here (Redis silently skips them).
+//! (`*-1`) and empty lines are not requests: [`request_len`] refuses them, and a front
+//! end skips them first with [`ignorable_prefix`], as Redis does.
 //!
 //! # Keys and values
 //! Strings live under the user's key itself. Lists live under reserved keys that start
@@ -132,6 +133,29 @@ impl std::error::Error for RespError {}
 // ---------------------------------------------------------------------------------------
 // Framing
 // ---------------------------------------------------------------------------------------
+
+/// Bytes at the start of `buf` that Redis skips between requests: empty
+/// lines (`\r\n` or `\n`; `redis-cli --pipe` sends one before its closing
+/// ECHO) and empty or null arrays (`*0\r\n`, `*-1\r\n`). Only whole ones
+/// count; [`request_len`] refuses them, so a front end drops these first.
+pub fn ignorable_prefix(buf: &[u8]) -> usize {
+    let mut at = 0;
+    loop {
+        let rest = &buf[at..];
+        let skip = if rest.starts_with(b"\r\n") {
+            2
+        } else if rest.starts_with(b"\n") {
+            1
+        } else if rest.starts_with(b"*0\r\n") {
+            4
+        } else if rest.starts_with(b"*-1\r\n") {
+            5
+        } else {
+            return at;
+        };
+        at += skip;
+    }
+}
 
 /// Length of the first complete request in `buf`.
 ///
@@ -1777,6 +1801,15 @@ mod tests {
     }
 
     // ----------------------------------------------------------------- classification
+
+    #[test]
+    fn empty_lines_and_empty_arrays_are_skipped_whole() {
+        assert_eq!(ignorable_prefix(b"\r\n\n*0\r\n*-1\r\n*1\r\n"), 12);
+        assert_eq!(ignorable_prefix(b"*3\r\n"), 0);
+        assert_eq!(ignorable_prefix(b"\r"), 0, "a partial line waits");
+        assert_eq!(ignorable_prefix(b"*-"), 0);
+        assert_eq!(ignorable_prefix(b""), 0);
+    }
 
     #[test]
     fn classification() {
