@@ -58,17 +58,29 @@ pub struct Session {
 }
 
 /// The sessions of a server's connections, by connection id (see
-/// [`Sessions::with`]): a fixed table, one slot per connection index.
+/// [`Sessions::take`]): a fixed table, one slot per connection index.
 #[derive(Debug)]
 pub struct Sessions {
-    slots: Box<[Mutex<Option<Box<Session>>>]>,
+    slots: Box<[Mutex<Slot>]>,
+}
+
+/// A connection index's slot: the session (absent while a command has it
+/// out), and what a second command of the same connection running at the
+/// same time (`--tcp-order replies`) needs to answer in the right protocol.
+#[derive(Debug, Default)]
+struct Slot {
+    id: u64,
+    resp3: bool,
+    session: Option<Box<Session>>,
 }
 
 impl Sessions {
     /// Room for connection indices `0..connections`.
     pub fn new(connections: usize) -> Self {
         Self {
-            slots: (0..connections.max(1)).map(|_| Mutex::new(None)).collect(),
+            slots: (0..connections.max(1))
+                .map(|_| Mutex::new(Slot::default()))
+                .collect(),
         }
     }
 
@@ -77,29 +89,46 @@ impl Sessions {
     /// session). A slot whose session belongs to an earlier connection of
     /// the same index starts afresh. The session is out of the table while
     /// its command runs ([`Sessions::put`] brings it back), so no lock is
-    /// held across the command's preemption points.
+    /// held across the command's preemption points. Should another command
+    /// of the connection run meanwhile (only with the order turned off), it
+    /// gets a session with the connection's protocol version and nothing
+    /// else.
     pub fn take(&self, id: u64) -> Box<Session> {
         let index = (id >> 32) as usize;
-        let fresh = || {
+        let fresh = |resp3| {
             Box::new(Session {
                 id,
+                resp3,
                 ..Session::default()
             })
         };
         if index == 0 {
-            return fresh();
+            return fresh(false);
         }
-        match self.slots[(index - 1) % self.slots.len()].lock().take() {
-            Some(s) if s.id == id => s,
-            _ => fresh(),
+        let mut slot = self.slots[(index - 1) % self.slots.len()].lock();
+        if slot.id != id {
+            *slot = Slot {
+                id,
+                ..Slot::default()
+            };
+        }
+        match slot.session.take() {
+            Some(s) => s,
+            None => fresh(slot.resp3),
         }
     }
 
-    /// Brings back a session taken by [`Sessions::take`].
+    /// Brings back a session taken by [`Sessions::take`] (one of a
+    /// connection that has since closed is dropped).
     pub fn put(&self, session: Box<Session>) {
         let index = (session.id >> 32) as usize;
-        if index != 0 {
-            *self.slots[(index - 1) % self.slots.len()].lock() = Some(session);
+        if index == 0 {
+            return;
+        }
+        let mut slot = self.slots[(index - 1) % self.slots.len()].lock();
+        if slot.id == session.id {
+            slot.resp3 = session.resp3;
+            slot.session = Some(session);
         }
     }
 }
