@@ -32,25 +32,7 @@ use psp_workload::{Arrival, TraceArrivals, Workload};
 
 mod common;
 
-/// Every policy, with parameters that make short runs meaningful: DARC
-/// profiles after 20 completions; the preemptive ones keep their default
-/// quanta (a few µs), far below the long requests.
-const POLICIES: [&str; 14] = [
-    "d-fcfs",
-    "c-fcfs",
-    "fp",
-    "edf",
-    "darc-static:1",
-    "darc:samples=20",
-    "darc+:samples=20",
-    "darc-lend:samples=20",
-    "ts",
-    "ts-block:1",
-    "concord",
-    "ws",
-    "synergy",
-    "tq",
-];
+use common::server::POLICIES;
 
 /// Requests per run.
 const REQUESTS: u64 = 160;

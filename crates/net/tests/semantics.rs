@@ -26,23 +26,7 @@ use redis::Commands;
 
 mod common;
 
-/// Every policy (as the runtime matrix runs them).
-const POLICIES: [&str; 14] = [
-    "d-fcfs",
-    "c-fcfs",
-    "fp",
-    "edf",
-    "darc-static:1",
-    "darc:samples=20",
-    "darc+:samples=20",
-    "darc-lend:samples=20",
-    "ts",
-    "ts-block:1",
-    "concord",
-    "ws",
-    "synergy",
-    "tq",
-];
+use common::server::POLICIES;
 
 /// Connections updating at once.
 const CLIENTS: usize = 4;

@@ -458,23 +458,7 @@ fn write_fail(w: &mut Reply<'_>, f: Fail) {
 }
 
 fn unknown(w: &mut Reply<'_>, raw_name: &[u8], args: &[&[u8]]) {
-    // Redis 7's text: the name (128 bytes at most), then the arguments while
-    // their text is shorter than 128 bytes.
-    let mut msg = b"ERR unknown command '".to_vec();
-    msg.extend_from_slice(&raw_name[..raw_name.len().min(128)]);
-    msg.extend_from_slice(b"', with args beginning with: ");
-    let mut shown = 0usize;
-    for arg in args {
-        if shown >= 128 {
-            break;
-        }
-        let take = arg.len().min(128 - shown);
-        msg.push(b'\'');
-        msg.extend_from_slice(&arg[..take]);
-        msg.extend_from_slice(b"' ");
-        shown += take + 3;
-    }
-    w.error(&msg);
+    w.error(&crate::unknown_command(raw_name, args.iter().copied()));
 }
 
 /// Takes the locks a command needs: the caller's (inside EXEC) or its own.
@@ -803,14 +787,19 @@ fn run<'d>(
             })?;
             w.int(len as i64);
         }
-        b"strlen" => {
+        b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" => {
             arity(n == 1, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;
-            match g.get(a[0]).map(|e| &e.value) {
-                None => w.int(0),
-                Some(Value::Str(v)) => w.int(v.len() as i64),
-                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-            }
+            let len = match (name, g.get(a[0]).map(|e| &e.value)) {
+                (_, None) => 0,
+                (b"strlen", Some(Value::Str(v))) => v.len(),
+                (b"llen", Some(Value::List(l))) => l.len(),
+                (b"hlen", Some(Value::Hash(h))) => h.len(),
+                (b"scard", Some(Value::Set(s))) => s.len(),
+                (b"zcard", Some(Value::ZSet(z))) => z.len(),
+                _ => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            w.int(len as i64);
         }
         b"getset" | b"getdel" => {
             arity(n == if name == b"getset" { 2 } else { 1 }, nm)?;
@@ -1020,15 +1009,6 @@ fn run<'d>(
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
-        b"llen" => {
-            arity(n == 1, nm)?;
-            let mut g = lock(db, &mut held, &a[..1], false)?;
-            match g.get(a[0]).map(|e| &e.value) {
-                None => w.int(0),
-                Some(Value::List(l)) => w.int(l.len() as i64),
-                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-            }
-        }
         b"lindex" => {
             arity(n == 2, nm)?;
             let i = int_arg(a[1])?;
@@ -1109,16 +1089,21 @@ fn run<'d>(
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
-        b"hdel" => {
+        b"hdel" | b"zrem" => {
             arity(n >= 2, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;
-            let removed = g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
-                None => (false, Ok(0)),
-                Some(Value::Hash(h)) => {
-                    let r = a[1..].iter().filter(|f| h.remove(f)).count();
-                    (r > 0, Ok(r))
-                }
-                Some(_) => (false, Err(Fail::Msg(WRONGTYPE))),
+            let removed = g.update(a[0], |slot| {
+                let r = match slot.as_mut().map(|e| &mut e.value) {
+                    None => 0,
+                    Some(Value::Hash(h)) if name == b"hdel" => {
+                        a[1..].iter().filter(|f| h.remove(f)).count()
+                    }
+                    Some(Value::ZSet(z)) if name == b"zrem" => {
+                        a[1..].iter().filter(|m| z.remove(m)).count()
+                    }
+                    Some(_) => return (false, Err(Fail::Msg(WRONGTYPE))),
+                };
+                (r > 0, Ok(r))
             })?;
             w.int(removed as i64);
         }
@@ -1147,15 +1132,6 @@ fn run<'d>(
                 (true, Ok(new))
             })?;
             w.int(v);
-        }
-        b"hlen" => {
-            arity(n == 1, nm)?;
-            let mut g = lock(db, &mut held, &a[..1], false)?;
-            match g.get(a[0]).map(|e| &e.value) {
-                None => w.int(0),
-                Some(Value::Hash(h)) => w.int(h.len() as i64),
-                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-            }
         }
         // ---- sets -------------------------------------------------------
         b"sadd" | b"srem" => {
@@ -1198,15 +1174,6 @@ fn run<'d>(
             match g.get(a[0]).map(|e| &e.value) {
                 None => w.int(0),
                 Some(Value::Set(s)) => w.bool_int(s.members().contains(a[1])),
-                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-            }
-        }
-        b"scard" => {
-            arity(n == 1, nm)?;
-            let mut g = lock(db, &mut held, &a[..1], false)?;
-            match g.get(a[0]).map(|e| &e.value) {
-                None => w.int(0),
-                Some(Value::Set(s)) => w.int(s.len() as i64),
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
@@ -1265,28 +1232,6 @@ fn run<'d>(
                 (true, Ok(new))
             })?;
             w.double(v);
-        }
-        b"zrem" => {
-            arity(n >= 2, nm)?;
-            let mut g = lock(db, &mut held, &a[..1], false)?;
-            let removed = g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
-                None => (false, Ok(0)),
-                Some(Value::ZSet(z)) => {
-                    let r = a[1..].iter().filter(|m| z.remove(m)).count();
-                    (r > 0, Ok(r))
-                }
-                Some(_) => (false, Err(Fail::Msg(WRONGTYPE))),
-            })?;
-            w.int(removed as i64);
-        }
-        b"zcard" => {
-            arity(n == 1, nm)?;
-            let mut g = lock(db, &mut held, &a[..1], false)?;
-            match g.get(a[0]).map(|e| &e.value) {
-                None => w.int(0),
-                Some(Value::ZSet(z)) => w.int(z.len() as i64),
-                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-            }
         }
         b"zscore" => {
             arity(n == 2, nm)?;

@@ -937,27 +937,33 @@ fn run<S: Store>(cmd: Command<'_>, store: &S, out: &mut Vec<u8>, scratch: &mut V
             }
         }
         Cmd::Info => push_bulk(out, INFO),
-        Cmd::Unknown => {
-            // Redis 7: "unknown command '%.128s', with args beginning with: " followed by
-            // "'%.*s' " per argument while the argument text is shorter than 128 bytes.
-            let mut msg = b"ERR unknown command '".to_vec();
-            msg.extend_from_slice(&cmd.raw_name[..cmd.raw_name.len().min(128)]);
-            msg.extend_from_slice(b"', with args beginning with: ");
-            let mut shown = 0usize;
-            for arg in args {
-                if shown >= 128 {
-                    break;
-                }
-                let take = arg.len().min(128 - shown);
-                msg.push(b'\'');
-                msg.extend_from_slice(&arg[..take]);
-                msg.extend_from_slice(b"' ");
-                shown += take + 3;
-            }
-            push_error(out, &msg);
-        }
+        Cmd::Unknown => push_error(out, &unknown_command(cmd.raw_name, args)),
     }
     Ok(())
+}
+
+/// Redis 7's error text for an unknown command: "unknown command '%.128s',
+/// with args beginning with: " followed by "'%.*s' " per argument while the
+/// arguments shown are shorter than 128 bytes.
+pub(crate) fn unknown_command<'a>(
+    raw_name: &[u8],
+    args: impl IntoIterator<Item = &'a [u8]>,
+) -> Vec<u8> {
+    let mut msg = b"ERR unknown command '".to_vec();
+    msg.extend_from_slice(&raw_name[..raw_name.len().min(128)]);
+    msg.extend_from_slice(b"', with args beginning with: ");
+    let mut shown = 0usize;
+    for arg in args {
+        if shown >= 128 {
+            break;
+        }
+        let take = arg.len().min(128 - shown);
+        msg.push(b'\'');
+        msg.extend_from_slice(&arg[..take]);
+        msg.extend_from_slice(b"' ");
+        shown += take + 3;
+    }
+    msg
 }
 
 /// The record key of user string key `k` (escaped when it starts with `0x00`).

@@ -9,6 +9,26 @@ use psp_net::dgram::DatagramProtocol;
 use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig};
 use psp_runtime::RuntimeConfig;
 
+/// Every policy, with parameters that make short runs meaningful: DARC
+/// profiles after 20 completions; the preemptive ones keep their default
+/// quanta (a few µs), far below the long requests.
+pub const POLICIES: [&str; 14] = [
+    "d-fcfs",
+    "c-fcfs",
+    "fp",
+    "edf",
+    "darc-static:1",
+    "darc:samples=20",
+    "darc+:samples=20",
+    "darc-lend:samples=20",
+    "ts",
+    "ts-block:1",
+    "concord",
+    "ws",
+    "synergy",
+    "tq",
+];
+
 /// `service` behind `policy` over `datapath` speaking `protocol` (datagram
 /// servers), with request types `types`.
 pub fn start(
