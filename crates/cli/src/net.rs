@@ -141,8 +141,9 @@ pub struct TcpArgs {
     /// is answered "max number of clients reached" and closed.
     #[arg(long, allow_hyphen_values = true)]
     pub tcp_max_connections: Option<usize>,
-    /// TCP: longest request in bytes, 16 to 2048 [default: 2048]; a longer
-    /// one is answered with an error and its connection closed.
+    /// TCP: longest request in bytes (a command with its values), 16 to
+    /// 65535 [default: 65535]; a longer one is answered with an error and
+    /// its connection closed.
     #[arg(long, allow_hyphen_values = true)]
     pub tcp_max_request: Option<usize>,
     /// TCP: requests of one connection in flight at most, 1 to 4096

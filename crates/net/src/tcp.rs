@@ -217,8 +217,52 @@ pub struct TcpConfig {
     pub ordered: bool,
 }
 
-/// The longest request a packet-pool buffer holds.
-pub const MAX_REQUEST: usize = PACKET_BYTES - 1;
+/// The longest request (a job's length is 16 bits). One longer than a
+/// packet-pool buffer goes into its token's [`LargeBodies`] buffer.
+pub const MAX_REQUEST: usize = u16::MAX as usize;
+/// A connection's input buffer at first; it grows (to `max_request + 1`)
+/// only for a request that does not fit.
+const INPUT_START: usize = 4096;
+
+/// Request bodies longer than a packet-pool buffer (values of a few KB),
+/// one growable buffer per token, empty until used.
+///
+/// Ownership follows the token, as for the packet pool (module doc of
+/// `pool`): the net thread writes a token's buffer before it admits the
+/// token; the worker that pops the token's job reads it until its
+/// completion. The job and completion rings' release/acquire ordering
+/// publishes the bytes.
+struct LargeBodies(Box<[std::cell::UnsafeCell<Vec<u8>>]>);
+
+// SAFETY: a buffer is touched only by the current owner of its token (see
+// the type's doc): never by two threads at once.
+unsafe impl Sync for LargeBodies {}
+
+impl LargeBodies {
+    fn new(tokens: usize) -> Self {
+        Self(
+            (0..tokens)
+                .map(|_| std::cell::UnsafeCell::new(Vec::new()))
+                .collect(),
+        )
+    }
+
+    /// # Safety
+    /// The caller owns `token` (type doc) and holds no other reference to
+    /// its buffer.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn get_mut(&self, token: u32) -> &mut Vec<u8> {
+        // SAFETY: the caller owns the token: no other access exists.
+        unsafe { &mut *self.0[token as usize].get() }
+    }
+
+    /// # Safety
+    /// The caller owns `token` (type doc).
+    unsafe fn get(&self, token: u32) -> &[u8] {
+        // SAFETY: the caller owns the token: nobody writes meanwhile.
+        unsafe { &*self.0[token as usize].get() }
+    }
+}
 /// The smallest `--tcp-max-request`.
 pub const MIN_REQUEST: usize = 16;
 /// `--tcp-max-connections`.
@@ -329,6 +373,7 @@ impl Wake {
 /// A worker's request access and reply path.
 pub struct TcpIo {
     pool: Arc<PacketPool>,
+    large: Arc<LargeBodies>,
     protocol: Arc<dyn StreamProtocol>,
     replies: rtrb::Producer<Reply>,
     stock: rtrb::Consumer<Vec<u8>>,
@@ -338,10 +383,15 @@ pub struct TcpIo {
 impl JobIo for TcpIo {
     #[inline]
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
-        // SAFETY: this worker owns the job's token from its job's pop until
-        // it pushes the completion, after `respond`.
+        let len = usize::from(job.len);
+        if len > PACKET_BYTES {
+            // SAFETY: this worker owns the job's token from its job's pop
+            // until it pushes the completion, after `respond`.
+            return &unsafe { self.large.get(job.token) }[..len];
+        }
+        // SAFETY: as above.
         let pkt = unsafe { self.pool.get(job.token) };
-        &pkt.data()[..usize::from(job.len)]
+        &pkt.data()[..len]
     }
 
     fn session(&self, job: &Job) -> u64 {
@@ -497,6 +547,7 @@ pub struct TcpFrontEnd {
     lanes: Vec<NetLane>,
     worker_lanes: Vec<Option<WorkerLane>>,
     pool: Arc<PacketPool>,
+    large: Arc<LargeBodies>,
     protocol: Arc<dyn StreamProtocol>,
     classifier: Box<dyn Classifier>,
     n_types: u16,
@@ -567,6 +618,7 @@ impl TcpFrontEnd {
             worker_lanes,
             classifier: protocol.classifier(),
             protocol,
+            large: Arc::new(LargeBodies::new(pool.len())),
             pool,
             n_types,
             wake: Arc::new(Wake::new()?),
@@ -741,7 +793,7 @@ impl TcpFrontEnd {
                         flow: psp_core::policy::ws::flow_hash(
                             u64::from(id) << 32 | u64::from(self.generations[id as usize]),
                         ) as psp_core::FlowId,
-                        input: vec![0; self.cfg.max_request + 1],
+                        input: vec![0; INPUT_START.min(self.cfg.max_request + 1)],
                         filled: 0,
                         output: Vec::new(),
                         out_at: 0,
@@ -843,6 +895,12 @@ impl TcpFrontEnd {
             if c.closing || !c.readable {
                 self.flush(id);
                 return cut;
+            }
+            if c.filled == c.input.len() {
+                // A request longer than the buffer, within the bound (a
+                // longer one was refused above): grow, up to the bound.
+                let to = (c.input.len() * 2).min(max + 1);
+                c.input.resize(to, 0);
             }
             let room = c.input.len() - c.filled;
             match c.stream.read(&mut c.input[c.filled..c.filled + room]) {
@@ -955,7 +1013,14 @@ impl TcpFrontEnd {
         let c = self.conns[id as usize].as_mut().expect("open");
         // SAFETY: the dispatcher owns a token it took until it admits it.
         let pkt = unsafe { self.pool.get_mut(token) };
-        pkt.data_mut()[..len].copy_from_slice(&c.input[..len]);
+        if len > PACKET_BYTES {
+            // SAFETY: as above (the token's large buffer goes with it).
+            let big = unsafe { self.large.get_mut(token) };
+            big.clear();
+            big.extend_from_slice(&c.input[..len]);
+        } else {
+            pkt.data_mut()[..len].copy_from_slice(&c.input[..len]);
+        }
         pkt.len = len;
         pkt.conn = id;
         pkt.generation = c.generation;
@@ -1056,6 +1121,7 @@ impl FrontEnd for TcpFrontEnd {
             .expect("one lane per worker, asked once");
         TcpIo {
             pool: self.pool.clone(),
+            large: self.large.clone(),
             protocol: self.protocol.clone(),
             replies,
             stock,

@@ -179,6 +179,15 @@ fn redis_semantics(policy: &str) {
     assert_eq!(aborted, None, "{policy}: EXEC after a WATCHed key changed");
     assert_eq!(c.get::<_, i64>("tx").unwrap(), 12);
 
+    // A value larger than a packet buffer (requests up to 64 KiB).
+    let big = vec![b'x'; 20_000];
+    let () = c.set("big", &big).unwrap();
+    assert_eq!(
+        c.get::<_, Vec<u8>>("big").unwrap(),
+        big,
+        "{policy}: 20 KB value"
+    );
+
     // Expiry.
     let () = redis::cmd("SET")
         .arg("short")
@@ -234,6 +243,13 @@ fn memcache_semantics(policy: &str) {
             "{policy}"
         );
     }
+    let big = "y".repeat(20_000);
+    c.set("big", big.as_str(), 0).unwrap();
+    assert_eq!(
+        c.get::<String>("big").unwrap(),
+        Some(big),
+        "{policy}: 20 KB value"
+    );
     c.set("n", 0u64, 0).unwrap();
     c.set("casn", 0u64, 0).unwrap();
     let workers: Vec<_> = (0..CLIENTS)

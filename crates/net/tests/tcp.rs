@@ -185,7 +185,7 @@ fn malformed_input_is_answered_and_the_connection_closed() {
     }
     // A request longer than the limit: answered, closed.
     let mut c = connect(&s);
-    let long = "x".repeat(5000);
+    let long = "x".repeat(70_000);
     c.write_all(&cmd(&["SET", "k", &long])).unwrap();
     let mut got = Vec::new();
     c.read_to_end(&mut got).unwrap();

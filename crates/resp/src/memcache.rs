@@ -16,8 +16,9 @@
 //! # Framing (both executors)
 //!
 //! * A command line is at most [`MAX_LINE`] bytes. The front ends bound a whole request
-//!   tighter: TCP at `--tcp-max-request` (2,048 bytes by default and at most), UDP at one
-//!   datagram of at most 2,048 bytes (an 8-byte frame header and the request). A get
+//!   (line and data block): TCP at `--tcp-max-request` (65,535 bytes by default and at
+//!   most), UDP at one datagram of at most 2,048 bytes (an 8-byte frame header and the
+//!   request). A get
 //!   takes as many keys as its line holds ([`MAX_KEYS`] never binds first), e.g. 100 keys
 //!   of up to 19 bytes.
 //! * A malformed storage command line (wrong argument count, non-numeric field, bad key,
