@@ -700,6 +700,21 @@ impl psp_resp::Store for RocksKv {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         f()
     }
+
+    fn atomically_all<R>(&self, keys: &[&[u8]], f: impl FnOnce() -> R) -> R {
+        let stripes =
+            psp_resp::stripes_of(keys, self.locks.len(), |k| digest(DIGEST_SEED, k) as usize);
+        // In ascending stripe order, as every caller: no circular wait.
+        let _held: Vec<_> = stripes
+            .into_iter()
+            .map(|i| {
+                self.locks[i]
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            })
+            .collect();
+        f()
+    }
 }
 
 /// A worker's Redis handler: the request is one RESP command (the front end

@@ -296,6 +296,72 @@ fn memcache_semantics(policy: &str) {
     stop_balanced(s, policy);
 }
 
+/// `--store rocksdb`: the same order and atomicity (its commands are
+/// strings and lists).
+fn rocksdb_semantics(policy: &str) {
+    let service = psp_apps::kv::RedisService::open(&psp_apps::KvConfig {
+        keys: 100,
+        ..psp_apps::KvConfig::default()
+    })
+    .unwrap();
+    let s = common::server::start(
+        Arc::new(service),
+        common::server::types(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US),
+        policy,
+        DatapathKind::Tcp(StreamProtocolKind::Resp, TcpConfig::default()),
+        Default::default(),
+    );
+    let mut c = redis_conn(&s, false);
+    let mut p = redis::pipe();
+    for i in 0..50 {
+        let k = format!("order:{i}");
+        p.set(&k, i).get(&k).del(&k).get(&k);
+    }
+    let got: Vec<redis::Value> = p.query(&mut c).unwrap();
+    for (i, quad) in got.chunks(4).enumerate() {
+        assert_eq!(
+            redis::from_redis_value::<i64>(&quad[1]).unwrap(),
+            i as i64,
+            "{policy}"
+        );
+        assert_eq!(quad[3], redis::Value::Nil, "{policy}: GET after DEL {i}");
+    }
+    let addr = s.local_addr();
+    let writers: Vec<_> = (0..CLIENTS)
+        .map(|t| {
+            thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://{addr}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                for i in 0..UPDATES / 2 {
+                    let _: i64 = c.incr("counter", 1).unwrap();
+                    let _: i64 = c.rpush("list", i).unwrap();
+                    let v = (t * UPDATES + i) as i64;
+                    let () = c.mset(&[("pair:a", v), ("pair:b", v)]).unwrap();
+                    let (a, b): (i64, i64) = c.mget(&["pair:a", "pair:b"]).unwrap();
+                    assert_eq!(a, b, "MSET seen half-applied");
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let total = (CLIENTS * UPDATES / 2) as i64;
+    assert_eq!(c.get::<_, i64>("counter").unwrap(), total, "{policy}: INCR");
+    assert_eq!(c.llen::<_, i64>("list").unwrap(), total, "{policy}: RPUSH");
+    drop(c);
+    stop_balanced(s, policy);
+}
+
+#[test]
+fn the_rocksdb_store_keeps_order_and_atomicity() {
+    for policy in ["c-fcfs", "darc:samples=20", "ts", "ws"] {
+        rocksdb_semantics(policy);
+    }
+}
+
 #[test]
 fn redis_clients_see_redis_semantics_under_every_policy() {
     for policy in POLICIES {

@@ -332,6 +332,12 @@ pub enum Cmd {
     Mset,
     /// `INCR key`
     Incr,
+    /// `INCRBY key increment`
+    Incrby,
+    /// `DECR key`
+    Decr,
+    /// `DECRBY key decrement`
+    Decrby,
     /// `LPUSH key element [element ...]`
     Lpush,
     /// `RPUSH key element [element ...]`
@@ -358,11 +364,14 @@ pub enum Cmd {
     Unknown,
 }
 
-const NAMES: [(&str, Cmd); 20] = [
+const NAMES: [(&str, Cmd); 23] = [
     ("get", Cmd::Get),
     ("set", Cmd::Set),
     ("ping", Cmd::Ping),
     ("incr", Cmd::Incr),
+    ("incrby", Cmd::Incrby),
+    ("decr", Cmd::Decr),
+    ("decrby", Cmd::Decrby),
     ("mget", Cmd::Mget),
     ("mset", Cmd::Mset),
     ("lpush", Cmd::Lpush),
@@ -669,6 +678,26 @@ pub trait Store {
     /// `key` is the user key; `f` may call `get`/`put`/`delete` on other (derived) keys but
     /// never calls `atomically` again.
     fn atomically<R>(&self, key: &[u8], f: impl FnOnce() -> R) -> R;
+
+    /// Runs `f` with exclusive access to every key of `keys` at once (MSET,
+    /// MGET, DEL of several keys: no command on any of them interleaves),
+    /// taking what [`Store::atomically`] takes for each, in one global
+    /// order so that two such calls never wait for each other in a circle.
+    /// `f` never calls `atomically` or `atomically_all`.
+    fn atomically_all<R>(&self, keys: &[&[u8]], f: impl FnOnce() -> R) -> R;
+}
+
+/// The stripes of `keys` among `stripes` (by `stripe_of`), ascending and
+/// each once: the order in which [`Store::atomically_all`] takes them.
+pub fn stripes_of(
+    keys: &[&[u8]],
+    stripes: usize,
+    stripe_of: impl Fn(&[u8]) -> usize,
+) -> Vec<usize> {
+    let mut v: Vec<usize> = keys.iter().map(|k| stripe_of(k) % stripes).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// Executes one complete request against `store`, appending the RESP2 reply to `out`.
@@ -827,32 +856,44 @@ fn run<S: Store>(cmd: Command<'_>, store: &S, out: &mut Vec<u8>, scratch: &mut V
         }
         Cmd::Mset => {
             arity(n >= 2 && n.is_multiple_of(2))?;
-            while let (Some(key), Some(value)) = (args.next(), args.next()) {
-                let opts = SetOpts::default();
-                store.atomically(key, || set(store, key, value, opts, false, out, scratch))?;
-            }
+            let keys: Vec<&[u8]> = args.clone().step_by(2).collect();
+            store.atomically_all(&keys, || -> Res {
+                while let (Some(key), Some(value)) = (args.next(), args.next()) {
+                    let opts = SetOpts::default();
+                    set(store, key, value, opts, false, out, scratch)?;
+                }
+                Ok(())
+            })?;
             out.extend_from_slice(b"+OK\r\n");
         }
         Cmd::Mget => {
             arity(n >= 1)?;
             push_header(out, b'*', n as u64);
-            for key in args {
-                scratch.clear();
-                if store.get(&string_key(key), scratch)? {
-                    push_bulk(out, scratch);
-                } else {
-                    push_nil(out);
+            let keys: Vec<&[u8]> = args.clone().collect();
+            store.atomically_all(&keys, || -> Res {
+                for key in args {
+                    scratch.clear();
+                    if store.get(&string_key(key), scratch)? {
+                        push_bulk(out, scratch);
+                    } else {
+                        push_nil(out);
+                    }
                 }
-            }
+                Ok(())
+            })?;
         }
         Cmd::Del => {
             arity(n >= 1)?;
-            let mut count = 0i64;
-            for key in args {
-                if store.atomically(key, || del(store, key, scratch, out))? {
-                    count += 1;
+            let keys: Vec<&[u8]> = args.clone().collect();
+            let count = store.atomically_all(&keys, || -> Result<i64, Fail> {
+                let mut count = 0;
+                for key in args {
+                    if del(store, key, scratch, out)? {
+                        count += 1;
+                    }
                 }
-            }
+                Ok(count)
+            })?;
             push_int(out, count);
         }
         Cmd::Exists => {
@@ -866,10 +907,23 @@ fn run<S: Store>(cmd: Command<'_>, store: &S, out: &mut Vec<u8>, scratch: &mut V
             }
             push_int(out, count);
         }
-        Cmd::Incr => {
-            arity(n == 1)?;
+        Cmd::Incr | Cmd::Decr | Cmd::Incrby | Cmd::Decrby => {
+            let by_arg = matches!(name, Cmd::Incrby | Cmd::Decrby);
+            arity(n == if by_arg { 2 } else { 1 })?;
             let key = args.next().unwrap_or_default();
-            store.atomically(key, || incr(store, key, out, scratch))?;
+            let by = if by_arg {
+                args.next()
+                    .and_then(parse_i64)
+                    .ok_or(Fail::Msg(NOT_INTEGER))?
+            } else {
+                1
+            };
+            let by = if matches!(name, Cmd::Decr | Cmd::Decrby) {
+                by.checked_neg().ok_or(Fail::Msg(OVERFLOW))?
+            } else {
+                by
+            };
+            store.atomically(key, || incr(store, key, by, out, scratch))?;
         }
         Cmd::Lpush | Cmd::Rpush => {
             arity(n >= 2)?;
@@ -1143,7 +1197,7 @@ fn del<S: Store>(
     Ok(existed)
 }
 
-fn incr<S: Store>(store: &S, key: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Res {
+fn incr<S: Store>(store: &S, key: &[u8], by: i64, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Res {
     let skey = string_key(key);
     scratch.clear();
     let current = if store.get(&skey, scratch)? {
@@ -1153,7 +1207,7 @@ fn incr<S: Store>(store: &S, key: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8
     } else {
         0
     };
-    let next = current.checked_add(1).ok_or(Fail::Msg(OVERFLOW))?;
+    let next = current.checked_add(by).ok_or(Fail::Msg(OVERFLOW))?;
     scratch.clear();
     push_i64_digits(scratch, next);
     store.put(&skey, scratch)?;
@@ -1442,6 +1496,23 @@ impl Store for MemStore {
         });
         let stripe = &self.stripes[(hash % STRIPES as u64) as usize];
         let _guard = stripe.lock().unwrap_or_else(PoisonError::into_inner);
+        f()
+    }
+
+    fn atomically_all<R>(&self, keys: &[&[u8]], f: impl FnOnce() -> R) -> R {
+        let fnv = |key: &[u8]| {
+            key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            }) as usize
+        };
+        let _guards: Vec<_> = stripes_of(keys, STRIPES, fnv)
+            .into_iter()
+            .map(|i| {
+                self.stripes[i]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+            })
+            .collect();
         f()
     }
 }
@@ -2250,6 +2321,9 @@ mod tests {
                 Err("read-only".into())
             }
             fn atomically<R>(&self, _: &[u8], f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            fn atomically_all<R>(&self, _: &[&[u8]], f: impl FnOnce() -> R) -> R {
                 f()
             }
         }

@@ -1524,6 +1524,9 @@ mod tests {
         fn atomically<R>(&self, _: &[u8], f: impl FnOnce() -> R) -> R {
             f()
         }
+        fn atomically_all<R>(&self, _: &[&[u8]], f: impl FnOnce() -> R) -> R {
+            f()
+        }
     }
 
     #[test]
