@@ -1579,10 +1579,15 @@ fn scan<'d>(
                 .keys_in_shard(shard, pos, want, keep, &mut batch),
         };
         if let Some(t) = &ty {
-            batch.retain(|k| {
-                let mut g = db.lock_one(k, false).expect("no growth");
+            let is_type = |g: &mut Guard<'_>, k: &[u8]| {
                 g.get(k)
                     .is_some_and(|e| e.value.type_name().as_bytes() == t.as_slice())
+            };
+            batch.retain(|k| match held.as_mut() {
+                // Inside EXEC every shard is held already (locking again
+                // would wait for ourselves).
+                Some(g) => is_type(g, k),
+                None => is_type(&mut db.lock_one(k, false).expect("no growth"), k),
             });
         }
         found.extend(batch);
@@ -2058,6 +2063,23 @@ mod tests {
         assert!(glob_match(b"h[a-e]llo", b"hello"));
         assert!(!glob_match(b"h[^e]llo", b"hello"));
         assert!(glob_match(b"*", b""));
+    }
+
+    #[test]
+    fn scan_with_a_type_inside_exec_does_not_wait_for_itself() {
+        let db = Db::default();
+        let mut s = Session {
+            id: 1 << 32,
+            ..Session::default()
+        };
+        run_line(&db, &mut s, "SET a 1");
+        run_line(&db, &mut s, "RPUSH l x");
+        run_line(&db, &mut s, "MULTI");
+        run_line(&db, &mut s, "SCAN 0 COUNT 1000 TYPE list");
+        assert_eq!(
+            run_line(&db, &mut s, "EXEC"),
+            "*1\r\n*2\r\n$1\r\n0\r\n*1\r\n$1\r\nl\r\n"
+        );
     }
 
     #[test]
