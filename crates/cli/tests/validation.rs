@@ -864,3 +864,68 @@ fn profile_takes_the_workload_files_app() {
     assert!(written.contains("app = \"kv\""), "{written}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The store options of the Redis and memcached front ends: checked before
+/// anything binds, one line each.
+#[test]
+fn store_options_are_checked_before_start() {
+    fn serve<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        let mut a = vec!["serve", "--address", "127.0.0.1:0"];
+        a.extend_from_slice(extra);
+        a
+    }
+    for (args, needle) in [
+        (
+            serve(&["--protocol", "resp", "--max-memory", "12xb"]),
+            "--max-memory",
+        ),
+        (
+            serve(&["--protocol", "resp", "--max-memory", "2tb"]),
+            "--max-memory",
+        ),
+        (
+            serve(&["--protocol", "resp", "--max-memory", "1kb"]),
+            "--max-memory",
+        ),
+        (
+            serve(&["--protocol", "resp", "--maxmemory-policy", "volatile-lru"]),
+            "--maxmemory-policy",
+        ),
+        (
+            serve(&["--protocol", "memcache", "--maxmemory-policy", "noeviction"]),
+            "--maxmemory-policy",
+        ),
+        (serve(&["--protocol", "resp", "--store", "disk"]), "--store"),
+        (serve(&["--store", "mem"]), "--store"),
+        (
+            serve(&["--protocol", "resp", "--kv-keys", "10"]),
+            "--store rocksdb",
+        ),
+        (
+            serve(&[
+                "--protocol",
+                "resp",
+                "--store",
+                "rocksdb",
+                "--max-memory",
+                "64mb",
+            ]),
+            "--max-memory",
+        ),
+        (
+            serve(&["--protocol", "resp", "--tcp-order", "sometimes"]),
+            "--tcp-order",
+        ),
+    ] {
+        let o = psp(&args).expect("returns");
+        assert_eq!(o.code, Some(2), "{args:?}: {}", o.stderr);
+        assert!(o.stdout.is_empty(), "{args:?}");
+        assert_eq!(
+            o.stderr.trim_end().lines().count(),
+            1,
+            "{args:?}: {}",
+            o.stderr
+        );
+        assert!(o.stderr.contains(needle), "{args:?}: {}", o.stderr);
+    }
+}
