@@ -118,6 +118,19 @@ impl Service for MemService {
         };
         format!("{what} over the in-memory store ({bound})")
     }
+
+    /// What the store holds and what it dropped (evictions, expiries).
+    fn finish(&self) -> Option<String> {
+        let st = self.db.stats();
+        Some(format!(
+            "store: {} keys ({} with a deadline), {:.1} MiB of data, {} evicted for memory, {} expired",
+            st.keys,
+            st.volatile,
+            st.used as f64 / f64::from(1 << 20),
+            st.evicted,
+            st.expired
+        ))
+    }
 }
 
 /// A worker's (or a request slot's) handler.
