@@ -1020,6 +1020,13 @@ impl TcpFrontEnd {
             big.extend_from_slice(&c.input[..len]);
         } else {
             pkt.data_mut()[..len].copy_from_slice(&c.input[..len]);
+            // SAFETY: as above. A token's large buffer is kept only while
+            // its requests are large: what stays allocated is bounded by
+            // the large requests in flight, not by every token ever used.
+            let big = unsafe { self.large.get_mut(token) };
+            if big.capacity() != 0 {
+                *big = Vec::new();
+            }
         }
         pkt.len = len;
         pkt.conn = id;

@@ -26,6 +26,10 @@ use crate::{RespError, parse};
 /// Commands one `MULTI` may queue at most (a longer transaction is refused
 /// at `EXEC` with `EXECABORT`, its queue dropped as it grows).
 pub const MAX_QUEUED: usize = 10_000;
+/// Bytes of requests one `MULTI` may queue at most (the same refusal): a
+/// connection's queue cannot hold more than this, whatever its requests'
+/// sizes.
+pub const MAX_QUEUED_BYTES: usize = 4 << 20;
 /// SCAN's COUNT when none is given (Redis's).
 const SCAN_DEFAULT_COUNT: usize = 10;
 /// Most keys one SCAN call looks at (its COUNT is clamped to this).
@@ -51,6 +55,8 @@ pub struct Session {
     pub name: Option<Vec<u8>>,
     /// Inside `MULTI`: the queued requests.
     pub multi: Option<Vec<Vec<u8>>>,
+    /// Bytes of the queued requests.
+    pub multi_bytes: usize,
     /// A command queued in this `MULTI` was refused: `EXEC` aborts.
     pub multi_failed: bool,
     /// `WATCH`ed keys and their versions then.
@@ -428,13 +434,15 @@ pub fn execute(
             unknown(&mut w, cmd.raw_name, &args);
             return Ok(());
         }
-        if queue.len() >= MAX_QUEUED {
+        if queue.len() >= MAX_QUEUED || session.multi_bytes + req.len() > MAX_QUEUED_BYTES {
             session.multi_failed = true;
             queue.clear();
+            session.multi_bytes = 0;
             w.error(b"ERR too many commands queued in this MULTI");
             return Ok(());
         }
         queue.push(req.to_vec());
+        session.multi_bytes += req.len();
         w.simple(b"QUEUED");
         return Ok(());
     }
@@ -602,6 +610,7 @@ fn run<'d>(
                 return Err(Fail::Msg(b"ERR MULTI calls can not be nested"));
             }
             session.multi = Some(Vec::new());
+            session.multi_bytes = 0;
             session.multi_failed = false;
             w.ok();
         }
@@ -2063,6 +2072,30 @@ mod tests {
         assert!(glob_match(b"h[a-e]llo", b"hello"));
         assert!(!glob_match(b"h[^e]llo", b"hello"));
         assert!(glob_match(b"*", b""));
+    }
+
+    #[test]
+    fn a_transaction_queues_a_bounded_number_of_bytes() {
+        let db = Db::default();
+        let mut s = Session {
+            id: 1 << 32,
+            ..Session::default()
+        };
+        run_line(&db, &mut s, "MULTI");
+        let big = vec![b'v'; MAX_QUEUED_BYTES / 4];
+        let mut answers = Vec::new();
+        for _ in 0..5 {
+            let mut req = Vec::new();
+            write_command(&[b"SET", b"k", &big], &mut req);
+            let mut out = Vec::new();
+            execute(&req, &db, &mut s, &mut out, &mut || {}).unwrap();
+            answers.push(String::from_utf8(out).unwrap());
+        }
+        assert_eq!(answers[..3], ["+QUEUED\r\n"; 3]);
+        // The fourth crosses the bound; the queue is dropped and EXEC aborts.
+        assert!(answers[3].starts_with("-ERR too many"), "{answers:?}");
+        assert!(run_line(&db, &mut s, "EXEC").starts_with("-EXECABORT"));
+        assert_eq!(run_line(&db, &mut s, "EXISTS k"), ":0\r\n");
     }
 
     #[test]

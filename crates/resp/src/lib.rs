@@ -567,9 +567,14 @@ pub fn write_command(args: &[&[u8]], out: &mut Vec<u8>) {
 ///
 /// Scans the frame once more without allocating.
 pub fn classify(req: &[u8]) -> u16 {
-    let Ok(cmd) = parse(req) else {
-        return TYPE_SHORT;
-    };
+    match parse(req) {
+        Ok(cmd) => classify_command(cmd),
+        Err(_) => TYPE_SHORT,
+    }
+}
+
+/// [`classify`] of a parsed request.
+fn classify_command(cmd: Command<'_>) -> u16 {
     let name = cmd.raw_name;
     let mut args = cmd.args;
     let n = args.len();
@@ -631,13 +636,15 @@ pub fn classify(req: &[u8]) -> u16 {
 /// queued), and `EXEC` runs them all, so it is [`TYPE_MULTI`] when more than
 /// [`MULTI_KEYS`] are queued.
 pub fn classify_in_stream(req: &[u8], state: &mut u32) -> u16 {
-    let name = parse(req).map(|c| c.raw_name).unwrap_or_default();
-    let is = |s: &[u8]| name.eq_ignore_ascii_case(s);
+    let Ok(cmd) = parse(req) else {
+        return TYPE_SHORT;
+    };
+    let is = |s: &[u8]| cmd.raw_name.eq_ignore_ascii_case(s);
     if *state == 0 {
         if is(b"multi") {
             *state = 1;
         }
-        return classify(req);
+        return classify_command(cmd);
     }
     if is(b"exec") {
         let queued = *state - 1;

@@ -583,6 +583,18 @@ enum Arith {
     NonNumeric,
 }
 
+/// memcached's incr/decr of the stored number `data` (trailing spaces
+/// allowed) by `delta`: incr wraps at 2^64, decr stops at 0; `None` when
+/// `data` is not a number.
+fn arith_step(incr: bool, data: &[u8], delta: u64) -> Option<u64> {
+    let old = parse_u64(data.trim_ascii_end())?;
+    Some(if incr {
+        old.wrapping_add(delta)
+    } else {
+        old.saturating_sub(delta)
+    })
+}
+
 fn arith<S: Store>(
     incr: bool,
     args: &[&[u8]],
@@ -601,14 +613,8 @@ fn arith<S: Store>(
             return Ok(Arith::NotFound);
         }
         let (flags, _, data) = decode(scratch).ok_or(CORRUPT)?;
-        let digits = data.trim_ascii_end();
-        let Some(old) = parse_u64(digits) else {
+        let Some(new) = arith_step(incr, data, delta) else {
             return Ok(Arith::NonNumeric);
-        };
-        let new = if incr {
-            old.wrapping_add(delta)
-        } else {
-            old.saturating_sub(delta)
         };
         encode(flags, next_cas(), &[], scratch);
         let _ = write!(scratch, "{new}");
@@ -931,13 +937,8 @@ fn db_arith(incr: bool, args: &[&[u8]], db: &Db, out: &mut Vec<u8>) {
         let Value::Str(v) = &mut e.value else {
             return (false, Arith::NotFound);
         };
-        let Some(old) = parse_u64(v.trim_ascii_end()) else {
+        let Some(new) = arith_step(incr, v, delta) else {
             return (false, Arith::NonNumeric);
-        };
-        let new = if incr {
-            old.wrapping_add(delta)
-        } else {
-            old.saturating_sub(delta)
         };
         *v = new.to_string().into_bytes().into_boxed_slice();
         (true, Arith::Value(new))
@@ -1343,59 +1344,59 @@ mod tests {
         );
     }
 
+    /// incr/decr as both executors answer them.
+    const INCR_DECR: &[(&str, &str)] = &[
+        ("incr n 1\r\n", "NOT_FOUND\r\n"),
+        ("decr n 1\r\n", "NOT_FOUND\r\n"),
+        ("set n 3 0 2\r\n10\r\n", "STORED\r\n"),
+        ("incr n 5\r\n", "15\r\n"),
+        ("get n\r\n", "VALUE n 3 2\r\n15\r\nEND\r\n"),
+        ("decr n 4\r\n", "11\r\n"),
+        ("decr n 100\r\n", "0\r\n"),
+        ("get n\r\n", "VALUE n 3 1\r\n0\r\nEND\r\n"),
+        ("set n 0 0 20\r\n18446744073709551615\r\n", "STORED\r\n"),
+        ("incr n 1\r\n", "0\r\n"),
+        ("set n 0 0 20\r\n18446744073709551614\r\n", "STORED\r\n"),
+        ("incr n 3\r\n", "1\r\n"),
+        ("incr n 18446744073709551615\r\n", "0\r\n"),
+        ("set n 0 0 3\r\n12 \r\n", "STORED\r\n"),
+        ("incr n 1\r\n", "13\r\n"),
+        (
+            "incr n abc\r\n",
+            "CLIENT_ERROR invalid numeric delta argument\r\n",
+        ),
+        (
+            "incr n -1\r\n",
+            "CLIENT_ERROR invalid numeric delta argument\r\n",
+        ),
+        (
+            "incr n 18446744073709551616\r\n",
+            "CLIENT_ERROR invalid numeric delta argument\r\n",
+        ),
+        ("set s 0 0 3\r\nabc\r\n", "STORED\r\n"),
+        (
+            "incr s 1\r\n",
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        ),
+        (
+            "decr s 1\r\n",
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        ),
+        ("set e 0 0 0\r\n\r\n", "STORED\r\n"),
+        (
+            "incr e 1\r\n",
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        ),
+        ("set big 0 0 20\r\n18446744073709551616\r\n", "STORED\r\n"),
+        (
+            "incr big 1\r\n",
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        ),
+    ];
+
     #[test]
     fn incr_decr() {
-        transcript(
-            &MemStore::new(),
-            &[
-                ("incr n 1\r\n", "NOT_FOUND\r\n"),
-                ("decr n 1\r\n", "NOT_FOUND\r\n"),
-                ("set n 3 0 2\r\n10\r\n", "STORED\r\n"),
-                ("incr n 5\r\n", "15\r\n"),
-                ("get n\r\n", "VALUE n 3 2\r\n15\r\nEND\r\n"),
-                ("decr n 4\r\n", "11\r\n"),
-                ("decr n 100\r\n", "0\r\n"),
-                ("get n\r\n", "VALUE n 3 1\r\n0\r\nEND\r\n"),
-                ("set n 0 0 20\r\n18446744073709551615\r\n", "STORED\r\n"),
-                ("incr n 1\r\n", "0\r\n"),
-                ("set n 0 0 20\r\n18446744073709551614\r\n", "STORED\r\n"),
-                ("incr n 3\r\n", "1\r\n"),
-                ("incr n 18446744073709551615\r\n", "0\r\n"),
-                ("set n 0 0 3\r\n12 \r\n", "STORED\r\n"),
-                ("incr n 1\r\n", "13\r\n"),
-                (
-                    "incr n abc\r\n",
-                    "CLIENT_ERROR invalid numeric delta argument\r\n",
-                ),
-                (
-                    "incr n -1\r\n",
-                    "CLIENT_ERROR invalid numeric delta argument\r\n",
-                ),
-                (
-                    "incr n 18446744073709551616\r\n",
-                    "CLIENT_ERROR invalid numeric delta argument\r\n",
-                ),
-                ("set s 0 0 3\r\nabc\r\n", "STORED\r\n"),
-                (
-                    "incr s 1\r\n",
-                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-                ),
-                (
-                    "decr s 1\r\n",
-                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-                ),
-                ("set e 0 0 0\r\n\r\n", "STORED\r\n"),
-                (
-                    "incr e 1\r\n",
-                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-                ),
-                ("set big 0 0 20\r\n18446744073709551616\r\n", "STORED\r\n"),
-                (
-                    "incr big 1\r\n",
-                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-                ),
-            ],
-        );
+        transcript(&MemStore::new(), INCR_DECR);
     }
 
     #[test]
@@ -1812,55 +1813,10 @@ mod tests {
     #[test]
     fn db_incr_decr() {
         let db = Db::default();
+        db_transcript(&db, INCR_DECR);
         db_transcript(
             &db,
             &[
-                ("incr n 1\r\n", "NOT_FOUND\r\n"),
-                ("decr n 1\r\n", "NOT_FOUND\r\n"),
-                ("set n 3 0 2\r\n10\r\n", "STORED\r\n"),
-                ("incr n 5\r\n", "15\r\n"),
-                ("get n\r\n", "VALUE n 3 2\r\n15\r\nEND\r\n"),
-                ("decr n 4\r\n", "11\r\n"),
-                ("decr n 100\r\n", "0\r\n"),
-                ("get n\r\n", "VALUE n 3 1\r\n0\r\nEND\r\n"),
-                ("set n 0 0 20\r\n18446744073709551615\r\n", "STORED\r\n"),
-                ("incr n 1\r\n", "0\r\n"),
-                ("set n 0 0 20\r\n18446744073709551614\r\n", "STORED\r\n"),
-                ("incr n 3\r\n", "1\r\n"),
-                ("incr n 18446744073709551615\r\n", "0\r\n"),
-                ("set n 0 0 3\r\n12 \r\n", "STORED\r\n"),
-                ("incr n 1\r\n", "13\r\n"),
-                (
-                    "incr n abc\r\n",
-                    "CLIENT_ERROR invalid numeric delta argument\r\n",
-                ),
-                (
-                    "incr n -1\r\n",
-                    "CLIENT_ERROR invalid numeric delta argument\r\n",
-                ),
-                (
-                    "incr n 18446744073709551616\r\n",
-                    "CLIENT_ERROR invalid numeric delta argument\r\n",
-                ),
-                ("set s 0 0 3\r\nabc\r\n", "STORED\r\n"),
-                (
-                    "incr s 1\r\n",
-                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-                ),
-                (
-                    "decr s 1\r\n",
-                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-                ),
-                ("set e 0 0 0\r\n\r\n", "STORED\r\n"),
-                (
-                    "incr e 1\r\n",
-                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-                ),
-                ("set big 0 0 20\r\n18446744073709551616\r\n", "STORED\r\n"),
-                (
-                    "incr big 1\r\n",
-                    "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-                ),
                 ("incr k\r\n", "ERROR\r\n"),
                 ("decr k 1 noreply x\r\n", "ERROR\r\n"),
             ],
