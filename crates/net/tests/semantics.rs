@@ -89,17 +89,15 @@ fn stop_balanced(s: Server, policy: &str) {
     );
 }
 
-fn redis_semantics(policy: &str) {
-    let s = server(MemProtocol::Redis, policy);
-    let mut c = redis_conn(&s, false);
-
-    // Order: one pipeline (one write) reads its own writes and deletes.
+/// One pipeline (one write) of SET, GET, DEL, GET over 50 keys reads its
+/// own writes and deletes.
+fn assert_pipeline_order(c: &mut redis::Connection, policy: &str) {
     let mut p = redis::pipe();
     for i in 0..50 {
         let k = format!("order:{i}");
         p.set(&k, i).get(&k).del(&k).get(&k);
     }
-    let got: Vec<redis::Value> = p.query(&mut c).unwrap();
+    let got: Vec<redis::Value> = p.query(c).unwrap();
     for (i, quad) in got.chunks(4).enumerate() {
         assert_eq!(quad[0], redis::Value::Okay, "{policy}: SET {i}");
         assert_eq!(
@@ -110,6 +108,43 @@ fn redis_semantics(policy: &str) {
         assert_eq!(redis::from_redis_value::<i64>(&quad[2]).unwrap(), 1);
         assert_eq!(quad[3], redis::Value::Nil, "{policy}: GET after DEL {i}");
     }
+}
+
+/// [`CLIENTS`] connections, `updates` rounds each: INCR `counter`, RPUSH
+/// `list`, HINCRBY `hash field 2` (with `hashes`), and an MSET of two keys
+/// that a following MGET must never see half-applied.
+fn update_from_many_connections(addr: std::net::SocketAddr, updates: usize, hashes: bool) {
+    let writers: Vec<_> = (0..CLIENTS)
+        .map(|t| {
+            thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://{addr}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                for i in 0..updates {
+                    let _: i64 = c.incr("counter", 1).unwrap();
+                    let _: i64 = c.rpush("list", format!("{t}:{i}")).unwrap();
+                    if hashes {
+                        let _: i64 = c.hincr("hash", "field", 2).unwrap();
+                    }
+                    let v = (t * updates + i) as i64;
+                    let () = c.mset(&[("pair:a", v), ("pair:b", v)]).unwrap();
+                    let (a, b): (i64, i64) = c.mget(&["pair:a", "pair:b"]).unwrap();
+                    assert_eq!(a, b, "MSET seen half-applied");
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+}
+
+fn redis_semantics(policy: &str) {
+    let s = server(MemProtocol::Redis, policy);
+    let mut c = redis_conn(&s, false);
+
+    assert_pipeline_order(&mut c, policy);
 
     // A keyspace large enough that KEYS runs for milliseconds: preemptive
     // policies stop it in the middle while the updates below run.
@@ -131,29 +166,7 @@ fn redis_semantics(policy: &str) {
             assert_eq!(keys.len(), 3000);
         }
     });
-    let writers: Vec<_> = (0..CLIENTS)
-        .map(|t| {
-            thread::spawn(move || {
-                let mut c = redis::Client::open(format!("redis://{addr}/"))
-                    .unwrap()
-                    .get_connection()
-                    .unwrap();
-                for i in 0..UPDATES {
-                    let _: i64 = c.incr("counter", 1).unwrap();
-                    let _: i64 = c.rpush("list", format!("{t}:{i}")).unwrap();
-                    let _: i64 = c.hincr("hash", "field", 2).unwrap();
-                    // MSET both keys to one value; MGET must see them equal.
-                    let v = (t * UPDATES + i) as i64;
-                    let () = c.mset(&[("pair:a", v), ("pair:b", v)]).unwrap();
-                    let (a, b): (i64, i64) = c.mget(&["pair:a", "pair:b"]).unwrap();
-                    assert_eq!(a, b, "MSET seen half-applied");
-                }
-            })
-        })
-        .collect();
-    for w in writers {
-        w.join().unwrap();
-    }
+    update_from_many_connections(addr, UPDATES, true);
     walkers.join().unwrap();
     let total = (CLIENTS * UPDATES) as i64;
     assert_eq!(c.get::<_, i64>("counter").unwrap(), total, "{policy}: INCR");
@@ -312,42 +325,8 @@ fn rocksdb_semantics(policy: &str) {
         Default::default(),
     );
     let mut c = redis_conn(&s, false);
-    let mut p = redis::pipe();
-    for i in 0..50 {
-        let k = format!("order:{i}");
-        p.set(&k, i).get(&k).del(&k).get(&k);
-    }
-    let got: Vec<redis::Value> = p.query(&mut c).unwrap();
-    for (i, quad) in got.chunks(4).enumerate() {
-        assert_eq!(
-            redis::from_redis_value::<i64>(&quad[1]).unwrap(),
-            i as i64,
-            "{policy}"
-        );
-        assert_eq!(quad[3], redis::Value::Nil, "{policy}: GET after DEL {i}");
-    }
-    let addr = s.local_addr();
-    let writers: Vec<_> = (0..CLIENTS)
-        .map(|t| {
-            thread::spawn(move || {
-                let mut c = redis::Client::open(format!("redis://{addr}/"))
-                    .unwrap()
-                    .get_connection()
-                    .unwrap();
-                for i in 0..UPDATES / 2 {
-                    let _: i64 = c.incr("counter", 1).unwrap();
-                    let _: i64 = c.rpush("list", i).unwrap();
-                    let v = (t * UPDATES + i) as i64;
-                    let () = c.mset(&[("pair:a", v), ("pair:b", v)]).unwrap();
-                    let (a, b): (i64, i64) = c.mget(&["pair:a", "pair:b"]).unwrap();
-                    assert_eq!(a, b, "MSET seen half-applied");
-                }
-            })
-        })
-        .collect();
-    for w in writers {
-        w.join().unwrap();
-    }
+    assert_pipeline_order(&mut c, policy);
+    update_from_many_connections(s.local_addr(), UPDATES / 2, false);
     let total = (CLIENTS * UPDATES / 2) as i64;
     assert_eq!(c.get::<_, i64>("counter").unwrap(), total, "{policy}: INCR");
     assert_eq!(c.llen::<_, i64>("list").unwrap(), total, "{policy}: RPUSH");
