@@ -287,7 +287,9 @@ pub struct ServeArgs {
     maxmemory_policy: Option<String>,
     #[command(flatten)]
     tcp: TcpArgs,
-    /// Scheduling policy with its parameters (e.g. darc, darc:delta=0.1, c-fcfs) [default: darc].
+    /// Scheduling policy with its parameters (e.g. darc-fair, darc, darc:delta=0.1, c-fcfs)
+    /// [default: darc-fair: DARC's reservations, idle reserved workers lent,
+    /// and no type starved].
     #[arg(long)]
     policy: Option<String>,
     /// Workload whose request types the server registers (type id = index) and
@@ -383,6 +385,10 @@ struct ServeFile {
 
 /// Largest `--config` file.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// `psp serve`'s policy when none is given: DARC's short-request tails
+/// without starving any type (docs/architecture.md, "`darc-fair`").
+pub const SERVE_DEFAULT_POLICY: &str = "darc-fair";
 
 fn load_serve_file(path: &Path) -> Result<ServeFile> {
     let text = psp_workload::read_text_file(path, MAX_CONFIG_BYTES)
@@ -485,7 +491,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let metrics = src.pick(&a.metrics, &f.metrics, |s| parse_addr(&s, "--metrics"))?;
     let policy = src
         .pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?
-        .map_or_else(|| "darc".parse::<PolicySpec>(), Ok)?;
+        .map_or_else(|| SERVE_DEFAULT_POLICY.parse::<PolicySpec>(), Ok)?;
     let workload = if resp {
         if a.workload.is_some() || f.workload.is_some() {
             bail!("--protocol {protocol} registers its own request types: leave --workload out");

@@ -25,6 +25,7 @@
 //! ([`RatioSource::Arrivals`]), hysteresis on updates, merging tiny groups. With the
 //! paper's settings every added branch is skipped and `darc` is unchanged.
 
+use super::fair::FairShare;
 use super::lend::{LendConfig, Lender, Lending};
 use super::param::{Count, MAX_FACTOR, Param, ParamRange, Params, Pick, Real};
 use super::{Action, Execution, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
@@ -64,7 +65,17 @@ pub struct DarcConfig {
     pub hysteresis: f64,
     /// Which groups a spillway worker serves first.
     pub spill: SpillOrder,
+    /// A window open this long (ns) with at least [`TIMED_WINDOW_SAMPLES`]
+    /// completions counts as full, whatever `min_samples` says: at a
+    /// server's rates (thousands of requests a second, not millions) 50,000
+    /// completions take tens of seconds, and DARC would stay c-FCFS that
+    /// long. 0: windows by count only (the paper).
+    pub window_ns: u64,
 }
+
+/// The fewest completions a window closed by its age ([`DarcConfig::window_ns`])
+/// holds: fewer say too little about a mix.
+pub const TIMED_WINDOW_SAMPLES: u64 = 1_000;
 
 /// Which groups a spillway worker serves first when it frees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +124,7 @@ impl Default for DarcConfig {
             ratios: RatioSource::Completions,
             hysteresis: 0.0,
             spill: SpillOrder::Shortest,
+            window_ns: 0,
         }
     }
 }
@@ -143,6 +155,9 @@ impl DarcConfig {
 /// The grouping factor's range (`darc` and `darc-static`).
 const DELTA: ParamRange = ParamRange::closed(0.0, 1000.0);
 const DELTA_DOC: &str = "grouping factor: a type joins a group when its mean is below 1 + delta times the group's first";
+/// A window's length in ms ([`DarcConfig::window_ns`]).
+pub(super) const WINDOW_MS: ParamRange = ParamRange::closed(0.0, 60_000.0);
+pub(super) const WINDOW_DOC: &str = "ms after which a profiling window with at least 1,000 completions counts as full, whatever `samples` says (0: by count only)";
 /// A number of workers, fractional.
 const WORKERS: ParamRange = ParamRange::closed(0.0, MAX_WORKERS as f64);
 
@@ -199,6 +214,15 @@ impl Params for DarcConfig {
                 range: ParamRange::closed(1.0, 1e9),
                 get: |c| c.min_samples,
                 set: |c, v| c.min_samples = v,
+            },
+        ),
+        Param::keyed(
+            "window",
+            WINDOW_DOC,
+            &Real::<Self> {
+                range: WINDOW_MS,
+                get: |c| c.window_ns as f64 / 1e6,
+                set: |c, v| c.window_ns = (v * 1e6) as u64,
             },
         ),
         Param::keyed(
@@ -382,6 +406,8 @@ pub struct Darc {
     window_open_ns: Option<Nanos>,
     /// `darc-lend`: reserved workers lent to longer types and reclaimed.
     lending: Option<Lending>,
+    /// `darc-fair`: types owed their fair share of the workers.
+    fair: Option<FairShare>,
     stats: PolicyStats,
 }
 
@@ -435,6 +461,7 @@ impl Darc {
             },
             window_open_ns: None,
             lending: None,
+            fair: None,
             stats: PolicyStats::default(),
         }
     }
@@ -446,11 +473,16 @@ impl Darc {
     pub fn new_lending(ctx: &PolicyContext, lend: LendConfig, label: String) -> Self {
         let cfg = DarcConfig {
             min_samples: lend.min_samples,
+            window_ns: lend.window_ns,
             ..DarcConfig::plus()
         };
         let empty = Reservation::with_capacity(ctx.types.len(), ctx.workers);
         let mut d = Self::with_mode(ctx, cfg, label, Mode::Warmup, empty, ctx.workers);
         d.lending = Some(Lending::new(lend, ctx.workers));
+        if lend.patience > 0.0 {
+            let declared = ctx.types.iter().map(|t| t.mean_service_ns).collect();
+            d.fair = Some(FairShare::new(lend.patience, declared, ctx.workers));
+        }
         d
     }
 
@@ -533,6 +565,42 @@ impl Darc {
             }
         }
         None
+    }
+
+    /// `darc-fair`: the owed type under its fair share with the oldest head
+    /// ([`FairShare::pick`]) and a free worker for it: its own group's, else
+    /// another free one that no other type under its share waits for (then
+    /// lent: reclaimed as `darc-lend` reclaims, where preemption exists).
+    /// Whether lent.
+    fn fair_pick(&mut self, now: Nanos) -> Option<(TypeId, WorkerId, bool)> {
+        if self.free.is_empty() {
+            return None;
+        }
+        let queues = &self.queues;
+        let t = self.fair.as_mut()?.pick(now, |t| queues[t].front())?;
+        let (reserved, stealable) = self.type_workers[t as usize];
+        if let Some(w) = reserved
+            .and(self.free)
+            .first()
+            .or_else(|| stealable.and(self.free).first())
+        {
+            return Some((t, w, false));
+        }
+        // Not a worker another type under its share waits for: that would
+        // only trade one starved type for another (and, with reclaims, evict
+        // and retake the same worker in turn).
+        let fair = self.fair.as_ref()?;
+        let mut wanted = WorkerSet::EMPTY;
+        for (u, q) in self.queues.iter().enumerate() {
+            let u = u as TypeId;
+            if u != t && !q.is_empty() && fair.under_share(u) {
+                wanted = wanted.or(self.reservation.allowed(u));
+            }
+        }
+        // Workers are laid out shortest group first: the last free one
+        // belongs to the longest group that has one free.
+        let w = self.free.without(wanted).iter().last()?;
+        Some((t, w, true))
     }
 
     /// `darc-lend`: orders the reclaim [`Darc::reclaim_pick`] chooses.
@@ -652,6 +720,9 @@ impl Darc {
             // Saturating float-to-int: an unmeasured (infinite) mean never triggers.
             *trigger = (self.cfg.delay_factor * mean) as u64;
         }
+        if let Some(f) = self.fair.as_mut() {
+            f.set_means(&self.known_mean_ns);
+        }
         self.candidate
             .compute_into_loaded(&self.demand, utilization, &self.cfg.reservation);
         self.stats.updates_considered += 1;
@@ -680,6 +751,30 @@ impl Darc {
         self.window_open_ns = Some(now);
         self.arrivals.fill(0);
         self.arrivals_total = 0;
+    }
+
+    /// Whether the window holds enough to consider an update: `min_samples`
+    /// completions, or `window_ns` of age and [`TIMED_WINDOW_SAMPLES`].
+    fn window_full(&self, now: Nanos) -> bool {
+        let total = self.window.total();
+        total >= self.cfg.min_samples || self.window_aged(now, 1)
+    }
+
+    /// Whether the window is due for an update by its age alone: `stale`
+    /// times `min_samples` completions, or `stale` times `window_ns`.
+    fn window_stale(&self, now: Nanos) -> bool {
+        self.window.total() >= self.stale_samples
+            || (self.cfg.stale_windows > 0 && self.window_aged(now, self.cfg.stale_windows))
+    }
+
+    /// `window_ns` x `windows` since the window opened, with at least
+    /// [`TIMED_WINDOW_SAMPLES`] completions in it.
+    fn window_aged(&self, now: Nanos, windows: u64) -> bool {
+        self.cfg.window_ns > 0
+            && self.window.total() >= TIMED_WINDOW_SAMPLES
+            && self
+                .window_open_ns
+                .is_some_and(|open| now.saturating_sub(open) >= self.cfg.window_ns * windows)
     }
 
     fn take(&mut self, t: TypeId, worker: WorkerId) -> Request {
@@ -766,6 +861,33 @@ impl Darc {
     }
 }
 
+impl Darc {
+    /// Takes the head of type `t`'s queue onto `worker` (`lent`: outside its
+    /// group's workers), keeping the lending and fair-share counts.
+    fn dispatch(&mut self, t: TypeId, worker: WorkerId, lent: bool, now: Nanos) -> Action {
+        let req = self.take(t, worker);
+        if let Some(l) = self.lending.as_mut() {
+            l.started(worker, t, now, lent);
+        }
+        if let Some(f) = self.fair.as_mut() {
+            f.started((t != UNKNOWN_TYPE).then_some(t));
+        }
+        if self.mode == Mode::Dynamic
+            && t != UNKNOWN_TYPE
+            && self.window_full(now)
+            && now.saturating_sub(req.arrival_ns) > self.trigger_ns[t as usize]
+        {
+            self.update_due = true;
+            self.update_by_age = false;
+        }
+        Action::Dispatch {
+            worker,
+            req,
+            quantum_ns: None,
+        }
+    }
+}
+
 /// How far (in workers) a group's demand must move before a window considered
 /// only for its age moves workers: half a worker, so a demand that merely
 /// wobbles across a rounding boundary stays put.
@@ -797,17 +919,19 @@ impl Policy for Darc {
     }
 
     #[inline]
-    fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, _now: Nanos) {
+    fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, now: Nanos) {
         self.free.insert(worker);
         if let Some(l) = self.lending.as_mut() {
             l.ended(worker);
         }
+        if let Some(f) = self.fair.as_mut() {
+            f.ended(req.type_id);
+        }
         if self.mode != Mode::Static && req.type_id != UNKNOWN_TYPE {
             self.window.record(req.type_id, service_ns);
-            let total = self.window.total();
-            if self.mode == Mode::Warmup && total >= self.cfg.min_samples {
+            if self.mode == Mode::Warmup && self.window_full(now) {
                 self.update_due = true;
-            } else if total >= self.stale_samples && !self.update_due {
+            } else if self.window_stale(now) && !self.update_due {
                 self.update_due = true;
                 self.update_by_age = true;
             }
@@ -832,6 +956,17 @@ impl Policy for Darc {
                 None => None,
             };
         }
+        // `darc-fair`: an owed type under its share goes first, on any
+        // free worker (a starved type may be one the reservation left on the
+        // spillway behind a backlogged longer group: its own workers alone
+        // would not do).
+        let owed = match self.mode {
+            Mode::Dynamic if self.fair.is_some() => self.fair_pick(now),
+            _ => None,
+        };
+        if let Some((t, w, lent)) = owed {
+            return Some(self.dispatch(t, w, lent, now));
+        }
         let pick = match self.mode {
             Mode::Warmup => self.warmup_pick(),
             Mode::Dynamic if self.cfg.order == GroupOrder::Oldest => self.darc_pick_oldest(),
@@ -854,23 +989,7 @@ impl Policy for Darc {
             }
             None => return None,
         };
-        let req = self.take(t, worker);
-        if let Some(l) = self.lending.as_mut() {
-            l.started(worker, t, now, lent);
-        }
-        if self.mode == Mode::Dynamic
-            && t != UNKNOWN_TYPE
-            && self.window.total() >= self.cfg.min_samples
-            && now.saturating_sub(req.arrival_ns) > self.trigger_ns[t as usize]
-        {
-            self.update_due = true;
-            self.update_by_age = false;
-        }
-        Some(Action::Dispatch {
-            worker,
-            req,
-            quantum_ns: None,
-        })
+        Some(self.dispatch(t, worker, lent, now))
     }
 
     fn execution(&self) -> Execution {
@@ -892,6 +1011,9 @@ impl Policy for Darc {
         };
         l.ended(worker);
         self.free.insert(worker);
+        if let Some(f) = self.fair.as_mut() {
+            f.ended(req.type_id);
+        }
         match self.queues.get_mut(req.type_id as usize) {
             Some(q) => q.requeue_front(req),
             None => self.unknown.requeue_front(req),
@@ -1466,5 +1588,123 @@ mod tests {
         });
         assert!(d.preempted > 0, "nothing was ever reclaimed");
         assert_eq!(d.completed + d.dropped + d.in_flight(), d.generated());
+    }
+
+    /// Closed-loop clients on `spec`: `clients[t]` connections of type `t`,
+    /// each sending its next request when its last one completes, no think
+    /// time, service exactly the type's mean (`means_us`). The policy is
+    /// warmed first on a window whose `i`th completion is of type `warm(i)`.
+    /// Returns per type the completions in `run_ns` and the longest wait.
+    fn closed_loop(
+        spec: &str,
+        workers: usize,
+        means_us: &[u64],
+        clients: &[u64],
+        warm: impl Fn(u64) -> TypeId,
+        run_ns: Nanos,
+    ) -> (Vec<u64>, Vec<Nanos>) {
+        let spec: PolicySpec = spec.parse().unwrap();
+        let means_f: Vec<f64> = means_us.iter().map(|&m| m as f64).collect();
+        let mut p = spec.build(&ctx(workers, &means_f)).unwrap();
+        let means_ns: Vec<u64> = means_us.iter().map(|m| m * 1_000).collect();
+        let samples = DarcConfig::plus().min_samples;
+        serve_unqueued(p.as_mut(), 0, samples, &means_ns, warm);
+        let start = samples;
+        let mut now = start;
+        let mut id = samples;
+        let mut done = vec![0u64; means_us.len()];
+        let mut max_wait = vec![0 as Nanos; means_us.len()];
+        // Per worker: the request it runs and when it ends.
+        let mut running: Vec<Option<(Request, Nanos)>> = vec![None; workers];
+        for (t, &n) in clients.iter().enumerate() {
+            for _ in 0..n {
+                arrive(p.as_mut(), id, t as TypeId, now);
+                id += 1;
+            }
+        }
+        while now < start + run_ns {
+            while let Some(a) = p.next_action(now) {
+                let Action::Dispatch { worker, req, .. } = a else {
+                    panic!("mech=none never preempts: {a:?}")
+                };
+                let t = req.type_id as usize;
+                max_wait[t] = max_wait[t].max(now - req.arrival_ns);
+                running[worker as usize] = Some((req, now + means_ns[t]));
+            }
+            let (w, (req, end)) = running
+                .iter()
+                .enumerate()
+                .filter_map(|(w, r)| r.map(|r| (w, r)))
+                .min_by_key(|(w, (_, end))| (*end, *w))
+                .expect("a closed loop always has work running");
+            now = end;
+            running[w] = None;
+            p.on_completion(w as WorkerId, &req, means_ns[req.type_id as usize], now);
+            done[req.type_id as usize] += 1;
+            arrive(p.as_mut(), id, req.type_id, now);
+            id += 1;
+        }
+        (done, max_wait)
+    }
+
+    /// The starvation `darc-fair` removes: 16 short (1 us) and 4 long
+    /// (100 us) closed-loop clients on 2 workers. DARC's window sees the long
+    /// type at 1% and leaves it the spillway behind the short type, whose
+    /// queue never empties: the long type starves. `darc-fair` owes it its
+    /// fair share (1 of 2 workers) once its head waited 10 x 100 us, so it
+    /// completes about one request per 100 us, and its longest wait is
+    /// bounded: its patience, a short worker freeing (1 us), then the other
+    /// three long requests queued ahead of it in its own type's queue (the
+    /// short type keeps the other worker).
+    #[test]
+    fn darc_fair_serves_a_closed_loop_long_type_its_share_and_darc_lend_does_not() {
+        let run = 100_000_000; // 100 ms
+        // What a paced long type looks like to DARC's window: 1% of arrivals.
+        let paced = |i: u64| TypeId::from(i.is_multiple_of(100));
+        let (lend, _) = closed_loop("darc-lend:mech=none", 2, &[1, 100], &[16, 4], paced, run);
+        let (fair, wait) = closed_loop("darc-fair:mech=none", 2, &[1, 100], &[16, 4], paced, run);
+        // One worker's worth of long requests: 1,000 in 100 ms.
+        assert!(fair[1] >= 900, "darc-fair long completions {fair:?}");
+        assert!(lend[1] < 100, "darc-lend long completions {lend:?}");
+        // The short type keeps about a worker: 100,000 in 100 ms.
+        assert!(fair[0] >= 90_000, "darc-fair short completions {fair:?}");
+        assert!(
+            wait[1] <= 1_000_000 + 1_000 + 3 * 100_000,
+            "long waits {wait:?}"
+        );
+    }
+
+    /// The lock-in a starved short type falls into: a type with no completion
+    /// in a window joins the inactive group, last, on the spillway; behind a
+    /// backlogged long type it completes nothing, so it stays there. Under
+    /// `darc-lend` (mech=none) 16 short closed-loop clients get only what the
+    /// spillway leaves; `darc-fair` owes them a worker (their share) within
+    /// 10 us of waiting, so they complete about one per us.
+    #[test]
+    fn darc_fair_frees_a_short_type_left_inactive_behind_a_long_backlog() {
+        let run = 100_000_000;
+        let only_long = |_| 1;
+        let (lend, _) = closed_loop(
+            "darc-lend:mech=none",
+            2,
+            &[1, 100],
+            &[16, 4],
+            only_long,
+            run,
+        );
+        let (fair, _) = closed_loop(
+            "darc-fair:mech=none",
+            2,
+            &[1, 100],
+            &[16, 4],
+            only_long,
+            run,
+        );
+        assert!(fair[0] >= 80_000, "darc-fair short completions {fair:?}");
+        assert!(fair[1] >= 900, "darc-fair long completions {fair:?}");
+        assert!(
+            lend[0] < fair[0] / 2,
+            "darc-lend {lend:?} against darc-fair {fair:?}"
+        );
     }
 }

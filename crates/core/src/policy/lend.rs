@@ -55,6 +55,12 @@ pub struct LendConfig {
     /// DARC's profiling window ([`super::DarcConfig::min_samples`]); the
     /// other DARC rules are `darc+`'s.
     pub min_samples: u64,
+    /// DARC's window by age ([`super::DarcConfig::window_ns`]).
+    pub window_ns: u64,
+    /// `darc-fair`: a type whose oldest waiting request has waited this many
+    /// times its profiled mean is *owed* its fair share of the workers until
+    /// its queue empties (0: never, `darc-lend`). See [`FairShare`].
+    pub patience: f64,
 }
 
 impl Default for LendConfig {
@@ -65,6 +71,22 @@ impl Default for LendConfig {
             gain: 2.0,
             keep: 0,
             min_samples: super::DarcConfig::plus().min_samples,
+            window_ns: 0,
+            patience: 0.0,
+        }
+    }
+}
+
+impl LendConfig {
+    /// `darc-fair`'s defaults: `darc-lend` whose types are owed a fair share
+    /// once their oldest request waited 10 times their mean (DARC's own
+    /// "delayed" threshold, [`super::DarcConfig::delay_factor`]), with
+    /// profiling windows of at most 100 ms (at a server's rates).
+    pub fn fair() -> Self {
+        Self {
+            patience: 10.0,
+            window_ns: 100_000_000,
+            ..Self::default()
         }
     }
 }
@@ -114,6 +136,24 @@ impl Params for LendConfig {
                 range: ParamRange::closed(1.0, 1e9),
                 get: |c| c.min_samples,
                 set: |c, v| c.min_samples = v,
+            },
+        ),
+        Param::keyed(
+            "window",
+            super::darc::WINDOW_DOC,
+            &Real::<Self> {
+                range: super::darc::WINDOW_MS,
+                get: |c| c.window_ns as f64 / 1e6,
+                set: |c, v| c.window_ns = (v * 1e6) as u64,
+            },
+        ),
+        Param::keyed(
+            "patience",
+            "a type whose oldest request waited this many times its mean is owed its fair share of the workers (the workers over the types with work) until its queue empties; 0: never (darc-lend's default)",
+            &Real::<Self> {
+                range: ParamRange::closed(0.0, MAX_FACTOR),
+                get: |c| c.patience,
+                set: |c, v| c.patience = v,
             },
         ),
     ];

@@ -27,6 +27,7 @@ pub mod concord;
 pub mod darc;
 pub mod edf;
 pub mod execution;
+mod fair;
 pub mod fcfs;
 pub mod lend;
 pub mod param;

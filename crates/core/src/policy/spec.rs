@@ -46,6 +46,9 @@ pub enum PolicySpec {
     /// `darc+` lending reserved workers to longer types and reclaiming them
     /// by preemption where the mechanism's cost allows.
     DarcLend(LendConfig),
+    /// `darc-lend` that owes a starving type its fair share of the workers:
+    /// `psp serve`'s default.
+    DarcFair(LendConfig),
     /// Shinjuku time sharing.
     Ts(TsConfig),
     /// Preempt as soon as a short request is blocked.
@@ -65,7 +68,7 @@ type Named = (&'static str, fn() -> PolicySpec);
 
 /// Every policy name. A policy's first name is its canonical one (`sjf` is
 /// another name of `fp`).
-const POLICIES: [Named; 15] = [
+const POLICIES: [Named; 16] = [
     ("d-fcfs", || PolicySpec::DFcfs),
     ("c-fcfs", || PolicySpec::CFcfs),
     ("fp", || PolicySpec::Fp),
@@ -77,6 +80,7 @@ const POLICIES: [Named; 15] = [
     ("darc", || PolicySpec::Darc(DarcConfig::default())),
     ("darc+", || PolicySpec::DarcPlus(DarcConfig::plus())),
     ("darc-lend", || PolicySpec::DarcLend(LendConfig::default())),
+    ("darc-fair", || PolicySpec::DarcFair(LendConfig::fair())),
     ("ts", || PolicySpec::Ts(TsConfig::default())),
     ("ts-block", || PolicySpec::TsBlock(TsBlockConfig::default())),
     ("concord", || PolicySpec::Concord(ConcordConfig::default())),
@@ -196,7 +200,7 @@ impl PolicySpec {
             PolicySpec::Edf(c) => Some(c),
             PolicySpec::DarcStatic(c) => Some(c),
             PolicySpec::Darc(c) | PolicySpec::DarcPlus(c) => Some(c),
-            PolicySpec::DarcLend(c) => Some(c),
+            PolicySpec::DarcLend(c) | PolicySpec::DarcFair(c) => Some(c),
             PolicySpec::Ts(c) => Some(c),
             PolicySpec::TsBlock(c) => Some(c),
             PolicySpec::Concord(c) => Some(c),
@@ -219,7 +223,9 @@ impl PolicySpec {
             PolicySpec::TsBlock(c) => PreemptionModel::SignalAndSwitch(c.cost_ns),
             PolicySpec::Synergy(c) => PreemptionModel::Mechanism(c.mechanism),
             PolicySpec::Tq(c) => PreemptionModel::Mechanism(c.mechanism),
-            PolicySpec::DarcLend(c) => PreemptionModel::Mechanism(c.mechanism),
+            PolicySpec::DarcLend(c) | PolicySpec::DarcFair(c) => {
+                PreemptionModel::Mechanism(c.mechanism)
+            }
             _ => PreemptionModel::None,
         }
     }
@@ -325,7 +331,9 @@ impl PolicySpec {
                 }
                 Box::new(Darc::new_dynamic(ctx, c, name))
             }
-            PolicySpec::DarcLend(c) => Box::new(Darc::new_lending(ctx, c, name)),
+            PolicySpec::DarcLend(c) | PolicySpec::DarcFair(c) => {
+                Box::new(Darc::new_lending(ctx, c, name))
+            }
             PolicySpec::Ts(c) => Box::new(TimeSharing::new(ctx, c, name)?),
             PolicySpec::TsBlock(c) => Box::new(TsBlock::new(ctx, c, name)?),
             PolicySpec::Concord(c) => Box::new(Concord::new(ctx, c, name)),
