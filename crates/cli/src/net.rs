@@ -288,8 +288,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     tcp: TcpArgs,
     /// Scheduling policy with its parameters (e.g. darc-fair, darc, darc:delta=0.1, c-fcfs)
-    /// [default: darc-fair: DARC's reservations, idle reserved workers lent,
-    /// and no type starved].
+    /// [default: darc-fair (DARC's reservations, idle reserved workers lent,
+    /// no type starved); darc-fair:mech=none, which lends nothing, when the
+    /// workers leave the dispatcher no core of its own].
     #[arg(long)]
     policy: Option<String>,
     /// Workload whose request types the server registers (type id = index) and
@@ -386,9 +387,25 @@ struct ServeFile {
 /// Largest `--config` file.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// `psp serve`'s policy when none is given: DARC's short-request tails
-/// without starving any type (docs/architecture.md, "`darc-fair`").
-pub const SERVE_DEFAULT_POLICY: &str = "darc-fair";
+/// `psp serve`'s policy when none is given, for `workers` workers on a
+/// machine with `cores` cores: DARC's short-request tails without starving
+/// any type (docs/architecture.md, "`darc-fair`"). Lending reserved workers
+/// pays only where a reclaim lands in microseconds: with the dispatcher and
+/// the workers sharing cores it waits for the dispatcher to get one
+/// (milliseconds; docs/results.md), so there the default lends nothing
+/// (`mech=none`) and only owes starving types their share.
+pub fn serve_default_policy(workers: usize, cores: usize) -> &'static str {
+    if workers < cores {
+        "darc-fair"
+    } else {
+        "darc-fair:mech=none"
+    }
+}
+
+/// This machine's cores (1 if unknown).
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
 
 fn load_serve_file(path: &Path) -> Result<ServeFile> {
     let text = psp_workload::read_text_file(path, MAX_CONFIG_BYTES)
@@ -489,9 +506,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             .with_context(|| format!("--address {addr} with --datapath xdp"))?;
     }
     let metrics = src.pick(&a.metrics, &f.metrics, |s| parse_addr(&s, "--metrics"))?;
-    let policy = src
-        .pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?
-        .map_or_else(|| SERVE_DEFAULT_POLICY.parse::<PolicySpec>(), Ok)?;
+    let policy = src.pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?;
     let workload = if resp {
         if a.workload.is_some() || f.workload.is_some() {
             bail!("--protocol {protocol} registers its own request types: leave --workload out");
@@ -524,6 +539,10 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         })?
         .unwrap_or(4096);
     limits::slots(workload.types.len(), workers, queue_capacity)?;
+    let policy = match policy {
+        Some(p) => p,
+        None => serve_default_policy(workers, available_cores()).parse::<PolicySpec>()?,
+    };
     // The policy on these workers and this workload's types, as the server
     // will build it (cheap; catches what does not fit before listening).
     policy.build(&psp_core::PolicyContext {
