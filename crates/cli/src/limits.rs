@@ -251,6 +251,18 @@ pub const DATAPATHS: Count = Count::new("--datapaths (number of datapaths)", 1, 
 pub const CORE_ID: Count = Count::new("--cores (core id)", 0, 1023);
 /// `--idle park:SPIN_US`: polling before parking, in µs.
 pub const IDLE_SPIN_US: Count = Count::new("--idle park:SPIN_US", 0, 1_000_000);
+/// `psp sim --clients`: closed-loop connections of each request type.
+pub const CLIENTS: Count = Count::new(
+    "--clients (connections per type)",
+    0,
+    psp_workload::MAX_CONNECTIONS_PER_TYPE as u64,
+);
+/// `psp sim --clients`: connections in all (each is a client flow).
+pub const CLIENTS_TOTAL: Count = Count::new(
+    "--clients (connections in all)",
+    1,
+    psp_workload::MAX_CONNECTIONS as u64,
+);
 
 /// `--load`: offered load as a fraction of the workload's peak.
 pub const LOAD: Real = Real::positive("--load", 10.0);
@@ -292,6 +304,8 @@ pub const TIMEOUT: Span = Span::new("--timeout", 10 * US, 60 * S);
 /// `psp serve --max-service`: the spin application's cap on the service time a
 /// request may ask for.
 pub const MAX_SERVICE: Span = Span::new("--max-service", US, HOUR);
+/// `psp sim --think`: closed-loop clients' mean think time.
+pub const THINK: Span = Span::new("--think", 0, psp_workload::MAX_THINK_NS);
 
 /// Most requests one point may schedule: the simulator and the client do work
 /// (and the client keeps a record) per request; 1e8 is 10-20 s of simulation.
@@ -402,6 +416,8 @@ const COUNTS: &[Count] = &[
     DATAPATHS,
     CORE_ID,
     IDLE_SPIN_US,
+    CLIENTS,
+    CLIENTS_TOTAL,
     KV_KEYS,
     KV_VALUE_BYTES,
     KV_MAX_SCAN,
@@ -439,6 +455,7 @@ const SPANS: &[Span] = &[
     TIMEOUT,
     MAX_SERVICE,
     TCP_IDLE_TIMEOUT,
+    THINK,
 ];
 
 // ---------------------------------------------------- bounds across values
@@ -612,6 +629,75 @@ pub fn runtime_quantum(spec: &PolicySpec) -> Result<()> {
     Ok(())
 }
 
+/// Closed-loop clients of `workload` from `--clients SPEC` and `--think THINK`:
+/// each type's connections in [`CLIENTS`], all of them in [`CLIENTS_TOTAL`],
+/// the think time in [`THINK`], and a workload without phases.
+///
+/// # Errors
+/// A spec that does not parse ([`psp_workload::parse_connections`]) or a
+/// value out of range.
+pub fn clients(spec: &str, think: &str, workload: &Workload) -> Result<psp_workload::Clients> {
+    let counts = psp_workload::parse_connections(spec, workload)
+        .map_err(|e| anyhow::anyhow!("--clients: {e}"))?;
+    for &n in &counts {
+        CLIENTS.check(usize::try_from(n).unwrap_or(usize::MAX))?;
+    }
+    CLIENTS_TOTAL.check(counts.iter().sum::<u64>() as usize)?;
+    let think_ns = THINK.parse_ns(think)?;
+    // In range: the conversions cannot fail.
+    let counts = counts.into_iter().map(|n| n as u32).collect();
+    psp_workload::Clients::new(counts, think_ns, workload)
+        .map_err(|e| anyhow::anyhow!("--clients: {e}"))
+}
+
+/// The work a closed-loop point does: an upper bound on the requests its
+/// `clients` send in `duration_ns` (each type's connections complete a
+/// request at most every mean service time plus think time, all of them at
+/// most `workers` per shortest mean service time; refused requests, possible
+/// when the connections outnumber a queue or the receive ring, come back
+/// after [`psp_workload::RETRY_NS`] plus think time) within
+/// [`MAX_REQUESTS`], and for a preemptive `spec` its time slices within
+/// [`MAX_TIME_SLICES`]. Returns the bound.
+///
+/// # Errors
+/// More than [`MAX_REQUESTS`] requests or [`MAX_TIME_SLICES`] slices.
+pub fn closed_loop_work(
+    spec: &PolicySpec,
+    workload: &Workload,
+    clients: &psp_workload::Clients,
+    workers: usize,
+    receive_capacity: usize,
+    duration_ns: u64,
+) -> Result<f64> {
+    let think_s = clients.think_ns() as f64 / 1e9;
+    let mut loops = 0.0;
+    let mut retries = 0.0;
+    let mut shortest = f64::INFINITY;
+    for (t, &n) in workload.types.iter().zip(clients.connections()) {
+        if n == 0 {
+            continue;
+        }
+        let service_s = t.service.mean_us() / 1e6;
+        shortest = shortest.min(service_s);
+        loops += f64::from(n) / (service_s + think_s);
+        retries += f64::from(n) / (psp_workload::RETRY_NS as f64 / 1e9 + think_s);
+    }
+    let mut rate = loops.min(workers as f64 / shortest);
+    if clients.total() as usize > receive_capacity {
+        rate += retries;
+    }
+    let n = rate * duration_ns as f64 / 1e9;
+    if n > MAX_REQUESTS {
+        bail!(
+            "--clients {} for --duration {} may send up to {n:.3e} requests; at most {MAX_REQUESTS:e} per point (shorten --duration or use fewer connections)",
+            clients.total(),
+            human_ns(duration_ns)
+        );
+    }
+    time_slices(spec, workload, n)?;
+    Ok(n)
+}
+
 /// Request slots a point preallocates: at most [`MAX_SLOTS`].
 ///
 /// # Errors
@@ -757,21 +843,25 @@ mod tests {
             assert!(r.check((r.lo + r.hi) / 2.0).is_ok(), "{}", r.flag);
         }
         for s in SPANS {
-            assert!(0 < s.min_ns && s.min_ns < s.max_ns, "{}", s.flag);
+            assert!(s.min_ns < s.max_ns, "{}", s.flag);
             assert_eq!(s.parse_ns(&human_ns(s.min_ns)).unwrap(), s.min_ns);
             assert_eq!(s.parse_ns(&human_ns(s.max_ns)).unwrap(), s.max_ns);
-            for bad in [
-                format!("{}ns", s.min_ns - 1),
+            // A span from 0 (`--think`) takes 0, which `0` may spell, and
+            // what rounds to it.
+            let below: Vec<String> = if s.min_ns > 0 {
+                vec![format!("{}ns", s.min_ns - 1), "0".into(), "1e-300s".into()]
+            } else {
+                vec!["-1ns".into(), "-0.5us".into()]
+            };
+            for bad in below.into_iter().chain([
                 format!("{}ns", s.max_ns + 1),
                 "99999999999999s".into(),
                 "1e300s".into(),
-                "1e-300s".into(),
                 "nan".into(),
                 "inf".into(),
                 "-1s".into(),
-                "0".into(),
                 "soon".into(),
-            ] {
+            ]) {
                 let e = s.parse_ns(&bad).unwrap_err().to_string();
                 assert!(e.contains(s.flag), "{bad}: {e}");
             }

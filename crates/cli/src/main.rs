@@ -156,18 +156,26 @@ impl PointArgs {
     /// # Errors
     /// A flag out of range, or a point too large ([`limits`]).
     pub fn config(&self, workload: &Workload, rate_rps: f64) -> Result<SimConfig> {
+        self.checked_config(workload, Some(rate_rps))
+    }
+
+    /// [`PointArgs::config`]; without a rate (closed-loop clients set it), the
+    /// config's `rate_rps` is 0 and the work is left to the caller to bound.
+    fn checked_config(&self, workload: &Workload, rate_rps: Option<f64>) -> Result<SimConfig> {
         let workers = limits::WORKERS.check(self.workers())?;
         let queue_capacity = limits::QUEUE_CAPACITY.check(self.queue_capacity)?;
         limits::slots(workload.types.len(), workers, queue_capacity)?;
         let warmup_fraction = limits::WARMUP.check(self.warmup)?;
         let duration_ns = limits::DURATION.parse_ns(&self.duration)?;
-        limits::requests(rate_rps, duration_ns)?;
+        if let Some(rate_rps) = rate_rps {
+            limits::requests(rate_rps, duration_ns)?;
+        }
         let flows = limits::ARRIVAL_FLOWS
             .check(self.flows.unwrap_or(psp_workload::DEFAULT_FLOWS as usize))?
             as u32;
         Ok(SimConfig {
             workers,
-            rate_rps,
+            rate_rps: rate_rps.unwrap_or(0.0),
             duration_ns,
             warmup_fraction,
             seed: self.seed,
@@ -200,6 +208,20 @@ struct SimArgs {
     /// Window of the time series.
     #[arg(long, default_value = "100ms", allow_hyphen_values = true)]
     series_window: String,
+    /// Closed-loop clients instead of open-loop arrivals: connections per
+    /// request type, as NAME=N,... (the workload's type names; types not
+    /// named get none) or one count per type in order, e.g. GET=16,SCAN=4 or
+    /// 16,4 [each at most 4096, at least 1 in all]. A connection has one
+    /// request out at a time and sends the next one of its type when the
+    /// last is answered or refused, after --think. The clients set the load:
+    /// --load, --rps and --flows do not apply (each connection is a flow).
+    #[arg(long)]
+    clients: Option<String>,
+    /// With --clients: mean think time between a request's end and the
+    /// connection's next request (exponential; 0: none) [default: 0us, at
+    /// most 1s].
+    #[arg(long, allow_hyphen_values = true)]
+    think: Option<String>,
     /// Print the point as JSON.
     #[arg(long)]
     json: bool,
@@ -293,6 +315,54 @@ impl PolicyPoint {
     }
 }
 
+impl PolicyPoint {
+    /// The workload, the policy, a validated config and closed-loop clients
+    /// from `--clients SPEC` and `--think THINK` (the simulator's default
+    /// number of workers), with the point's work bounded; every value is
+    /// checked before anything runs.
+    ///
+    /// # Errors
+    /// A flag out of range, or `--load`, `--rps` or `--flows` given (the
+    /// clients set the load, and each connection is a flow).
+    pub fn resolve_clients(
+        &self,
+        spec: &str,
+        think: &str,
+    ) -> Result<(Workload, PolicySpec, SimConfig, psp_workload::Clients)> {
+        for (given, flag) in [
+            (self.offered.load.is_some(), "--load"),
+            (self.offered.rps.is_some(), "--rps"),
+            (self.point.flows.is_some(), "--flows"),
+        ] {
+            if given {
+                bail!(
+                    "{flag} does not apply with --clients: closed-loop clients set the load (each connection is a flow)"
+                );
+            }
+        }
+        let workload = Workload::resolve(&self.point.workload)?;
+        let policy = parse_policy(&self.policy)?;
+        let args = self.point.clone().with_default_workers(Mode::Sim);
+        let clients = limits::clients(spec, think, &workload)?;
+        let cfg = args.checked_config(&workload, None)?;
+        let system = cfg.system.for_policy(&policy);
+        let receive = if system.has_dispatcher_cost() {
+            cfg.queue_capacity.min(system.ingress_capacity)
+        } else {
+            cfg.queue_capacity
+        };
+        limits::closed_loop_work(
+            &policy,
+            &workload,
+            &clients,
+            cfg.workers,
+            receive,
+            cfg.duration_ns,
+        )?;
+        Ok((workload, policy, cfg, clients))
+    }
+}
+
 /// The offered load of one point: `--load` (fraction of peak) or `--rps`.
 #[derive(Args, Clone, Debug)]
 pub struct OfferedLoad {
@@ -315,14 +385,31 @@ impl OfferedLoad {
 }
 
 fn cmd_sim(a: SimArgs) -> Result<()> {
-    let (workload, spec, mut cfg) = a.target.resolve(Mode::Sim)?;
-    let point = match &a.series {
-        None => simulate_point(&workload, &spec, &cfg)?,
-        Some(stem) => {
+    let (workload, spec, mut cfg, clients) = match &a.clients {
+        None => {
+            if a.think.is_some() {
+                bail!("--think applies only with --clients (closed-loop clients)");
+            }
+            let (workload, spec, cfg) = a.target.resolve(Mode::Sim)?;
+            (workload, spec, cfg, None)
+        }
+        Some(c) => {
+            let think = a.think.as_deref().unwrap_or("0us");
+            let (workload, spec, cfg, clients) = a.target.resolve_clients(c, think)?;
+            (workload, spec, cfg, Some(clients))
+        }
+    };
+    let point = match (&a.series, &clients) {
+        (None, None) => simulate_point(&workload, &spec, &cfg)?,
+        (None, Some(clients)) => psp_sim::simulate_clients(&workload, &spec, &cfg, clients)?.0,
+        (Some(stem), _) => {
             let window = limits::SERIES_WINDOW.parse_ns(&a.series_window)?;
             check_series_stem(stem)?;
             cfg.series_window_ns = Some(window);
-            let (point, series) = psp_sim::simulate_with_series(&workload, &spec, &cfg)?;
+            let (point, series) = match &clients {
+                None => psp_sim::simulate_with_series(&workload, &spec, &cfg)?,
+                Some(clients) => psp_sim::simulate_clients(&workload, &spec, &cfg, clients)?,
+            };
             let series = series.context("the simulator recorded no series")?;
             write_series(&series, &workload, stem, &point.policy)?;
             point

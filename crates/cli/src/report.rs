@@ -8,16 +8,32 @@ use psp_metrics::{PointResult, SweepResult, rate_unit};
 pub fn point_table(p: &PointResult) -> String {
     let (div, u) = rate_unit(p.offered_rps);
     let mut s = String::new();
+    let clients = p.extra.sim().and_then(|x| x.clients.as_ref());
     let _ = writeln!(
         s,
-        "{} | {} | {} workers | offered {:.3} {u} ({:.0}% of peak) | achieved {:.3} {u}",
+        "{} | {} | {} workers | offered {:.3} {u} ({:.0}% {}) | achieved {:.3} {u}",
         p.workload,
         p.policy,
         p.workers,
         p.offered_rps / div,
         p.load * 100.0,
+        if clients.is_some() { "busy" } else { "of peak" },
         p.achieved_rps / div
     );
+    if let Some(c) = clients {
+        let per_type: Vec<String> = p
+            .types
+            .iter()
+            .zip(&c.connections)
+            .map(|(t, n)| format!("{} {n}", t.name))
+            .collect();
+        let _ = writeln!(
+            s,
+            "closed loop: connections {}, mean think {} us (offered: what they sent)",
+            per_type.join(", "),
+            c.think_us
+        );
+    }
     let _ = writeln!(
         s,
         "overall slowdown p50 {:.2}  p99 {:.2}  p99.9 {:.2}  ({} requests measured, {} dropped)",
@@ -29,15 +45,24 @@ pub fn point_table(p: &PointResult) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<12} {:>10} {:>9} {:>10} {:>10} {:>11} {:>11} {:>8}",
-        "type", "count", "svc(us)", "p50(us)", "p99(us)", "p99.9(us)", "p99.9 sd", "dropped"
+        "{:<12} {:>10} {:>12} {:>9} {:>10} {:>10} {:>11} {:>11} {:>8}",
+        "type",
+        "count",
+        "done/s",
+        "svc(us)",
+        "p50(us)",
+        "p99(us)",
+        "p99.9(us)",
+        "p99.9 sd",
+        "dropped"
     );
     for t in &p.types {
         let _ = writeln!(
             s,
-            "{:<12} {:>10} {:>9.2} {:>10.2} {:>10.2} {:>11.2} {:>11.2} {:>8}",
+            "{:<12} {:>10} {:>12.0} {:>9.2} {:>10.2} {:>10.2} {:>11.2} {:>11.2} {:>8}",
             t.name,
             t.count,
+            t.throughput_rps,
             t.mean_service_us,
             t.p50_latency_us,
             t.p99_latency_us,

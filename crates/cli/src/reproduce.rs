@@ -250,6 +250,19 @@ const FIGURES: &[Figure] = &[
         inputs: &[],
         run: beyond_scaling,
     },
+    Figure {
+        id: "closed-loop",
+        title: "Closed-loop clients: 64 GET connections against 0 to 32 SCAN connections (leveldb, 14 workers)",
+        claim: "(This project) Redis and memcached clients are closed loops: a connection \
+                sends its next request when its last one is answered. A long type's arrivals \
+                are then paced by its own completions, so what a policy serves slowly its \
+                clients ask for slowly, and DARC, which reserves workers by the demand it \
+                measures, leaves the long type a worker it shares with the short one: with 64 \
+                short clients keeping every worker busy, the long clients starve. c-FCFS \
+                serves both types in arrival order and gives each long connection a share.",
+        inputs: &[],
+        run: closed_loop,
+    },
 ];
 
 /// Runs `psp reproduce`.
@@ -2558,6 +2571,211 @@ fn beyond_scaling(ctx: &Ctx) -> Result<Section> {
     body += &table;
     body.push('\n');
     body += &ctx.image("beyond-scaling", "beyond-scaling");
+    Ok(Section { body, files })
+}
+
+// ---------------------------------------------------------- closed loop
+
+/// The closed-loop figure's policies.
+const CLOSED_LOOP_POLICIES: &[&str] = &["c-fcfs", "darc", "darc-lend", "synergy", "darc-fair"];
+/// Its numbers of long (SCAN) connections.
+const CLOSED_LOOP_LONG: &[u32] = &[0, 1, 2, 4, 8, 16, 32];
+/// Its short (GET) connections: enough to keep 14 workers busy with GETs alone.
+const CLOSED_LOOP_SHORT: u32 = 64;
+
+/// One point of the closed-loop figure, per type in workload order.
+#[derive(serde::Serialize)]
+struct ClosedLoopCell {
+    policy: String,
+    long_clients: u32,
+    throughput_rps: Vec<f64>,
+    /// `None`: no request of the type completed in the measured window.
+    p99_latency_us: Vec<Option<f64>>,
+    p999_latency_us: Vec<Option<f64>>,
+    point: PointResult,
+}
+
+fn closed_loop(ctx: &Ctx) -> Result<Section> {
+    const WORKERS: usize = 14;
+    const FULL_MS: u64 = 1000;
+    let w = Workload::resolve("leveldb")?;
+    let (short, long) = (&w.types[0].name, &w.types[1].name);
+    let mut args = point_args(ctx, FULL_MS);
+    args.workers = Some(WORKERS);
+    args.warmup = 0.2;
+    let cfg = args.checked_config(&w, None)?;
+    // Every point checked before any runs.
+    let mut jobs = Vec::new();
+    for p in CLOSED_LOOP_POLICIES {
+        let spec: PolicySpec = p.parse()?;
+        for &n in CLOSED_LOOP_LONG {
+            let clients = limits::clients(&format!("{CLOSED_LOOP_SHORT},{n}"), "0us", &w)?;
+            limits::closed_loop_work(
+                &spec,
+                &w,
+                &clients,
+                WORKERS,
+                cfg.queue_capacity,
+                cfg.duration_ns,
+            )?;
+            jobs.push((p.to_string(), spec, n, clients));
+        }
+    }
+    let pts: Vec<PointResult> = ctx.pool()?.install(|| {
+        jobs.par_iter()
+            .map(|(_, spec, _, clients)| Ok(psp_sim::simulate_clients(&w, spec, &cfg, clients)?.0))
+            .collect::<Result<_>>()
+    })?;
+    let measured = |t: &psp_metrics::TypeStats, v: f64| (t.count > 0).then_some(v);
+    let cells: Vec<ClosedLoopCell> = jobs
+        .iter()
+        .zip(pts)
+        .map(|((policy, _, n, _), point)| ClosedLoopCell {
+            policy: policy.clone(),
+            long_clients: *n,
+            throughput_rps: point.types.iter().map(|t| t.throughput_rps).collect(),
+            p99_latency_us: point
+                .types
+                .iter()
+                .map(|t| measured(t, t.p99_latency_us))
+                .collect(),
+            p999_latency_us: point
+                .types
+                .iter()
+                .map(|t| measured(t, t.p999_latency_us))
+                .collect(),
+            point,
+        })
+        .collect();
+    let json = ctx.out.join("closed-loop.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&cells)?)?;
+    let mut files = vec![json];
+
+    // One figure per metric and type, a line per policy (same colour in each).
+    let mut images = String::new();
+    for (t, name) in [short, long].into_iter().enumerate() {
+        for (key, what, log_y) in [
+            ("throughput", "completed requests/s", false),
+            ("p999", "p99.9 latency (µs)", true),
+        ] {
+            let lines = CLOSED_LOOP_POLICIES
+                .iter()
+                .map(|p| Line {
+                    name: p.to_string(),
+                    points: cells
+                        .iter()
+                        .filter(|c| c.policy == *p)
+                        .map(|c| {
+                            let y = match key {
+                                "throughput" => c.throughput_rps[t],
+                                _ => c.p999_latency_us[t].unwrap_or(f64::NAN),
+                            };
+                            (f64::from(c.long_clients), y)
+                        })
+                        .collect(),
+                })
+                .collect();
+            let stem = format!("closed-loop-{key}-{name}");
+            let fig = LineFigure {
+                title: format!(
+                    "{name}: {what}, {CLOSED_LOOP_SHORT} {short} connections, {WORKERS} workers, think 0"
+                ),
+                x_label: format!("{long} connections"),
+                y_label: what.into(),
+                log_y,
+                lines,
+                reference: None,
+            };
+            files.extend(plot_lines(&fig, &ctx.out.join(&stem))?);
+            images += &ctx.image(&stem, &stem);
+        }
+    }
+
+    let mut body = format!(
+        "**Setup.** Workload `leveldb` (LevelDB over 1,000 keys: {short} 0.92 µs, {long} \
+         94 µs — the built-in workload closest to Redis's GET against LRANGE/SCAN), \
+         {WORKERS} workers, `ideal` system, closed-loop clients: {CLOSED_LOOP_SHORT} \
+         {short} connections (alone, enough to keep every worker busy) and 0 to 32 {long} \
+         connections, each with one request out at a time and no think time; a refused \
+         request comes back after 1 µs. {} ms per point, the first 20% discarded: it \
+         holds DARC's first profiling window (50,000 completions under c-FCFS, from \
+         about 3 ms with no {long} connection to about 100 ms with 32), seed 1. \
+         After the period the clients stop sending and what is left in the system \
+         completes: a request starved until then is measured with that latency. A type \
+         without a completed request in the window is `starved`. Throughput is completed \
+         requests per second of the measured window; the offered rate of a closed loop is \
+         what its clients sent.\n\n",
+        ctx.duration(FULL_MS).trim_end_matches("ms"),
+    );
+    body += &commands_block(&[format!(
+        "for p in {}; do for n in {}; do psp sim --workload leveldb --workers {WORKERS} --clients {short}={CLOSED_LOOP_SHORT},{long}=$n --think 0us --duration {} --warmup 0.2 --policy $p; done; done",
+        CLOSED_LOOP_POLICIES.join(" "),
+        CLOSED_LOOP_LONG
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(" "),
+        ctx.duration(FULL_MS)
+    )]);
+    let _ = writeln!(
+        body,
+        "| {long} connections | policy | {short} (Mrps) | {long} (krps) | {short} p99 / p99.9 (µs) | {long} p99 / p99.9 (µs) | workers busy |\n|---|---|---|---|---|---|---|"
+    );
+    let lat = |c: &ClosedLoopCell, t: usize| match (c.p99_latency_us[t], c.p999_latency_us[t]) {
+        (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
+        _ => "starved".into(),
+    };
+    for &n in CLOSED_LOOP_LONG {
+        for c in cells.iter().filter(|c| c.long_clients == n) {
+            let _ = writeln!(
+                body,
+                "| {n} | `{}` | {:.2} | {} | {} | {} | {:.0}% |",
+                c.policy,
+                c.throughput_rps[0] / 1e6,
+                if n == 0 {
+                    "–".to_string()
+                } else {
+                    format!("{:.1}", c.throughput_rps[1] / 1e3)
+                },
+                lat(c, 0),
+                if n == 0 { "–".to_string() } else { lat(c, 1) },
+                c.point.load * 100.0
+            );
+        }
+    }
+    body.push('\n');
+    // The claim's test: with long clients, DARC completes far fewer long
+    // requests than c-FCFS (less than a tenth) at every count.
+    let long_rate = |p: &str, n: u32| {
+        cells
+            .iter()
+            .find(|c| c.policy == p && c.long_clients == n)
+            .map_or(0.0, |c| c.throughput_rps[1])
+    };
+    let not_starved: Vec<String> = CLOSED_LOOP_LONG
+        .iter()
+        .filter(|&&n| n > 0 && long_rate("darc", n) >= 0.1 * long_rate("c-fcfs", n))
+        .map(|n| {
+            format!(
+                "{n} ({:.1} krps against {:.1})",
+                long_rate("darc", *n) / 1e3,
+                long_rate("c-fcfs", *n) / 1e3
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        body,
+        "**Goal, stated before the run:** with 1 to 32 {long} connections, `darc` completes \
+         less than a tenth of the {long} requests `c-fcfs` completes.\n"
+    );
+    body += &verdict(
+        not_starved.is_empty(),
+        &format!(
+            "`darc` serves the {long} clients at least a tenth of `c-fcfs`'s rate with {} {long} connections.",
+            not_starved.join(", ")
+        ),
+    );
+    body += &images;
     Ok(Section { body, files })
 }
 

@@ -136,6 +136,20 @@ pub struct SimExtra {
     pub wall_s: f64,
     /// Simulator speed: requests simulated per wall-clock second.
     pub sim_requests_per_s: f64,
+    /// The closed-loop clients the requests came from; absent for open-loop
+    /// arrivals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<ClosedLoopExtra>,
+}
+
+/// Closed-loop clients of a simulated point (`psp sim --clients`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClosedLoopExtra {
+    /// Connections per request type, in workload order; each has at most one
+    /// request outstanding.
+    pub connections: Vec<u32>,
+    /// Mean think time between a request's end and the connection's next one.
+    pub think_us: f64,
 }
 
 /// The runtime's figures for one `psp run` point.

@@ -731,6 +731,7 @@ mod tests {
             p50_slowdown: 1.5,
             p99_slowdown: p999_latency_us * 0.5 / mean_service_us,
             p999_slowdown: p999_latency_us / mean_service_us,
+            throughput_rps: 1000.0,
             dropped: 0,
             timeouts: 0,
             errors: 0,

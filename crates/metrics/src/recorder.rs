@@ -358,6 +358,8 @@ impl Recorder {
                     p50_slowdown: slowdown_at(&t.slowdown_milli, 0.5),
                     p99_slowdown: slowdown_at(&t.slowdown_milli, 0.99),
                     p999_slowdown: slowdown_at(&t.slowdown_milli, 0.999),
+                    // Set by `PointResult::new`, which knows the window.
+                    throughput_rps: 0.0,
                     dropped: t.dropped,
                     timeouts: t.timeouts,
                     errors: t.errors,

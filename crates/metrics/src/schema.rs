@@ -46,6 +46,10 @@ pub struct TypeStats {
     pub p99_slowdown: f64,
     /// 99.9th percentile slowdown.
     pub p999_slowdown: f64,
+    /// Completed requests of this type per second of the measured window
+    /// (`count` over its length).
+    #[serde(default)]
+    pub throughput_rps: f64,
     /// Requests of this type dropped at a full queue (simulator) or shed with an
     /// OVERLOADED reply (runtime), in the measured window.
     pub dropped: u64,
@@ -68,7 +72,8 @@ pub struct PointResult {
     pub policy: String,
     /// Number of application workers.
     pub workers: usize,
-    /// Offered load as a fraction of the workload's peak on these workers.
+    /// Offered load as a fraction of the workload's peak on these workers
+    /// (closed-loop clients, `extra.clients`: the workers' busy fraction).
     #[serde(default)]
     pub load: f64,
     /// Offered request rate.
@@ -164,7 +169,14 @@ impl PointResult {
             duration_s: meta.duration_s,
             seed: meta.seed,
             overall: recorder.overall(),
-            types: recorder.type_stats(),
+            types: recorder
+                .type_stats()
+                .into_iter()
+                .map(|t| TypeStats {
+                    throughput_rps: t.count as f64 / meta.measured_s.max(1e-12),
+                    ..t
+                })
+                .collect(),
             dropped,
             shed,
             timeouts,

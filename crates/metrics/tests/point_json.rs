@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 
 use psp_metrics::{
-    Agreement, Extra, LoadedServer, LocalCounters, NetExtra, OverallStats, PhaseSpan, PointResult,
-    RejectedReplies, ReservationChange, ReservationGroup, ReservationLayout, ResponsesByStatus,
-    RunExtra, SendLag, ServerSummary, ServerTypeLatency, SimExtra, TypeStats,
+    Agreement, ClosedLoopExtra, Extra, LoadedServer, LocalCounters, NetExtra, OverallStats,
+    PhaseSpan, PointResult, RejectedReplies, ReservationChange, ReservationGroup,
+    ReservationLayout, ResponsesByStatus, RunExtra, SendLag, ServerSummary, ServerTypeLatency,
+    SimExtra, TypeStats,
 };
 use serde_json::Value;
 
@@ -44,6 +45,7 @@ fn type_stats(name: &str) -> TypeStats {
         p50_slowdown: 1.5,
         p99_slowdown: 7.0,
         p999_slowdown: 16.0,
+        throughput_rps: 666.5,
         dropped: 2,
         timeouts: 3,
         errors: 4,
@@ -97,6 +99,10 @@ fn sim_extra() -> SimExtra {
         events: 4400,
         wall_s: 0.25,
         sim_requests_per_s: 8800.0,
+        clients: Some(ClosedLoopExtra {
+            connections: vec![64, 4],
+            think_us: 2.5,
+        }),
     }
 }
 
@@ -357,6 +363,7 @@ const POINT: &[&str] = &[
     "types[].p50_slowdown",
     "types[].p99_slowdown",
     "types[].p999_slowdown",
+    "types[].throughput_rps",
     "types[].dropped",
     "types[].timeouts",
     "types[].errors",
@@ -402,6 +409,9 @@ const SIM: &[&str] = &[
     "events",
     "wall_s",
     "sim_requests_per_s",
+    "clients",
+    "clients.connections",
+    "clients.think_us",
 ];
 
 const RUN: &[&str] = &[

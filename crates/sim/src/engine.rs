@@ -8,6 +8,12 @@
 //! After every event the engine drains the policy's actions (dispatches and
 //! preemptions). Requests in flight live in a slab indexed by the request's token.
 //!
+//! A closed-loop source ([`psp_workload::ClosedLoop`]) hears when each of its
+//! requests ends: the engine notes each completion and refusal (flow, when the
+//! client learns it: the network's latency later) in a small buffer, and after
+//! the event reports them to the source, which may replace the arrival held
+//! aside with an earlier one. Open-loop sources never fill the buffer.
+//!
 //! With a system cost model ([`SystemCosts`]), the dispatcher has a clock of its
 //! own that runs ahead of the event time while it has a backlog: each step it
 //! takes starts when both it and the step's input are ready and lasts the
@@ -26,10 +32,10 @@ use psp_core::{
     Action, FlowId, Nanos, Policy, PolicyContext, PolicySpec, Request, TypeId, WorkerId,
 };
 use psp_metrics::reservation::ReservationLayout;
-use psp_metrics::{Extra, PointMeta, PointResult, Recorder};
+use psp_metrics::{ClosedLoopExtra, Extra, PointMeta, PointResult, Recorder};
 
 use psp_metrics::series::{ReservationView, SeriesRecorder, TimeSeries};
-use psp_workload::{ArrivalSource, Arrivals, Workload};
+use psp_workload::{ArrivalSource, Arrivals, Clients, ClosedLoop, Workload};
 
 use crate::preemption::PreemptionCost;
 use crate::system::SystemCosts;
@@ -243,6 +249,12 @@ pub struct Simulator<'p> {
     series_updates: u64,
     /// Scratch for the series: (reserved, stealable) workers per type.
     series_view: Vec<(usize, usize)>,
+    /// The arrival source is closed-loop: request ends go to `done`.
+    closed_loop: bool,
+    /// Requests that ended during the current event, for the closed-loop
+    /// source: (flow, when the client learns it, refused). At most one per
+    /// event; drained after each.
+    done: Vec<(FlowId, Nanos, bool)>,
 }
 
 impl<'p> Simulator<'p> {
@@ -299,6 +311,8 @@ impl<'p> Simulator<'p> {
             series: None,
             series_updates: 0,
             series_view: Vec::new(),
+            closed_loop: false,
+            done: Vec::new(),
         }
     }
 
@@ -517,6 +531,10 @@ impl<'p> Simulator<'p> {
                 self.recorder.record_drop(type_id as usize);
             }
             self.free_slots.push(token);
+            if self.closed_loop {
+                self.done
+                    .push((flow, self.now + self.costs.network_ns, true));
+            }
         }
     }
 
@@ -536,6 +554,10 @@ impl<'p> Simulator<'p> {
         }
         self.completed += 1;
         self.free_slots.push(token);
+        if self.closed_loop {
+            self.done
+                .push((f.req.flow, self.now + self.costs.network_ns, false));
+        }
         let at = self.dispatcher_step(self.costs.completion_ns);
         self.policy.on_completion(worker, &f.req, f.service_ns, at);
         self.start_local(worker);
@@ -683,8 +705,15 @@ impl<'p> Simulator<'p> {
         }
     }
 
-    /// Runs until `arrivals` is exhausted and every admitted request is done.
+    /// Runs until `arrivals` is exhausted and every admitted request is done
+    /// (a closed-loop source is told when each of its requests ends).
     pub fn run<A: ArrivalSource + ?Sized>(mut self, arrivals: &mut A) -> SimOutcome {
+        self.closed_loop = arrivals.closed_loop();
+        if self.closed_loop {
+            // One end per event at most (a completion or a refusal), drained
+            // after each: this never grows.
+            self.done.reserve(4);
+        }
         let mut next = arrivals.next_arrival();
         self.tick_ns = self.policy.tick_interval().filter(|&t| t > 0);
         if let Some(tick) = self.tick_ns {
@@ -717,6 +746,11 @@ impl<'p> Simulator<'p> {
                 }
             }
             self.drain_actions();
+            if !self.done.is_empty() {
+                for (flow, at_ns, refused) in self.done.drain(..) {
+                    arrivals.on_done(flow, at_ns, refused, &mut next);
+                }
+            }
             if tick_due {
                 tick_due = false;
                 // Ticks go on while anything else may happen: an arrival, an
@@ -773,13 +807,16 @@ pub fn simulate_point(
     simulate(workload, spec, cfg).map(|(point, _)| point)
 }
 
-/// Runs one point: the outcome, the policy's name and the wall time.
+/// Runs one point: the outcome, the policy's name and the wall time. Its
+/// requests come from `clients` when given (closed loop: `cfg.rate_rps` and
+/// `cfg.flows` are not used), else open-loop at `cfg.rate_rps`.
 fn simulate_outcome(
     workload: &Workload,
     spec: &PolicySpec,
     cfg: &SimConfig,
+    clients: Option<&Clients>,
 ) -> Result<(SimOutcome, String, f64), SimError> {
-    if !(cfg.rate_rps.is_finite() && cfg.rate_rps > 0.0) {
+    if clients.is_none() && !(cfg.rate_rps.is_finite() && cfg.rate_rps > 0.0) {
         return Err(SimError::Config(format!(
             "the offered rate must be positive, not {}",
             cfg.rate_rps
@@ -803,14 +840,21 @@ fn simulate_outcome(
     let names: Vec<String> = workload.types.iter().map(|t| t.name.clone()).collect();
     let period_ns = workload.arrival_period_ns(cfg.duration_ns);
     let measure_from_ns = (period_ns as f64 * cfg.warmup_fraction) as Nanos;
-    let mut arrivals = Arrivals::new(
-        workload,
-        cfg.rate_rps,
-        cfg.duration_ns,
-        cfg.workers,
-        cfg.seed,
-    )
-    .with_flows(cfg.flows);
+    // One source type for both kinds: the event loop is compiled once.
+    let mut arrivals = match clients {
+        None => Arrivals::new(
+            workload,
+            cfg.rate_rps,
+            cfg.duration_ns,
+            cfg.workers,
+            cfg.seed,
+        )
+        .with_flows(cfg.flows),
+        Some(c) => Arrivals::Closed(
+            ClosedLoop::new(workload, c, cfg.duration_ns, cfg.seed)
+                .map_err(|e| SimError::Config(e.to_string()))?,
+        ),
+    };
     let started = std::time::Instant::now();
     let mut sim = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns)
         .with_preemption(PreemptionCost::for_policy(spec))
@@ -839,7 +883,7 @@ pub fn simulate(
     spec: &PolicySpec,
     cfg: &SimConfig,
 ) -> Result<(PointResult, SimStats), SimError> {
-    let (out, name, wall_s) = simulate_outcome(workload, spec, cfg)?;
+    let (out, name, wall_s) = simulate_outcome(workload, spec, cfg, None)?;
     let stats = out.stats(wall_s, cfg);
     Ok((out.into_point(workload, &name, cfg, wall_s), stats))
 }
@@ -854,9 +898,50 @@ pub fn simulate_with_series(
     spec: &PolicySpec,
     cfg: &SimConfig,
 ) -> Result<(PointResult, Option<TimeSeries>), SimError> {
-    let (mut out, name, wall_s) = simulate_outcome(workload, spec, cfg)?;
+    let (mut out, name, wall_s) = simulate_outcome(workload, spec, cfg, None)?;
     let series = out.series.take();
     Ok((out.into_point(workload, &name, cfg, wall_s), series))
+}
+
+/// Simulates one point whose requests come from closed-loop `clients` during
+/// `cfg.duration_ns` ([`psp_workload::ClosedLoop`]): the schema's point, with
+/// its time series when `cfg.series_window_ns` asks for one. The point's
+/// offered rate is the rate the clients sent at in the measured window, its
+/// load the workers' busy fraction (the service time of the measured
+/// completions over the window), and its `extra.clients` says who sent it. `cfg.rate_rps` and `cfg.flows` are
+/// not used (each connection is a flow).
+///
+/// # Errors
+/// As [`simulate_point`], or `clients` built for another workload.
+pub fn simulate_clients(
+    workload: &Workload,
+    spec: &PolicySpec,
+    cfg: &SimConfig,
+    clients: &Clients,
+) -> Result<(PointResult, Option<TimeSeries>), SimError> {
+    let (mut out, name, wall_s) = simulate_outcome(workload, spec, cfg, Some(clients))?;
+    let series = out.series.take();
+    let measured_s =
+        workload.arrival_period_ns(cfg.duration_ns) as f64 * (1.0 - cfg.warmup_fraction) / 1e9;
+    let cfg = SimConfig {
+        rate_rps: out.measured_generated as f64 / measured_s.max(1e-12),
+        ..cfg.clone()
+    };
+    let mut stats = out.stats(wall_s, &cfg);
+    stats.clients = Some(ClosedLoopExtra {
+        connections: clients.connections().to_vec(),
+        think_us: clients.think_ns() as f64 / 1e3,
+    });
+    let mut point = out.point_with(workload, &name, &cfg, stats);
+    // The workload's mix is not what the clients send: the load is the
+    // workers' busy fraction.
+    point.load = point
+        .types
+        .iter()
+        .map(|t| t.throughput_rps * t.mean_service_us / 1e6)
+        .sum::<f64>()
+        / cfg.workers as f64;
+    Ok((point, series))
 }
 
 impl SimOutcome {
@@ -881,6 +966,7 @@ impl SimOutcome {
             events: self.events,
             wall_s,
             sim_requests_per_s: self.generated as f64 / wall_s.max(1e-9),
+            clients: None,
         }
     }
 
@@ -892,7 +978,19 @@ impl SimOutcome {
         cfg: &SimConfig,
         wall_s: f64,
     ) -> PointResult {
-        let extra = Extra::Sim(Box::new(self.stats(wall_s, cfg)));
+        let stats = self.stats(wall_s, cfg);
+        self.point_with(workload, policy, cfg, stats)
+    }
+
+    /// The schema's point for this outcome with the simulator's figures `stats`.
+    fn point_with(
+        self,
+        workload: &Workload,
+        policy: &str,
+        cfg: &SimConfig,
+        stats: SimStats,
+    ) -> PointResult {
+        let extra = Extra::Sim(Box::new(stats));
         let period_ns = workload.arrival_period_ns(cfg.duration_ns) as f64;
         let meta = PointMeta {
             mode: "sim",

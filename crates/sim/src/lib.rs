@@ -11,7 +11,8 @@
 //! - [`preemption`]: what a preemption costs, from the policy's parameters or
 //!   the mechanism it names.
 //!
-//! Workloads and arrivals come from `psp-workload`. By default the simulator is
+//! Workloads and arrivals come from `psp-workload`: open-loop
+//! ([`simulate_point`]) or from closed-loop clients ([`simulate_clients`]). By default the simulator is
 //! an ideal system: no network, no dispatcher cost; each worker runs one request
 //! at a time; preemption costs are the policy's parameters.
 
@@ -20,13 +21,13 @@ pub mod preemption;
 pub mod system;
 
 pub use engine::{
-    SimConfig, SimError, SimOutcome, SimStats, Simulator, simulate, simulate_point,
-    simulate_with_series,
+    SimConfig, SimError, SimOutcome, SimStats, Simulator, simulate, simulate_clients,
+    simulate_point, simulate_with_series,
 };
 pub use preemption::PreemptionCost;
 pub use system::SystemCosts;
 // Workloads and arrivals live in `psp-workload`; re-exported for convenience.
 pub use psp_workload::{
-    Arrival, ArrivalSource, DEFAULT_FLOWS, MAX_FLOWS, PoissonArrivals, ServiceDist, TraceArrivals,
-    Workload, WorkloadError, arrivals, workload,
+    Arrival, ArrivalSource, Clients, ClosedLoop, DEFAULT_FLOWS, MAX_FLOWS, PoissonArrivals,
+    ServiceDist, TraceArrivals, Workload, WorkloadError, arrivals, workload,
 };

@@ -1,5 +1,6 @@
 //! Arrival sources: an open-loop Poisson process over a workload's mix, its
-//! phases one after the other, or a fixed trace (tests, replays).
+//! phases one after the other, or a fixed trace (tests, replays). Closed-loop
+//! clients are in [`crate::closed`].
 //!
 //! Executors build a point's arrivals with [`Arrivals::new`]: Poisson arrivals
 //! of the workload, or of its phases when it has some. It is an enum, not a
@@ -9,6 +10,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp1};
 
+use crate::closed::ClosedLoop;
 use crate::workload::{ServiceSampler, Workload};
 use psp_core::policy::ws::flow_hash;
 use psp_core::{FlowId, Nanos, TypeId};
@@ -43,9 +45,33 @@ pub struct Arrival {
 }
 
 /// Produces arrivals in non-decreasing time order.
+///
+/// Open-loop sources only implement [`ArrivalSource::next_arrival`]. A
+/// closed-loop source ([`crate::ClosedLoop`]) also hears when each of its
+/// requests ends ([`ArrivalSource::on_done`]), which may schedule an arrival
+/// earlier than the one its executor holds.
 pub trait ArrivalSource {
-    /// The next arrival, or `None` when the source is exhausted.
+    /// The next arrival, or `None` when the source is exhausted (for now:
+    /// a closed-loop source may have more after an [`ArrivalSource::on_done`]).
     fn next_arrival(&mut self) -> Option<Arrival>;
+
+    /// Whether later arrivals depend on when earlier requests end: the
+    /// executor must then call [`ArrivalSource::on_done`] for every request it
+    /// was given. Open-loop sources: `false`.
+    fn closed_loop(&self) -> bool {
+        false
+    }
+
+    /// A request that came on `flow` ended: answered, or refused (`refused`),
+    /// and its client learns it at `at_ns` (not before the current event).
+    /// `next` is the arrival the executor holds (the last one
+    /// [`ArrivalSource::next_arrival`] gave, not yet arrived, or `None` when
+    /// the source was exhausted); the source may replace it with an earlier
+    /// one (taking it back) or fill it. Open-loop sources ignore the call.
+    #[inline]
+    fn on_done(&mut self, flow: FlowId, at_ns: Nanos, refused: bool, next: &mut Option<Arrival>) {
+        let _ = (flow, at_ns, refused, next);
+    }
 }
 
 /// Poisson arrivals at `rate_rps` for `duration_ns`; types drawn by ratio, service
@@ -190,14 +216,17 @@ impl ArrivalSource for PhasedArrivals {
     }
 }
 
-/// A point's arrivals: [`PoissonArrivals`] of a workload without phases, or
-/// [`PhasedArrivals`] of its phases.
+/// A point's arrivals: [`PoissonArrivals`] of a workload without phases,
+/// [`PhasedArrivals`] of its phases, or closed-loop clients. One type for
+/// every kind, so that an executor's loop is compiled once.
 #[derive(Debug, Clone)]
 pub enum Arrivals {
     /// One stationary phase.
     Poisson(PoissonArrivals),
     /// The workload's phases, one after the other.
     Phased(PhasedArrivals),
+    /// Closed-loop clients ([`ClosedLoop`]).
+    Closed(ClosedLoop),
 }
 
 impl Arrivals {
@@ -236,11 +265,13 @@ impl Arrivals {
 
 impl Arrivals {
     /// The same arrivals on `flows` client flows
-    /// ([`PoissonArrivals::with_flows`]).
+    /// ([`PoissonArrivals::with_flows`]); closed-loop clients are left as they
+    /// are (each connection is a flow).
     pub fn with_flows(self, flows: u32) -> Self {
         match self {
             Self::Poisson(p) => Self::Poisson(p.with_flows(flows)),
             Self::Phased(p) => Self::Phased(p.with_flows(flows)),
+            Self::Closed(c) => Self::Closed(c),
         }
     }
 }
@@ -251,6 +282,18 @@ impl ArrivalSource for Arrivals {
         match self {
             Self::Poisson(p) => p.next_arrival(),
             Self::Phased(p) => p.next_arrival(),
+            Self::Closed(c) => c.next_arrival(),
+        }
+    }
+
+    fn closed_loop(&self) -> bool {
+        matches!(self, Self::Closed(_))
+    }
+
+    #[inline]
+    fn on_done(&mut self, flow: FlowId, at_ns: Nanos, refused: bool, next: &mut Option<Arrival>) {
+        if let Self::Closed(c) = self {
+            c.on_done(flow, at_ns, refused, next);
         }
     }
 }
