@@ -170,6 +170,9 @@ pub struct DispatcherReport {
     /// Their service times summed (handler time: what the workers were
     /// busy with), by type.
     pub service_ns_by_type: Vec<u64>,
+    /// How the policy's ordered preemptions landed (central preemptive
+    /// runs only).
+    pub reclaims: Option<crate::preempt::ReclaimTimes>,
 }
 
 /// What the core needs besides its rings: built once at start-up.
@@ -568,7 +571,10 @@ impl DispatchCore {
                 // Run time of the request's earlier segments (preemptive).
                 let mut none = 0;
                 let before_ns = match &mut self.executor {
-                    CoreExecutor::CentralPreemptive { served_ns, .. } => {
+                    CoreExecutor::CentralPreemptive {
+                        served_ns, quanta, ..
+                    } => {
+                        quanta.on_done(w, d.preempted, now);
                         &mut served_ns[d.token as usize]
                     }
                     _ => &mut none,
@@ -676,7 +682,7 @@ impl DispatchCore {
                     dispatched.insert(worker);
                 }
                 Action::Preempt { worker } => match &mut self.executor {
-                    CoreExecutor::CentralPreemptive { quanta, .. } => quanta.raise(worker),
+                    CoreExecutor::CentralPreemptive { quanta, .. } => quanta.order(worker, now),
                     _ => panic!("policy preempted in an executor that does not preempt"),
                 },
             }
@@ -1011,6 +1017,10 @@ impl DispatchCore {
             series: self.series.map(|s| s.finish(self.series_end_ns)),
             completed_by_type: self.by_type.iter().map(|c| c.completed).collect(),
             service_ns_by_type: self.by_type.iter().map(|c| c.service_ns).collect(),
+            reclaims: match &self.executor {
+                CoreExecutor::CentralPreemptive { quanta, .. } => Some(quanta.reclaims().clone()),
+                _ => None,
+            },
         }
     }
 }

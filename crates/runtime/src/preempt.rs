@@ -155,6 +155,75 @@ pub struct QuantumMonitor {
     /// Per worker: when its latest job was dispatched (its next segment
     /// starts no earlier).
     dispatched: Vec<u64>,
+    /// Per worker: when the policy ordered the preemption of what it runs
+    /// (`u64::MAX`: none pending).
+    ordered_at: Vec<u64>,
+    /// How long ordered preemptions took to land (boxed: the executor enum
+    /// holding the monitor stays small).
+    reclaims: Box<ReclaimTimes>,
+}
+
+/// How long a policy's ordered preemptions (`darc-lend`'s reclaims) took to
+/// land: from the dispatcher raising the worker's flag to its seeing the
+/// request yield, in log2 buckets of ns. An order whose request completed
+/// first is void.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReclaimTimes {
+    /// Preemptions the policy ordered.
+    pub ordered: u64,
+    /// Of those, the ones that landed (the request yielded).
+    pub landed: u64,
+    /// Of those, the ones whose request completed first.
+    pub void: u64,
+    /// Landed ones by time to land: bucket `b` holds times in
+    /// `[2^(b-1), 2^b)` ns.
+    buckets: [u64; 48],
+}
+
+impl Default for ReclaimTimes {
+    fn default() -> Self {
+        Self {
+            ordered: 0,
+            landed: 0,
+            void: 0,
+            buckets: [0; 48],
+        }
+    }
+}
+
+impl ReclaimTimes {
+    fn record(&mut self, ns: u64) {
+        self.landed += 1;
+        let b = (u64::BITS - ns.leading_zeros()) as usize;
+        self.buckets[b.min(self.buckets.len() - 1)] += 1;
+    }
+
+    /// The time within which a fraction `q` of the landed ones landed (the
+    /// upper bound of its log2 bucket: within 2x), if any landed.
+    pub fn quantile_ns(&self, q: f64) -> Option<u64> {
+        let want = (q * self.landed as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        self.buckets.iter().enumerate().find_map(|(b, &n)| {
+            seen += n;
+            (self.landed > 0 && seen >= want).then(|| 1u64 << b)
+        })
+    }
+
+    /// One line for a run's summary.
+    pub fn line(&self) -> String {
+        let us = |q| {
+            self.quantile_ns(q)
+                .map_or("-".into(), |ns| format!("{:.1}", ns as f64 / 1e3))
+        };
+        format!(
+            "reclaims: {} ordered, {} landed (within {} us at p50, {} us at p99), {} void (the request ended first)",
+            self.ordered,
+            self.landed,
+            us(0.5),
+            us(0.99),
+            self.void
+        )
+    }
 }
 
 impl QuantumMonitor {
@@ -168,7 +237,37 @@ impl QuantumMonitor {
             seen: vec![(u64::MAX, u64::MAX); n],
             raised: WorkerSet::EMPTY,
             dispatched: vec![0; n],
+            ordered_at: vec![u64::MAX; n],
+            reclaims: Box::default(),
         }
+    }
+
+    /// The policy ordered `worker`'s request preempted at `now`
+    /// (`Action::Preempt`): raises its flag and times the landing.
+    #[inline]
+    pub fn order(&mut self, worker: WorkerId, now: u64) {
+        self.reclaims.ordered += 1;
+        self.ordered_at[worker as usize] = now;
+        self.raise(worker);
+    }
+
+    /// `worker` reported its request done at `now` (`preempted`: it
+    /// yielded): closes a pending order's timing.
+    #[inline]
+    pub fn on_done(&mut self, worker: WorkerId, preempted: bool, now: u64) {
+        let at = std::mem::replace(&mut self.ordered_at[worker as usize], u64::MAX);
+        if at != u64::MAX {
+            if preempted {
+                self.reclaims.record(now.saturating_sub(at));
+            } else {
+                self.reclaims.void += 1;
+            }
+        }
+    }
+
+    /// How the ordered preemptions landed so far.
+    pub fn reclaims(&self) -> &ReclaimTimes {
+        &self.reclaims
     }
 
     /// A request is dispatched to `worker` at `now`, to run in slices of
@@ -368,5 +467,24 @@ mod tests {
         segs[0].begin(9_000);
         m.check(busy, 9_000, |_| panic!("not expired"));
         assert_eq!(m.next_check(busy), Some(10_000));
+    }
+}
+
+#[cfg(test)]
+mod reclaim_tests {
+    use super::ReclaimTimes;
+
+    #[test]
+    fn reclaim_quantiles_are_bucket_bounds_within_2x() {
+        let mut r = ReclaimTimes::default();
+        assert_eq!(r.quantile_ns(0.5), None);
+        for ns in [900, 1_000, 1_100, 3_000_000] {
+            r.record(ns);
+        }
+        assert_eq!(r.landed, 4);
+        // 900, 1000: bucket 10 (512..1024); 1100: bucket 11; 3 ms: bucket 22.
+        assert_eq!(r.quantile_ns(0.5), Some(1 << 10));
+        assert_eq!(r.quantile_ns(0.75), Some(1 << 11));
+        assert_eq!(r.quantile_ns(0.99), Some(1 << 22));
     }
 }

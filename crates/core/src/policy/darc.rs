@@ -569,22 +569,23 @@ impl Darc {
 
     /// `darc-fair`: the owed type under its fair share with the oldest head
     /// ([`FairShare::pick`]) and a free worker for it: its own group's, else
-    /// another free one that no other type under its share waits for (then
-    /// lent: reclaimed as `darc-lend` reclaims, where preemption exists).
-    /// Whether lent.
-    fn fair_pick(&mut self, now: Nanos) -> Option<(TypeId, WorkerId, bool)> {
+    /// another free one that no other type under its share waits for.
+    fn fair_pick(&mut self, now: Nanos) -> Option<(TypeId, WorkerId)> {
         if self.free.is_empty() {
             return None;
         }
+        let (fair, lending) = (self.fair.as_mut()?, self.lending.as_ref()?);
+        let busy = WorkerSet::range(0, self.reservation.workers()).without(self.free);
+        fair.recount(busy.iter().map(|w| lending.running_type(w)));
         let queues = &self.queues;
-        let t = self.fair.as_mut()?.pick(now, |t| queues[t].front())?;
+        let t = fair.pick(now, |t| queues[t].front())?;
         let (reserved, stealable) = self.type_workers[t as usize];
         if let Some(w) = reserved
             .and(self.free)
             .first()
             .or_else(|| stealable.and(self.free).first())
         {
-            return Some((t, w, false));
+            return Some((t, w));
         }
         // Not a worker another type under its share waits for: that would
         // only trade one starved type for another (and, with reclaims, evict
@@ -600,7 +601,7 @@ impl Darc {
         // Workers are laid out shortest group first: the last free one
         // belongs to the longest group that has one free.
         let w = self.free.without(wanted).iter().last()?;
-        Some((t, w, true))
+        Some((t, w))
     }
 
     /// `darc-lend`: orders the reclaim [`Darc::reclaim_pick`] chooses.
@@ -869,9 +870,6 @@ impl Darc {
         if let Some(l) = self.lending.as_mut() {
             l.started(worker, t, now, lent);
         }
-        if let Some(f) = self.fair.as_mut() {
-            f.started((t != UNKNOWN_TYPE).then_some(t));
-        }
         if self.mode == Mode::Dynamic
             && t != UNKNOWN_TYPE
             && self.window_full(now)
@@ -924,9 +922,6 @@ impl Policy for Darc {
         if let Some(l) = self.lending.as_mut() {
             l.ended(worker);
         }
-        if let Some(f) = self.fair.as_mut() {
-            f.ended(req.type_id);
-        }
         if self.mode != Mode::Static && req.type_id != UNKNOWN_TYPE {
             self.window.record(req.type_id, service_ns);
             if self.mode == Mode::Warmup && self.window_full(now) {
@@ -964,8 +959,11 @@ impl Policy for Darc {
             Mode::Dynamic if self.fair.is_some() => self.fair_pick(now),
             _ => None,
         };
-        if let Some((t, w, lent)) = owed {
-            return Some(self.dispatch(t, w, lent, now));
+        if let Some((t, w)) = owed {
+            // Not marked lent: what a type is owed is not reclaimed (a
+            // reclaim would hand the worker straight back to it, evicting
+            // and restarting its request for ever).
+            return Some(self.dispatch(t, w, false, now));
         }
         let pick = match self.mode {
             Mode::Warmup => self.warmup_pick(),
@@ -1011,9 +1009,6 @@ impl Policy for Darc {
         };
         l.ended(worker);
         self.free.insert(worker);
-        if let Some(f) = self.fair.as_mut() {
-            f.ended(req.type_id);
-        }
         match self.queues.get_mut(req.type_id as usize) {
             Some(q) => q.requeue_front(req),
             None => self.unknown.requeue_front(req),

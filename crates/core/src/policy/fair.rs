@@ -13,12 +13,15 @@
 //!   share** is the workers divided by the active types (at least one).
 //! - A type with a request waiting whose head has waited more than `patience`
 //!   times its mean becomes **owed**, and stays owed while it has requests
-//!   waiting (its backlog earns it the workers, not one lucky request).
+//!   waiting or running, and for one mean after (its backlog earns it the
+//!   workers, not one lucky request; a closed loop's next request comes
+//!   right after its last reply).
 //! - While an owed type runs on fewer workers than its fair share, it goes
 //!   first on every worker that frees: its own group's first, else any free
-//!   one that no other type under its share is waiting for (a shorter
-//!   group's worker is then lent, and reclaimed as `darc-lend` reclaims,
-//!   where preemption exists). The oldest owed head goes first. A starved
+//!   one that no other type under its share is waiting for. What it is owed
+//!   is not reclaimed: a reclaim would hand the worker straight back to it,
+//!   evicting and restarting its request for ever. The oldest owed head
+//!   goes first. A starved
 //!   type may be one the reservation left on the spillway behind a
 //!   backlogged longer group (a type with no completions in a window drops
 //!   to the inactive group, served last): its own workers alone would not
@@ -41,7 +44,8 @@ pub(super) struct FairShare {
     /// Waiting longer than this many times the type's mean makes it owed.
     patience: f64,
     workers: usize,
-    /// Per type: workers running a request of the type.
+    /// Per type: workers running a request of the type (at the last
+    /// [`FairShare::recount`]).
     running: Vec<u32>,
     /// Per type: owed its fair share until its queue empties.
     owed: Vec<bool>,
@@ -53,6 +57,11 @@ pub(super) struct FairShare {
     /// Per type: the mean the workload declares (ns), for a type not
     /// profiled yet.
     declared_ns: Vec<Option<f64>>,
+    /// Per type: the mean its limit derives from (ns).
+    mean_ns: Vec<u64>,
+    /// Per type: since when it has had nothing waiting or running, as
+    /// last seen.
+    idle_since: Vec<Option<Nanos>>,
 }
 
 impl FairShare {
@@ -66,6 +75,8 @@ impl FairShare {
             running: vec![0; types],
             owed: vec![false; types],
             limit_ns: vec![u64::MAX; types],
+            mean_ns: vec![u64::MAX; types],
+            idle_since: vec![None; types],
             share: workers as u32,
         }
     }
@@ -79,8 +90,12 @@ impl FairShare {
             .copied()
             .filter(|m| m.is_finite())
             .fold(f64::NAN, f64::max);
-        for ((limit, &mean), declared) in
-            self.limit_ns.iter_mut().zip(mean_ns).zip(&self.declared_ns)
+        for (((limit, own_mean), &mean), declared) in self
+            .limit_ns
+            .iter_mut()
+            .zip(&mut self.mean_ns)
+            .zip(mean_ns)
+            .zip(&self.declared_ns)
         {
             let mean = match (mean.is_finite(), declared) {
                 (true, _) => mean,
@@ -88,25 +103,23 @@ impl FairShare {
                 (false, None) => longest,
             };
             // Saturating float-to-int: with nothing profiled (NaN) nobody owes.
-            *limit = if mean.is_nan() {
-                u64::MAX
+            (*limit, *own_mean) = if mean.is_nan() {
+                (u64::MAX, u64::MAX)
             } else {
-                (self.patience * mean) as u64
+                ((self.patience * mean) as u64, mean as u64)
             };
         }
     }
 
-    /// A worker started a request of type `t` (UNKNOWN requests: `None`).
-    pub fn started(&mut self, t: Option<TypeId>) {
-        if let Some(r) = t.and_then(|t| self.running.get_mut(t as usize)) {
-            *r += 1;
-        }
-    }
-
-    /// A worker finished or gave back a request of type `t`.
-    pub fn ended(&mut self, t: TypeId) {
-        if let Some(r) = self.running.get_mut(t as usize) {
-            *r = r.saturating_sub(1);
+    /// Counts the workers running each type afresh: `busy` yields the type
+    /// each busy worker runs (recounted at each decision rather than kept
+    /// by increments, so no missed hook can drift it).
+    pub fn recount(&mut self, busy: impl Iterator<Item = TypeId>) {
+        self.running.fill(0);
+        for t in busy {
+            if let Some(r) = self.running.get_mut(t as usize) {
+                *r += 1;
+            }
         }
     }
 
@@ -138,14 +151,25 @@ impl FairShare {
             match head(t) {
                 Some(r) => {
                     active += 1;
+                    self.idle_since[t] = None;
                     if !self.owed[t] && now.saturating_sub(r.arrival_ns) > self.limit_ns[t] {
                         self.owed[t] = true;
                     }
                     any_owed |= self.owed[t];
                 }
+                None if self.running[t] > 0 => {
+                    // A closed loop's next request is on its way.
+                    active += 1;
+                    self.idle_since[t] = None;
+                }
                 None => {
-                    self.owed[t] = false;
-                    active += usize::from(self.running[t] > 0);
+                    // Idle: the claim lapses after one mean of idleness, so
+                    // a closed loop's gap between a reply and its next
+                    // request keeps it.
+                    let since = *self.idle_since[t].get_or_insert(now);
+                    if now.saturating_sub(since) > self.mean_ns[t] {
+                        self.owed[t] = false;
+                    }
                 }
             }
         }
@@ -189,11 +213,19 @@ mod tests {
         let next = req(2, 1, 1_000_000);
         assert_eq!(f.pick(1_000_002, |t| (t == 1).then_some(&next)), Some(1));
         // Served up to its share (2 workers over 1 active type: 2).
-        f.started(Some(1));
-        f.started(Some(1));
+        f.recount([1, 1].into_iter());
         assert_eq!(f.pick(1_000_003, |t| (t == 1).then_some(&next)), None);
-        // The queue empties: the claim is gone.
+        // Nothing waits, two run: still owed (a closed loop's next request
+        // is on its way).
         assert_eq!(f.pick(1_000_004, |_| None), None);
+        assert!(f.is_owed(1));
+        // Idle: the claim lapses one mean (100 us) later.
+        f.recount(std::iter::empty());
+        assert_eq!(f.pick(1_000_005, |_| None), None);
+        assert!(f.is_owed(1));
+        assert_eq!(f.pick(1_100_005, |_| None), None);
+        assert!(f.is_owed(1));
+        assert_eq!(f.pick(1_100_006, |_| None), None);
         assert!(!f.is_owed(1));
     }
 
@@ -222,11 +254,11 @@ mod tests {
         // unmeasured type is owed after its declared mean (1 s) only; the
         // oldest owed head goes first (ids break the tie).
         assert_eq!(f.pick(20_000, heads), Some(0));
-        f.started(Some(0));
+        f.recount([0].into_iter());
         assert_eq!(f.pick(20_000, heads), Some(1));
-        f.started(Some(1));
+        f.recount([0, 1].into_iter());
         assert_eq!(f.pick(20_000, heads), None);
-        f.ended(1);
+        f.recount([0].into_iter());
         assert_eq!(f.pick(20_000, heads), Some(1));
     }
 }

@@ -254,6 +254,11 @@ impl Lending {
         }
     }
 
+    /// The type of the request `worker` last started.
+    pub fn running_type(&self, worker: WorkerId) -> TypeId {
+        self.running[worker as usize].0
+    }
+
     /// `worker` finished or was preempted.
     pub fn ended(&mut self, worker: WorkerId) {
         self.lent.remove(worker);
