@@ -29,6 +29,8 @@ use serde_json::json;
 use crate::app::{AppArgs, type_names};
 use crate::{Mode, OfferedLoad, PointArgs, limits, report};
 
+mod server_profile;
+
 /// The default bound on the service time a request may ask the spin
 /// application for: 100 times the largest type's mean, at least 1 ms, so that
 /// one datagram cannot hold a worker for as long as it likes.
@@ -818,7 +820,7 @@ fn service_warning(types: &[ServerTypeLatency]) -> Option<String> {
         .collect();
     (!off.is_empty()).then(|| {
         format!(
-            "warning: measured mean service times are more than {f}x off from the workload's declared ones ({}): a load computed from the declared times (psp load --load) is not the load the server carried (see the measured utilization); measure the real times with `psp profile` and use the workload file it writes",
+            "warning: measured mean service times are more than {f}x off from the workload's declared ones ({}): a load computed from the declared times (psp load --load) is not the load the server carried (see the measured utilization); measure the real times with `psp profile` and use the workload file it writes, or let `psp load --server-profile` read this server's measured ones from its --metrics",
             off.join(", ")
         )
     })
@@ -1015,6 +1017,13 @@ pub struct LoadArgs {
     /// Print the point as JSON.
     #[arg(long)]
     json: bool,
+    /// The server's --metrics address (host:port): before the run, read the
+    /// mean service time it measured for each type, and turn --load into a
+    /// rate by the measured mean of every type with at least 100 measured
+    /// requests (by the declared one otherwise); warm the server up with a
+    /// short run at the same load first.
+    #[arg(long, value_name = "METRICS_ADDR", conflicts_with = "rps")]
+    server_profile: Option<String>,
 }
 
 fn load_config(
@@ -1143,7 +1152,7 @@ fn latency_warning(point: &PointResult) -> Option<String> {
         .collect();
     (!slow.is_empty()).then(|| {
         format!(
-            "warning: at {:.0}% load by the workload's declared service times, {}: the server's real service times are likely longer than declared, so it runs at more than that load; its summary, statistics lines and /metrics report the measured utilization beside the declared one; measure the real times with `psp profile` and use the workload file it writes",
+            "warning: at {:.0}% load by the workload's declared service times, {}: the server's real service times are likely longer than declared, so it runs at more than that load; its summary, statistics lines and /metrics report the measured utilization beside the declared one; measure the real times with `psp profile` and use the workload file it writes, or rate --load by the server's measured times with `psp load --server-profile`",
             point.load * 100.0,
             slow.join("; ")
         )
@@ -1160,26 +1169,48 @@ pub fn load(a: LoadArgs) -> Result<()> {
     let workload = Workload::resolve(&a.point.workload)?;
     let point = a.point.clone().with_default_workers(Mode::Net);
     let workers = limits::WORKERS.check(point.workers())?;
-    let rate = a.offered.rate(&workload, workers)?;
+    // The server's measured means, read before anything else is set up.
+    let profile = a
+        .server_profile
+        .as_deref()
+        .map(|addr| server_profile::fetch(addr, &workload))
+        .transpose()?;
+    let rate_workload = profile.as_ref().map_or(&workload, |p| &p.rate_workload);
+    let rate = a.offered.rate(rate_workload, workers)?;
     let sim = point.config(&workload, rate)?;
     // A phased workload runs its phases: their requests, not --duration's.
     limits::point_requests(&workload, workers, rate, sim.duration_ns)?;
     let app = a.app.config(&workload, u64::MAX)?;
     let mut cfg = load_config(server, &workload, &app, &sim, &client, a.samples.is_some())?;
     cfg.datapath = a.xdp.datapath(&a.datapath)?;
+    if let Some(p) = &profile {
+        eprintln!("{}", p.line(&workload, rate, workers));
+    }
     let rep = load_with_progress(&cfg)?;
     if let Some(path) = &a.samples {
         write_samples(path, &cfg, &rep)?;
         eprintln!("wrote {}", path.display());
     }
-    let point = rep.to_point(&cfg, &a.policy, point.workers());
+    let mut point = rep.to_point(&cfg, &a.policy, point.workers());
     if rep.responses.iter().sum::<u64>() == 0 && rep.scheduled > 0 {
         eprintln!(
             "warning: no response at all from {server}: is a server running there? (every request counted as a timeout)"
         );
     }
-    if let Some(w) = latency_warning(&point) {
-        eprintln!("{w}");
+    match &profile {
+        // The load by the means the rate was computed from, and those means.
+        Some(p) => {
+            point.load = p.load(rate, workers);
+            if let Extra::Net(x) = &mut point.extra {
+                x.rate_means = Some(p.means.clone());
+            }
+        }
+        // The warning's premise: declared service times that may be off.
+        None => {
+            if let Some(w) = latency_warning(&point) {
+                eprintln!("{w}");
+            }
+        }
     }
     if rep.rejected.total() > 0 {
         eprintln!(
@@ -1729,6 +1760,7 @@ mod tests {
             send_lag_us: Default::default(),
             wall_s: 1.0,
             reservation: None,
+            rate_means: None,
         };
         PointResult::new(meta, &rec, 100, Extra::Net(Box::new(extra)))
     }

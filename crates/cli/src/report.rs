@@ -17,7 +17,13 @@ pub fn point_table(p: &PointResult) -> String {
         p.workers,
         p.offered_rps / div,
         p.load * 100.0,
-        if clients.is_some() { "busy" } else { "of peak" },
+        if clients.is_some() {
+            "busy"
+        } else if p.extra.net().is_some_and(|x| x.rate_means.is_some()) {
+            "of peak by --server-profile's means"
+        } else {
+            "of peak"
+        },
         p.achieved_rps / div
     );
     if let Some(c) = clients {

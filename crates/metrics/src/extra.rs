@@ -336,6 +336,38 @@ pub struct NetExtra {
     /// The server's final reservation, when the caller started the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<ReservationLayout>,
+    /// With `psp load --server-profile`: each type's mean service time the
+    /// offered rate was computed from (the server's measured one or the
+    /// declared one), so the point's `load` is a fraction of the capacity
+    /// those means give; absent otherwise (the declared means).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_means: Option<Vec<RateMean>>,
+}
+
+/// Where the mean service time a type's rate was computed from came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MeanSource {
+    /// The workload's declared mean.
+    Declared,
+    /// The mean the server measured (its `/metrics`).
+    Server,
+}
+
+/// One type's mean service time as `psp load --server-profile` saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RateMean {
+    /// The type.
+    pub name: String,
+    /// The workload's declared mean.
+    pub declared_us: f64,
+    /// The server's measured mean (absent before its first request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_us: Option<f64>,
+    /// Requests the server's mean is over.
+    pub server_requests: u64,
+    /// The mean the rate used.
+    pub used: MeanSource,
 }
 
 /// The server a network point loaded.

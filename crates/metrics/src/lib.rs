@@ -25,9 +25,9 @@ pub mod schema;
 pub mod series;
 
 pub use extra::{
-    Agreement, ClosedLoopExtra, Extra, LoadedServer, LocalCounters, NetExtra, PhaseSpan,
-    RejectedReplies, ReservationChange, ResponsesByStatus, RunExtra, SendLag, ServerSummary,
-    ServerTypeLatency, SimExtra, TcpSummary, XdpSummary,
+    Agreement, ClosedLoopExtra, Extra, LoadedServer, LocalCounters, MeanSource, NetExtra,
+    PhaseSpan, RateMean, RejectedReplies, ReservationChange, ResponsesByStatus, RunExtra, SendLag,
+    ServerSummary, ServerTypeLatency, SimExtra, TcpSummary, XdpSummary,
 };
 pub use recorder::{
     DIGEST_BOUNDS_NS, DIGEST_BUCKETS, DIGEST_QUANTILES, Digest, Recorder, TypeRecorder,

@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 
 use psp_metrics::{
-    Agreement, ClosedLoopExtra, Extra, LoadedServer, LocalCounters, NetExtra, OverallStats,
-    PhaseSpan, PointResult, RejectedReplies, ReservationChange, ReservationGroup,
-    ReservationLayout, ResponsesByStatus, RunExtra, SendLag, ServerSummary, ServerTypeLatency,
-    SimExtra, TypeStats,
+    Agreement, ClosedLoopExtra, Extra, LoadedServer, LocalCounters, MeanSource, NetExtra,
+    OverallStats, PhaseSpan, PointResult, RateMean, RejectedReplies, ReservationChange,
+    ReservationGroup, ReservationLayout, ResponsesByStatus, RunExtra, SendLag, ServerSummary,
+    ServerTypeLatency, SimExtra, TypeStats,
 };
 use serde_json::Value;
 
@@ -247,6 +247,25 @@ fn server_summary() -> ServerSummary {
 
 fn net_point(server: LoadedServer) -> PointResult {
     let reservation = server.summary().and_then(|s| s.reservation.clone());
+    // `psp load --server-profile` names a running server by its address.
+    let rate_means = matches!(server, LoadedServer::Address(_)).then(|| {
+        vec![
+            RateMean {
+                name: "short".into(),
+                declared_us: 1.0,
+                server_us: Some(1.25),
+                server_requests: 900,
+                used: MeanSource::Server,
+            },
+            RateMean {
+                name: "long".into(),
+                declared_us: 100.0,
+                server_us: None,
+                server_requests: 0,
+                used: MeanSource::Declared,
+            },
+        ]
+    });
     point(Extra::Net(Box::new(NetExtra {
         server,
         flows: 16,
@@ -280,6 +299,7 @@ fn net_point(server: LoadedServer) -> PointResult {
         },
         wall_s: 2.5,
         reservation,
+        rate_means,
     })))
 }
 
@@ -495,6 +515,16 @@ const NET: &[&str] = &[
     "wall_s",
 ];
 
+/// A network point's `extra` with `psp load --server-profile`.
+const NET_RATE_MEANS: &[&str] = &[
+    "rate_means",
+    "rate_means[].name",
+    "rate_means[].declared_us",
+    "rate_means[].server_us",
+    "rate_means[].server_requests",
+    "rate_means[].used",
+];
+
 /// `psp serve --json`, and a network point's `server` when the sweep started it.
 const SERVER: &[&str] = &[
     "received",
@@ -584,7 +614,8 @@ fn each_mode_keeps_its_field_names() {
     run.extend(expected("extra.sim_prediction.", SIM, &["reservation"]));
     assert_eq!(paths_of(&run_point()), run);
 
-    let address = expected("", NET, &[]);
+    let mut address = expected("", NET, &[]);
+    address.extend(NET_RATE_MEANS.iter().map(|k| format!("extra.{k}")));
     assert_eq!(
         paths_of(&net_point(LoadedServer::Address("127.0.0.1:7000".into()))),
         address

@@ -706,6 +706,7 @@ impl LoadReport {
             },
             wall_s: self.wall.as_secs_f64(),
             reservation: None,
+            rate_means: None,
         };
         let meta = PointMeta {
             mode: "net",

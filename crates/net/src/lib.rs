@@ -15,6 +15,8 @@
 //! - [`exporter`]: `psp serve --metrics`, Prometheus metrics over HTTP from
 //!   the dispatcher's published snapshots.
 //! - [`client`]: `psp load`'s engine.
+//! - [`scrape`]: a server's measured service times, read back from its
+//!   `/metrics` (`psp load --server-profile`).
 //! - [`echo`]: the baseline echo server.
 
 //!
@@ -97,6 +99,7 @@ pub mod echo;
 pub mod exporter;
 pub mod pool;
 pub mod protocol;
+pub mod scrape;
 pub mod server;
 pub mod tcp;
 pub mod udp;
