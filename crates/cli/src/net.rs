@@ -914,6 +914,14 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             None if s.preemptions > 0 => println!("preemptions {}", s.preemptions),
             None => {}
         }
+        if let Some(r) = report
+            .dispatcher
+            .reclaims
+            .as_ref()
+            .filter(|r| r.ordered > 0)
+        {
+            println!("{}", r.line());
+        }
         if let Some(w) = service_warning(&s.server_side_latency) {
             eprintln!("{w}");
         }
