@@ -773,6 +773,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
                 p50_latency_us: t.p50_latency_us,
                 p99_latency_us: t.p99_latency_us,
                 p999_latency_us: t.p999_latency_us,
+                shed: t.dropped,
             })
             .collect(),
         app_check: None,
@@ -889,12 +890,19 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         );
         println!("server-side latency (receive to handler completion):");
         println!(
-            "{:<12} {:>10} {:>9} {:>13} {:>10} {:>10} {:>11}",
-            "type", "completed", "svc(us)", "declared(us)", "p50(us)", "p99(us)", "p99.9(us)"
+            "{:<12} {:>10} {:>9} {:>13} {:>10} {:>10} {:>11} {:>9}",
+            "type",
+            "completed",
+            "svc(us)",
+            "declared(us)",
+            "p50(us)",
+            "p99(us)",
+            "p99.9(us)",
+            "shed"
         );
         for t in &s.server_side_latency {
             println!(
-                "{:<12} {:>10} {:>9.2} {:>13} {:>10.2} {:>10.2} {:>11.2}",
+                "{:<12} {:>10} {:>9.2} {:>13} {:>10.2} {:>10.2} {:>11.2} {:>9}",
                 t.name,
                 t.completed,
                 t.mean_service_us,
@@ -903,6 +911,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
                 t.p50_latency_us,
                 t.p99_latency_us,
                 t.p999_latency_us,
+                t.shed,
             );
         }
         println!("{}", utilization_line(&s));
@@ -1710,6 +1719,7 @@ mod tests {
             p50_latency_us: svc,
             p99_latency_us: svc,
             p999_latency_us: svc,
+            shed: 0,
         }
     }
 

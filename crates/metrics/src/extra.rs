@@ -655,4 +655,8 @@ pub struct ServerTypeLatency {
     pub p99_latency_us: f64,
     /// 99.9th percentile latency.
     pub p999_latency_us: f64,
+    /// Requests of the type refused after the warm-up (OVERLOADED, or the
+    /// protocol's busy reply, or shed unanswered): how overload fell on it.
+    #[serde(default)]
+    pub shed: u64,
 }

@@ -240,6 +240,7 @@ fn server_summary() -> ServerSummary {
             p50_latency_us: 1.5,
             p99_latency_us: 4.5,
             p999_latency_us: 9.5,
+            shed: 3,
         }],
         app_check: Some("consistent".into()),
     }
@@ -591,6 +592,7 @@ const SERVER: &[&str] = &[
     "server_side_latency[].p50_latency_us",
     "server_side_latency[].p99_latency_us",
     "server_side_latency[].p999_latency_us",
+    "server_side_latency[].shed",
     "app_check",
 ];
 
