@@ -296,7 +296,10 @@ impl PolicyPoint {
     /// The workload, the policy and a validated config, with `mode`'s default
     /// number of workers.
     pub fn resolve(&self, mode: Mode) -> Result<(Workload, PolicySpec, SimConfig)> {
-        self.resolve_with(Workload::resolve(&self.point.workload)?, mode)
+        self.resolve_with(
+            crate::profile::resolve_workload(&self.point.workload)?,
+            mode,
+        )
     }
 
     /// As [`PolicyPoint::resolve`], with the workload given.
@@ -340,7 +343,7 @@ impl PolicyPoint {
                 );
             }
         }
-        let workload = Workload::resolve(&self.point.workload)?;
+        let workload = crate::profile::resolve_workload(&self.point.workload)?;
         let policy = parse_policy(&self.policy)?;
         let args = self.point.clone().with_default_workers(Mode::Sim);
         let clients = limits::clients(spec, think, &workload)?;

@@ -522,8 +522,10 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             protocol_workload(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US)
         }
     } else {
-        src.pick(&a.workload, &f.workload, |s| Ok(Workload::resolve(&s)?))?
-            .map_or_else(|| Workload::resolve("high-bimodal"), Ok)?
+        src.pick(&a.workload, &f.workload, |s| {
+            crate::profile::resolve_workload(&s)
+        })?
+        .map_or_else(|| Workload::resolve("high-bimodal"), Ok)?
     };
     let workers = src
         .pick(&a.workers, &f.workers, |w| limits::WORKERS.check(w))?
@@ -1183,7 +1185,7 @@ pub fn load(a: LoadArgs) -> Result<()> {
     // simulator's, which the point's own check below would name.
     let client = a.client.clone().with_flows(a.point.flows);
     client.check()?;
-    let workload = Workload::resolve(&a.point.workload)?;
+    let workload = crate::profile::resolve_workload(&a.point.workload)?;
     let point = a.point.clone().with_default_workers(Mode::Net);
     let workers = limits::WORKERS.check(point.workers())?;
     // The server's measured means, read before anything else is set up.

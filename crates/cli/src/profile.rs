@@ -64,6 +64,10 @@ pub struct ProfileArgs {
     /// Print the measurements as JSON (the file is written all the same).
     #[arg(long)]
     json: bool,
+    /// Print nothing on stdout (a profile measured at first use: the
+    /// command that asked for it owns stdout).
+    #[arg(skip)]
+    quiet: bool,
 }
 
 #[derive(Serialize)]
@@ -174,7 +178,13 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     // What is written must read back as a valid workload.
     Workload::parse(&text, &out.display().to_string())?;
     std::fs::write(&out, &text).with_context(|| format!("cannot write '{}'", out.display()))?;
-    if a.json {
+    if a.quiet {
+        let means: Vec<String> = measured
+            .iter()
+            .map(|t| format!("{} {:.2} us", t.name, t.mean_us))
+            .collect();
+        eprintln!("psp profile: measured means {}", means.join(", "));
+    } else if a.json {
         let rows: Vec<_> = measured
             .iter()
             .map(|t| {
@@ -212,6 +222,104 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The prefix of a workload measured on this machine at first use.
+pub const MEASURED_PREFIX: &str = "measured:";
+
+/// A workload by name or path, as `Workload::resolve` reads it, or
+/// `measured:APP` (kv, tpcc): the application's standard mix with service
+/// times measured on this machine (`psp profile`), at first use, then read
+/// from the cache (`$PSP_PROFILE_CACHE`, else `$XDG_CACHE_HOME/psp`, else
+/// `~/.cache/psp`), one file per application, machine (CPU model and
+/// cores) and psp version. So a load named against it is a load of this
+/// machine's capacity, not of another's. `PSP_PROFILE_REQUESTS` sets the
+/// timed requests per type of a first measurement (default 10,000).
+///
+/// # Errors
+/// An unknown workload or application, or a measurement that fails.
+pub fn resolve_workload(spec: &str) -> Result<Workload> {
+    let Some(app) = spec.strip_prefix(MEASURED_PREFIX) else {
+        return Ok(Workload::resolve(spec)?);
+    };
+    let app = app.to_ascii_lowercase();
+    if psp_apps::default_mix(&app).is_empty() {
+        bail!(
+            "workload '{spec}': measured:APP takes an application with operations of its own (kv or tpcc)"
+        );
+    }
+    let path = profile_cache()?.join(format!("{app}-{}.toml", machine_key()));
+    if !path.exists() {
+        let requests = match std::env::var("PSP_PROFILE_REQUESTS") {
+            Ok(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("PSP_PROFILE_REQUESTS must be a count, not '{v}'"))?,
+            Err(_) => 10_000,
+        };
+        psp_apps::profile::check_requests(requests)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create '{}'", dir.display()))?;
+        }
+        eprintln!(
+            "workload {spec}: not measured on this machine yet: measuring it now into {}",
+            path.display()
+        );
+        run(ProfileArgs {
+            app: AppArgs {
+                app: Some(app.clone()),
+                ..AppArgs::default()
+            },
+            workload: None,
+            requests,
+            seed: 1,
+            order: Order::Mix,
+            dist: ProfileDist::Lognormal,
+            out: Some(path.clone()),
+            json: false,
+            quiet: true,
+        })?;
+    } else {
+        eprintln!(
+            "workload {spec}: measured on this machine: {}",
+            path.display()
+        );
+    }
+    Workload::resolve(&path.display().to_string()).map_err(Into::into)
+}
+
+/// Where profiles measured at first use are kept.
+fn profile_cache() -> Result<PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("PSP_PROFILE_CACHE")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("psp")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache/psp")))
+        .context("measured:APP needs a cache directory: set PSP_PROFILE_CACHE or HOME")
+}
+
+/// This machine as a profile depends on it: CPU model, cores, psp version
+/// (FNV-1a of them, in hex).
+fn machine_key() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let text = format!("{model}|{cores}|{}", env!("CARGO_PKG_VERSION"));
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 fn workload_file(

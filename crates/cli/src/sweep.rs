@@ -252,7 +252,7 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     if server.is_some() && a.mode != Mode::Net {
         bail!("--server is for --mode net");
     }
-    let workload = Workload::resolve(&a.point.workload)?;
+    let workload = crate::profile::resolve_workload(&a.point.workload)?;
     let policies = psp_core::policy::split_policy_list(&a.policies);
     limits::POLICIES.check(policies.len())?;
     let specs = policies

@@ -1585,6 +1585,30 @@ mod tests {
         assert_eq!(d.completed + d.dropped + d.in_flight(), d.generated());
     }
 
+    /// `darc-fair` under random arrivals, completions and reclaims: never
+    /// dispatches to a busy worker and loses no request, with its owed rule
+    /// firing (patience 1: owed after one mean of waiting).
+    #[test]
+    fn darc_fair_loses_nothing_under_random_events() {
+        let means = [1.0, 100.0];
+        for spec in [
+            "darc-fair:patience=1,samples=100",
+            "darc-fair:patience=1,samples=100,mech=none",
+        ] {
+            let spec: PolicySpec = spec.parse().unwrap();
+            let mut d = Driver::new(spec.build(&ctx(4, &means)).unwrap(), 11)
+                .with_means(&means)
+                .with_switch_ns(55);
+            d.run(250_000, |p, disp| {
+                if let Some((w, _)) = disp {
+                    assert!(!p.idle_workers().contains(w), "dispatched to a free worker");
+                }
+            });
+            assert!(d.completed > 0);
+            assert_eq!(d.completed + d.dropped + d.in_flight(), d.generated());
+        }
+    }
+
     /// Closed-loop clients on `spec`: `clients[t]` connections of type `t`,
     /// each sending its next request when its last one completes, no think
     /// time, service exactly the type's mean (`means_us`). The policy is
