@@ -1712,6 +1712,19 @@ fn netbench_server(
 mod tests {
     use super::*;
 
+    /// `psp serve`'s default lends (mech=ci) only where the workers leave the
+    /// dispatcher a core of its own; every choice parses.
+    #[test]
+    fn the_serving_default_lends_only_where_the_dispatcher_keeps_a_core() {
+        assert_eq!(serve_default_policy(14, 16), "darc-fair");
+        assert_eq!(serve_default_policy(1, 2), "darc-fair");
+        assert_eq!(serve_default_policy(2, 2), "darc-fair:mech=none");
+        assert_eq!(serve_default_policy(16, 16), "darc-fair:mech=none");
+        for (w, c) in [(1, 1), (14, 16), (2, 2)] {
+            serve_default_policy(w, c).parse::<PolicySpec>().unwrap();
+        }
+    }
+
     fn latency(name: &str, completed: u64, svc: f64, declared: Option<f64>) -> ServerTypeLatency {
         ServerTypeLatency {
             name: name.into(),
