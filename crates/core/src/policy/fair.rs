@@ -1,6 +1,6 @@
 //! `darc-fair`'s starvation bound: a type whose oldest waiting request has
 //! waited `patience` times its profiled mean is *owed* its fair share of the
-//! workers, and keeps that claim until its queue empties.
+//! workers, and keeps that claim while it has work.
 //!
 //! DARC sizes each group's workers from its share of the work completed in the
 //! last profiling window. Where arrivals wait for replies (every Redis and
@@ -21,20 +21,20 @@
 //!   one that no other type under its share is waiting for. What it is owed
 //!   is not reclaimed: a reclaim would hand the worker straight back to it,
 //!   evicting and restarting its request for ever. The oldest owed head
-//!   goes first. A starved
-//!   type may be one the reservation left on the spillway behind a
-//!   backlogged longer group (a type with no completions in a window drops
-//!   to the inactive group, served last): its own workers alone would not
-//!   free it.
+//!   goes first. A starved type may be one the reservation left on the
+//!   spillway behind a backlogged longer group (a type with no completions
+//!   in a window drops to the inactive group, served last): its own workers
+//!   alone would not free it.
 //!
 //! So a type's oldest request waits at most `patience` x its mean, plus the
 //! time until a worker frees (the shortest remaining service among the busy
-//! workers, or a reclaim), before it is served; and a backlogged type then
-//! keeps at least its fair share of the workers. Types that get their share
+//! workers), plus its own type's requests queued ahead of it; and a
+//! backlogged type then keeps at least its fair share of the workers. Types that get their share
 //! from the reservation never trigger the rule: with open-loop arrivals below
 //! capacity, `darc-fair` is `darc-lend`.
 //!
-//! Pure state: counts and flags per type, sized at construction; no clock.
+//! Pure state: counts, flags and times per type, sized at construction; no
+//! clock (time is the decision's `now`).
 
 use crate::request::{Nanos, Request, TypeId};
 
@@ -47,7 +47,7 @@ pub(super) struct FairShare {
     /// Per type: workers running a request of the type (at the last
     /// [`FairShare::recount`]).
     running: Vec<u32>,
-    /// Per type: owed its fair share until its queue empties.
+    /// Per type: owed its fair share (while it has work, and one mean after).
     owed: Vec<bool>,
     /// Per type: the wait (ns) past which its head makes it owed; derived
     /// from the profiled means so the decision compares integers.
