@@ -152,7 +152,7 @@ impl Params for LendConfig {
         ),
         Param::keyed(
             "patience",
-            "a type whose oldest request waited this many times its mean is owed its fair share of the workers (the workers over the types with work) until its queue empties; 0: never (darc-lend's default)",
+            "a type whose oldest request waited this many times its mean is owed its fair share of the workers (the workers over the types with work) while it has work; 0: never (darc-lend's default)",
             &Real::<Self> {
                 range: ParamRange::closed(0.0, MAX_FACTOR),
                 get: |c| c.patience,
