@@ -58,8 +58,8 @@ pub struct LendConfig {
     /// DARC's window by age ([`super::DarcConfig::window_ns`]).
     pub window_ns: u64,
     /// `darc-fair`: a type whose oldest waiting request has waited this many
-    /// times its profiled mean is *owed* its fair share of the workers until
-    /// its queue empties (0: never, `darc-lend`). See [`FairShare`].
+    /// times its profiled mean is *owed* its fair share of the workers while
+    /// it has work (0: never, `darc-lend`). See `fair.rs`.
     pub patience: f64,
 }
 
