@@ -10,9 +10,10 @@ use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig};
 use psp_runtime::RuntimeConfig;
 
 /// Every policy, with parameters that make short runs meaningful: DARC
-/// profiles after 20 completions; the preemptive ones keep their default
+/// profiles after 20 completions (`darc-fair:mech=none` owes a type its
+/// share after one mean of waiting); the preemptive ones keep their default
 /// quanta (a few µs), far below the long requests.
-pub const POLICIES: [&str; 14] = [
+pub const POLICIES: [&str; 16] = [
     "d-fcfs",
     "c-fcfs",
     "fp",
@@ -21,6 +22,10 @@ pub const POLICIES: [&str; 14] = [
     "darc:samples=20",
     "darc+:samples=20",
     "darc-lend:samples=20",
+    // `psp serve`'s default, both ways it runs: lending (and reclaiming) as
+    // darc-lend does, and without lending, its owed rule quick to fire.
+    "darc-fair:samples=20",
+    "darc-fair:samples=20,patience=1,mech=none",
     "ts",
     "ts-block:1",
     "concord",
