@@ -187,8 +187,9 @@ struct Ring<T> {
 }
 
 // SAFETY: a ring side is used by the one thread that owns it (moved, never
-// shared); the mapping lives as long as the value.
-unsafe impl<T> Send for Ring<T> {}
+// shared); the mapping lives as long as the value; its entries are `T`s, so
+// moving the side moves `T`s across threads: only for `T: Send`.
+unsafe impl<T: Send> Send for Ring<T> {}
 
 impl<T: Copy> Ring<T> {
     /// Maps the ring of `size` entries at page offset `pgoff` of `fd`.
