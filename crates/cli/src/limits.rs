@@ -304,6 +304,8 @@ pub const TIMEOUT: Span = Span::new("--timeout", 10 * US, 60 * S);
 /// `psp serve --max-service`: the spin application's cap on the service time a
 /// request may ask for.
 pub const MAX_SERVICE: Span = Span::new("--max-service", US, HOUR);
+/// `psp load --calibrate`: the calibration run before the measured one.
+pub const CALIBRATE: Span = Span::new("--calibrate", 100 * MS, 60 * S);
 /// `psp sim --think`: closed-loop clients' mean think time.
 pub const THINK: Span = Span::new("--think", 0, psp_workload::MAX_THINK_NS);
 
@@ -456,6 +458,7 @@ const SPANS: &[Span] = &[
     MAX_SERVICE,
     TCP_IDLE_TIMEOUT,
     THINK,
+    CALIBRATE,
 ];
 
 // ---------------------------------------------------- bounds across values

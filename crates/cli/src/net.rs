@@ -1043,6 +1043,17 @@ pub struct LoadArgs {
     /// short run at the same load first.
     #[arg(long, value_name = "METRICS_ADDR", conflicts_with = "rps")]
     server_profile: Option<String>,
+    /// With --server-profile: first offer the load for this long (e.g. 2s),
+    /// read the server's service times before and after, and set the
+    /// measured run's rate by the means of that run alone: the times under
+    /// this load's contention, not since the server started.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        requires = "server_profile",
+        allow_hyphen_values = true
+    )]
+    calibrate: Option<String>,
 }
 
 fn load_config(
@@ -1188,6 +1199,11 @@ pub fn load(a: LoadArgs) -> Result<()> {
     let workload = crate::profile::resolve_workload(&a.point.workload)?;
     let point = a.point.clone().with_default_workers(Mode::Net);
     let workers = limits::WORKERS.check(point.workers())?;
+    let calibrate = a
+        .calibrate
+        .as_deref()
+        .map(|d| limits::CALIBRATE.parse(d))
+        .transpose()?;
     // The server's measured means, read before anything else is set up.
     let profile = a
         .server_profile
@@ -1197,6 +1213,34 @@ pub fn load(a: LoadArgs) -> Result<()> {
     let rate_workload = profile.as_ref().map_or(&workload, |p| &p.rate_workload);
     let rate = a.offered.rate(rate_workload, workers)?;
     let sim = point.config(&workload, rate)?;
+    // --calibrate: a run at that rate first; its own service times (the
+    // server's counters before and after it) set the measured run's rate.
+    let (profile, rate, sim) = match (calibrate, profile) {
+        (Some(span), Some(first)) => {
+            let addr = a.server_profile.as_deref().unwrap_or_default();
+            let before = server_profile::fetch_raw(addr)?;
+            let short = psp_sim::SimConfig {
+                duration_ns: span.as_nanos() as u64,
+                ..sim.clone()
+            };
+            limits::point_requests(&workload, workers, rate, short.duration_ns)?;
+            let app = a.app.config(&workload, u64::MAX)?;
+            let mut cal = load_config(server, &workload, &app, &short, &client, false)?;
+            cal.datapath = a.xdp.datapath(&a.datapath)?;
+            eprintln!(
+                "calibrating: {:.4e} requests/s for {span:?} ({})",
+                rate,
+                first.line(&workload, rate, workers)
+            );
+            load_with_progress(&cal)?;
+            let after = server_profile::fetch_raw(addr)?;
+            let p = server_profile::of_run(addr, &workload, &before, &after)?;
+            let rate = a.offered.rate(&p.rate_workload, workers)?;
+            let sim = point.config(&workload, rate)?;
+            (Some(p), rate, sim)
+        }
+        (_, profile) => (profile, rate, sim),
+    };
     // A phased workload runs its phases: their requests, not --duration's.
     limits::point_requests(&workload, workers, rate, sim.duration_ns)?;
     let app = a.app.config(&workload, u64::MAX)?;

@@ -184,6 +184,10 @@ fn load_is_rated_by_the_servers_measured_means() {
     );
     let point: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let means = point["extra"]["rate_means"].as_array().expect("rate_means");
+    let since_start: Vec<u64> = means
+        .iter()
+        .map(|m| m["server_requests"].as_u64().unwrap())
+        .collect();
     let mut mean_us = 0.0;
     for (m, name) in means.iter().zip(["short", "long"]) {
         assert_eq!(m["name"], name);
@@ -212,6 +216,38 @@ fn load_is_rated_by_the_servers_measured_means() {
         (point["load"].as_f64().unwrap() - 0.3).abs() < 1e-9,
         "{point}"
     );
+    // --calibrate: a run first, and the means of that run alone.
+    let out = load(
+        &addr,
+        "300ms",
+        &["--server-profile", &metrics, "--calibrate", "300ms"],
+    );
+    let err = stderr(&out);
+    assert!(err.contains("calibrating:"), "{err}");
+    let point: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let means = point["extra"]["rate_means"].as_array().expect("rate_means");
+    // The calibration run's requests only (300 ms of them): fewer than the
+    // server had measured since its start before the 1 s run above.
+    for (m, &total) in means.iter().zip(&since_start) {
+        let n = m["server_requests"].as_u64().unwrap();
+        assert!(n > 0 && n < total, "{m}: since the start {total}");
+    }
+    assert!(
+        (point["load"].as_f64().unwrap() - 0.3).abs() < 1e-9,
+        "{point}"
+    );
+    for (args, needle) in [
+        (vec!["--calibrate", "1s"], "--server-profile"),
+        (
+            vec!["--server-profile", metrics.as_str(), "--calibrate", "1ms"],
+            "--calibrate",
+        ),
+    ] {
+        let out = load(&addr, "100ms", &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+
     // Without the flag, the report holds no means.
     let plain = load(&addr, "100ms", &[]);
     let plain: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();

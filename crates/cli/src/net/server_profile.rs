@@ -43,6 +43,56 @@ pub(crate) fn fetch(addr: &str, workload: &Workload) -> Result<ServerProfile> {
     ServerProfile::new(format!("http://{addr}/metrics"), workload, &measured)
 }
 
+/// The server's raw service-time counters at `addr` (`--server-profile`'s
+/// value), for [`of_run`].
+///
+/// # Errors
+/// A bad address or a failed scrape.
+pub(crate) fn fetch_raw(addr: &str) -> Result<Vec<MeasuredService>> {
+    let addr = parse_addr(addr, "--server-profile")?;
+    fetch_service_times(addr).context("--server-profile")
+}
+
+/// The profile of `workload` from what the server measured between two
+/// scrapes (`--calibrate`): each type's requests and service time in the
+/// interval alone.
+///
+/// # Errors
+/// See [`fetch`]; also counters that went back (the server restarted).
+pub(crate) fn of_run(
+    addr: &str,
+    workload: &Workload,
+    before: &[MeasuredService],
+    after: &[MeasuredService],
+) -> Result<ServerProfile> {
+    let addr = parse_addr(addr, "--server-profile")?;
+    let delta = run_delta(before, after)
+        .context("--calibrate: the server's counters went back (a restart?) during the run")?;
+    ServerProfile::new(format!("http://{addr}/metrics"), workload, &delta)
+}
+
+/// Per type, `after` less `before` (the same types in the same order);
+/// `None` when a counter went back or the types differ.
+fn run_delta(
+    before: &[MeasuredService],
+    after: &[MeasuredService],
+) -> Option<Vec<MeasuredService>> {
+    if before.len() != after.len() {
+        return None;
+    }
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| {
+            (a.name == b.name && a.count >= b.count).then(|| MeasuredService {
+                name: a.name.clone(),
+                count: a.count - b.count,
+                sum_s: (a.sum_s - b.sum_s).max(0.0),
+            })
+        })
+        .collect()
+}
+
 impl ServerProfile {
     /// The profile of `workload` from the server's `measured` service times
     /// (read at `url`).
@@ -158,6 +208,35 @@ mod tests {
             count,
             sum_s: count as f64 * mean_us / 1e6,
         }
+    }
+
+    /// `--calibrate`'s means are the run's alone: the counters' differences.
+    #[test]
+    fn a_calibration_run_counts_only_its_own_requests() {
+        let before = [
+            measured("short", 1_000, 1.0),
+            measured("long", 1_000, 100.0),
+        ];
+        // 1,000 more of each, short ones at 3 us and long ones at 200 us.
+        let after = [
+            MeasuredService {
+                name: "short".into(),
+                count: 2_000,
+                sum_s: before[0].sum_s + 1_000.0 * 3e-6,
+            },
+            MeasuredService {
+                name: "long".into(),
+                count: 2_000,
+                sum_s: before[1].sum_s + 1_000.0 * 200e-6,
+            },
+        ];
+        let d = run_delta(&before, &after).unwrap();
+        assert_eq!(d[0].count, 1_000);
+        assert!((d[0].mean_ns().unwrap() - 3_000.0).abs() < 1e-6);
+        assert!((d[1].mean_ns().unwrap() - 200_000.0).abs() < 1e-3);
+        // A counter that went back (a restart), or other types: refused.
+        assert!(run_delta(&after, &before).is_none());
+        assert!(run_delta(&before, &after[..1]).is_none());
     }
 
     fn bimodal() -> Workload {
