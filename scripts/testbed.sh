@@ -12,7 +12,9 @@
 #     duration, seed and policy.
 #  2. kv: `psp profile --app kv` measures RocksDB's GET and SCAN first; the
 #     workload file it writes is served by `psp serve --app kv` and offered by
-#     `psp load` (open-loop Poisson over UDP on loopback), then simulated.
+#     `psp load` (open-loop Poisson over UDP on loopback) at a rate calibrated
+#     on the server's own measured service times (CALIBRATE), then simulated
+#     at that rate.
 #  3. redis, memcached: scripts/compare.py's GET-beside-long-request mixes
 #     (redis-benchmark, memcaslap) against `psp serve --protocol resp` /
 #     `memcache-udp` under each policy, and the reference server where it is
@@ -48,6 +50,11 @@
 #   KV_POLICIES  kv policies ("c-fcfs darc-fair")
 #   PROFILE_REQUESTS  timed requests per type of `psp profile` (10000, small
 #                1000, ci 200)
+#   CALIBRATE    kv: `psp load --calibrate` (full 2s, small 500ms, ci 200ms): a
+#                run at the load first, whose service times as psp serve
+#                measured them set the measured run's rate, so KV_LOADS are
+#                loads of the server's capacity under contention; the
+#                simulator then runs the same rate
 #   MIX_SYSTEMS  compare.py systems ("psp:c-fcfs psp:darc-fair", plus redis /
 #                memcached where that server is installed, except at ci)
 #   GETS, LRANGES, CLIENTS  redis mix sizes (100000 4000 20; small 20000 1000
@@ -93,17 +100,17 @@ fi
 case $scale in
   full)
     d_duration=5s d_loads="0.5 0.7 0.9" d_workloads="high-bimodal extreme-bimodal tpcc rocksdb"
-    d_policies="c-fcfs darc darc-fair" d_kv_loads="0.5 0.8" d_profile=10000
+    d_policies="c-fcfs darc darc-fair" d_kv_loads="0.5 0.8" d_profile=10000 d_calibrate=2s
     d_gets=100000 d_lranges=4000 d_clients=20 d_mix_seconds=5 d_idle="" d_reference=1
     ;;
   small)
     d_duration=1s d_loads="0.5 0.8" d_workloads="high-bimodal extreme-bimodal tpcc rocksdb"
-    d_policies="c-fcfs darc darc-fair" d_kv_loads="0.5 0.8" d_profile=1000
+    d_policies="c-fcfs darc darc-fair" d_kv_loads="0.5 0.8" d_profile=1000 d_calibrate=500ms
     d_gets=20000 d_lranges=1000 d_clients=8 d_mix_seconds=1 d_idle="" d_reference=1
     ;;
   ci)
     d_duration=0.5s d_loads="0.5" d_workloads="high-bimodal"
-    d_policies="c-fcfs darc-fair" d_kv_loads="0.5" d_profile=200
+    d_policies="c-fcfs darc-fair" d_kv_loads="0.5" d_profile=200 d_calibrate=200ms
     d_gets=2000 d_lranges=200 d_clients=4 d_mix_seconds=1 d_idle=park d_reference=0
     ;;
   *) die "SCALE must be full, small or ci, not '$scale'" ;;
@@ -119,6 +126,7 @@ policies=${POLICIES:-$d_policies}
 kv_loads=${KV_LOADS:-$d_kv_loads}
 kv_policies=${KV_POLICIES:-"c-fcfs darc-fair"}
 profile_requests=${PROFILE_REQUESTS:-$d_profile}
+calibrate=${CALIBRATE:-$d_calibrate}
 gets=${GETS:-$d_gets}
 lranges=${LRANGES:-$d_lranges}
 clients=${CLIENTS:-$d_clients}
@@ -213,8 +221,12 @@ point() {
 
 # The simulator's prediction of a point: sim STEM WORKLOAD POLICY LOAD WORKERS.
 sim_cmd=()
+# sim STEM WORKLOAD POLICY LOAD WORKERS [RPS]: the simulator's point, at
+# LOAD of the workload's peak, or at RPS requests/s when given.
 sim() {
-  sim_cmd=("$psp" sim --workload "$2" --workers "$5" --load "$4" --duration "$duration"
+  local offered=(--load "$4")
+  if [ -n "${6:-}" ]; then offered=(--rps "$6"); fi
+  sim_cmd=("$psp" sim --workload "$2" --workers "$5" "${offered[@]}" --duration "$duration"
     --seed "$seed" --policy "$3" --json)
   timeout "$point_timeout" "${sim_cmd[@]}" >"$1.sim.json" 2>"$1.sim.err"
 }
@@ -280,19 +292,24 @@ kv() {
     for policy in $kv_policies; do
       stem="$out/kv/kv-$load-$(echo "$policy" | tr ':=,' '___')"
       local scmd=("$psp" serve --app kv --workload "$profile" --workers "$serve_workers"
-        --policy "$policy" --address 127.0.0.1:0 "${idle_args[@]}" --json)
+        --policy "$policy" --address 127.0.0.1:0 --metrics 127.0.0.1:0 "${idle_args[@]}" --json)
       status=ok
+      local rps=""
       if start_server "$stem" timeout "$point_timeout" "${scmd[@]}"; then
+        local metrics
+        metrics=$(grep -so 'metrics on http://[0-9.]*:[0-9]*' "$stem.serve.err" | sed 's#.*http://##' || true)
         local lcmd=("$psp" load --server "127.0.0.1:$server_port" --workload "$profile" --app kv
           --workers "$serve_workers" --load "$load" --duration "$duration" --seed "$seed"
-          --policy "$policy" --json)
+          --policy "$policy" --server-profile "$metrics" --calibrate "$calibrate" --json)
         timeout "$point_timeout" "${lcmd[@]}" >"$stem.load.json" 2>"$stem.load.err" || status=failed
+        rps=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["offered_rps"])' \
+          "$stem.load.json" 2>/dev/null || true)
       else
         status="failed (the server did not start)"
         local lcmd=(psp load)
       fi
       stop_server
-      sim "$stem" "$profile" "$policy" "$load" "$serve_workers" || status="$status, sim failed"
+      sim "$stem" "$profile" "$policy" "$load" "$serve_workers" "$rps" || status="$status, sim failed"
       point kv kv-measured "$policy" "$load" "$serve_workers" "$status" "$stem.load.json" \
         "$stem.sim.json" "$(quoted "${scmd[@]}") & $(quoted "${lcmd[@]}")" "$(quoted "${sim_cmd[@]}")" \
         "$stem.serve.json"
@@ -573,7 +590,7 @@ if points:
 
 titles = {
     "fig6": "Fig. 6 workloads: `psp run` (in-process generator) against `psp sim`",
-    "kv": "kv: `psp serve --app kv` + `psp load` against `psp sim` (the profiled workload)",
+    "kv": "kv: `psp serve --app kv` + `psp load` (its rate calibrated on the server's measured service times) against `psp sim` (the profiled workload at the same rate)",
 }
 plots = []
 for exp in ("fig6", "kv"):
