@@ -23,8 +23,11 @@ pub const POLICIES: [&str; 16] = [
     "darc+:samples=20",
     "darc-lend:samples=20",
     // `psp serve`'s default, both ways it runs: lending (and reclaiming) as
-    // darc-lend does, and without lending, its owed rule quick to fire.
-    "darc-fair:samples=20",
+    // darc-lend does, its owed rule out of the way (what a type is owed is
+    // never reclaimed, so with it a short run may order no reclaim, which
+    // the matrix requires of a preemptive policy); and without lending, its
+    // owed rule quick to fire.
+    "darc-fair:samples=20,patience=1000",
     "darc-fair:samples=20,patience=1,mech=none",
     "ts",
     "ts-block:1",
