@@ -767,7 +767,8 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
             .type_stats()
             .into_iter()
             .zip(declared.iter().chain(std::iter::repeat(&None)))
-            .map(|(t, m)| ServerTypeLatency {
+            .zip(d.shed_by_type.iter().copied().chain(std::iter::repeat(0)))
+            .map(|((t, m), shed)| ServerTypeLatency {
                 name: t.name,
                 completed: t.count,
                 mean_service_us: t.mean_service_us,
@@ -775,7 +776,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
                 p50_latency_us: t.p50_latency_us,
                 p99_latency_us: t.p99_latency_us,
                 p999_latency_us: t.p999_latency_us,
-                shed: t.dropped,
+                shed,
             })
             .collect(),
         app_check: None,
@@ -1210,42 +1211,41 @@ pub fn load(a: LoadArgs) -> Result<()> {
         .as_deref()
         .map(|addr| server_profile::fetch(addr, &workload))
         .transpose()?;
-    let rate_workload = profile.as_ref().map_or(&workload, |p| &p.rate_workload);
+    let rate_workload = profile.as_ref().map_or(&workload, |p| &p.0.rate_workload);
     let rate = a.offered.rate(rate_workload, workers)?;
     let sim = point.config(&workload, rate)?;
+    let app = a.app.config(&workload, u64::MAX)?;
+    let datapath = a.xdp.datapath(&a.datapath)?;
     // --calibrate: a run at that rate first; its own service times (the
     // server's counters before and after it) set the measured run's rate.
     let (profile, rate, sim) = match (calibrate, profile) {
-        (Some(span), Some(first)) => {
+        (Some(span), Some((first, before))) => {
             let addr = a.server_profile.as_deref().unwrap_or_default();
-            let before = server_profile::fetch_raw(addr)?;
             let short = psp_sim::SimConfig {
                 duration_ns: span.as_nanos() as u64,
                 ..sim.clone()
             };
             limits::point_requests(&workload, workers, rate, short.duration_ns)?;
-            let app = a.app.config(&workload, u64::MAX)?;
             let mut cal = load_config(server, &workload, &app, &short, &client, false)?;
-            cal.datapath = a.xdp.datapath(&a.datapath)?;
+            cal.datapath = datapath.clone();
             eprintln!(
                 "calibrating: {:.4e} requests/s for {span:?} ({})",
                 rate,
                 first.line(&workload, rate, workers)
             );
             load_with_progress(&cal)?;
-            let after = server_profile::fetch_raw(addr)?;
+            let (_, after) = server_profile::fetch(addr, &workload)?;
             let p = server_profile::of_run(addr, &workload, &before, &after)?;
             let rate = a.offered.rate(&p.rate_workload, workers)?;
             let sim = point.config(&workload, rate)?;
             (Some(p), rate, sim)
         }
-        (_, profile) => (profile, rate, sim),
+        (_, profile) => (profile.map(|(p, _)| p), rate, sim),
     };
     // A phased workload runs its phases: their requests, not --duration's.
     limits::point_requests(&workload, workers, rate, sim.duration_ns)?;
-    let app = a.app.config(&workload, u64::MAX)?;
     let mut cfg = load_config(server, &workload, &app, &sim, &client, a.samples.is_some())?;
-    cfg.datapath = a.xdp.datapath(&a.datapath)?;
+    cfg.datapath = datapath;
     if let Some(p) = &profile {
         eprintln!("{}", p.line(&workload, rate, workers));
     }

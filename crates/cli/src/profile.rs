@@ -266,6 +266,10 @@ pub fn resolve_workload(spec: &str) -> Result<Workload> {
             "workload {spec}: not measured on this machine yet: measuring it now into {}",
             path.display()
         );
+        // Measured into a file of this process's own, then renamed into
+        // place: another psp reading the cache meanwhile sees either no
+        // profile or a whole one.
+        let part = path.with_extension(format!("toml.{}.part", std::process::id()));
         run(ProfileArgs {
             app: AppArgs {
                 app: Some(app.clone()),
@@ -276,10 +280,12 @@ pub fn resolve_workload(spec: &str) -> Result<Workload> {
             seed: 1,
             order: Order::Mix,
             dist: ProfileDist::Lognormal,
-            out: Some(path.clone()),
+            out: Some(part.clone()),
             json: false,
             quiet: true,
         })?;
+        std::fs::rename(&part, &path)
+            .with_context(|| format!("cannot move '{}' to '{}'", part.display(), path.display()))?;
     } else {
         eprintln!(
             "workload {spec}: measured on this machine: {}",

@@ -655,8 +655,9 @@ pub struct ServerTypeLatency {
     pub p99_latency_us: f64,
     /// 99.9th percentile latency.
     pub p999_latency_us: f64,
-    /// Requests of the type refused after the warm-up (OVERLOADED, or the
-    /// protocol's busy reply, or shed unanswered): how overload fell on it.
+    /// Requests of the type refused (OVERLOADED, the protocol's busy reply,
+    /// or shed unanswered), warm-up included, as `/metrics` counts them:
+    /// how overload fell on it.
     #[serde(default)]
     pub shed: u64,
 }

@@ -149,6 +149,39 @@ type PlShard = hashbrown::HashMap<Box<[u8]>, Box<[u8]>>;
 #[repr(align(128))]
 struct Padded<T>(T);
 
+/// The [`Store`] operations of a layout whose `shard(key)` returns a locked
+/// map guard (`StdSharded`, `PlSharded`): the same code over either mutex.
+macro_rules! sharded_ops {
+    () => {
+        fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+            let shard = self.shard(key);
+            let Some(v) = shard.get(key) else {
+                return false;
+            };
+            out.clear();
+            out.extend_from_slice(v);
+            true
+        }
+        fn replace(&self, key: &[u8], value: Box<[u8]>) -> Option<Box<[u8]>> {
+            self.shard(key)
+                .get_mut(key)
+                .map(|v| std::mem::replace(v, value))
+        }
+        fn incr(&self, key: &[u8]) -> bool {
+            self.shard(key).get_mut(key).map(|v| bump(v)).is_some()
+        }
+        fn insert(&self, key: Box<[u8]>, value: Box<[u8]>) -> bool {
+            let mut shard = self.shard(&key);
+            shard.insert(key, value).is_none()
+        }
+        fn remove(&self, key: &[u8]) -> bool {
+            // Bound first: the old entry is freed after the lock is released.
+            let old = self.shard(key).remove(key);
+            old.is_some()
+        }
+    };
+}
+
 /// The baseline: 64 shards of `std` maps under `std` mutexes.
 struct StdSharded {
     shards: Box<[Padded<Mutex<StdShard>>]>,
@@ -184,32 +217,7 @@ impl Store for StdSharded {
             hasher: Hasher::default(),
         }
     }
-    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        let shard = self.shard(key);
-        let Some(v) = shard.get(key) else {
-            return false;
-        };
-        out.clear();
-        out.extend_from_slice(v);
-        true
-    }
-    fn replace(&self, key: &[u8], value: Box<[u8]>) -> Option<Box<[u8]>> {
-        self.shard(key)
-            .get_mut(key)
-            .map(|v| std::mem::replace(v, value))
-    }
-    fn incr(&self, key: &[u8]) -> bool {
-        self.shard(key).get_mut(key).map(|v| bump(v)).is_some()
-    }
-    fn insert(&self, key: Box<[u8]>, value: Box<[u8]>) -> bool {
-        let mut shard = self.shard(&key);
-        shard.insert(key, value).is_none()
-    }
-    fn remove(&self, key: &[u8]) -> bool {
-        // Bound first: the old entry is freed after the lock is released.
-        let old = self.shard(key).remove(key);
-        old.is_some()
-    }
+    sharded_ops!();
 }
 
 /// The store's layout (`src/db.rs`): 256 shards of `hashbrown` maps under
@@ -243,31 +251,7 @@ impl Store for PlSharded {
             hasher: Hasher::default(),
         }
     }
-    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        let shard = self.shard(key);
-        let Some(v) = shard.get(key) else {
-            return false;
-        };
-        out.clear();
-        out.extend_from_slice(v);
-        true
-    }
-    fn replace(&self, key: &[u8], value: Box<[u8]>) -> Option<Box<[u8]>> {
-        self.shard(key)
-            .get_mut(key)
-            .map(|v| std::mem::replace(v, value))
-    }
-    fn incr(&self, key: &[u8]) -> bool {
-        self.shard(key).get_mut(key).map(|v| bump(v)).is_some()
-    }
-    fn insert(&self, key: Box<[u8]>, value: Box<[u8]>) -> bool {
-        let mut shard = self.shard(&key);
-        shard.insert(key, value).is_none()
-    }
-    fn remove(&self, key: &[u8]) -> bool {
-        let old = self.shard(key).remove(key);
-        old.is_some()
-    }
+    sharded_ops!();
 }
 
 /// xorshift64*: cheap, good enough to pick keys.

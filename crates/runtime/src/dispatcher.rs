@@ -170,6 +170,9 @@ pub struct DispatcherReport {
     /// Their service times summed (handler time: what the workers were
     /// busy with), by type.
     pub service_ns_by_type: Vec<u64>,
+    /// Requests refused, by type, warm-up included: with `completed_by_type`,
+    /// the same counts as `/metrics`' `psp_requests`.
+    pub shed_by_type: Vec<u64>,
     /// How the policy's ordered preemptions landed (central preemptive
     /// runs only).
     pub reclaims: Option<crate::preempt::ReclaimTimes>,
@@ -1017,6 +1020,7 @@ impl DispatchCore {
             series: self.series.map(|s| s.finish(self.series_end_ns)),
             completed_by_type: self.by_type.iter().map(|c| c.completed).collect(),
             service_ns_by_type: self.by_type.iter().map(|c| c.service_ns).collect(),
+            shed_by_type: self.by_type.iter().map(|c| c.shed).collect(),
             reclaims: match &self.executor {
                 CoreExecutor::CentralPreemptive { quanta, .. } => Some(quanta.reclaims().clone()),
                 _ => None,

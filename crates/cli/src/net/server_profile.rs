@@ -31,24 +31,37 @@ pub(crate) struct ServerProfile {
 }
 
 /// Reads the server's service times at `addr` (`--server-profile`'s value)
-/// for `workload`.
+/// for `workload`: the profile, and the counters it came from (for
+/// [`of_run`]).
 ///
 /// # Errors
 /// A bad address, an unreachable server, an answer that is not a psp serve's
 /// Prometheus text, a server whose types are not `workload`'s, or a workload
 /// whose phases set their own loads.
-pub(crate) fn fetch(addr: &str, workload: &Workload) -> Result<ServerProfile> {
+pub(crate) fn fetch(
+    addr: &str,
+    workload: &Workload,
+) -> Result<(ServerProfile, Vec<MeasuredService>)> {
+    let measured = fetch_raw(addr)?;
+    Ok((of_counters(addr, workload, &measured)?, measured))
+}
+
+/// The profile of `workload` from counters read at `addr`.
+fn of_counters(
+    addr: &str,
+    workload: &Workload,
+    measured: &[MeasuredService],
+) -> Result<ServerProfile> {
     let addr = parse_addr(addr, "--server-profile")?;
-    let measured = fetch_service_times(addr).context("--server-profile")?;
-    ServerProfile::new(format!("http://{addr}/metrics"), workload, &measured)
+    ServerProfile::new(format!("http://{addr}/metrics"), workload, measured)
 }
 
 /// The server's raw service-time counters at `addr` (`--server-profile`'s
-/// value), for [`of_run`].
+/// value).
 ///
 /// # Errors
 /// A bad address or a failed scrape.
-pub(crate) fn fetch_raw(addr: &str) -> Result<Vec<MeasuredService>> {
+fn fetch_raw(addr: &str) -> Result<Vec<MeasuredService>> {
     let addr = parse_addr(addr, "--server-profile")?;
     fetch_service_times(addr).context("--server-profile")
 }
@@ -65,10 +78,9 @@ pub(crate) fn of_run(
     before: &[MeasuredService],
     after: &[MeasuredService],
 ) -> Result<ServerProfile> {
-    let addr = parse_addr(addr, "--server-profile")?;
     let delta = run_delta(before, after)
         .context("--calibrate: the server's counters went back (a restart?) during the run")?;
-    ServerProfile::new(format!("http://{addr}/metrics"), workload, &delta)
+    of_counters(addr, workload, &delta)
 }
 
 /// Per type, `after` less `before` (the same types in the same order);

@@ -773,9 +773,9 @@ impl Darc {
     fn window_aged(&self, now: Nanos, windows: u64) -> bool {
         self.cfg.window_ns > 0
             && self.window.total() >= TIMED_WINDOW_SAMPLES
-            && self
-                .window_open_ns
-                .is_some_and(|open| now.saturating_sub(open) >= self.cfg.window_ns * windows)
+            && self.window_open_ns.is_some_and(|open| {
+                now.saturating_sub(open) >= self.cfg.window_ns.saturating_mul(windows)
+            })
     }
 
     fn take(&mut self, t: TypeId, worker: WorkerId) -> Request {
