@@ -687,7 +687,7 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
                 series_window_ns: None,
                 poll_yield,
             },
-            policy,
+            policy: policy.clone(),
             types: workload.type_infos(),
             classifier,
             app_classifier: None,
@@ -1333,7 +1333,7 @@ pub fn measure(
                 raise_priority: !opts.client.no_raise_priority,
                 ..RuntimeConfig::default()
             },
-            policy: *spec,
+            policy: spec.clone(),
             types: workload.type_infos(),
             classifier: cfg.classifier,
             app_classifier: None,
@@ -1588,7 +1588,15 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
             };
             for kind in ["psp-serve", "echo"] {
                 let (addr, stop) = in_ns(srv_ns.as_deref(), || {
-                    netbench_server(kind, datapath, addr, a.workers, idle, spec, &workload)
+                    netbench_server(
+                        kind,
+                        datapath,
+                        addr,
+                        a.workers,
+                        idle,
+                        spec.clone(),
+                        &workload,
+                    )
                 })??;
                 let mut lc =
                     load_config(addr, &workload, &AppConfig::Echo, &sim, &a.client, false)?;

@@ -2642,7 +2642,7 @@ fn closed_loop(ctx: &Ctx) -> Result<Section> {
                 cfg.queue_capacity,
                 cfg.duration_ns,
             )?;
-            jobs.push((p.to_string(), spec, n, clients));
+            jobs.push((p.to_string(), spec.clone(), n, clients));
         }
     }
     let pts: Vec<PointResult> = ctx.pool()?.install(|| {

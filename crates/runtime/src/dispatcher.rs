@@ -660,15 +660,6 @@ impl DispatchCore {
                         let idle = self.outstanding[worker as usize] == 0;
                         quanta.on_dispatch(worker, quantum_ns, now, idle);
                     }
-                    debug_assert!(
-                        self.policy.lends_workers()
-                            || self
-                                .policy
-                                .reservation()
-                                .and_then(|r| r.dispatch_violation(req.type_id, worker))
-                                .is_none(),
-                        "reservation violated"
-                    );
                     let job = self.slots[req.token as usize].job();
                     // Policies dispatch only to workers they consider free, so the
                     // worker's ring always has room.
