@@ -1,9 +1,22 @@
-//! The datapath interface: how requests get in and responses get out. The
-//! dispatcher's net worker receives batches into pool buffers it owns; every
-//! worker (and the dispatcher, for error replies) holds its own transmit handle.
-//! Two implementations: kernel UDP ([`crate::udp`]) and AF_XDP
-//! ([`crate::xdp`], kernel bypass); another (DPDK) would plug in behind the
-//! same two traits.
+//! The datapath: how datagrams get in and out, below any protocol or
+//! policy. The dispatcher's net worker receives batches into pool buffers
+//! it owns (each under a [`PacketToken`]); every worker (and the
+//! dispatcher, for error replies) holds its own transmit handle. Two
+//! implementations: kernel UDP ([`udp`]) and AF_XDP ([`xdp`], kernel
+//! bypass); another (DPDK) would plug in behind the same two traits.
+//!
+//! This room knows packets, addresses and buffers only: it parses no
+//! request, counts no request outcome and names no front end (those are
+//! [`crate::front`]'s).
+//!
+//! - this module: the seam ([`Datapath`], [`Transmit`]) and [`PeerAddr`].
+//! - [`pool`]: the packet buffers, each owned through its token.
+//! - [`udp`]: kernel UDP (`recvmmsg`, `sendmsg`, `sendmmsg`).
+//! - [`xdp`]: AF_XDP: UMEM, rings, the XDP program, frames.
+
+pub mod pool;
+pub mod udp;
+pub mod xdp;
 
 use std::io;
 use std::net::SocketAddr;
