@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use crate::pool::PacketPool;
+use crate::pool::{PacketPool, PacketToken};
 
 /// A peer's socket address in the kernel's layout (no conversion per packet).
 #[derive(Clone, Copy)]
@@ -138,6 +138,10 @@ pub trait Datapath: Send {
     /// The transmit handle type.
     type Tx: Transmit + 'static;
 
+    /// What the datapath says about itself at the end of a run
+    /// ([`finish`](Self::finish)): `()` where there is nothing to say.
+    type Report;
+
     /// The address clients send to.
     ///
     /// # Errors
@@ -147,15 +151,13 @@ pub trait Datapath: Send {
     /// Receives, without blocking, up to `tokens.len()` datagrams into the pool
     /// buffers of `tokens`, in order; returns how many arrived (0 when none
     /// was waiting). Each filled packet has its `peer` and `len` set; `len` is
-    /// the datagram's full length, more than [`crate::pool::PACKET_BYTES`] when
-    /// it did not fit the buffer (see [`crate::pool::Packet::truncated`]).
-    ///
-    /// # Safety
-    /// The calling thread owns every token in `tokens` (see [`crate::pool`]).
+    /// the datagram's full length, more than [`pool::PACKET_BYTES`] when
+    /// it did not fit the buffer (see [`pool::Packet::truncated`]).
     ///
     /// # Errors
     /// A socket error other than "nothing to receive".
-    unsafe fn recv_batch(&mut self, pool: &PacketPool, tokens: &[u32]) -> io::Result<usize>;
+    fn recv_batch(&mut self, pool: &PacketPool, tokens: &mut [PacketToken])
+    -> io::Result<usize>;
 
     /// A new transmit handle (one per worker; one for the dispatcher).
     ///
@@ -189,10 +191,8 @@ pub trait Datapath: Send {
     }
 
     /// At the end of the run, after the last response was handed over: sends
-    /// what is still queued and reports where every frame is (AF_XDP).
-    fn finish(&mut self) -> Option<crate::xdp::XdpReport> {
-        None
-    }
+    /// what is still queued and reports (AF_XDP: where every frame is).
+    fn finish(&mut self) -> Self::Report;
 }
 
 /// The transmit side: one handle per thread.

@@ -92,3 +92,20 @@ impl NetCounters {
         }
     }
 }
+
+/// A datapath's end-of-run report ([`crate::datapath::Datapath::Report`]),
+/// filed with the front end's counters.
+pub trait DatapathReport {
+    /// Puts the report where it belongs in `net`.
+    fn file(self, net: &mut NetCounters);
+}
+
+impl DatapathReport for () {
+    fn file(self, _: &mut NetCounters) {}
+}
+
+impl DatapathReport for crate::xdp::XdpReport {
+    fn file(self, net: &mut NetCounters) {
+        net.xdp = Some(self);
+    }
+}

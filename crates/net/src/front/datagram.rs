@@ -39,7 +39,9 @@ use super::counters::NetCounters;
 use super::server::{ServeResult, ServerConfig, begin_serving};
 use crate::datapath::{Datapath, Transmit};
 use crate::dgram::{Arrival, DatagramProtocol, Parsed, PeerKey, PeerOrder};
-use crate::pool::PacketPool;
+use super::CoreTokens as _;
+use super::counters::DatapathReport;
+use crate::pool::{PacketPool, PacketToken, TokenBatch};
 use crate::protocol::{self, Status};
 use crate::tcp::StreamProtocol as _;
 
@@ -91,9 +93,10 @@ impl OrderWake {
 impl<T: Transmit> JobIo for NetIo<T> {
     #[inline]
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
-        // SAFETY: this worker owns the job's token from its job's pop until it
+        // SAFETY: this worker owns the job's slot from its job's pop until it
         // pushes the completion, after `respond`.
-        let pkt = unsafe { self.pool.get_mut(job.token) };
+        let token = unsafe { PacketToken::from_raw_ref(&job.token) };
+        let pkt = self.pool.get(token);
         let at = self.protocol.header_len();
         &pkt.data()[at..at + usize::from(job.len)]
     }
@@ -109,7 +112,8 @@ impl<T: Transmit> JobIo for NetIo<T> {
     #[inline]
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
         // SAFETY: as in `request`; the borrow handed out there has ended.
-        let pkt = unsafe { self.pool.get_mut(job.token) };
+        let mut token = unsafe { PacketToken::from_raw(job.token) };
+        let pkt = self.pool.get_mut(&mut token);
         let p = self.protocol;
         let (status, body) = match outcome {
             // The worker turned a response above `max_response` into an error.
@@ -125,12 +129,13 @@ impl<T: Transmit> JobIo for NetIo<T> {
             .tx
             .send(&pkt.peer, [&pkt.data()[..p.header_len()], body])
             .is_ok();
+        // Answered: the slot goes back with the job's completion.
+        let mut answered = token.into_raw();
         if let Some(a) = &mut self.answered {
             // The ring holds every token: each is in it at most once (it is
             // drained before the token can be received into again).
-            let mut token = job.token;
-            while let Err(rtrb::PushError::Full(t)) = a.ring.push(token) {
-                token = t;
+            while let Err(rtrb::PushError::Full(t)) = a.ring.push(answered) {
+                answered = t;
                 std::hint::spin_loop();
             }
             a.wake.notify();
@@ -211,7 +216,10 @@ const RX_BATCH: usize = 32;
 /// How long an idle dispatcher polls before it sleeps while workers are busy.
 const BUSY_SPIN_US: u32 = 20;
 
-impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
+impl<D: Datapath> FrontEnd for NetFrontEnd<D>
+where
+    D::Report: DatapathReport,
+{
     type Report = (DispatcherReport, NetCounters);
     type Io = NetIo<D::Tx>;
 
@@ -250,9 +258,10 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
     }
 
     fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
-        let mut tokens = [0u32; RX_BATCH];
-        // Error replies of one pass: (token, status).
-        let mut replies: [(u32, Status); RX_BATCH] = [(0, Status::Ok); RX_BATCH];
+        let mut batch = TokenBatch::<RX_BATCH>::new();
+        // Error replies of one pass, and their statuses.
+        let mut replies = TokenBatch::<RX_BATCH>::new();
+        let mut statuses = [Status::Ok; RX_BATCH];
         let mut worked = self.datapath.service();
         if self.order.is_some() {
             worked |= self.release(core, now);
@@ -260,29 +269,24 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                 return worked;
             }
         }
-        let mut k = 0;
-        while k < tokens.len() {
-            match core.take_token() {
-                Some(t) => {
-                    tokens[k] = t;
-                    k += 1;
-                }
-                None => break,
-            }
+        while !batch.is_full()
+            && let Some(t) = core.take_packet()
+        {
+            batch.push(t);
         }
-        // SAFETY: the dispatcher owns free tokens until it dispatches them.
-        let got = match unsafe { self.datapath.recv_batch(&self.pool, &tokens[..k]) } {
+        let got = match self.datapath.recv_batch(&self.pool, batch.tokens_mut()) {
             Ok(n) => n,
             Err(_) => {
                 self.net.receive_errors += 1;
                 0
             }
         };
-        for &t in tokens[got..k].iter().rev() {
-            core.put_token(t);
+        while batch.len() > got
+            && let Some(t) = batch.pop()
+        {
+            core.put_packet(t);
         }
-        let mut n_replies = 0;
-        for (i, &token) in tokens[..got].iter().enumerate() {
+        for (i, mut token) in batch.drain().enumerate() {
             worked = true;
             // A worker that finished meanwhile gets its next job now, not after
             // the whole batch (each worker holds one job at a time).
@@ -290,21 +294,21 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                 core.feed_workers(now);
             }
             self.net.received += 1;
-            // SAFETY: owned by the dispatcher (received, not yet dispatched).
-            let pkt = unsafe { self.pool.get_mut(token) };
+            let index = token.index();
+            let pkt = self.pool.get_mut(&mut token);
             let bytes = pkt.bytes();
             let at = self.protocol.header_len();
-            let status = match self.protocol.parse(bytes, pkt.len) {
+            let refusal = match self.protocol.parse(bytes, pkt.len) {
                 Parsed::Drop => {
                     self.net.truncated += 1;
-                    core.put_token(token);
+                    core.put_packet(token);
                     continue;
                 }
-                Parsed::Refuse(s) => Some(s),
+                Parsed::Refuse(s) => Some((token, s)),
                 Parsed::Request { header_type, .. }
                     if !self.classify_body && header_type >= self.n_types =>
                 {
-                    Some(Status::UnknownType)
+                    Some((token, Status::UnknownType))
                 }
                 Parsed::Request {
                     header_type,
@@ -314,7 +318,7 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                         let body = &bytes[at..at + usize::from(body_len)];
                         let t = self.classifier.classify(body);
                         if t >= self.n_types {
-                            break 'admit Some(Status::UnknownType);
+                            break 'admit Some((token, Status::UnknownType));
                         }
                         (t, t)
                     } else {
@@ -324,7 +328,7 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                     let slot = Slot {
                         req: Request {
                             id: self.seq,
-                            token,
+                            token: index,
                             type_id,
                             flow: pkt.peer.flow(),
                             arrival_ns: now,
@@ -336,43 +340,47 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
                     };
                     let arrival = match &mut self.order {
                         Some(o) => o.peers.arrive(PeerKey::of(&pkt.peer), token, slot),
-                        None => Arrival::Run,
+                        None => Arrival::Run(token),
                     };
                     match arrival {
-                        Arrival::Run if core.admit(token, slot, now) => None,
-                        Arrival::Run => {
-                            // Refused: its peer has nothing executing (and
-                            // nothing held: it had nothing executing).
-                            if let Some(o) = &mut self.order {
-                                o.peers.finished(token);
+                        Arrival::Run(token) => match core.admit_packet(token, slot, now) {
+                            Ok(()) => None,
+                            Err(token) => {
+                                // Refused: its peer has nothing executing (and
+                                // nothing held: it had nothing executing).
+                                if let Some(o) = &mut self.order {
+                                    let held = o.peers.finished(token.index());
+                                    debug_assert!(held.is_none(), "held behind nothing");
+                                }
+                                Some((token, Status::Overloaded))
                             }
-                            Some(Status::Overloaded)
-                        }
+                        },
                         // It waits for its peer's request before it.
                         Arrival::Held => None,
-                        Arrival::Full => {
+                        Arrival::Full(token) => {
                             self.net.held_full += 1;
                             core.shed_without_slot(true_type, slot.measured);
-                            Some(Status::Overloaded)
+                            Some((token, Status::Overloaded))
                         }
                     }
                 }
             };
-            if let Some(s) = status {
+            if let Some((token, s)) = refusal {
                 if !self.count_refusal(core, s) {
-                    core.put_token(token);
+                    core.put_packet(token);
                     continue;
                 }
-                replies[n_replies] = (token, s);
-                n_replies += 1;
+                statuses[replies.len()] = s;
+                replies.push(token);
             }
         }
         // Error replies cost a system call per datagram in the kernel: feed the
         // workers between chunks, or a worker waiting for its next job meanwhile
         // is capacity lost (and shedding would slow serving).
-        for chunk in replies[..n_replies].chunks(REPLY_CHUNK) {
+        let mut pending = replies.drain().zip(statuses).peekable();
+        while pending.peek().is_some() {
             worked |= core.feed_workers(now);
-            self.send_replies(core, chunk);
+            self.send_replies(core, &mut pending);
         }
         worked
     }
@@ -443,7 +451,7 @@ impl<D: Datapath> FrontEnd for NetFrontEnd<D> {
     }
 
     fn finish(mut self, core: DispatcherReport) -> (DispatcherReport, NetCounters) {
-        self.net.xdp = self.datapath.finish();
+        self.datapath.finish().file(&mut self.net);
         self.net.malformed_frames = self.datapath.malformed();
         self.net.dropped_by_os = self.datapath.dropped_by_os();
         (core, self.net)
@@ -478,32 +486,32 @@ impl<D: Datapath> NetFrontEnd<D> {
             return false;
         };
         let mut worked = false;
-        let mut refused = [(0u32, Status::Overloaded); REPLY_CHUNK];
-        let mut n = 0;
+        let mut refused = TokenBatch::<REPLY_CHUNK>::new();
+        let overloaded = |t| (t, Status::Overloaded);
         for w in 0..order.answered.len() {
-            while let Ok(token) = order.answered[w].pop() {
+            // The index of an answered request: its slot went back with its
+            // completion; here it only names the peer whose turn it was.
+            while let Ok(index) = order.answered[w].pop() {
                 worked = true;
-                let mut next = order.peers.finished(token);
+                let mut next = order.peers.finished(index);
                 while let Some((t, slot)) = next {
-                    if core.admit(t, slot, now) {
+                    let Err(t) = core.admit_packet(t, slot, now) else {
                         break;
-                    }
-                    next = order.peers.finished(t);
+                    };
+                    next = order.peers.finished(t.index());
                     if !self.count_refusal(core, Status::Overloaded) {
-                        core.put_token(t);
+                        core.put_packet(t);
                         continue;
                     }
-                    refused[n] = (t, Status::Overloaded);
-                    n += 1;
-                    if n == REPLY_CHUNK {
-                        self.send_replies(core, &refused);
-                        n = 0;
+                    refused.push(t);
+                    if refused.is_full() {
+                        self.send_replies(core, refused.drain().map(overloaded));
                     }
                 }
             }
         }
-        if n > 0 {
-            self.send_replies(core, &refused[..n]);
+        if !refused.is_empty() {
+            self.send_replies(core, refused.drain().map(overloaded));
         }
         self.order = Some(order);
         worked
@@ -527,25 +535,35 @@ impl<D: Datapath> NetFrontEnd<D> {
         while let Some((t, slot)) = self.order.as_mut().and_then(|o| o.peers.take_held()) {
             core.shed_without_slot(slot.true_type, slot.measured);
             if self.count_refusal(core, Status::Overloaded) {
-                self.send_replies(core, &[(t, Status::Overloaded)]);
+                self.send_replies(core, std::iter::once((t, Status::Overloaded)));
             } else {
-                core.put_token(t);
+                core.put_packet(t);
             }
         }
         false
     }
 
-    /// Answers the datagrams in `replies` with header-only responses (rewritten in
-    /// place) in one batched send, then frees their slots.
+    /// Answers the first [`REPLY_CHUNK`] datagrams of `replies` with
+    /// header-only responses (rewritten in place) in one batched send, then
+    /// frees their slots.
     #[cold]
-    fn send_replies(&mut self, core: &mut DispatchCore, replies: &[(u32, Status)]) {
+    fn send_replies(
+        &mut self,
+        core: &mut DispatchCore,
+        replies: impl Iterator<Item = (PacketToken, Status)>,
+    ) {
+        let mut tokens = TokenBatch::<REPLY_CHUNK>::new();
+        let mut statuses = [Status::Ok; REPLY_CHUNK];
+        for (t, s) in replies.take(REPLY_CHUNK) {
+            statuses[tokens.len()] = s;
+            tokens.push(t);
+        }
+        let n = tokens.len();
         let mut msgs: [(&crate::datapath::PeerAddr, &[u8]); REPLY_CHUNK] =
             [(&EMPTY_PEER, &[]); REPLY_CHUNK];
-        for (m, &(token, status)) in msgs.iter_mut().zip(replies) {
-            // SAFETY: the dispatcher owns these tokens (received, never admitted or
-            // refused by the policy); each token appears once, so the mutable
-            // borrows are disjoint.
-            let pkt = unsafe { &mut *self.pool.as_ptr(token) };
+        // Each token is held once: the packets borrowed are disjoint.
+        for ((m, token), &status) in msgs.iter_mut().zip(tokens.tokens_mut()).zip(&statuses) {
+            let pkt = self.pool.get_mut(token);
             let p = self.protocol;
             // The reply's body (memcached's error line) goes where the
             // request's was: nothing reads the request any more.
@@ -555,13 +573,10 @@ impl<D: Datapath> NetFrontEnd<D> {
             p.write_reply_header(data, status, body.len());
             *m = (&pkt.peer, &pkt.data()[..at + body.len()]);
         }
-        let sent = self
-            .reply_tx
-            .send_batch(&msgs[..replies.len()])
-            .unwrap_or(0);
-        self.net.reply_send_errors += (replies.len() - sent) as u64;
-        for &(token, _) in replies {
-            core.put_token(token);
+        let sent = self.reply_tx.send_batch(&msgs[..n]).unwrap_or(0);
+        self.net.reply_send_errors += (n - sent) as u64;
+        for token in tokens.drain() {
+            core.put_packet(token);
         }
     }
 }
@@ -574,7 +589,7 @@ static EMPTY_PEER: crate::datapath::PeerAddr = crate::datapath::PeerAddr {
 };
 
 /// The datagram front end's run over a bound datapath.
-pub(super) fn serve<D: Datapath + 'static>(
+pub(super) fn serve<D: Datapath<Report: DatapathReport> + 'static>(
     cfg: ServerConfig,
     mut datapath: D,
     pool: Arc<PacketPool>,

@@ -233,10 +233,7 @@ impl Server {
         };
         // The packet buffers, one per request slot: the AF_XDP datapath gives
         // each its first frame when it binds.
-        let pool = Arc::new(PacketPool::new(psp_runtime::max_in_flight(
-            &cfg.runtime,
-            cfg.types.len(),
-        )));
+        let mut pool = PacketPool::new(psp_runtime::max_in_flight(&cfg.runtime, cfg.types.len()));
         match cfg.datapath.clone() {
             DatapathKind::Udp => {
                 let datapath = UdpDatapath::bind(cfg.addr).map_err(bind_err)?;
@@ -248,11 +245,11 @@ impl Server {
                     local,
                     Some(probe),
                     started,
-                    move |cfg, stop, snaps, tx| serve(cfg, datapath, pool, stop, snaps, tx),
+                    move |cfg, stop, snaps, tx| serve(cfg, datapath, Arc::new(pool), stop, snaps, tx),
                 )
             }
             DatapathKind::Xdp(x) => {
-                let datapath = XdpDatapath::open(&x, cfg.addr, &pool, cfg.runtime.workers + 1)
+                let datapath = XdpDatapath::open(&x, cfg.addr, &mut pool, cfg.runtime.workers + 1)
                     .map_err(bind_err)?;
                 let socket = datapath.socket();
                 let probe: DropProbe =
@@ -263,7 +260,7 @@ impl Server {
                     local,
                     Some(probe),
                     started,
-                    move |cfg, stop, snaps, tx| serve(cfg, datapath, pool, stop, snaps, tx),
+                    move |cfg, stop, snaps, tx| serve(cfg, datapath, Arc::new(pool), stop, snaps, tx),
                 )
             }
             DatapathKind::Tcp(protocol, tcp) => {
@@ -271,7 +268,7 @@ impl Server {
                 let listener = crate::tcp::bind(cfg.addr).map_err(bind_err)?;
                 let local = listener.local_addr().map_err(bind_err)?;
                 Self::launch(cfg, local, None, started, move |cfg, stop, snaps, tx| {
-                    serve_tcp(cfg, listener, protocol, tcp, pool, stop, snaps, tx)
+                    serve_tcp(cfg, listener, protocol, tcp, Arc::new(pool), stop, snaps, tx)
                 })
             }
         }

@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::datapath::{Datapath, PeerAddr, Transmit};
-use crate::pool::{PACKET_BYTES, PacketPool};
+use crate::pool::{PACKET_BYTES, PacketPool, PacketToken};
 use frame::{Endpoint, FrameError};
 use xsk::{Desc, FRAME_SIZE, RingSizes, Umem, XskCompletion, XskRx, XskTx};
 
@@ -353,7 +353,7 @@ impl XdpDatapath {
     pub fn open(
         cfg: &XdpConfig,
         addr: SocketAddr,
-        pool: &PacketPool,
+        pool: &mut PacketPool,
         transmitters: usize,
     ) -> io::Result<Self> {
         let addr = server_address(addr)?;
@@ -366,14 +366,9 @@ impl XdpDatapath {
             tokens,
             transmitters as u64 * u64::from(cfg.tx_frames),
         )?;
-        for t in 0..tokens as u32 {
-            // SAFETY: the pool was just made and is not shared yet: this
-            // thread owns every token. A null data pointer keeps the packet
-            // on its own buffer until a frame is received for it.
-            unsafe {
-                pool.get_mut(t)
-                    .set_frame(Umem::frame_addr(t), std::ptr::null_mut())
-            };
+        // Each packet keeps its own buffer until a frame is received for it.
+        for (t, pkt) in pool.each_mut() {
+            pkt.hold_frame(Umem::frame_addr(t));
         }
         let next = link.next_frame;
         Ok(Self {
@@ -452,7 +447,9 @@ impl Datapath for XdpDatapath {
         Ok(SocketAddr::V4(self.addr))
     }
 
-    unsafe fn recv_batch(&mut self, pool: &PacketPool, tokens: &[u32]) -> io::Result<usize> {
+    type Report = XdpReport;
+
+    fn recv_batch(&mut self, pool: &PacketPool, tokens: &mut [PacketToken]) -> io::Result<usize> {
         let mut got = 0;
         let queues = self.link.rx.len();
         for k in 0..queues {
@@ -496,18 +493,14 @@ impl Datapath for XdpDatapath {
                     self.lend(q, chunk);
                     continue;
                 }
-                let token = tokens[got];
-                // SAFETY: the caller owns the token (so its packet and the
-                // frame it holds); the received frame is ours (above), and
+                let pkt = pool.get_mut(&mut tokens[got]);
+                let spare = pkt.frame;
+                // SAFETY: we hold the token (so its packet and the frame it
+                // holds); the received frame is ours (above), and
                 // PACKET_BYTES bytes from `data_at` lie inside it.
-                let spare = unsafe {
-                    let pkt = pool.get_mut(token);
-                    let spare = pkt.frame;
-                    pkt.set_frame(chunk, self.link.umem.ptr(chunk + data_at as u64));
-                    pkt.len = udp.payload_len;
-                    pkt.peer = PeerAddr::ipv4(udp.src.ip, udp.src.port, udp.src.mac);
-                    spare
-                };
+                unsafe { pkt.set_frame(chunk, self.link.umem.ptr(chunk + data_at as u64)) };
+                pkt.len = udp.payload_len;
+                pkt.peer = PeerAddr::ipv4(udp.src.ip, udp.src.port, udp.src.mac);
                 self.lend(q, spare);
                 got += 1;
             }
@@ -570,7 +563,7 @@ impl Datapath for XdpDatapath {
         self.drops.iter().sum()
     }
 
-    fn finish(&mut self) -> Option<XdpReport> {
+    fn finish(&mut self) -> XdpReport {
         // Kick every transmitter's socket (a frame its last kick left on its
         // ring goes out) and wait, briefly, for the kernel to hand every
         // sent frame back.
@@ -602,7 +595,7 @@ impl Datapath for XdpDatapath {
         r.wrong_destination = self.wrong_destination;
         r.transmitted = self.transmitted;
         self.link.add_kernel_counters(&mut r);
-        Some(r)
+        r
     }
 }
 
