@@ -133,7 +133,9 @@ fn tokens_hand_packet_buffers_between_dispatcher_and_workers() {
 
     // SAFETY: the pool is new and unshared: this thread owns every slot,
     // and makes each slot's token once.
-    let mut free: Vec<PacketToken> = (0..POOL).map(|t| unsafe { PacketToken::from_raw(t) }).collect();
+    let mut free: Vec<PacketToken> = (0..POOL)
+        .map(|t| unsafe { PacketToken::from_raw(t) })
+        .collect();
     let (mut received, mut completed) = (0u64, 0u64);
     while completed < REQUESTS {
         let mut worked = false;

@@ -156,8 +156,7 @@ pub trait Datapath: Send {
     ///
     /// # Errors
     /// A socket error other than "nothing to receive".
-    fn recv_batch(&mut self, pool: &PacketPool, tokens: &mut [PacketToken])
-    -> io::Result<usize>;
+    fn recv_batch(&mut self, pool: &PacketPool, tokens: &mut [PacketToken]) -> io::Result<usize>;
 
     /// A new transmit handle (one per worker; one for the dispatcher).
     ///

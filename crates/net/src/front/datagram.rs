@@ -35,12 +35,12 @@ use psp_runtime::{
     Slot, SnapshotPublisher,
 };
 
+use super::CoreTokens as _;
+use super::counters::DatapathReport;
 use super::counters::NetCounters;
 use super::server::{ServeResult, ServerConfig, begin_serving};
 use crate::datapath::{Datapath, Transmit};
 use crate::dgram::{Arrival, DatagramProtocol, Parsed, PeerKey, PeerOrder};
-use super::CoreTokens as _;
-use super::counters::DatapathReport;
 use crate::pool::{PacketPool, PacketToken, TokenBatch};
 use crate::protocol::{self, Status};
 use crate::tcp::StreamProtocol as _;

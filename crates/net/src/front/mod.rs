@@ -55,7 +55,8 @@ impl CoreTokens for DispatchCore {
         // slot leaves them only here, to come back through `put_packet` or
         // through its job's completion (the runtime's, after the worker
         // consumed its token): no other token for it exists meanwhile.
-        self.take_token().map(|t| unsafe { PacketToken::from_raw(t) })
+        self.take_token()
+            .map(|t| unsafe { PacketToken::from_raw(t) })
     }
 
     #[inline]

@@ -245,7 +245,9 @@ impl Server {
                     local,
                     Some(probe),
                     started,
-                    move |cfg, stop, snaps, tx| serve(cfg, datapath, Arc::new(pool), stop, snaps, tx),
+                    move |cfg, stop, snaps, tx| {
+                        serve(cfg, datapath, Arc::new(pool), stop, snaps, tx)
+                    },
                 )
             }
             DatapathKind::Xdp(x) => {
@@ -260,7 +262,9 @@ impl Server {
                     local,
                     Some(probe),
                     started,
-                    move |cfg, stop, snaps, tx| serve(cfg, datapath, Arc::new(pool), stop, snaps, tx),
+                    move |cfg, stop, snaps, tx| {
+                        serve(cfg, datapath, Arc::new(pool), stop, snaps, tx)
+                    },
                 )
             }
             DatapathKind::Tcp(protocol, tcp) => {
@@ -268,7 +272,16 @@ impl Server {
                 let listener = crate::tcp::bind(cfg.addr).map_err(bind_err)?;
                 let local = listener.local_addr().map_err(bind_err)?;
                 Self::launch(cfg, local, None, started, move |cfg, stop, snaps, tx| {
-                    serve_tcp(cfg, listener, protocol, tcp, Arc::new(pool), stop, snaps, tx)
+                    serve_tcp(
+                        cfg,
+                        listener,
+                        protocol,
+                        tcp,
+                        Arc::new(pool),
+                        stop,
+                        snaps,
+                        tx,
+                    )
                 })
             }
         }

@@ -394,7 +394,9 @@ impl JobIo for TcpIo {
 
     fn session(&self, job: &Job) -> u64 {
         // SAFETY: as in `request`.
-        let pkt = self.pool.get(unsafe { PacketToken::from_raw_ref(&job.token) });
+        let pkt = self
+            .pool
+            .get(unsafe { PacketToken::from_raw_ref(&job.token) });
         (u64::from(pkt.conn) + 1) << 32 | u64::from(pkt.generation)
     }
 
@@ -406,7 +408,9 @@ impl JobIo for TcpIo {
 
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
         // SAFETY: as in `request`.
-        let pkt = self.pool.get(unsafe { PacketToken::from_raw_ref(&job.token) });
+        let pkt = self
+            .pool
+            .get(unsafe { PacketToken::from_raw_ref(&job.token) });
         let mut bytes = self.stock.pop().unwrap_or_default();
         bytes.clear();
         match outcome {
