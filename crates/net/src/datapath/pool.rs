@@ -149,6 +149,12 @@ unsafe impl ZeroInit for Packet {}
 /// dispatcher's free slots, or off a ring that hands one over), consumed
 /// when it is handed on (admitted, put back, pushed onto a ring). Holding it
 /// is what makes access to the slot's buffers exclusive.
+///
+/// ```compile_fail
+/// // A token cannot be copied: two holders of one slot cannot exist.
+/// fn copies<T: Clone>() {}
+/// copies::<psp_net::pool::PacketToken>();
+/// ```
 #[repr(transparent)]
 #[must_use = "a dropped token loses its request slot"]
 pub struct PacketToken(u32);
@@ -378,5 +384,25 @@ mod tests {
                 assert_eq!(parsed, Err(ParseError::TooLong(stored)), "{len}");
             }
         }
+    }
+
+    #[test]
+    fn a_token_batch_gives_its_tokens_back_in_order() {
+        let pool = PacketPool::new(4);
+        let mut batch = TokenBatch::<3>::new();
+        for t in 0..3 {
+            // SAFETY: the pool is local to this test: each slot's token is
+            // made once.
+            batch.push(unsafe { PacketToken::from_raw(t) });
+        }
+        assert!(batch.is_full());
+        for (i, t) in batch.tokens_mut().iter_mut().enumerate() {
+            pool.get_mut(t).len = 10 + i;
+        }
+        let last = batch.pop().expect("three held");
+        assert_eq!((last.index(), pool.get(&last).len), (2, 12));
+        let rest: Vec<u32> = batch.drain().map(PacketToken::into_raw).collect();
+        assert_eq!(rest, [0, 1]);
+        assert!(batch.is_empty() && batch.pop().is_none());
     }
 }
