@@ -38,7 +38,7 @@ use psp_runtime::{
 use super::CoreTokens as _;
 use super::counters::DatapathReport;
 use super::counters::NetCounters;
-use super::server::{ServeResult, ServerConfig, begin_serving};
+use super::server::{ServeResult, ServerConfig, begin_serving, run};
 use crate::datapath::{Datapath, Transmit};
 use crate::dgram::{Arrival, DatagramProtocol, Parsed, PeerKey, PeerOrder};
 use crate::pool::{PacketPool, PacketToken, TokenBatch};
@@ -650,12 +650,5 @@ pub(super) fn serve<D: Datapath<Report: DatapathReport> + 'static>(
         worker_txs,
         order,
     };
-    let handlers = cfg.handlers;
-    psp_runtime::start(
-        &cfg.runtime,
-        &cfg.policy,
-        cfg.types,
-        |i| handlers.handler(i),
-        front,
-    )
+    run(cfg, front)
 }

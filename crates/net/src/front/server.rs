@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use psp_core::{Classifier, ClassifierKind, PolicySpec, TypeInfo};
 use psp_runtime::{
-    DispatchCore, DispatcherReport, HandlerFactory, RunReport, RuntimeConfig, RuntimeError,
-    SnapshotPublisher,
+    DispatchCore, DispatcherReport, FrontEnd, HandlerFactory, RunReport, RuntimeConfig,
+    RuntimeError, SnapshotPublisher,
 };
 
 pub use super::counters::NetCounters;
@@ -434,6 +434,15 @@ fn serve_tcp(
         cfg.types.iter().map(|t| t.mean_service_ns).collect(),
     )
     .map_err(|e| RuntimeError::Thread(e.to_string()))?;
+    run(cfg, front)
+}
+
+/// Runs `front` under the configured runtime, policy and handlers until it
+/// drains (a front end's whole run after its setup).
+pub(super) fn run<F>(cfg: ServerConfig, front: F) -> ServeResult
+where
+    F: FrontEnd<Report = (DispatcherReport, NetCounters)> + Send,
+{
     let handlers = cfg.handlers;
     psp_runtime::start(
         &cfg.runtime,
