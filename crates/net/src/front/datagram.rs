@@ -19,9 +19,13 @@
 //! dispatcher admits the next. This project's protocol, whose clients match
 //! replies by request id, is admitted as it arrives.
 //!
-//! With [`super::server::ServerConfig::metrics`], the dispatcher also publishes live snapshots
-//! (its counters and the front end's, [`NetCounters::SNAPSHOT_LEN`] of them)
-//! that an [`super::exporter::Exporter`] serves over HTTP from its own thread.
+//! With [`super::server::ServerConfig::metrics`], the dispatcher also
+//! publishes live snapshots (its counters and the front end's,
+//! [`NetCounters::SNAPSHOT_LEN`] of them) that an
+//! [`super::exporter::Exporter`] serves over HTTP from its own thread.
+//!
+//! What this module must not do: decide anything about scheduling (the
+//! policy behind the core does), or reach a packet but through its token.
 
 use std::io::{self, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering, fence};
@@ -36,8 +40,7 @@ use psp_runtime::{
 };
 
 use super::CoreTokens as _;
-use super::counters::DatapathReport;
-use super::counters::NetCounters;
+use super::counters::{DatapathReport, NetCounters};
 use super::server::{ServeResult, ServerConfig, begin_serving, run};
 use crate::datapath::{Datapath, Transmit};
 use crate::dgram::{Arrival, DatagramProtocol, Parsed, PeerKey, PeerOrder};
