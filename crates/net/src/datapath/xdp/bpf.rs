@@ -1349,12 +1349,11 @@ mod tests {
         ns.run(move || {
             let va = ifindex("va").expect("va");
             let exe = std::env::current_exe().expect("test binary");
+            // The helper's test name: its module path without the crate's.
+            let (_, module) = module_path!().split_once("::").expect("a crate");
+            let helper = format!("{module}::attach_and_wait_helper");
             let child = Command::new(exe)
-                .args([
-                    "--exact",
-                    "xdp::bpf::tests::attach_and_wait_helper",
-                    "--nocapture",
-                ])
+                .args(["--exact", &helper, "--nocapture"])
                 .args(["--test-threads", "1"])
                 .env(KILL_ENV, &name)
                 .stdout(Stdio::piped())
