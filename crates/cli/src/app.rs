@@ -22,8 +22,10 @@ struct WorkloadAppOptions {
 }
 
 /// `--app` and the applications' options (every field optional, so that
-/// `psp serve` can take them from its `--config` file too).
-#[derive(Args, Clone, Debug, Default)]
+/// `psp serve` can take them from its `--config` file too, by the same names
+/// with underscores).
+#[derive(Args, Clone, Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct AppArgs {
     /// Application: spin (spins for the service time each request carries),
     /// echo (returns the body), kv (RocksDB key-value store) or tpcc (TPC-C
