@@ -80,4 +80,3 @@ pub fn echo(a: EchoArgs) -> Result<()> {
     println!("echoed {} datagrams", finish());
     Ok(())
 }
-

@@ -16,7 +16,6 @@ use super::{ClientArgs, XdpArgs, load_config, parse_addr, server_profile};
 use crate::app::AppArgs;
 use crate::{Mode, OfferedLoad, PointArgs, limits, report};
 
-
 /// `psp load` arguments.
 #[derive(Args)]
 pub struct LoadArgs {
@@ -275,7 +274,6 @@ pub fn load(a: LoadArgs) -> Result<()> {
     Ok(())
 }
 
-
 #[cfg(test)]
 mod tests {
     use psp_metrics::LoadedServer;
@@ -334,4 +332,3 @@ mod tests {
         assert!(latency_warning(&client_point(0.9, 635.0, 737_000.0)).is_none());
     }
 }
-

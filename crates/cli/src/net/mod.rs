@@ -15,14 +15,14 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use psp_apps::AppConfig;
 use psp_metrics::{ServerSummary, ServerTypeLatency};
+use psp_net::ServerReport;
 use psp_net::client::LoadConfig;
 use psp_net::server::DatapathKind;
 use psp_net::xdp::XdpConfig;
-use psp_net::ServerReport;
 use psp_sim::{SimConfig, Workload};
 use serde::Deserialize;
 
-use crate::app::type_names;
+use crate::app::{or_each_missing, type_names};
 use crate::limits;
 
 mod echo;
@@ -37,7 +37,6 @@ pub use load::{LoadArgs, load};
 pub use netbench::{NetbenchArgs, netbench};
 pub use point::{NetOptions, measure};
 pub use serve::{ServeArgs, serve};
-
 
 /// The default bound on the service time a request may ask the spin
 /// application for: 100 times the largest type's mean, at least 1 ms, so that
@@ -99,19 +98,16 @@ pub struct XdpArgs {
     pub xdp_busy_poll: Option<u32>,
 }
 
-impl XdpArgs {
-    /// These settings, each missing one taken from `file`.
-    pub fn or(&self, file: &XdpArgs) -> XdpArgs {
-        XdpArgs {
-            xdp_ring: self.xdp_ring.or(file.xdp_ring),
-            xdp_tx_frames: self.xdp_tx_frames.or(file.xdp_tx_frames),
-            xdp_queues: self.xdp_queues.or(file.xdp_queues),
-            xdp_zero_copy: self.xdp_zero_copy.clone().or_else(|| file.xdp_zero_copy.clone()),
-            xdp_attach: self.xdp_attach.clone().or_else(|| file.xdp_attach.clone()),
-            xdp_busy_poll: self.xdp_busy_poll.or(file.xdp_busy_poll),
-        }
-    }
+or_each_missing!(XdpArgs {
+    xdp_ring,
+    xdp_tx_frames,
+    xdp_queues,
+    xdp_zero_copy,
+    xdp_attach,
+    xdp_busy_poll
+});
 
+impl XdpArgs {
     /// Whether any setting is given.
     pub fn any(&self) -> bool {
         self.xdp_ring.is_some()

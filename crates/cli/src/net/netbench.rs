@@ -216,13 +216,24 @@ fn measure_rows(a: &NetbenchArgs, b: &Bench) -> Result<Vec<serde_json::Value>> {
             };
             for kind in ["psp-serve", "echo"] {
                 let (addr, stop) = in_ns(b.srv_ns.as_deref(), || {
-                    netbench_server(kind, datapath, b.addr, a.workers, b.idle, b.spec, &b.workload)
+                    netbench_server(
+                        kind,
+                        datapath,
+                        b.addr,
+                        a.workers,
+                        b.idle,
+                        b.spec,
+                        &b.workload,
+                    )
                 })??;
                 let mut lc =
                     load_config(addr, &b.workload, &AppConfig::Echo, &sim, &a.client, false)?;
                 // A saturation benchmark: the client must not outrank either server.
                 lc.raise_priority = false;
-                lc.datapath = b.client_datapath.clone().unwrap_or_else(|| datapath.clone());
+                lc.datapath = b
+                    .client_datapath
+                    .clone()
+                    .unwrap_or_else(|| datapath.clone());
                 let rep = in_ns(b.cli_ns.as_deref(), || run_load(&lc, &Progress::default()));
                 let server = stop()?;
                 let rep = rep??;
@@ -386,4 +397,3 @@ fn netbench_server(
         }
     })
 }
-

@@ -86,4 +86,3 @@ pub fn measure(
     }
     Ok(point)
 }
-

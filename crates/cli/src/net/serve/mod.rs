@@ -15,7 +15,7 @@ use psp_net::Server;
 use serde::Deserialize;
 
 use super::{XdpArgs, server_summary, stop_on_signals};
-use crate::app::AppArgs;
+use crate::app::{AppArgs, or_each_missing};
 use crate::limits;
 
 mod plan;
@@ -174,6 +174,15 @@ pub struct TcpArgs {
     pub tcp_order: Option<String>,
 }
 
+or_each_missing!(TcpArgs {
+    tcp_max_connections,
+    tcp_max_request,
+    tcp_max_pipeline,
+    tcp_max_output,
+    tcp_idle_timeout,
+    tcp_order
+});
+
 impl TcpArgs {
     /// The settings, checked.
     ///
@@ -200,18 +209,6 @@ impl TcpArgs {
         Ok(cfg)
     }
 
-    /// These bounds, each missing one taken from `file`.
-    fn or(&self, file: &TcpArgs) -> TcpArgs {
-        TcpArgs {
-            tcp_max_connections: self.tcp_max_connections.or(file.tcp_max_connections),
-            tcp_max_request: self.tcp_max_request.or(file.tcp_max_request),
-            tcp_max_pipeline: self.tcp_max_pipeline.or(file.tcp_max_pipeline),
-            tcp_max_output: self.tcp_max_output.or(file.tcp_max_output),
-            tcp_idle_timeout: self.tcp_idle_timeout.clone().or_else(|| file.tcp_idle_timeout.clone()),
-            tcp_order: self.tcp_order.clone().or_else(|| file.tcp_order.clone()),
-        }
-    }
-
     /// Whether any bound is given.
     fn any(&self) -> bool {
         self.tcp_max_connections.is_some()
@@ -232,12 +229,29 @@ fn load_serve_file(path: &Path) -> Result<ServeArgs> {
     let text = psp_workload::read_text_file(path, MAX_CONFIG_BYTES)
         .with_context(|| format!("cannot read '{}'", path.display()))?;
     toml::from_str(&text).map_err(|e| {
+        let mut message = e.message().to_string();
+        // serde names no expected keys for a struct with flattened groups.
+        if message.starts_with("unknown field") {
+            let keys: Vec<String> = file_keys().iter().map(|k| format!("`{k}`")).collect();
+            message.push_str(&format!(", expected one of {}", keys.join(", ")));
+        }
         anyhow::anyhow!(
-            "'{}' is not a valid serve config: {}",
-            path.display(),
-            e.message()
+            "'{}' is not a valid serve config: {message}",
+            path.display()
         )
     })
+}
+
+/// The keys of the `--config` file: every flag but `--config`, with
+/// underscores for hyphens, and `raise_priority`.
+fn file_keys() -> Vec<String> {
+    ServeArgs::augment_args(clap::Command::new("serve"))
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|l| *l != "config")
+        .map(|l| l.replace('-', "_"))
+        .chain(["raise_priority".to_string()])
+        .collect()
 }
 
 /// Runs `psp serve`.
@@ -291,7 +305,6 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     }
     Ok(())
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -362,7 +375,9 @@ mod tests {
             let e = toml::from_str::<ServeArgs>(text).unwrap_err();
             let key = text.split(' ').next().unwrap();
             assert!(e.message().contains(key), "{text}: {}", e.message());
+            assert!(!file_keys().contains(&key.to_string()), "{key}");
         }
+        assert!(file_keys().contains(&"tcp_max_output".to_string()));
         let a: ServeArgs = toml::from_str("raise_priority = false").unwrap();
         assert_eq!(a.raise_priority, Some(false));
     }

@@ -103,14 +103,7 @@ pub(super) fn print(s: &ServerSummary, report: &ServerReport) {
     println!("server-side latency (receive to handler completion):");
     println!(
         "{:<12} {:>10} {:>9} {:>13} {:>10} {:>10} {:>11} {:>9}",
-        "type",
-        "completed",
-        "svc(us)",
-        "declared(us)",
-        "p50(us)",
-        "p99(us)",
-        "p99.9(us)",
-        "shed"
+        "type", "completed", "svc(us)", "declared(us)", "p50(us)", "p99(us)", "p99.9(us)", "shed"
     );
     for t in &s.server_side_latency {
         println!(
