@@ -10,7 +10,7 @@
 use psp_core::TypeId;
 
 use crate::clock::Spinner;
-use crate::green::{NoPreempt, Preemption};
+use crate::point::{NoPreempt, Preemption};
 
 /// Why a handler could not serve a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -48,10 +48,10 @@ use psp_core::policy::{CongestionDetector, LocalRules, ShortAverage, SynergyRule
 use psp_core::{FlowId, WorkerId};
 
 use crate::clock::Clock;
-use crate::green::{Feedback, PreemptFlag};
+use crate::point::{Feedback, PreemptFlag};
 use crate::idle::Wakeup;
 use crate::sync::Counter;
-use crate::worker::Job;
+use crate::message::Job;
 
 /// Which executor, with what the workers need of its rules.
 #[derive(Debug, Clone, Copy)]

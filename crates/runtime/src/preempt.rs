@@ -35,7 +35,8 @@ use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use psp_core::{WorkerId, WorkerSet};
 
-use crate::green::{PreemptFlag, RequestFiber, RequestSlot, Served, StackPool};
+use crate::green::{RequestFiber, RequestSlot, Served, StackPool};
+use crate::point::PreemptFlag;
 use crate::sync::UnsafeCell;
 
 /// When the run segment on a worker's fiber began (the run's clock, in ns), or

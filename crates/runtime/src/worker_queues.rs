@@ -18,7 +18,7 @@
 use crossbeam_queue::ArrayQueue;
 use psp_core::{FlowId, PerWorkerRules, WorkerId};
 
-use crate::worker::Job;
+use crate::message::Job;
 
 /// One job queue per worker and the rules that fill and drain them.
 #[derive(Debug)]
