@@ -461,7 +461,8 @@ impl DispatchCore {
 
 /// Where requests come from and how an idle dispatcher waits for them: the part
 /// of the dispatcher that differs between the in-process generator and a
-/// network datapath. The loop around it is [`dispatch_loop`].
+/// network datapath. The loop around it is the dispatcher's one loop, which
+/// [`start`](crate::start) runs.
 pub trait FrontEnd {
     /// What the run reports (the core's report plus the front end's own).
     type Report: Send;

@@ -2,8 +2,8 @@
 //! schedule on the dispatcher's thread, writes each request's body (the
 //! application's [`BodyEncoder`]) into the pool buffer of its token, classifies
 //! it by its type header and admits it when it is due. Workers read the bodies
-//! through [`GeneratedIo`]. It plugs into the one dispatch loop
-//! ([`crate::dispatcher::dispatch_loop`]) as a [`FrontEnd`].
+//! through [`GeneratedIo`]. It plugs into the one dispatch loop as a
+//! [`FrontEnd`].
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -63,7 +63,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use psp_runtime::green::{RequestFiber, RequestSlot, Resumed, RunLimits, StackPool};
+//! use psp_runtime::{RequestFiber, RequestSlot, Resumed, RunLimits, StackPool};
 //! use psp_runtime::{PreemptFlag, SpinHandler, Spinner, handler::synthetic};
 //!
 //! // At start-up: the pool, the worker's flag, a few slots (one handler each).
@@ -112,26 +112,26 @@ use crate::handler::{Handler, HandlerError, RequestContext};
 use crate::point::{Cause, FiberCx, Preemption, Run, RunLimits};
 
 /// Default bytes of a fiber stack (usable, without the guard page).
-pub const DEFAULT_STACK_BYTES: usize = 64 * 1024;
+pub(crate) const DEFAULT_STACK_BYTES: usize = 64 * 1024;
 /// Smallest stack a pool accepts.
-pub const MIN_STACK_BYTES: usize = 16 * 1024;
+pub(crate) const MIN_STACK_BYTES: usize = 16 * 1024;
 /// Largest stack a pool accepts.
-pub const MAX_STACK_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_STACK_BYTES: usize = 8 * 1024 * 1024;
 /// Most stacks one pool may hold.
-pub const MAX_STACKS: usize = 65_536;
+pub(crate) const MAX_STACKS: usize = 65_536;
 
 /// A [`StackPool`]'s sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StackPoolConfig {
     /// Usable bytes per stack (rounded up to pages; a guard page is added
-    /// below): [`MIN_STACK_BYTES`]..=[`MAX_STACK_BYTES`]. A handler that
+    /// below): 16 KiB..=8 MiB. A handler that
     /// overflows it hits the guard page and kills the process (SIGSEGV).
     pub stack_bytes: usize,
     /// Stacks mapped at start-up, 0..=`max_stacks`: at least one per worker,
     /// plus the requests expected to be suspended at once, keeps mapping off
     /// the request path.
     pub preallocate: usize,
-    /// Most stacks ever mapped, 1..=[`MAX_STACKS`]: bounds the requests
+    /// Most stacks ever mapped, 1..=65,536: bounds the requests
     /// started (running or suspended) at once.
     pub max_stacks: usize,
     /// Whether to touch every page of the preallocated (and later mapped)

@@ -99,9 +99,15 @@ impl Pinning {
                     )));
                 }
                 let find = |c: usize| {
-                    available.iter().copied().find(|id| id.id == c).ok_or_else(|| {
-                        RuntimeError::Cores(format!("core {c} is not available to this process"))
-                    })
+                    available
+                        .iter()
+                        .copied()
+                        .find(|id| id.id == c)
+                        .ok_or_else(|| {
+                            RuntimeError::Cores(format!(
+                                "core {c} is not available to this process"
+                            ))
+                        })
                 };
                 Some(
                     list.iter()
@@ -356,7 +362,13 @@ pub(crate) fn run_dispatcher<F: FrontEnd + Send>(
                 if let Some(window) = setup.series_window_ns {
                     core.record_series(window);
                 }
-                Some(dispatch_loop(front, core, &me, setup.clock, setup.drain_timeout))
+                Some(dispatch_loop(
+                    front,
+                    core,
+                    &me,
+                    setup.clock,
+                    setup.drain_timeout,
+                ))
             })
             .map_err(spawn_err)?;
         let thread = handle.thread().clone();

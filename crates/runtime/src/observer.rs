@@ -445,8 +445,8 @@ impl Observer {
         s.last = (now, busy, declared);
         let capacity = (now.saturating_sub(at) as f64 * self.workers as f64).max(1.0);
         let measured = busy.saturating_sub(last_busy) as f64 / capacity;
-        let declared = (!self.declared.ns.is_empty())
-            .then(|| (declared - last_declared).max(0.0) / capacity);
+        let declared =
+            (!self.declared.ns.is_empty()).then(|| (declared - last_declared).max(0.0) / capacity);
         (measured, declared)
     }
 
@@ -591,7 +591,11 @@ impl Observer {
 
     /// The final counters and records, with the policy's and the
     /// executor's (`reclaims`).
-    pub(crate) fn finish(self, policy: &dyn Policy, reclaims: Option<ReclaimTimes>) -> DispatcherReport {
+    pub(crate) fn finish(
+        self,
+        policy: &dyn Policy,
+        reclaims: Option<ReclaimTimes>,
+    ) -> DispatcherReport {
         DispatcherReport {
             recorder: self.recorder,
             counts: self.counts,

@@ -30,7 +30,7 @@ use crate::sync;
 
 /// Default [`RunLimits::clock_every`]: the deadline's clock is read at one
 /// point in this many (the flag at every one).
-pub const DEFAULT_CLOCK_EVERY: u32 = 16;
+pub(crate) const DEFAULT_CLOCK_EVERY: u32 = 16;
 
 /// A worker's preemption request: raised by any thread (the dispatcher, a
 /// timer), read by the request running on the worker at each of its
@@ -222,7 +222,7 @@ pub struct RunLimits<'a> {
 
 impl<'a> RunLimits<'a> {
     /// Runs until done or until `flag` is raised (no deadline), reading the
-    /// clock at one point in [`DEFAULT_CLOCK_EVERY`].
+    /// clock at one point in 16.
     pub fn new(flag: &'a PreemptFlag) -> Self {
         Self {
             flag,

@@ -3,7 +3,7 @@
 //! what a run reports ([`RunReport`]). `start` reads as its four steps:
 //! plan (the policy, the cores, the rings, the one executor), spawn (the
 //! workers), run (the dispatch loop on its own thread) and join; the threads
-//! themselves are [`crate::launch`]'s.
+//! themselves are `launch.rs`'s.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +24,6 @@ use crate::local::{LocalQueues, LocalStats};
 use crate::message::{Done, RuntimeError};
 use crate::observer::{DispatcherReport, StatsConfig};
 
-pub use crate::executor::FIBER_SLOTS_PER_WORKER;
 pub use crate::launch::{set_thread_nice, set_thread_realtime, set_timer_slack_1ns};
 
 /// How the runtime is laid out.
@@ -130,10 +129,10 @@ where
 }
 
 /// Starts a run of `spec` with `front` as its front end: plans the one
-/// executor the policy's [`Execution`](psp_core::policy::Execution) names
-/// ([`crate::executor::plan`]), spawns the workers (each with its side of the
-/// executor and its I/O from the front end), runs the one dispatch loop on
-/// the dispatcher thread around a [`DispatchCore`], and joins. Handlers come
+/// executor the policy's [`Execution`](psp_core::policy::Execution) names,
+/// spawns the workers (each with its side of the executor and its I/O from
+/// the front end), runs the one dispatch loop on the dispatcher thread around
+/// a [`DispatchCore`](crate::DispatchCore), and joins. Handlers come
 /// from `make_handler`: one per worker, or for a preemptive policy one per
 /// request slot (a request keeps its handler when it moves between workers).
 /// Every thread stamps time with one [`Clock`]. Returns when the loop does,

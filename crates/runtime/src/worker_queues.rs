@@ -38,11 +38,6 @@ impl WorkerQueues {
         }
     }
 
-    /// The rules.
-    pub fn rules(&self) -> PerWorkerRules {
-        self.rules
-    }
-
     /// Puts `job` of `flow` at the tail of its flow's worker queue; returns
     /// that worker, or the job back when the queue is full.
     #[inline]
@@ -73,13 +68,13 @@ impl WorkerQueues {
     /// Whether worker `me` has something to take (its own queue, or a queue
     /// it may steal from): what an idle worker checks before it parks.
     #[inline]
-    pub fn has_work_for(&self, me: WorkerId) -> bool {
+    pub(crate) fn has_work_for(&self, me: WorkerId) -> bool {
         !self.queues[me as usize].is_empty() || self.victim(me).is_some()
     }
 
     /// Whether another worker may steal from `home`'s queue now.
     #[inline]
-    pub fn stealable(&self, home: WorkerId) -> bool {
+    pub(crate) fn stealable(&self, home: WorkerId) -> bool {
         self.rules.stealable(self.queues[home as usize].len())
     }
 

@@ -26,7 +26,7 @@ mod plan;
 mod shape;
 mod worker_queues;
 
-pub use fibers::FIBER_SLOTS_PER_WORKER;
 pub(crate) use central::CentralExec;
+pub use fibers::FIBER_SLOTS_PER_WORKER;
 pub(crate) use plan::{CoreExecutor, plan};
 pub(crate) use shape::{Executor, PlanInput, Wakes, WorkerExec};

@@ -6,8 +6,8 @@
 //! request admitted, a completion taken, a job dispatched, a preemption the
 //! policy ordered, a pass of the loop (time), and how long an idle
 //! dispatcher may sleep. Its defaults are the central shape's (the policy
-//! decides, hears every completion and queues what is preempted); a shape
-//! overrides what it does differently. Everything here is on the request
+//! decides, and queues again what was preempted); a shape overrides what it
+//! does differently. Everything here is on the request
 //! path: it must not allocate, lock or format.
 
 use std::sync::Arc;
@@ -15,9 +15,9 @@ use std::sync::Arc;
 use psp_core::{Policy, Request, WorkerId, WorkerSet};
 use rtrb::Consumer;
 
+use crate::clock::Clock;
 use crate::idle::Wakeup;
 use crate::local::LocalQueues;
-use crate::clock::Clock;
 use crate::message::{Done, Job, Slot};
 use crate::preempt::{GreenWorker, ReclaimTimes};
 use crate::worker_queues::WorkerQueues;

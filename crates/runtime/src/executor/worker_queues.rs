@@ -19,7 +19,10 @@ pub(crate) struct WorkerQueuesExec(Arc<WorkerQueues>);
 impl WorkerQueuesExec {
     /// Both sides: queues under `rules`, shared by every worker (each with
     /// its own handler).
-    pub(crate) fn plan<H>(rules: PerWorkerRules, mut input: PlanInput<'_, H>) -> (Self, Vec<WorkerExec<H>>) {
+    pub(crate) fn plan<H>(
+        rules: PerWorkerRules,
+        mut input: PlanInput<'_, H>,
+    ) -> (Self, Vec<WorkerExec<H>>) {
         let q = Arc::new(WorkerQueues::new(rules, input.queue_capacity));
         let workers = input
             .handlers()
