@@ -70,10 +70,17 @@ pub(crate) trait Executor {
     }
 
     /// The policy dispatched a job to `worker` at `now`, to run in slices of
-    /// `quantum_ns`; `idle`: the worker held no other job.
+    /// `quantum_ns`; `outstanding`: the jobs each worker held before it (read
+    /// only by a shape that needs it: nothing is loaded for the others).
     #[inline]
-    fn on_dispatch(&mut self, worker: WorkerId, quantum_ns: Option<u64>, now: u64, idle: bool) {
-        let _ = (worker, quantum_ns, now, idle);
+    fn on_dispatch(
+        &mut self,
+        worker: WorkerId,
+        quantum_ns: Option<u64>,
+        now: u64,
+        outstanding: &[u32],
+    ) {
+        let _ = (worker, quantum_ns, now, outstanding);
     }
 
     /// The policy ordered `worker`'s running request preempted at `now`.
