@@ -7,8 +7,8 @@
 //! policy ordered, a pass of the loop (time), and how long an idle
 //! dispatcher may sleep. Its defaults are the central shape's (the policy
 //! decides, and queues again what was preempted); a shape overrides what it
-//! does differently. Everything here is on the request
-//! path: it must not allocate, lock or format.
+//! does differently. The trait's methods run on the request path: they must
+//! not allocate, lock or format (a shape's `plan` runs once, at start-up).
 
 use std::sync::Arc;
 
