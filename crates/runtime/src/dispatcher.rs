@@ -94,6 +94,9 @@ pub struct DispatchCore {
     /// Every worker: with a decentralized executor, every completion ring is
     /// worth a look while requests are in flight.
     all_workers: WorkerSet,
+    /// The executor's [`Executor::decentralized`], read once: it is asked on
+    /// every admission and completion.
+    decentralized: bool,
     /// The policy's tick period ([`Policy::tick_interval`]) and when the next
     /// tick is due.
     tick_ns: Option<u64>,
@@ -118,6 +121,7 @@ impl DispatchCore {
             tick_ns: parts.policy.tick_interval().filter(|&t| t > 0),
             next_tick: 0,
             admit_limit: executor.admission_bound(),
+            decentralized: executor.decentralized(),
             executor,
             all_workers: WorkerSet::range(0, n_workers),
             policy: parts.policy,
@@ -197,14 +201,14 @@ impl DispatchCore {
     /// policy behind psp serve").
     #[inline]
     pub fn completion_is_urgent(&self) -> bool {
-        !self.executor.decentralized() && self.policy.queued() > 0
+        !self.decentralized && self.policy.queued() > 0
     }
 
     /// Whether the run's executor is decentralized (workers take their jobs
     /// themselves: `worker-queues`, `local-preemptive`).
     #[inline]
     pub fn decentralized(&self) -> bool {
-        self.executor.decentralized()
+        self.decentralized
     }
 
     /// Whether a completion waits in some worker's ring.
@@ -251,7 +255,7 @@ impl DispatchCore {
             self.observer.shed(slot.true_type, slot.measured);
             return false;
         }
-        if self.executor.decentralized() {
+        if self.decentralized {
             // Any worker may complete a job from now on.
             self.busy = self.all_workers;
         }
@@ -266,7 +270,7 @@ impl DispatchCore {
     #[inline]
     pub fn complete(&mut self, now: u64) -> bool {
         let mut worked = false;
-        let decentralized = self.executor.decentralized();
+        let decentralized = self.decentralized;
         // Only workers holding a job can complete one: with mostly idle workers
         // this skips most rings (each look is a cache line another core writes).
         for w in self.busy.iter() {
@@ -321,8 +325,8 @@ impl DispatchCore {
                     req,
                     quantum_ns,
                 } => {
-                    let idle = self.outstanding[worker as usize] == 0;
-                    self.executor.on_dispatch(worker, quantum_ns, now, idle);
+                    self.executor
+                        .on_dispatch(worker, quantum_ns, now, &self.outstanding);
                     let job = self.slots[req.token as usize].job();
                     // Policies dispatch only to workers they consider free, so the
                     // worker's ring always has room.

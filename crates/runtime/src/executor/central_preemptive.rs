@@ -88,7 +88,14 @@ impl Executor for CentralPreemptiveExec {
     }
 
     #[inline]
-    fn on_dispatch(&mut self, worker: WorkerId, quantum_ns: Option<u64>, now: u64, idle: bool) {
+    fn on_dispatch(
+        &mut self,
+        worker: WorkerId,
+        quantum_ns: Option<u64>,
+        now: u64,
+        outstanding: &[u32],
+    ) {
+        let idle = outstanding[worker as usize] == 0;
         self.quanta.on_dispatch(worker, quantum_ns, now, idle);
     }
 

@@ -82,8 +82,14 @@ impl Executor for CoreExecutor {
     }
 
     #[inline]
-    fn on_dispatch(&mut self, worker: WorkerId, quantum_ns: Option<u64>, now: u64, idle: bool) {
-        each_shape!(self, e => e.on_dispatch(worker, quantum_ns, now, idle))
+    fn on_dispatch(
+        &mut self,
+        worker: WorkerId,
+        quantum_ns: Option<u64>,
+        now: u64,
+        outstanding: &[u32],
+    ) {
+        each_shape!(self, e => e.on_dispatch(worker, quantum_ns, now, outstanding))
     }
 
     #[inline]

@@ -7,8 +7,8 @@
 //! policy ordered, a pass of the loop (time), and how long an idle
 //! dispatcher may sleep. Its defaults are the central shape's (the policy
 //! decides, and queues again what was preempted); a shape overrides what it
-//! does differently. Everything here is on the request
-//! path: it must not allocate, lock or format.
+//! does differently. The trait's methods run on the request path: they must
+//! not allocate, lock or format (a shape's `plan` runs once, at start-up).
 
 use std::sync::Arc;
 
@@ -70,10 +70,17 @@ pub(crate) trait Executor {
     }
 
     /// The policy dispatched a job to `worker` at `now`, to run in slices of
-    /// `quantum_ns`; `idle`: the worker held no other job.
+    /// `quantum_ns`; `outstanding`: the jobs each worker held before it (read
+    /// only by a shape that needs it: nothing is loaded for the others).
     #[inline]
-    fn on_dispatch(&mut self, worker: WorkerId, quantum_ns: Option<u64>, now: u64, idle: bool) {
-        let _ = (worker, quantum_ns, now, idle);
+    fn on_dispatch(
+        &mut self,
+        worker: WorkerId,
+        quantum_ns: Option<u64>,
+        now: u64,
+        outstanding: &[u32],
+    ) {
+        let _ = (worker, quantum_ns, now, outstanding);
     }
 
     /// The policy ordered `worker`'s running request preempted at `now`.
