@@ -42,7 +42,6 @@ use crate::dgram::{Arrival, DatagramProtocol, Parsed, PeerKey, PeerOrder};
 use crate::exporter::{DropProbe, Exporter, MetricsSource};
 use crate::pool::PacketPool;
 use crate::protocol::{self, Status};
-use crate::tcp::StreamProtocol as _;
 use crate::udp::UdpDatapath;
 use crate::xdp::XdpDatapath;
 
@@ -102,28 +101,10 @@ pub enum DatapathKind {
     /// address (kernel bypass).
     Xdp(crate::xdp::XdpConfig),
     /// Kernel TCP connections speaking a request protocol of its own
-    /// (RESP), classified by [`crate::tcp::StreamProtocol`] (the
-    /// configuration's `classifier` and `app_classifier` do not apply).
-    Tcp(StreamProtocolKind, crate::tcp::TcpConfig),
-}
-
-/// A request protocol over TCP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamProtocolKind {
-    /// Redis's RESP2 ([`crate::tcp::Resp`]).
-    Resp,
-    /// memcached's text protocol ([`crate::tcp::Memcache`]).
-    Memcache,
-}
-
-impl StreamProtocolKind {
-    /// The protocol.
-    pub fn build(self) -> Arc<dyn crate::tcp::StreamProtocol> {
-        match self {
-            StreamProtocolKind::Resp => Arc::new(crate::tcp::Resp),
-            StreamProtocolKind::Memcache => Arc::new(crate::tcp::Memcache),
-        }
-    }
+    /// (RESP), from the protocol registry ([`psp_proto::PROTOCOLS`]), which
+    /// frames and classifies (the configuration's `classifier` and
+    /// `app_classifier` do not apply).
+    Tcp(&'static psp_proto::ProtocolEntry, crate::tcp::TcpConfig),
 }
 
 impl DatapathKind {
@@ -1044,7 +1025,7 @@ type ServeResult = Result<RunReport<(DispatcherReport, NetCounters)>, RuntimeErr
 fn serve_tcp(
     cfg: ServerConfig,
     listener: std::net::TcpListener,
-    protocol: StreamProtocolKind,
+    protocol: &'static psp_proto::ProtocolEntry,
     tcp: crate::tcp::TcpConfig,
     pool: Arc<PacketPool>,
     stop: Arc<AtomicBool>,
@@ -1054,7 +1035,7 @@ fn serve_tcp(
     let front = crate::tcp::TcpFrontEnd::new(
         listener,
         tcp,
-        protocol.build(),
+        protocol.protocol,
         pool,
         cfg.runtime.workers,
         cfg.types.len() as u16,
@@ -1087,7 +1068,7 @@ fn serve<D: Datapath + 'static>(
     let n_types = cfg.types.len() as u16;
     let classify_body = cfg.app_classifier.is_some() || cfg.protocol.classifies_body();
     let classifier = match (&cfg.app_classifier, cfg.protocol) {
-        (_, DatagramProtocol::Memcache) => crate::tcp::Memcache.classifier(),
+        (_, DatagramProtocol::Memcache) => Box::new(crate::dgram::MemcacheClassifier),
         (Some(f), _) => f.classifier(),
         (None, _) => cfg.classifier.build(protocol::TYPE_OFFSET, n_types),
     };

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use psp_apps::KvConfig;
-use psp_apps::kv::MemcacheService;
+use psp_apps::kv::ProtocolService;
 use psp_net::dgram::DatagramProtocol;
 use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig, ServerReport};
 use psp_runtime::{IdleStrategy, RuntimeConfig};
@@ -26,7 +26,7 @@ const PAIRS: u16 = 300;
 const KEYS: u16 = 4;
 
 fn server(policy: &str, queue_capacity: usize) -> Server {
-    let service = MemcacheService::open(&KvConfig {
+    let service = ProtocolService::open(&psp_proto::memcache::Memcache, &KvConfig {
         keys: 100,
         ..KvConfig::default()
     })
@@ -47,8 +47,8 @@ fn server(policy: &str, queue_capacity: usize) -> Server {
         },
         policy: policy.parse().unwrap(),
         types: common::server::types(
-            &psp_resp::memcache::TYPES,
-            &psp_resp::memcache::TYPE_MEAN_US,
+            &psp_proto::memcache::TYPES,
+            &psp_proto::memcache::TYPE_MEAN_US,
         ),
         classifier: ClassifierKind::Header,
         app_classifier: None,
