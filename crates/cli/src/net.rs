@@ -471,22 +471,41 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let protocol = src
         .pick(&a.protocol, &f.protocol, Ok)?
         .unwrap_or_else(|| "psp".into());
-    use psp_net::server::StreamProtocolKind;
-    let stream = match protocol.as_str() {
-        "psp" | "memcache-udp" if a.tcp.any() => {
-            bail!("--tcp-* options need --protocol resp or memcache")
-        }
-        "psp" | "memcache-udp" => None,
-        "resp" => Some(StreamProtocolKind::Resp),
-        "memcache" => Some(StreamProtocolKind::Memcache),
-        p => bail!(
-            "--protocol must be psp, resp (Redis RESP2 over TCP), memcache (memcached text over TCP) or memcache-udp (memcached over UDP), not '{p}'"
-        ),
+    // The registry's protocols frame and type their own requests and serve
+    // the key-value store; `psp` is this project's datagram protocol.
+    let entry = match protocol.as_str() {
+        "psp" => None,
+        p => match psp_proto::find(p) {
+            Some(e) => Some(e),
+            None => {
+                let mut names = vec!["psp".to_string()];
+                names.extend(
+                    psp_proto::PROTOCOLS
+                        .iter()
+                        .map(|e| format!("{} ({})", e.name, e.about)),
+                );
+                bail!(
+                    "--protocol must be {}, not '{p}'",
+                    psp_proto::or_list(&names)
+                )
+            }
+        },
     };
-    let dgram_protocol = if protocol == "memcache-udp" {
-        psp_net::dgram::DatagramProtocol::Memcache
-    } else {
-        psp_net::dgram::DatagramProtocol::Psp
+    let stream = entry.filter(|e| e.transport == psp_proto::Transport::Tcp);
+    if stream.is_none() && a.tcp.any() {
+        let tcp: Vec<&str> = psp_proto::PROTOCOLS
+            .iter()
+            .filter(|e| e.transport == psp_proto::Transport::Tcp)
+            .map(|e| e.name)
+            .collect();
+        bail!("--tcp-* options need --protocol {}", psp_proto::or_list(&tcp));
+    }
+    // Datagrams of a registry protocol come in memcached's UDP frame.
+    let dgram_protocol = match entry {
+        Some(e) if e.transport == psp_proto::Transport::Udp => {
+            psp_net::dgram::DatagramProtocol::Memcache
+        }
+        _ => psp_net::dgram::DatagramProtocol::Psp,
     };
     if let Some(kind) = stream {
         if datapath != DatapathKind::Udp {
@@ -494,10 +513,6 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         }
         datapath = DatapathKind::Tcp(kind, a.tcp.config()?);
     }
-    // The protocol front ends register their own types and serve the kv
-    // store.
-    let resp = stream.is_some() || protocol == "memcache-udp";
-    let memcache = protocol.starts_with("memcache");
     let addr = src
         .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
         .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
@@ -509,18 +524,11 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     }
     let metrics = src.pick(&a.metrics, &f.metrics, |s| parse_addr(&s, "--metrics"))?;
     let policy = src.pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?;
-    let workload = if resp {
+    let workload = if let Some(e) = entry {
         if a.workload.is_some() || f.workload.is_some() {
             bail!("--protocol {protocol} registers its own request types: leave --workload out");
         }
-        if memcache {
-            protocol_workload(
-                &psp_resp::memcache::TYPES,
-                &psp_resp::memcache::TYPE_MEAN_US,
-            )
-        } else {
-            protocol_workload(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US)
-        }
+        protocol_workload(e.protocol.types(), e.protocol.type_mean_us())
     } else {
         src.pick(&a.workload, &f.workload, |s| {
             crate::profile::resolve_workload(&s)
@@ -606,12 +614,14 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     let eviction = src.pick(&a.maxmemory_policy, &f.maxmemory_policy, |s| {
         limits::maxmemory_policy(&s)
     })?;
-    if !resp && (store.is_some() || max_memory.is_some() || eviction.is_some()) {
+    if entry.is_none() && (store.is_some() || max_memory.is_some() || eviction.is_some()) {
+        let names: Vec<&str> = psp_proto::PROTOCOLS.iter().map(|e| e.name).collect();
         bail!(
-            "--store, --max-memory and --maxmemory-policy need --protocol resp, memcache or memcache-udp"
+            "--store, --max-memory and --maxmemory-policy need --protocol {}",
+            psp_proto::or_list(&names)
         );
     }
-    let service: Arc<dyn psp_apps::Service> = if resp {
+    let service: Arc<dyn psp_apps::Service> = if let Some(entry) = entry {
         if app_args.app.as_deref().is_some_and(|a| a != "kv") {
             bail!("--protocol {protocol} serves its own store (--store): leave --app out");
         }
@@ -626,32 +636,16 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
                         "--kv-* options configure --store rocksdb: leave them out with the in-memory store"
                     );
                 }
-                if memcache && eviction.is_some() {
-                    bail!(
-                        "--maxmemory-policy is Redis's: memcached's protocols always evict the least recently used"
-                    );
-                }
+                let db = entry
+                    .protocol
+                    .db_config(max_memory, eviction)
+                    .map_err(anyhow::Error::msg)?;
                 let connections = match &datapath {
                     DatapathKind::Tcp(_, t) => t.max_connections,
                     _ => 1,
                 };
-                let cfg = psp_apps::memkv::MemConfig {
-                    db: psp_resp::db::DbConfig {
-                        max_memory: max_memory.unwrap_or(if memcache { 64 << 20 } else { 0 }),
-                        eviction: if memcache {
-                            psp_resp::db::Eviction::AllKeysLru
-                        } else {
-                            eviction.unwrap_or_default()
-                        },
-                    },
-                    connections,
-                };
-                let kind = if memcache {
-                    psp_apps::memkv::MemProtocol::Memcache
-                } else {
-                    psp_apps::memkv::MemProtocol::Redis
-                };
-                Arc::new(psp_apps::memkv::MemService::start(kind, cfg)?)
+                let cfg = psp_apps::memkv::MemConfig { db, connections };
+                Arc::new(psp_apps::memkv::MemService::start(entry.protocol, cfg)?)
             }
             "rocksdb" => {
                 if max_memory.is_some() || eviction.is_some() {
@@ -659,11 +653,10 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
                         "--max-memory and --maxmemory-policy bound the in-memory store: leave them out with --store rocksdb"
                     );
                 }
-                if memcache {
-                    Arc::new(psp_apps::kv::MemcacheService::open(&app_args.kv_config())?)
-                } else {
-                    Arc::new(psp_apps::kv::RedisService::open(&app_args.kv_config())?)
-                }
+                Arc::new(psp_apps::kv::ProtocolService::open(
+                    entry.protocol,
+                    &app_args.kv_config(),
+                )?)
             }
             other => bail!("--store must be mem or rocksdb, not '{other}'"),
         }
@@ -1591,7 +1584,7 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
                     netbench_server(kind, datapath, addr, a.workers, idle, spec, &workload)
                 })??;
                 let mut lc =
-                    load_config(addr, &workload, &AppConfig::Echo, &sim, &a.client, false)?;
+                    load_config(addr, &workload, &AppConfig::new(psp_apps::EchoConfig), &sim, &a.client, false)?;
                 // A saturation benchmark: the client must not outrank either server.
                 lc.raise_priority = false;
                 lc.datapath = client_datapath.clone().unwrap_or_else(|| datapath.clone());
