@@ -179,11 +179,22 @@ fn main() {
     let app =
         (entry.configure)(&AppOptions::new(u64::MAX).with_count("inventory_items", Some(5000)));
     app.validate().expect("in range");
-    let types: Vec<String> = entry.default_mix.iter().map(|(n, _)| n.to_string()).collect();
-    println!("app {} | operations {:?} | options {:?}", app.name(), app.operations(), app.options());
+    let types: Vec<String> = entry
+        .default_mix
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    println!(
+        "app {} | operations {:?} | options {:?}",
+        app.name(),
+        app.operations(),
+        app.options()
+    );
 
     // A workload type that names no operation is refused before anything starts.
-    let err = app.bind(&["PUT".to_string()]).expect_err("not an operation");
+    let err = app
+        .bind(&["PUT".to_string()])
+        .expect_err("not an operation");
     println!("refused: {err}");
 
     // What `psp run` and `psp serve` do: start the service, one handler per
@@ -214,7 +225,10 @@ fn main() {
         .map(|&(n, r)| (n.to_string(), r))
         .collect();
     for t in profile(&app, &mix, 200, ProfileOrder::Mix, 1).expect("measures") {
-        println!("{:<4} {:>6} requests, mean {:.2} us", t.name, t.count, t.mean_us);
+        println!(
+            "{:<4} {:>6} requests, mean {:.2} us",
+            t.name, t.count, t.mean_us
+        );
         assert_eq!(t.errors, 0);
     }
     println!("{}", service.describe());

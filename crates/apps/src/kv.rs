@@ -760,8 +760,9 @@ impl psp_proto::resp::Store for RocksKv {
     }
 
     fn atomically_all<R>(&self, keys: &[&[u8]], f: impl FnOnce() -> R) -> R {
-        let stripes =
-            psp_proto::resp::stripes_of(keys, self.locks.len(), |k| digest(DIGEST_SEED, k) as usize);
+        let stripes = psp_proto::resp::stripes_of(keys, self.locks.len(), |k| {
+            digest(DIGEST_SEED, k) as usize
+        });
         // In ascending stripe order, as every caller: no circular wait.
         let _held: Vec<_> = stripes
             .into_iter()

@@ -149,10 +149,7 @@ fn unknown_field(name: &str, expected: &[&str]) -> String {
         [] => format!("unknown field `{name}`, there are no fields"),
         [one] => format!("unknown field `{name}`, expected {one}"),
         [a, b] => format!("unknown field `{name}`, expected {a} or {b}"),
-        all => format!(
-            "unknown field `{name}`, expected one of {}",
-            all.join(", ")
-        ),
+        all => format!("unknown field `{name}`, expected one of {}", all.join(", ")),
     }
 }
 

@@ -498,7 +498,10 @@ fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             .filter(|e| e.transport == psp_proto::Transport::Tcp)
             .map(|e| e.name)
             .collect();
-        bail!("--tcp-* options need --protocol {}", psp_proto::or_list(&tcp));
+        bail!(
+            "--tcp-* options need --protocol {}",
+            psp_proto::or_list(&tcp)
+        );
     }
     // Datagrams of a registry protocol come in memcached's UDP frame.
     let dgram_protocol = match entry {
@@ -1583,8 +1586,14 @@ pub fn netbench(mut a: NetbenchArgs) -> Result<()> {
                 let (addr, stop) = in_ns(srv_ns.as_deref(), || {
                     netbench_server(kind, datapath, addr, a.workers, idle, spec, &workload)
                 })??;
-                let mut lc =
-                    load_config(addr, &workload, &AppConfig::new(psp_apps::EchoConfig), &sim, &a.client, false)?;
+                let mut lc = load_config(
+                    addr,
+                    &workload,
+                    &AppConfig::new(psp_apps::EchoConfig),
+                    &sim,
+                    &a.client,
+                    false,
+                )?;
                 // A saturation benchmark: the client must not outrank either server.
                 lc.raise_priority = false;
                 lc.datapath = client_datapath.clone().unwrap_or_else(|| datapath.clone());

@@ -20,10 +20,13 @@ use psp_net::{DatapathKind, Server, ServerReport};
 mod common;
 
 fn server(datapath: DatapathKind, protocol: DatagramProtocol) -> Server {
-    let service = ProtocolService::open(&psp_proto::memcache::Memcache, &KvConfig {
-        keys: 100,
-        ..KvConfig::default()
-    })
+    let service = ProtocolService::open(
+        &psp_proto::memcache::Memcache,
+        &KvConfig {
+            keys: 100,
+            ..KvConfig::default()
+        },
+    )
     .unwrap();
     common::server::start(
         Arc::new(service),
@@ -74,7 +77,10 @@ fn read_until(c: &mut TcpStream, end: &[u8]) -> Vec<u8> {
 #[test]
 fn malformed_memcached_text_is_answered_and_the_server_keeps_serving() {
     let s = server(
-        DatapathKind::Tcp(psp_proto::find("memcache").expect("registered"), TcpConfig::default()),
+        DatapathKind::Tcp(
+            psp_proto::find("memcache").expect("registered"),
+            TcpConfig::default(),
+        ),
         DatagramProtocol::default(),
     );
     // Unknown commands and binary garbage: ERROR, the connection stays.

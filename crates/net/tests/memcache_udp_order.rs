@@ -26,10 +26,13 @@ const PAIRS: u16 = 300;
 const KEYS: u16 = 4;
 
 fn server(policy: &str, queue_capacity: usize) -> Server {
-    let service = ProtocolService::open(&psp_proto::memcache::Memcache, &KvConfig {
-        keys: 100,
-        ..KvConfig::default()
-    })
+    let service = ProtocolService::open(
+        &psp_proto::memcache::Memcache,
+        &KvConfig {
+            keys: 100,
+            ..KvConfig::default()
+        },
+    )
     .unwrap();
     Server::start(ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),

@@ -300,16 +300,22 @@ fn memcache_semantics(policy: &str) {
 /// `--store rocksdb`: the same order and atomicity (its commands are
 /// strings and lists).
 fn rocksdb_semantics(policy: &str) {
-    let service = psp_apps::kv::ProtocolService::open(&psp_proto::resp::Resp, &psp_apps::KvConfig {
-        keys: 100,
-        ..psp_apps::KvConfig::default()
-    })
+    let service = psp_apps::kv::ProtocolService::open(
+        &psp_proto::resp::Resp,
+        &psp_apps::KvConfig {
+            keys: 100,
+            ..psp_apps::KvConfig::default()
+        },
+    )
     .unwrap();
     let s = common::server::start(
         Arc::new(service),
         common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
         policy,
-        DatapathKind::Tcp(psp_proto::find("resp").expect("registered"), TcpConfig::default()),
+        DatapathKind::Tcp(
+            psp_proto::find("resp").expect("registered"),
+            TcpConfig::default(),
+        ),
         Default::default(),
     );
     let mut c = redis_conn(&s, false);

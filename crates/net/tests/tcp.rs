@@ -17,10 +17,13 @@ use psp_net::{DatapathKind, Server, ServerReport};
 mod common;
 
 fn server(policy: &str, tcp: TcpConfig) -> Server {
-    let service = ProtocolService::open(&psp_proto::resp::Resp, &KvConfig {
-        keys: 100,
-        ..KvConfig::default()
-    })
+    let service = ProtocolService::open(
+        &psp_proto::resp::Resp,
+        &KvConfig {
+            keys: 100,
+            ..KvConfig::default()
+        },
+    )
     .unwrap();
     common::server::start(
         Arc::new(service),

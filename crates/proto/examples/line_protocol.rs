@@ -64,11 +64,17 @@ impl Protocol for Line {
 
     /// Blank lines between requests.
     fn ignorable_prefix(&self, buf: &[u8]) -> usize {
-        buf.iter().take_while(|&&b| b == b'\n' || b == b'\r').count()
+        buf.iter()
+            .take_while(|&&b| b == b'\n' || b == b'\r')
+            .count()
     }
 
     fn classify(&self, req: &[u8], _state: &mut u32) -> u16 {
-        if words(req).0 == b"count" { COUNT } else { SHORT }
+        if words(req).0 == b"count" {
+            COUNT
+        } else {
+            SHORT
+        }
     }
 
     fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>) {
@@ -168,7 +174,11 @@ fn main() {
     let registry: Vec<ProtocolEntry> = PROTOCOLS
         .iter()
         .copied()
-        .chain([ProtocolEntry::tcp("line", "a line per request over TCP", &Line)])
+        .chain([ProtocolEntry::tcp(
+            "line",
+            "a line per request over TCP",
+            &Line,
+        )])
         .collect();
     let entry = psp_proto::find_in(&registry, "line").expect("registered above");
     let protocol = entry.protocol;
@@ -201,8 +211,14 @@ fn main() {
     }
     let replies = String::from_utf8(replies).expect("text");
     print!("types {types:?}\nreplies:\n{replies}");
-    println!("left in the input (incomplete): {:?}", String::from_utf8_lossy(&input));
-    assert_eq!(types, ["short", "short", "short", "count", "short", "short"]);
+    println!(
+        "left in the input (incomplete): {:?}",
+        String::from_utf8_lossy(&input)
+    );
+    assert_eq!(
+        types,
+        ["short", "short", "short", "count", "short", "short"]
+    );
     assert_eq!(replies, "OK\nOK\nVALUE 1\n2\nNONE\nERR unknown command\n");
     assert_eq!(input, b"get");
 

@@ -466,7 +466,10 @@ fn write_fail(w: &mut Reply<'_>, f: Fail) {
 }
 
 fn unknown(w: &mut Reply<'_>, raw_name: &[u8], args: &[&[u8]]) {
-    w.error(&crate::resp::unknown_command(raw_name, args.iter().copied()));
+    w.error(&crate::resp::unknown_command(
+        raw_name,
+        args.iter().copied(),
+    ));
 }
 
 /// Takes the locks a command needs: the caller's (inside EXEC) or its own.

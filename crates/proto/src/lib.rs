@@ -180,7 +180,11 @@ pub struct ProtocolEntry {
 
 impl ProtocolEntry {
     /// The protocol `protocol` over TCP as `name`.
-    pub const fn tcp(name: &'static str, about: &'static str, protocol: &'static dyn Protocol) -> Self {
+    pub const fn tcp(
+        name: &'static str,
+        about: &'static str,
+        protocol: &'static dyn Protocol,
+    ) -> Self {
         Self {
             name,
             about,
@@ -190,7 +194,11 @@ impl ProtocolEntry {
     }
 
     /// The protocol `protocol` over UDP as `name`.
-    pub const fn udp(name: &'static str, about: &'static str, protocol: &'static dyn Protocol) -> Self {
+    pub const fn udp(
+        name: &'static str,
+        about: &'static str,
+        protocol: &'static dyn Protocol,
+    ) -> Self {
         Self {
             name,
             about,
@@ -253,7 +261,12 @@ mod tests {
                 "{} registered twice",
                 e.name
             );
-            assert_eq!(e.protocol.types().len(), e.protocol.type_mean_us().len(), "{}", e.name);
+            assert_eq!(
+                e.protocol.types().len(),
+                e.protocol.type_mean_us().len(),
+                "{}",
+                e.name
+            );
             assert!(!e.protocol.types().is_empty(), "{}", e.name);
             assert_eq!(find(e.name), Some(e));
         }
