@@ -153,8 +153,12 @@ pub trait App: Debug + Send + Sync + 'static {
 
     /// The writer of generated request bodies, for types whose operations
     /// are `ops` ([`AppConfig::bind`]), drawing with `seed`. Called after
-    /// [`App::validate`].
-    fn encoder(&self, ops: Vec<usize>, seed: u64) -> Box<dyn BodyEncoder>;
+    /// [`App::validate`]. By default the synthetic body: the service time
+    /// the workload drew (for applications without operations of their own).
+    fn encoder(&self, ops: Vec<usize>, seed: u64) -> Box<dyn BodyEncoder> {
+        let _ = (ops, seed);
+        Box::new(psp_runtime::SyntheticEncoder)
+    }
 
     /// Starts the application (opens and loads its database or tables)
     /// for types whose operations are `ops`: the handler factory a runtime

@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use psp_runtime::{BodyEncoder, Handler, HandlerError, RequestContext, SpinHandler, Spinner};
+use psp_runtime::{Handler, HandlerError, RequestContext, SpinHandler, Spinner};
 
 use crate::{App, AppConfig, AppEntry, AppError, AppOptions, Service};
 
@@ -40,11 +40,6 @@ pub struct SpinConfig {
 impl App for SpinConfig {
     fn name(&self) -> &'static str {
         "spin"
-    }
-
-    /// The request carries its service time: the synthetic body.
-    fn encoder(&self, _ops: Vec<usize>, _seed: u64) -> Box<dyn BodyEncoder> {
-        Box::new(psp_runtime::SyntheticEncoder)
     }
 
     fn service(&self, _ops: Vec<usize>) -> Result<Arc<dyn Service>, AppError> {
@@ -115,11 +110,6 @@ pub struct EchoConfig;
 impl App for EchoConfig {
     fn name(&self) -> &'static str {
         "echo"
-    }
-
-    /// Any body is echoed: the synthetic one, as spin's.
-    fn encoder(&self, _ops: Vec<usize>, _seed: u64) -> Box<dyn BodyEncoder> {
-        Box::new(psp_runtime::SyntheticEncoder)
     }
 
     fn service(&self, _ops: Vec<usize>) -> Result<Arc<dyn Service>, AppError> {

@@ -49,50 +49,51 @@ fn buffers() -> (Vec<u8>, Vec<u8>) {
     (r, m)
 }
 
+/// A protocol's framing and classification, called directly.
+struct Direct {
+    len: fn(&[u8], usize) -> Option<usize>,
+    class: fn(&[u8], &mut u32) -> u16,
+}
+
 fn framing(c: &mut Criterion) {
     let (r, m) = buffers();
     let max = 1 << 20;
     let mut g = c.benchmark_group("framing");
     g.throughput(Throughput::Elements(REQUESTS as u64));
-    // Opaque, as the server's is: no devirtualizing.
-    let p: &dyn Protocol = black_box(psp_proto::find("resp").expect("registered").protocol);
-    g.bench_function("resp/direct", |b| {
-        b.iter(|| {
-            walk(
-                black_box(&r),
-                |x| resp::request_len(x, max).ok().flatten(),
-                resp::classify_in_stream,
-            )
+    let cases = [
+        (
+            "resp",
+            &r,
+            Direct {
+                len: |x, max| resp::request_len(x, max).ok().flatten(),
+                class: resp::classify_in_stream,
+            },
+        ),
+        (
+            "memcache",
+            &m,
+            Direct {
+                len: |x, max| memcache::request_len(x, max).ok().flatten(),
+                class: |x, _| memcache::classify(x),
+            },
+        ),
+    ];
+    for (name, buf, direct) in cases {
+        g.bench_function(format!("{name}/direct"), |b| {
+            b.iter(|| walk(black_box(buf), |x| (direct.len)(x, max), direct.class));
         });
-    });
-    g.bench_function("resp/registry", |b| {
-        b.iter(|| {
-            walk(
-                black_box(&r),
-                |x| p.request_len(x, max).ok().flatten(),
-                |x, s| p.classify(x, s),
-            )
+        // Opaque, as the server's is: no devirtualizing.
+        let p: &dyn Protocol = black_box(psp_proto::find(name).expect("registered").protocol);
+        g.bench_function(format!("{name}/registry"), |b| {
+            b.iter(|| {
+                walk(
+                    black_box(buf),
+                    |x| p.request_len(x, max).ok().flatten(),
+                    |x, s| p.classify(x, s),
+                )
+            });
         });
-    });
-    let p: &dyn Protocol = black_box(psp_proto::find("memcache").expect("registered").protocol);
-    g.bench_function("memcache/direct", |b| {
-        b.iter(|| {
-            walk(
-                black_box(&m),
-                |x| memcache::request_len(x, max).ok().flatten(),
-                |x, _| memcache::classify(x),
-            )
-        });
-    });
-    g.bench_function("memcache/registry", |b| {
-        b.iter(|| {
-            walk(
-                black_box(&m),
-                |x| p.request_len(x, max).ok().flatten(),
-                |x, s| p.classify(x, s),
-            )
-        });
-    });
+    }
     g.finish();
 }
 

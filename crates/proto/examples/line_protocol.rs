@@ -9,7 +9,7 @@
 //! line;` in `lib.rs`) and one line in `PROTOCOLS`:
 //!
 //! ```text
-//! ProtocolEntry::tcp("line", "a line per request over TCP", &line::Line),
+//! ProtocolEntry::new("line", "a line per request over TCP", Tcp, &line::Line),
 //! ```
 //!
 //! after which `psp serve --protocol line` registers its types, frames and
@@ -21,7 +21,7 @@
 
 use psp_proto::commands::Sessions;
 use psp_proto::db::{Db, DbConfig, Entry, Value};
-use psp_proto::{KvStore, PROTOCOLS, Protocol, ProtocolEntry, Refusal};
+use psp_proto::{KvStore, PROTOCOLS, Protocol, ProtocolEntry, Refusal, Transport};
 
 /// The protocol (no state: one instance serves every connection).
 struct Line;
@@ -174,9 +174,10 @@ fn main() {
     let registry: Vec<ProtocolEntry> = PROTOCOLS
         .iter()
         .copied()
-        .chain([ProtocolEntry::tcp(
+        .chain([ProtocolEntry::new(
             "line",
             "a line per request over TCP",
+            Transport::Tcp,
             &Line,
         )])
         .collect();

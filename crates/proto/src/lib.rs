@@ -24,6 +24,7 @@ mod store;
 
 pub use store::{DynStore, KvStore};
 
+use Transport::{Tcp, Udp};
 use db::{Db, DbConfig, Eviction};
 
 /// Why the server answers a request itself (not through a handler): each
@@ -179,30 +180,17 @@ pub struct ProtocolEntry {
 }
 
 impl ProtocolEntry {
-    /// The protocol `protocol` over TCP as `name`.
-    pub const fn tcp(
+    /// The protocol `protocol` over `transport`, as `name`.
+    pub const fn new(
         name: &'static str,
         about: &'static str,
+        transport: Transport,
         protocol: &'static dyn Protocol,
     ) -> Self {
         Self {
             name,
             about,
-            transport: Transport::Tcp,
-            protocol,
-        }
-    }
-
-    /// The protocol `protocol` over UDP as `name`.
-    pub const fn udp(
-        name: &'static str,
-        about: &'static str,
-        protocol: &'static dyn Protocol,
-    ) -> Self {
-        Self {
-            name,
-            about,
-            transport: Transport::Udp,
+            transport,
             protocol,
         }
     }
@@ -221,9 +209,19 @@ impl Eq for ProtocolEntry {}
 /// project's own datagram protocol, `psp`, whose header carries the type).
 /// A new protocol is one file and one line here.
 pub static PROTOCOLS: &[ProtocolEntry] = &[
-    ProtocolEntry::tcp("resp", "Redis RESP2 over TCP", &resp::Resp),
-    ProtocolEntry::tcp("memcache", "memcached text over TCP", &memcache::Memcache),
-    ProtocolEntry::udp("memcache-udp", "memcached over UDP", &memcache::Memcache),
+    ProtocolEntry::new("resp", "Redis RESP2 over TCP", Tcp, &resp::Resp),
+    ProtocolEntry::new(
+        "memcache",
+        "memcached text over TCP",
+        Tcp,
+        &memcache::Memcache,
+    ),
+    ProtocolEntry::new(
+        "memcache-udp",
+        "memcached over UDP",
+        Udp,
+        &memcache::Memcache,
+    ),
 ];
 
 /// The registered protocol named `name` (as the command line spells it).
