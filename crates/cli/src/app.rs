@@ -9,10 +9,31 @@ use anyhow::{Result, bail};
 use clap::Args;
 use psp_apps::{AppConfig, AppOptions, KvConfig};
 use psp_sim::Workload;
+use serde::Deserialize;
+
+/// `or` for a group of optional flags (every field an `Option`) that a
+/// file may also carry: the flags' values, each missing one taken from the
+/// file's. One definition for every such group, so a new field is one name
+/// in the list.
+macro_rules! or_each_missing {
+    ($group:ident { $($field:ident),+ $(,)? }) => {
+        impl $group {
+            /// These values, each missing one taken from `file`.
+            pub fn or(&self, file: &$group) -> $group {
+                $group {
+                    $($field: self.$field.clone().or_else(|| file.$field.clone()),)+
+                }
+            }
+        }
+    };
+}
+pub(crate) use or_each_missing;
 
 /// `--app` and the applications' options (every field optional, so that
-/// `psp serve` can take them from its `--config` file too).
-#[derive(Args, Clone, Debug, Default)]
+/// `psp serve` can take them from its `--config` file too, by the same names
+/// with underscores).
+#[derive(Args, Clone, Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct AppArgs {
     /// Application: spin (spins for the service time each request carries),
     /// echo (returns the body), kv (RocksDB key-value store) or tpcc (TPC-C
@@ -38,19 +59,16 @@ pub struct AppArgs {
     pub tpcc_warehouses: Option<u64>,
 }
 
-impl AppArgs {
-    /// This command line's values, each missing one taken from `file`.
-    pub fn or(&self, file: &AppArgs) -> AppArgs {
-        AppArgs {
-            app: self.app.clone().or_else(|| file.app.clone()),
-            kv_path: self.kv_path.clone().or_else(|| file.kv_path.clone()),
-            kv_keys: self.kv_keys.or(file.kv_keys),
-            kv_value_bytes: self.kv_value_bytes.or(file.kv_value_bytes),
-            kv_max_scan: self.kv_max_scan.or(file.kv_max_scan),
-            tpcc_warehouses: self.tpcc_warehouses.or(file.tpcc_warehouses),
-        }
-    }
+or_each_missing!(AppArgs {
+    app,
+    kv_path,
+    kv_keys,
+    kv_value_bytes,
+    kv_max_scan,
+    tpcc_warehouses
+});
 
+impl AppArgs {
     /// The application for `workload`, its options checked (nothing opened):
     /// `--app`, else the workload's `app`, else spin (whose requests may ask
     /// for at most `max_service_ns`); each option from its flag, else the

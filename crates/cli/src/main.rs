@@ -474,7 +474,7 @@ pub fn write_series(
     std::fs::write(&json, serde_json::to_string_pretty(series)?)
         .with_context(|| format!("cannot write '{}'", json.display()))?;
     let mut written = vec![json];
-    written.extend(psp_metrics::plot::plot_series(
+    written.extend(psp_plot::plot_series(
         series,
         &workload.phase_boundaries(),
         stem,
@@ -496,7 +496,7 @@ fn cmd_plot(a: PlotArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("'{}' is not a sweep result: {e}", a.input.display()))?;
     let stem = a.out.unwrap_or_else(|| a.input.with_extension(""));
     let title = a.title.unwrap_or_else(|| report::sweep_title(&sweep));
-    for p in psp_metrics::plot::plot_sweep(&sweep, &stem, &title)? {
+    for p in psp_plot::plot_sweep(&sweep, &stem, &title)? {
         eprintln!("wrote {}", p.display());
     }
     Ok(())

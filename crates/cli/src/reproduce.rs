@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use psp_core::PolicySpec;
-use psp_metrics::lines::{Line, LineFigure, plot_lines};
 use psp_metrics::{PointResult, SweepResult, rate_unit};
+use psp_plot::{Line, LineFigure, plot_lines};
 use psp_sim::{Workload, simulate_point};
 use rayon::prelude::*;
 
@@ -510,7 +510,7 @@ impl Ctx {
         let (result, mut files) = sweep::execute(sweep::args_from(&argv)?)?;
         if let Some(title) = title {
             let stem = self.out.join(name);
-            files.extend(psp_metrics::plot::plot_sweep(&result, &stem, title)?);
+            files.extend(psp_plot::plot_sweep(&result, &stem, title)?);
         }
         Ok((result, shown, files))
     }
@@ -2390,7 +2390,7 @@ fn beyond(ctx: &Ctx) -> Result<Section> {
             .join("; ")
     );
     body += &verdict(short.is_empty() && wins >= 10, &why);
-    let map = psp_metrics::heat::HeatMap {
+    let map = psp_plot::HeatMap {
         title: "darc-lend / best other policy, sustainable throughput (14 workers)".into(),
         rows: BEYOND_WORKLOADS.iter().map(|w| w.to_string()).collect(),
         cols: BEYOND_SLOS
@@ -2416,10 +2416,7 @@ fn beyond(ctx: &Ctx) -> Result<Section> {
         reference: 1.0,
         span: 0.2,
     };
-    files.extend(psp_metrics::heat::plot_heat_map(
-        &map,
-        &ctx.out.join("beyond"),
-    )?);
+    files.extend(psp_plot::plot_heat_map(&map, &ctx.out.join("beyond"))?);
     body += &ctx.image("beyond", "darc-lend over the best other policy");
     Ok(Section { body, files })
 }
@@ -2642,7 +2639,7 @@ fn closed_loop(ctx: &Ctx) -> Result<Section> {
                 cfg.queue_capacity,
                 cfg.duration_ns,
             )?;
-            jobs.push((p.to_string(), spec, n, clients));
+            jobs.push((p.to_string(), spec.clone(), n, clients));
         }
     }
     let pts: Vec<PointResult> = ctx.pool()?.install(|| {

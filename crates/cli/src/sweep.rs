@@ -507,7 +507,7 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     let mut written = vec![a.out.clone()];
     if !a.no_plot {
         let stem = a.plot.clone().unwrap_or_else(|| a.out.with_extension(""));
-        written.extend(psp_metrics::plot::plot_sweep(
+        written.extend(psp_plot::plot_sweep(
             &result,
             &stem,
             &report::sweep_title(&result),

@@ -617,6 +617,54 @@ fn the_example_serve_config_runs() {
     assert_eq!(v["served_per_worker"].as_array().map(Vec::len), Some(2));
 }
 
+/// The `--config` file takes the `--tcp-*` and `--xdp-*` settings by their
+/// flags' names too: checked as the flags are (the error names the file),
+/// and used.
+#[test]
+fn serve_config_takes_the_tcp_and_xdp_settings() {
+    let dir = std::env::temp_dir().join(format!("psp-cli-groups-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let tcp_bad = file(
+        "tcp-bad.toml",
+        "protocol = \"resp\"\ntcp_max_connections = 0\n",
+    );
+    let xdp_udp = file("xdp-udp.toml", "xdp_ring = 64\n");
+    for (config, needle) in [
+        (&tcp_bad, "--tcp-max-connections must be in"),
+        (&tcp_bad, "tcp-bad.toml"),
+        (&xdp_udp, "--xdp-* options need --datapath xdp"),
+        (&xdp_udp, "xdp-udp.toml"),
+    ] {
+        assert_one_line_error(
+            &["serve", "--address", "127.0.0.1:0", "--config", config],
+            needle,
+        );
+    }
+    let tcp = file(
+        "tcp.toml",
+        "protocol = \"resp\"\ntcp_max_connections = 8\ntcp_order = \"replies\"\ntcp_idle_timeout = \"5s\"\n",
+    );
+    let out = psp(&[
+        "serve",
+        "--config",
+        &tcp,
+        "--address",
+        "127.0.0.1:0",
+        "--duration",
+        "200ms",
+        "--json",
+    ]);
+    let v = json_of(&out);
+    assert!(v["tcp"].is_object(), "{v}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("listening on tcp://"), "{stderr}");
+}
+
 /// Issue 24: a workload whose declared service times are far from what the
 /// application takes (200 µs declared, echo answers in about a microsecond)
 /// is named in a warning pointing at `psp profile`, the point carries the

@@ -9,16 +9,12 @@
 //!   its one-line text.
 //! - [`series`]: per-window, per-type latency over time with the reservation in
 //!   force (the workload-change experiment).
-//! - [`plot`]: paper-style figures (p99.9 slowdown against throughput; latency
-//!   and reservation against time) as SVG and PNG.
 //!
 //! Nothing here reads a clock or knows about policies (a reservation is read only
-//! as data): executors hand in numbers.
+//! as data): executors hand in numbers. The figures drawn from these documents
+//! live in `psp-plot`, so that an executor does not link the drawing library.
 
 pub mod extra;
-pub mod heat;
-pub mod lines;
-pub mod plot;
 pub mod recorder;
 pub mod reservation;
 pub mod schema;

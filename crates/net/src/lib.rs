@@ -1,24 +1,22 @@
-//! Perséphone's network layer: the wire protocol, the datapath interface and its
-//! kernel UDP implementation, the server front end that puts the runtime behind
-//! a datapath, the open-loop load client, and the plain echo server used as a
-//! throughput baseline.
+//! Perséphone's network layer, in three rooms: the datapath (how datagrams
+//! get in and out), the front ends (how requests reach the runtime and
+//! their answers leave) and the open-loop load client; the wire protocol is
+//! shared by all three.
 //!
 //! - [`protocol`]: the versioned binary header (docs/protocol.md); total parsers.
-//! - [`datapath`]: receive-in-batches / transmit-per-worker traits.
-//! - [`dgram`]: the datagram protocols (this project's; memcached over UDP).
-//! - [`udp`]: kernel UDP (`recvmmsg`, `sendmsg`, `sendmmsg`).
-//! - [`xdp`]: AF_XDP (kernel bypass): UMEM, rings, the XDP program, frames.
-//! - [`pool`]: packet buffers owned by token, shared by dispatcher and workers.
-//! - [`server`]: `psp serve`'s engine.
-//! - [`tcp`]: the TCP front end (many connections, replies in each
-//!   connection's order) and its protocols (RESP).
-//! - [`exporter`]: `psp serve --metrics`, Prometheus metrics over HTTP from
-//!   the dispatcher's published snapshots.
+//! - [`datapath`]: the seam (receive in batches, transmit per worker), the
+//!   packet pool and its tokens, kernel UDP ([`udp`]) and AF_XDP ([`xdp`]).
+//! - [`front`]: `psp serve`'s engine ([`server`]), the datagram and TCP
+//!   ([`tcp`]) front ends, the datagram protocols ([`dgram`]), the
+//!   counters, the metrics exporter ([`exporter`]) and the baseline echo
+//!   server ([`echo`]).
 //! - [`client`]: `psp load`'s engine.
 //! - [`scrape`]: a server's measured service times, read back from its
 //!   `/metrics` (`psp load --server-profile`).
-//! - [`echo`]: the baseline echo server.
-
+//!
+//! The datapath and front-end modules are also reachable at the crate's
+//! root (`psp_net::udp`, `psp_net::server`, ...), their paths before the
+//! rooms were drawn.
 //!
 //! # Your own service
 //!
@@ -94,16 +92,12 @@
 
 pub mod client;
 pub mod datapath;
-pub mod dgram;
-pub mod echo;
-pub mod exporter;
-pub mod pool;
+pub mod front;
 pub mod protocol;
 pub mod scrape;
-pub mod server;
-pub mod tcp;
-pub mod udp;
-pub mod xdp;
+
+pub use datapath::{pool, udp, xdp};
+pub use front::{dgram, echo, exporter, server, tcp};
 
 pub use psp_core::Classifier;
 pub use psp_core::ClassifierKind;

@@ -267,7 +267,7 @@ fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>) {
             addr: addr.parse().unwrap(),
             metrics: None,
             runtime: runtime_config(),
-            policy: spec,
+            policy: spec.clone(),
             types: app.workload.type_infos(),
             classifier: ClassifierKind::Header,
             app_classifier: None,

@@ -1,10 +1,11 @@
 //! The packet pool's ownership hand-off, as the server does it, small enough for
 //! Miri: a dispatcher receives requests into the buffers of free tokens (through
 //! raw pointers to several packets at once, as `UdpDatapath::recv_batch` does),
-//! parses them and pushes the tokens through one job ring per worker; each
-//! worker reads its request and rewrites the same buffer into the response in
-//! place, then hands the token back through its completion ring; the dispatcher
-//! reads the response and reuses the buffer for a later request.
+//! parses them and pushes the tokens' indices through one job ring per worker;
+//! each worker takes its job's token back off the ring, reads its request and
+//! rewrites the same buffer into the response in place, then hands the token
+//! back through its completion ring; the dispatcher reads the response and
+//! reuses the buffer for a later request.
 //!
 //! Natively this is a stress test of the same hand-off. Under Miri
 //! (`cargo +nightly miri test -p psp-net --test pool_miri`, docs/verification.md)
@@ -16,7 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use psp_net::datapath::PeerAddr;
-use psp_net::pool::{PACKET_BYTES, Packet, PacketPool};
+use psp_net::pool::{PACKET_BYTES, Packet, PacketPool, PacketToken};
 use psp_net::protocol::{self, HEADER_LEN, Status};
 
 /// Fewer buffers than requests in flight could use, so tokens are reused.
@@ -26,7 +27,7 @@ const WORKERS: usize = 2;
 const BATCH: usize = 3;
 const REQUESTS: u64 = if cfg!(miri) { 24 } else { 50_000 };
 
-/// A job as the job ring carries it: the token and the body's length.
+/// A job as the job ring carries it: the token's index and the body's length.
 #[derive(Clone, Copy)]
 struct Job {
     token: u32,
@@ -48,13 +49,10 @@ fn peer_of(id: u64) -> SocketAddr {
 /// Fills the packets of `tokens` with the next requests, as `recv_batch` does:
 /// raw pointers to all the packets first, then writes through them, then the
 /// lengths through `get_mut`.
-///
-/// # Safety
-/// The calling thread owns every token in `tokens`, each once.
-unsafe fn receive(pool: &PacketPool, tokens: &[u32], first_id: u64) {
+fn receive(pool: &PacketPool, tokens: &mut [PacketToken], first_id: u64) {
     let ptrs: Vec<(*mut u8, *mut PeerAddr)> = tokens
-        .iter()
-        .map(|&t| {
+        .iter_mut()
+        .map(|t| {
             let p: *mut Packet = pool.as_ptr(t);
             // SAFETY: `p` points to a live packet of the pool; taking field
             // addresses creates no reference.
@@ -67,17 +65,17 @@ unsafe fn receive(pool: &PacketPool, tokens: &[u32], first_id: u64) {
         let mut dgram = Vec::new();
         protocol::encode_request(&mut dgram, (id % 3) as u16, id, &body_of(id));
         assert!(dgram.len() <= PACKET_BYTES);
-        // SAFETY: the caller owns the token, so nothing else accesses its packet;
-        // `data` holds PACKET_BYTES and `peer` is a PeerAddr.
+        // SAFETY: the caller holds the token, so nothing else accesses its
+        // packet; `data` holds PACKET_BYTES and `peer` is a PeerAddr.
         unsafe {
             std::ptr::copy_nonoverlapping(dgram.as_ptr(), data, dgram.len());
             peer.write(PeerAddr::from(peer_of(id)));
         }
         lens.push(dgram.len());
     }
-    for (&t, len) in tokens.iter().zip(lens) {
-        // SAFETY: owned by the caller; the raw pointers above are no longer used.
-        unsafe { pool.get_mut(t).len = len };
+    // The raw pointers above are no longer used.
+    for (t, len) in tokens.iter_mut().zip(lens) {
+        pool.get_mut(t).len = len;
     }
 }
 
@@ -92,9 +90,10 @@ fn worker(pool: &PacketPool, mut jobs: rtrb::Consumer<Job>, mut done: rtrb::Prod
             std::thread::yield_now();
             continue;
         };
-        // SAFETY: this worker owns the token from the job ring's pop until the
-        // completion ring's push below; the borrow ends before that push.
-        let pkt = unsafe { pool.get_mut(job.token) };
+        // SAFETY: the job ring handed the slot to this worker; it hands it
+        // back by the completion ring's push below, consuming the token.
+        let mut token = unsafe { PacketToken::from_raw(job.token) };
+        let pkt = pool.get_mut(&mut token);
         let h = protocol::parse_request(pkt.bytes()).expect("a request");
         let id = h.id;
         assert_eq!(pkt.peer.to_socket_addr(), Some(peer_of(id)));
@@ -109,7 +108,8 @@ fn worker(pool: &PacketPool, mut jobs: rtrb::Consumer<Job>, mut done: rtrb::Prod
             .expect("packet buffers hold a header");
         protocol::make_response_header(header, Status::Ok, job.len);
         served += 1;
-        while done.push(job.token).is_err() {
+        let index = token.into_raw();
+        while done.push(index).is_err() {
             std::thread::yield_now();
         }
     }
@@ -131,15 +131,20 @@ fn tokens_hand_packet_buffers_between_dispatcher_and_workers() {
         handles.push(std::thread::spawn(move || worker(&pool, job_rx, done_tx)));
     }
 
-    let mut free: Vec<u32> = (0..POOL).collect();
+    // SAFETY: the pool is new and unshared: this thread owns every slot,
+    // and makes each slot's token once.
+    let mut free: Vec<PacketToken> = (0..POOL)
+        .map(|t| unsafe { PacketToken::from_raw(t) })
+        .collect();
     let (mut received, mut completed) = (0u64, 0u64);
     while completed < REQUESTS {
         let mut worked = false;
         for done in &mut done_rxs {
-            while let Ok(token) = done.pop() {
-                // SAFETY: the completion ring handed the token back to the
-                // dispatcher; the worker no longer touches its packet.
-                let pkt = unsafe { pool.get_mut(token) };
+            while let Ok(index) = done.pop() {
+                // SAFETY: the completion ring handed the slot back to the
+                // dispatcher; the worker consumed its token before the push.
+                let mut token = unsafe { PacketToken::from_raw(index) };
+                let pkt = pool.get_mut(&mut token);
                 let (h, status) = protocol::parse_response(pkt.bytes()).expect("a response");
                 assert_eq!(status, Status::Ok);
                 let mut want = body_of(h.id);
@@ -157,17 +162,16 @@ fn tokens_hand_packet_buffers_between_dispatcher_and_workers() {
         }
         let n = free.len().min(BATCH).min((REQUESTS - received) as usize);
         if n > 0 {
-            let tokens = free.split_off(free.len() - n);
-            // SAFETY: free tokens are the dispatcher's, each once.
-            unsafe { receive(&pool, &tokens, received) };
-            for &token in &tokens {
-                // SAFETY: received, not yet dispatched: the dispatcher's.
-                let pkt = unsafe { pool.get_mut(token) };
+            let mut tokens = free.split_off(free.len() - n);
+            receive(&pool, &mut tokens, received);
+            for mut token in tokens {
+                let pkt = pool.get_mut(&mut token);
                 let h = protocol::parse_request(pkt.bytes()).expect("a request");
                 assert_eq!(h.id, received);
+                let len = (pkt.len - HEADER_LEN) as u16;
                 let job = Job {
-                    token,
-                    len: (pkt.len - HEADER_LEN) as u16,
+                    token: token.into_raw(),
+                    len,
                 };
                 let w = (received % WORKERS as u64) as usize;
                 assert!(job_txs[w].push(job).is_ok(), "a ring holds every token");

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use psp_core::{Classifier, HeaderClassifier, Nanos, PolicyContext, PolicySpec, Request, TypeInfo};
 use psp_runtime::RunControl;
-use psp_runtime::dispatcher::{CoreParts, DispatchCore, Slot};
 use psp_runtime::handler::synthetic;
 use psp_runtime::idle::Wakeup;
 use psp_runtime::pool::{GeneratedBody, TokenPool};
-use psp_runtime::worker::{Done, Job};
+use psp_runtime::{CoreParts, DispatchCore, Slot};
+use psp_runtime::{Done, Job};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 const WORKERS: usize = 14;
@@ -82,7 +82,6 @@ impl Loopback {
             .map(|_| Arc::new(Wakeup::for_current()))
             .collect();
         let core = DispatchCore::new(CoreParts {
-            executor: psp_runtime::CoreExecutor::Central,
             policy,
             jobs: jobs_tx,
             done: done_rx,

@@ -1,4 +1,4 @@
-//! Microbenchmarks of the green-thread layer (`psp_runtime::green`):
+//! Microbenchmarks of the green-thread layer (request fibers, stacks, points):
 //!
 //! - `switch`: one suspend + resume round trip: corosensei's own, a
 //!   `RequestFiber` yielding voluntarily, and one preempted by its flag

@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use psp_runtime::worker::{Done, Job};
+use psp_runtime::{Done, Job};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 /// Slots per ring, as the runtime allocates them.

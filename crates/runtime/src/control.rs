@@ -25,7 +25,7 @@ const CLOSED: u8 = 2;
 /// One worker's shared line (written per job by that worker only, until the
 /// drain deadline).
 #[derive(Debug, Default)]
-pub struct WorkerLine {
+pub(crate) struct WorkerLine {
     gate: AtomicU8,
     served: AtomicU64,
     stolen: AtomicU64,
@@ -50,24 +50,24 @@ impl RunControl {
     }
 
     /// Asks the workers to exit once their ring is empty.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Release);
     }
 
     /// Whether the workers were asked to exit.
     #[inline]
-    pub fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }
 
     /// Records that a thread of the run panicked: the dispatcher ends the run.
-    pub fn fail(&self) {
+    pub(crate) fn fail(&self) {
         self.failed.store(true, Ordering::Release);
     }
 
     /// Whether a thread of the run panicked.
     #[inline]
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
 
@@ -75,7 +75,7 @@ impl RunControl {
     /// must call [`answered`](Self::answered) after pushing the completion),
     /// `false` if the dispatcher abandoned the job (do not answer, exit).
     #[inline]
-    pub fn begin_answer(&self, w: usize) -> bool {
+    pub(crate) fn begin_answer(&self, w: usize) -> bool {
         self.workers[w]
             .gate
             .compare_exchange(OPEN, ANSWERING, Ordering::Acquire, Ordering::Relaxed)
@@ -84,7 +84,7 @@ impl RunControl {
 
     /// Worker `w` answered its job and pushed the completion.
     #[inline]
-    pub fn answered(&self, w: usize) {
+    pub(crate) fn answered(&self, w: usize) {
         let line = &self.workers[w];
         // Only worker `w` writes its counter: a load and a store, no RMW.
         line.served
@@ -97,7 +97,7 @@ impl RunControl {
     /// The dispatcher abandons whatever worker `w` holds: after this returns, the
     /// worker answers nothing more, and every completion it pushed is visible.
     /// Waits (briefly: a send and a ring push) for an answer under way.
-    pub fn close(&self, w: usize) {
+    pub(crate) fn close(&self, w: usize) {
         let gate = &self.workers[w].gate;
         loop {
             match gate.compare_exchange(OPEN, CLOSED, Ordering::AcqRel, Ordering::Acquire) {
@@ -108,13 +108,13 @@ impl RunControl {
     }
 
     /// Jobs worker `w` answered.
-    pub fn served(&self, w: usize) -> u64 {
+    pub(crate) fn served(&self, w: usize) -> u64 {
         self.workers[w].served.load(Ordering::Relaxed)
     }
 
     /// Worker `w` took a job from another worker's queue.
     #[inline]
-    pub fn stole(&self, w: usize) {
+    pub(crate) fn stole(&self, w: usize) {
         let line = &self.workers[w];
         // Only worker `w` writes its counter: a load and a store, no RMW.
         line.stolen
@@ -122,7 +122,7 @@ impl RunControl {
     }
 
     /// Jobs worker `w` took from other workers' queues.
-    pub fn stolen(&self, w: usize) -> u64 {
+    pub(crate) fn stolen(&self, w: usize) -> u64 {
         self.workers[w].stolen.load(Ordering::Relaxed)
     }
 }

@@ -2,8 +2,8 @@
 //! schedule on the dispatcher's thread, writes each request's body (the
 //! application's [`BodyEncoder`]) into the pool buffer of its token, classifies
 //! it by its type header and admits it when it is due. Workers read the bodies
-//! through [`GeneratedIo`]. It plugs into the one dispatch loop
-//! ([`crate::dispatcher::dispatch_loop`]) as a [`FrontEnd`].
+//! through [`GeneratedIo`]. It plugs into the one dispatch loop as a
+//! [`FrontEnd`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +11,13 @@ use std::time::Duration;
 use psp_core::{Classifier, Request};
 use psp_workload::{Arrival, ArrivalSource};
 
-use crate::dispatcher::{ARRIVAL_BATCH, DispatchCore, DispatcherReport, FrontEnd, Slot};
-use crate::handler::BodyEncoder;
+use crate::dispatcher::{ARRIVAL_BATCH, DispatchCore, FrontEnd};
+use crate::handler::{BodyEncoder, HandlerError};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
+use crate::message::{Job, Slot};
+use crate::observer::DispatcherReport;
 use crate::pool::{GeneratedBody, MAX_GENERATED_BODY, TokenPool};
-use crate::worker::GeneratedIo;
+use crate::worker::JobIo;
 
 /// Wake this long before a scheduled arrival (the wake-up latency of a park).
 const PARK_MARGIN_NS: u64 = 15_000;
@@ -185,5 +187,39 @@ impl FrontEnd for Generator {
 
     fn finish(self, core: DispatcherReport) -> DispatcherReport {
         core
+    }
+}
+
+/// The in-process generator's I/O: bodies are in the generator's pool, nothing
+/// is sent.
+#[derive(Clone)]
+pub struct GeneratedIo {
+    bodies: Arc<TokenPool<GeneratedBody>>,
+}
+
+impl GeneratedIo {
+    /// Reads the bodies the generator writes to `bodies`.
+    pub fn new(bodies: Arc<TokenPool<GeneratedBody>>) -> Self {
+        Self { bodies }
+    }
+}
+
+impl JobIo for GeneratedIo {
+    #[inline]
+    fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
+        // SAFETY: this worker owns the job's token from the job's pop (from its
+        // ring or a worker queue: each job is popped once) until it pushes the
+        // completion (after the handler is done with the body).
+        unsafe { self.bodies.get(job.token) }.bytes()
+    }
+
+    #[inline]
+    fn respond(
+        &mut self,
+        _job: &Job,
+        _outcome: Result<(), HandlerError>,
+        _response: &[u8],
+    ) -> bool {
+        true
     }
 }

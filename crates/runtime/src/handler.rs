@@ -3,14 +3,14 @@
 //! reusable buffer; the encoder of generated request bodies; and the synthetic
 //! application, which spins for the service time carried in the request.
 //!
-//! A request may run on a green thread ([`crate::green`]): then its handler's
+//! A request may run on a green thread ([`RequestFiber`](crate::RequestFiber)): then its handler's
 //! [`RequestContext::preemption_point`]s can suspend it, and it may finish on
 //! another worker's thread. Off a green thread the points cost a branch.
 
 use psp_core::TypeId;
 
 use crate::clock::Spinner;
-use crate::green::{NoPreempt, Preemption};
+use crate::point::{NoPreempt, Preemption};
 
 /// Why a handler could not serve a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -247,12 +247,12 @@ impl std::str::FromStr for PollYield {
 }
 
 /// Sets, for the whole process, whether polling waits yield.
-pub fn set_polls_yield(yes: bool) {
+pub(crate) fn set_polls_yield(yes: bool) {
     POLLS_YIELD.store(yes, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Whether polling waits yield.
-pub fn polls_yield() -> bool {
+pub(crate) fn polls_yield() -> bool {
     POLLS_YIELD.load(std::sync::atomic::Ordering::Relaxed)
 }
 

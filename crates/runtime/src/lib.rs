@@ -2,32 +2,42 @@
 //! connected by single-producer/single-consumer rings (one per direction per
 //! worker), driven by the same [`psp_core::Policy`] objects as the simulator.
 //!
-//! - [`dispatcher`]: the one dispatch loop, the [`FrontEnd`] trait front ends
-//!   plug into, and the [`DispatchCore`] they share (policy, slab, recorder,
-//!   counters, job hand-off, completions).
-//! - [`generator`]: the in-process open-loop front end (`psp run`).
-//! - [`control`]: stop and failure flags, the workers' response gates.
-//! - [`worker`]: the worker loop around an application [`Handler`].
-//! - [`green`]: green threads for preemptible requests (pooled stacks,
-//!   request fibers that yield at preemption points and resume on any
-//!   worker).
-//! - [`handler`]: the application interface (a [`Handler`] serving a
-//!   [`RequestContext`], a [`BodyEncoder`] writing generated requests) and the
-//!   synthetic spin application.
-//! - [`pool`]: per-request buffers indexed by token (request bodies travel
-//!   from front end to worker through them, not through the rings).
-//! - [`idle`]: spin / spin-then-yield / spin-then-park, with lost-wake-up-free
-//!   parking.
-//! - [`clock`]: the shared monotonic clock and the calibrated spin.
-//! - [`worker_queues`]: the decentralized executor's per-worker queues, fed
-//!   by flow and drained by their workers and thieves (`d-fcfs`, `ws`).
-//! - [`local`]: SYNERGY's and Tiny Quanta's executors: per-worker queues
-//!   the workers pick from themselves, requests on green threads, SYNERGY's
-//!   feedback-armed timer, wait queue and stealing, Tiny Quanta's local
-//!   yields.
-//! - [`runtime`]: threads, rings, pinning, start and shutdown.
-//! - [`snapshot`]: the live metrics the dispatcher publishes for an exporter
-//!   on another thread (a triple buffer: no lock, no allocation).
+//! # For an embedder
+//!
+//! - Start a run with [`start`] (any [`FrontEnd`]: where requests come from)
+//!   or [`run`] (the in-process open-loop [`Generator`]), configured by a
+//!   [`RuntimeConfig`]; it returns a [`RunReport`].
+//! - The application is a [`Handler`] serving a [`RequestContext`] (made
+//!   per worker, or per request slot when a policy preempts: then requests
+//!   run on green threads and yield at their [`Preemption`] points), and a
+//!   [`BodyEncoder`] writing generated requests.
+//! - A front end implements [`FrontEnd`] over the [`DispatchCore`] it is
+//!   lent, and gives each worker a [`JobIo`]; live metrics travel as
+//!   [`Snapshot`]s through a [`snapshot_channel`].
+//!
+//! # Inside (a newcomer's map)
+//!
+//! Modules, from the bottom up; no module imports one above it:
+//!
+//! - `message`: the plain data the parts hand each other ([`Job`], [`Done`],
+//!   [`Slot`], [`RequestCounts`], [`RuntimeError`]); imports nothing else
+//!   from the crate.
+//! - [`clock`], `sync`, [`idle`] (spin / yield / park without lost
+//!   wake-ups), `control` (stop and failure flags, response gates),
+//!   [`pool`] (per-request buffers by token).
+//! - `point` (preemption points), [`handler`] (the application interface),
+//!   `green` (request fibers on pooled stacks), `preempt` (the dispatcher's
+//!   quantum watch, parked fibers).
+//! - `worker_queues` and `local`: the decentralized executors' queues
+//!   (`d-fcfs`, `ws`; SYNERGY, Tiny Quanta).
+//! - `executor`: the four execution shapes, one file each, behind one
+//!   `Executor` trait, and the plan that builds the run's one.
+//! - `observer` (counters, reservation log, series, statistics lines,
+//!   snapshots) and `snapshot` (the channel they travel through).
+//! - `dispatcher` (the [`DispatchCore`] and the one dispatch loop),
+//!   `worker` (the worker loops), [`generator`] (the in-process front end).
+//! - `launch` (threads: pinning, spawning, joining) and [`runtime`]
+//!   ([`start`]: plan, spawn, run, join).
 //!
 //! The runtime runs centralized policies (c-FCFS, FP, EDF, DARC-static, DARC),
 //! preemptive ones on green threads (`ts`, `ts-block`, `concord`), and
@@ -35,65 +45,82 @@
 //! (`synergy`) and Tiny Quanta (`tq`) on per-worker queues with green threads.
 
 pub mod clock;
+mod green;
+pub mod handler;
+pub mod idle;
+mod message;
+mod point;
+pub mod pool;
+mod preempt;
+mod sync;
 // Under `--cfg loom` only the wake-up protocol and the executors' cells are
 // built (over loom's primitives, for tests/loom_idle.rs and tests/loom_cells.rs):
 // the thread roles spawn std threads.
 #[cfg(not(loom))]
-pub mod control;
+mod control;
 #[cfg(not(loom))]
-pub mod dispatcher;
+mod dispatcher;
 #[cfg(not(loom))]
-pub mod executor;
+mod executor;
 #[cfg(not(loom))]
 pub mod generator;
-pub mod green;
-pub mod handler;
-pub mod idle;
 #[cfg(not(loom))]
-pub mod local;
-pub mod pool;
-pub mod preempt;
+mod launch;
+#[cfg(not(loom))]
+mod local;
+#[cfg(not(loom))]
+mod observer;
 #[cfg(not(loom))]
 pub mod runtime;
 #[cfg(not(loom))]
-pub mod snapshot;
-pub mod sync;
+mod snapshot;
 #[cfg(not(loom))]
-pub mod worker;
+mod worker;
 #[cfg(not(loom))]
-pub mod worker_queues;
+mod worker_queues;
 
 pub use clock::{Clock, Spinner};
-#[cfg(not(loom))]
-pub use control::RunControl;
-#[cfg(not(loom))]
-pub use dispatcher::{
-    DispatchCore, DispatcherReport, FrontEnd, LoopEnd, RequestCounts, ReservationEvent,
-    SERVICE_CHECK_MIN, SERVICE_OFF_FACTOR, Slot, StatsConfig, WrappedIo, dispatch_loop,
-    service_off,
-};
-#[cfg(not(loom))]
-pub use executor::{CoreExecutor, WorkerExec};
-#[cfg(not(loom))]
-pub use generator::Generator;
 pub use green::{
-    Cause, Feedback, NoPreempt, PreemptFlag, Preemption, RequestFiber, RequestSlot, Resumed,
-    RunLimits, Served, StackPool, StackPoolConfig,
+    GreenError, Refusal, Refused, RequestFiber, RequestSlot, Resumed, Served, StackPool,
+    StackPoolConfig, StackPoolStats,
 };
 pub use handler::{
     BodyEncoder, EncoderSource, Handler, HandlerError, HandlerFactory, RequestContext, SpinHandler,
     SyntheticEncoder,
 };
 pub use idle::{IdleStrategy, PollYield};
+pub use message::{Done, Job, RequestCounts, RuntimeError, Slot};
+pub use point::{Cause, Feedback, NoPreempt, PreemptFlag, Preemption, RunLimits};
+pub use preempt::ReclaimTimes;
+
 #[cfg(not(loom))]
-pub use local::{LocalMode, LocalQueues, LocalStats};
+pub use control::RunControl;
 #[cfg(not(loom))]
-pub use runtime::{RunReport, RuntimeConfig, RuntimeError, max_in_flight, run, start};
+pub use dispatcher::{CoreParts, DispatchCore, FrontEnd, WrappedIo};
+#[cfg(not(loom))]
+pub use executor::FIBER_SLOTS_PER_WORKER;
+#[cfg(not(loom))]
+pub use generator::{GeneratedIo, Generator};
+#[cfg(not(loom))]
+pub use local::{LocalQueues, LocalStats};
+#[cfg(not(loom))]
+pub use observer::{
+    DispatcherReport, ReservationEvent, SERVICE_CHECK_MIN, SERVICE_OFF_FACTOR, StatsConfig,
+    service_off,
+};
+#[cfg(not(loom))]
+pub use runtime::{RunReport, RuntimeConfig, max_in_flight, run, start};
 #[cfg(not(loom))]
 pub use snapshot::{
     PUBLISH_INTERVAL, Snapshot, SnapshotPublisher, SnapshotReader, TypeSnapshot, snapshot_channel,
 };
 #[cfg(not(loom))]
-pub use worker::{GeneratedIo, Job, JobIo};
+pub use worker::JobIo;
 #[cfg(not(loom))]
 pub use worker_queues::WorkerQueues;
+
+// What only the loom models reach into: the executors' hand-written cells.
+#[cfg(loom)]
+pub use preempt::SuspendedFibers;
+#[cfg(loom)]
+pub use sync::Counter;

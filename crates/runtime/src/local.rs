@@ -48,14 +48,14 @@ use psp_core::policy::{CongestionDetector, LocalRules, ShortAverage, SynergyRule
 use psp_core::{FlowId, WorkerId};
 
 use crate::clock::Clock;
-use crate::green::{Feedback, PreemptFlag};
 use crate::idle::Wakeup;
+use crate::message::Job;
+use crate::point::{Feedback, PreemptFlag};
 use crate::sync::Counter;
-use crate::worker::Job;
 
 /// Which executor, with what the workers need of its rules.
 #[derive(Debug, Clone, Copy)]
-pub enum LocalMode {
+pub(crate) enum LocalMode {
     /// SYNERGY with its rules.
     Synergy(SynergyRules),
     /// Tiny Quanta with its rules.
@@ -70,7 +70,7 @@ pub enum LocalMode {
 impl LocalMode {
     /// The mode of `rules` (Tiny Quanta's quantum converted to clock ticks
     /// once, by a 10 ms calibration).
-    pub fn new(rules: LocalRules) -> Self {
+    pub(crate) fn new(rules: LocalRules) -> Self {
         match rules {
             LocalRules::Synergy(r) => LocalMode::Synergy(r),
             LocalRules::Tq(rules) => {
@@ -198,18 +198,18 @@ impl LocalQueues {
     }
 
     /// The executor.
-    pub fn mode(&self) -> LocalMode {
+    pub(crate) fn mode(&self) -> LocalMode {
         self.mode
     }
 
     /// Number of workers.
-    pub fn workers(&self) -> usize {
+    pub(crate) fn workers(&self) -> usize {
         self.queues.len()
     }
 
     /// Gives the executor the workers' wake-up handles (once, at start-up):
     /// admissions and wait-queue pushes then wake parked workers.
-    pub fn set_wakeups(&self, wakes: &[Arc<Wakeup>]) {
+    pub(crate) fn set_wakeups(&self, wakes: &[Arc<Wakeup>]) {
         for (cell, w) in self.wakes.iter().zip(wakes) {
             let _ = cell.set(w.clone());
         }
@@ -217,7 +217,7 @@ impl LocalQueues {
 
     /// Gives every worker's feedback cell the timer's wake-up handle (the
     /// dispatcher thread's, once, at start-up): arming a quantum wakes it.
-    pub fn set_timer(&self, timer: &Arc<Wakeup>) {
+    pub(crate) fn set_timer(&self, timer: &Arc<Wakeup>) {
         for l in self.lines.iter() {
             l.feedback.set_timer(timer.clone());
         }
@@ -244,7 +244,7 @@ impl LocalQueues {
 
     /// Whether the wait queue is congested (the timer's last pass).
     #[inline]
-    pub fn congested(&self) -> bool {
+    pub(crate) fn congested(&self) -> bool {
         self.congested.load(Ordering::Relaxed)
     }
 
@@ -306,7 +306,7 @@ impl LocalQueues {
     /// Whether worker `me` has something to take: what it checks before it
     /// parks.
     #[inline]
-    pub fn has_work_for(&self, me: usize) -> bool {
+    pub(crate) fn has_work_for(&self, me: usize) -> bool {
         if !self.queues[me].is_empty() {
             return true;
         }
@@ -332,13 +332,13 @@ impl LocalQueues {
 
     /// Adds a segment's run time to `token`'s; returns the total so far.
     #[inline]
-    pub fn add_served(&self, token: u32, ns: u64) -> u64 {
+    pub(crate) fn add_served(&self, token: u32, ns: u64) -> u64 {
         self.served_ns[token as usize].add(ns)
     }
 
     /// `token` finished: its run time is reset for the token's next request.
     #[inline]
-    pub fn clear_served(&self, token: u32) {
+    pub(crate) fn clear_served(&self, token: u32) {
         self.served_ns[token as usize].reset();
     }
 
@@ -427,7 +427,7 @@ impl LocalQueues {
 
     /// The earliest armed quantum end (SYNERGY), for a timer about to sleep.
     #[inline]
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
         self.lines
             .iter()
             .map(|l| l.feedback.deadline_ns())
@@ -436,13 +436,8 @@ impl LocalQueues {
     }
 
     /// Jobs waiting in every queue (the wait queue included).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.queues.iter().map(ArrayQueue::len).sum::<usize>() + self.wait.len()
-    }
-
-    /// Whether every queue is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The counters so far.
@@ -502,6 +497,6 @@ impl SynergyQueues for SharedQueues<'_> {
 }
 
 /// A SYNERGY worker's short-request average (worker-local state).
-pub fn short_average(rules: &SynergyRules) -> ShortAverage {
+pub(crate) fn short_average(rules: &SynergyRules) -> ShortAverage {
     ShortAverage::new(rules.config().quantum_ns)
 }

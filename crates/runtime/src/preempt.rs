@@ -35,20 +35,21 @@ use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use psp_core::{WorkerId, WorkerSet};
 
-use crate::green::{PreemptFlag, RequestFiber, RequestSlot, Served, StackPool};
+use crate::green::{RequestFiber, RequestSlot, Served, StackPool};
+use crate::point::PreemptFlag;
 use crate::sync::UnsafeCell;
 
 /// When the run segment on a worker's fiber began (the run's clock, in ns), or
 /// nothing: written by the worker, read by the dispatcher.
 #[derive(Debug, Default)]
-pub struct SegmentClock {
+pub(crate) struct SegmentClock {
     /// `start + 1`; 0 while no segment runs.
     start: CachePadded<AtomicU64>,
 }
 
 impl SegmentClock {
     /// No segment running.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Self {
             start: CachePadded::new(AtomicU64::new(0)),
         }
@@ -56,20 +57,20 @@ impl SegmentClock {
 
     /// A segment begins at `now_ns`.
     #[inline]
-    pub fn begin(&self, now_ns: u64) {
+    pub(crate) fn begin(&self, now_ns: u64) {
         self.start
             .store(now_ns.saturating_add(1), Ordering::Release);
     }
 
     /// The segment ended.
     #[inline]
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         self.start.store(0, Ordering::Release);
     }
 
     /// The running segment's start, if one runs.
     #[inline]
-    pub fn running_since(&self) -> Option<u64> {
+    pub(crate) fn running_since(&self) -> Option<u64> {
         match self.start.load(Ordering::Acquire) {
             0 => None,
             s => Some(s - 1),
@@ -124,26 +125,26 @@ impl<T> SuspendedFibers<T> {
 }
 
 /// The fiber of a request served by handler `H`.
-pub type HandlerFiber<H> = RequestFiber<Served<H>>;
+pub(crate) type HandlerFiber<H> = RequestFiber<Served<H>>;
 
 /// What a worker needs to serve requests on fibers.
-pub struct GreenWorker<H> {
+pub(crate) struct GreenWorker<H> {
     /// Stacks, shared by every worker.
-    pub pool: Arc<StackPool>,
+    pub(crate) pool: Arc<StackPool>,
     /// This worker's preemption flag (the dispatcher raises it).
-    pub flag: Arc<PreemptFlag>,
+    pub(crate) flag: Arc<PreemptFlag>,
     /// This worker's run segments (the dispatcher reads them).
-    pub segment: Arc<SegmentClock>,
+    pub(crate) segment: Arc<SegmentClock>,
     /// Free request slots (a handler instance each), shared by every worker:
     /// a request preempted on one worker may finish on another.
-    pub slots: Arc<ArrayQueue<RequestSlot<H>>>,
+    pub(crate) slots: Arc<ArrayQueue<RequestSlot<H>>>,
     /// Preempted requests, by token, shared by every worker.
-    pub suspended: Arc<SuspendedFibers<HandlerFiber<H>>>,
+    pub(crate) suspended: Arc<SuspendedFibers<HandlerFiber<H>>>,
 }
 
 /// The dispatcher's watch over the workers' quanta.
 #[derive(Debug)]
-pub struct QuantumMonitor {
+pub(crate) struct QuantumMonitor {
     flags: Vec<Arc<PreemptFlag>>,
     segments: Vec<Arc<SegmentClock>>,
     /// Per worker: the quantum of the requests dispatched to it (0: none).
@@ -228,7 +229,7 @@ impl ReclaimTimes {
 
 impl QuantumMonitor {
     /// A monitor over each worker's flag and segment clock.
-    pub fn new(flags: Vec<Arc<PreemptFlag>>, segments: Vec<Arc<SegmentClock>>) -> Self {
+    pub(crate) fn new(flags: Vec<Arc<PreemptFlag>>, segments: Vec<Arc<SegmentClock>>) -> Self {
         let n = flags.len();
         Self {
             flags,
@@ -245,7 +246,7 @@ impl QuantumMonitor {
     /// The policy ordered `worker`'s request preempted at `now`
     /// (`Action::Preempt`): raises its flag and times the landing.
     #[inline]
-    pub fn order(&mut self, worker: WorkerId, now: u64) {
+    pub(crate) fn order(&mut self, worker: WorkerId, now: u64) {
         self.reclaims.ordered += 1;
         self.ordered_at[worker as usize] = now;
         self.raise(worker);
@@ -254,7 +255,7 @@ impl QuantumMonitor {
     /// `worker` reported its request done at `now` (`preempted`: it
     /// yielded): closes a pending order's timing.
     #[inline]
-    pub fn on_done(&mut self, worker: WorkerId, preempted: bool, now: u64) {
+    pub(crate) fn on_done(&mut self, worker: WorkerId, preempted: bool, now: u64) {
         let at = std::mem::replace(&mut self.ordered_at[worker as usize], u64::MAX);
         if at != u64::MAX {
             if preempted {
@@ -266,7 +267,7 @@ impl QuantumMonitor {
     }
 
     /// How the ordered preemptions landed so far.
-    pub fn reclaims(&self) -> &ReclaimTimes {
+    pub(crate) fn reclaims(&self) -> &ReclaimTimes {
         &self.reclaims
     }
 
@@ -277,7 +278,13 @@ impl QuantumMonitor {
     /// may land after that and before the dispatcher saw the completion): it
     /// is withdrawn, or the new request would yield at its first point.
     #[inline]
-    pub fn on_dispatch(&mut self, worker: WorkerId, quantum_ns: Option<u64>, now: u64, idle: bool) {
+    pub(crate) fn on_dispatch(
+        &mut self,
+        worker: WorkerId,
+        quantum_ns: Option<u64>,
+        now: u64,
+        idle: bool,
+    ) {
         let i = worker as usize;
         self.quantum[i] = quantum_ns.unwrap_or(0);
         self.dispatched[i] = now;
@@ -291,7 +298,7 @@ impl QuantumMonitor {
     /// notes the segment it was raised for, so that its quantum end does not
     /// ask (and raise) again.
     #[inline]
-    pub fn raise(&mut self, worker: WorkerId) {
+    pub(crate) fn raise(&mut self, worker: WorkerId) {
         let i = worker as usize;
         if let Some(start) = self.segments[i].running_since() {
             self.note_segment(i, start);
@@ -315,7 +322,7 @@ impl QuantumMonitor {
     /// busy worker whose segment has not begun (its job was just dispatched)
     /// counts from the dispatch: its quantum cannot end earlier, and a
     /// dispatcher that slept past it would let the segment run on unchecked.
-    pub fn next_check(&self, busy: WorkerSet) -> Option<u64> {
+    pub(crate) fn next_check(&self, busy: WorkerSet) -> Option<u64> {
         busy.iter()
             .filter(|&w| self.quantum[w as usize] > 0 && !self.raised.contains(w))
             .map(|w| {
@@ -333,7 +340,12 @@ impl QuantumMonitor {
     /// asks `expired` (the policy's `on_quantum_expired`): `true` raises the
     /// worker's flag, once per segment; `false` lets it run another quantum.
     #[inline]
-    pub fn check(&mut self, busy: WorkerSet, now: u64, mut expired: impl FnMut(WorkerId) -> bool) {
+    pub(crate) fn check(
+        &mut self,
+        busy: WorkerSet,
+        now: u64,
+        mut expired: impl FnMut(WorkerId) -> bool,
+    ) {
         for w in busy.iter() {
             let i = w as usize;
             let q = self.quantum[i];

@@ -1,25 +1,30 @@
-//! Starting and stopping a run: rings, threads, pinning, the start-up hand-off
-//! of wake-up handles, and joining.
+//! Starting a run: what an embedder configures ([`RuntimeConfig`]), the one
+//! entry point ([`start`], and [`run`] for the in-process generator), and
+//! what a run reports ([`RunReport`]). `start` reads as its four steps:
+//! plan (the policy, the cores, the rings, the one executor), spawn (the
+//! workers), run (the dispatch loop on its own thread) and join; the threads
+//! themselves are `launch.rs`'s.
 
 use std::sync::Arc;
-
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use psp_core::{Classifier, PolicyContext, PolicySpec, TypeInfo};
 use psp_workload::ArrivalSource;
+use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::clock::Clock;
 use crate::control::RunControl;
-use crate::dispatcher::{
-    CoreParts, DispatchCore, DispatcherReport, FrontEnd, LoopEnd, StatsConfig, dispatch_loop,
-};
-use crate::executor::{self, PlanInput};
+use crate::dispatcher::{CoreParts, FrontEnd, LoopEnd};
+use crate::executor::{self, CoreExecutor, PlanInput, WorkerExec};
 use crate::generator::Generator;
 use crate::handler::{BodyEncoder, Handler};
-use crate::idle::{IdleStrategy, PollYield, Wakeup};
-use crate::local::LocalStats;
-use crate::worker::{Done, Job, WorkerParts, WorkerThread};
+use crate::idle::{IdleStrategy, PollYield};
+use crate::launch::{Crew, CrewSetup, DispatcherSetup, Pinning, run_dispatcher};
+use crate::local::{LocalQueues, LocalStats};
+use crate::message::{Done, RuntimeError};
+use crate::observer::{DispatcherReport, StatsConfig};
+
+pub use crate::launch::{set_thread_nice, set_thread_realtime, set_timer_slack_1ns};
 
 /// How the runtime is laid out.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,31 +70,6 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// Why a run could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    /// The policy cannot be built.
-    #[error(transparent)]
-    Policy(#[from] psp_core::PolicyError),
-    /// A preemptive policy with a handler that cannot run on fibers.
-    #[error(
-        "policy '{0}' preempts requests, and this application's handler cannot be preempted (it does not run on fibers); use a non-preemptive policy or the simulator"
-    )]
-    Preemptive(String),
-    /// A policy needing a mechanism the runtime does not have.
-    #[error("{0}")]
-    Unsupported(String),
-    /// The green threads could not be set up.
-    #[error("green threads: {0}")]
-    Green(String),
-    /// A bad core list.
-    #[error("{0}")]
-    Cores(String),
-    /// A thread could not be spawned or panicked.
-    #[error("runtime thread failed: {0}")]
-    Thread(String),
-}
-
 /// The outcome of a run.
 #[derive(Debug, Clone)]
 pub struct RunReport<R = DispatcherReport> {
@@ -113,102 +93,6 @@ pub struct RunReport<R = DispatcherReport> {
     /// Wall time of the run.
     pub wall: Duration,
 }
-
-/// Asks the kernel for 1 ns timer slack on the calling thread, so short sleeps
-/// end when asked rather than up to 50 µs later.
-pub fn set_timer_slack_1ns() {
-    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long and affects only the
-    // calling thread; no memory is passed.
-    #[cfg(target_os = "linux")]
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
-}
-
-/// Sets the calling thread's nice value (best effort: lowering it needs
-/// privileges; failure is harmless and ignored).
-pub fn set_thread_nice(nice: i32) {
-    // SAFETY: setpriority takes plain integers; with PRIO_PROCESS and who = 0 it
-    // affects only the calling thread on Linux.
-    #[cfg(target_os = "linux")]
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, nice);
-    }
-}
-
-/// Moves the calling thread to the real-time class (SCHED_FIFO, lowest
-/// real-time priority), best effort: for threads that sleep almost always and
-/// must run the moment they wake. Returns whether the kernel agreed.
-pub fn set_thread_realtime() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        let param = libc::sched_param { sched_priority: 1 };
-        // SAFETY: sched_setscheduler reads a live sched_param; pid 0 is the
-        // calling thread.
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
-    }
-    #[cfg(not(target_os = "linux"))]
-    false
-}
-
-/// Raises the dispatcher's CFS priority. It sleeps most of the time; when it
-/// wakes it must preempt a worker at once, or every arrival it admits late counts
-/// as latency.
-fn raise_priority() {
-    set_thread_nice(-15);
-}
-
-fn plan_cores(
-    cfg: &RuntimeConfig,
-) -> Result<Option<Vec<Option<core_affinity::CoreId>>>, RuntimeError> {
-    // The calling thread's mask: read it once, before anything is pinned.
-    let available = core_affinity::get_core_ids().unwrap_or_default();
-    let needed = cfg.workers + 1;
-    match &cfg.cores {
-        Some(list) => {
-            if list.len() < needed {
-                return Err(RuntimeError::Cores(format!(
-                    "--cores lists {} cores; the dispatcher and {} workers need {needed}",
-                    list.len(),
-                    cfg.workers
-                )));
-            }
-            list.iter()
-                .take(needed)
-                .map(|&c| {
-                    available
-                        .iter()
-                        .copied()
-                        .find(|id| id.id == c)
-                        .ok_or_else(|| {
-                            RuntimeError::Cores(format!(
-                                "core {c} is not available to this process"
-                            ))
-                        })
-                })
-                .map(|c| c.map(Some))
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some)
-        }
-        None if available.len() >= needed => {
-            Ok(Some(available[..needed].iter().map(|&c| Some(c)).collect()))
-        }
-        // A core per worker but none left for the dispatcher: pin the workers
-        // (two of them sharing a core get time-sliced for milliseconds, mid-request)
-        // and let the mostly sleeping dispatcher float.
-        None if available.len() >= cfg.workers => Ok(Some(
-            std::iter::once(None)
-                .chain(available[..cfg.workers].iter().map(|&c| Some(c)))
-                .collect(),
-        )),
-        None => Ok(None),
-    }
-}
-
-/// How long workers get to exit once released, beyond which a worker still
-/// inside its handler is abandoned (left running, reported) instead of joined:
-/// shutdown stays bounded whatever a handler does.
-const WORKER_EXIT_GRACE: Duration = Duration::from_millis(500);
 
 /// Runs an open-loop schedule through the policy `spec` on `cfg.workers` workers,
 /// each with a handler from `make_handler`; `encoder` writes the requests'
@@ -244,22 +128,11 @@ where
     start(cfg, spec, types, make_handler, front)
 }
 
-pub use crate::executor::FIBER_SLOTS_PER_WORKER;
-
-/// The text of a panic's payload.
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
-}
-
 /// Starts a run of `spec` with `front` as its front end: plans the one
-/// executor the policy's [`Execution`](psp_core::policy::Execution) names
-/// ([`crate::executor::plan`]), spawns the workers (each with its side of the
-/// executor and its I/O from the front end), runs the one dispatch loop on
-/// the dispatcher thread around a [`DispatchCore`], and joins. Handlers come
+/// executor the policy's [`Execution`](psp_core::policy::Execution) names,
+/// spawns the workers (each with its side of the executor and its I/O from
+/// the front end), runs the one dispatch loop on the dispatcher thread around
+/// a [`DispatchCore`](crate::DispatchCore), and joins. Handlers come
 /// from `make_handler`: one per worker, or for a preemptive policy one per
 /// request slot (a request keeps its handler when it moves between workers).
 /// Every thread stamps time with one [`Clock`]. Returns when the loop does,
@@ -283,238 +156,163 @@ where
     H: Handler + 'static,
     F: FrontEnd + Send,
 {
-    // Plan: the policy, the cores, the executor.
-    let type_names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
-    let ctx = PolicyContext {
-        workers: cfg.workers,
-        types,
-        queue_capacity: cfg.queue_capacity,
-    };
-    let policy = spec.build(&ctx)?;
-    let cores = plan_cores(cfg)?;
-    // Threads that poll hold off the ones they wait for when they outnumber
-    // the cores they run on: then each polling pass yields (`PollYield`).
-    let distinct_cores = match &cores {
-        Some(list) if list.iter().all(Option::is_some) => {
-            let mut ids: Vec<usize> = list.iter().flatten().map(|c| c.id).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            ids.len()
-        }
-        _ => core_affinity::get_core_ids().map_or(1, |c| c.len()),
-    };
-    let polls_yield = cfg.poll_yield.resolve(cfg.workers + 1, distinct_cores);
-    crate::idle::set_polls_yield(polls_yield);
-    let max_in_flight = max_in_flight(cfg, ctx.types.len());
-    // The run's one clock: arrivals, receive times and completions all read it.
-    let clock = Clock::new();
-    let mut job_tx = Vec::with_capacity(cfg.workers);
-    let mut job_rx = Vec::with_capacity(cfg.workers);
-    for _ in 0..cfg.workers {
-        // At most one job is outstanding per worker (policies dispatch only
-        // to free workers), plus the policy's worker-local queue (Concord's
-        // JBSQ); a little slack costs nothing.
-        let (p, c) = rtrb::RingBuffer::<Job>::new(4 + policy.local_queue_depth());
-        job_tx.push(p);
-        job_rx.push(c);
-    }
-    let planned = executor::plan(
-        PlanInput {
-            execution: policy.execution(),
-            workers: cfg.workers,
-            max_in_flight,
-            queue_capacity: cfg.queue_capacity,
-            clock,
-            make_handler: &mut make_handler,
-        },
-        &spec.to_string(),
-        job_rx,
-    )?;
-    let local = planned.local.clone();
-    let control = Arc::new(RunControl::new(cfg.workers));
-    // Workers of the decentralized executors complete jobs back to back,
-    // without waiting for the dispatcher: their completion rings get room for
-    // a burst (a full ring only makes the worker wait for the next pass).
-    let (mut done_tx, mut done_rx) = (Vec::new(), Vec::new());
-    for _ in 0..cfg.workers {
-        let (p, c) = rtrb::RingBuffer::<Done>::new(planned.done_capacity);
-        done_tx.push(p);
-        done_rx.push(c);
-    }
-    let event_fd = front.waits_on_event_fd();
+    // Plan: the policy, the cores, the rings, the one executor.
+    let Plan {
+        pinning,
+        polls_yield,
+        clock,
+        control,
+        core,
+        executor,
+        workers,
+        local,
+    } = Plan::new(cfg, spec, types, &mut make_handler)?;
     let started = Instant::now();
-    let parts = CoreParts {
-        executor: planned.core,
-        policy,
-        jobs: job_tx,
-        done: done_rx,
-        workers: Vec::new(),
-        control: control.clone(),
-        type_names,
-        max_in_flight,
-        stats: cfg.stats,
-        workers_park: matches!(cfg.idle, IdleStrategy::SpinPark { .. }),
-    };
-    let spawn_err = |e: std::io::Error| RuntimeError::Thread(e.to_string());
 
-    // Workers are not scoped threads: one stuck in its handler past the drain
-    // deadline must not hold the caller (it is abandoned, see below).
-    let mut w_handles = Vec::with_capacity(cfg.workers);
-    let mut w_starts = Vec::with_capacity(cfg.workers);
-    // Spawn: each worker with its side of the executor.
-    for (i, (exec, done)) in planned.workers.into_iter().zip(done_tx).enumerate() {
-        let (tx, rx) = mpsc::channel::<(Arc<Wakeup>, Arc<Wakeup>)>();
-        let io = front.worker_io(i);
-        let core = cores.as_ref().and_then(|c| c[i + 1]);
-        let (control, idle) = (control.clone(), cfg.idle);
-        let spawned = std::thread::Builder::new()
-            .name(format!("psp-worker-{i}"))
-            .spawn(move || {
-                if let Some(c) = core {
-                    core_affinity::set_for_current(c);
-                }
-                set_timer_slack_1ns();
-                let Ok((me, dispatcher)) = rx.recv() else {
-                    return;
-                };
-                WorkerThread {
-                    exec,
-                    parts: WorkerParts {
-                        done,
-                        io,
-                        clock,
-                        idle,
-                        dispatcher,
-                        control,
-                        index: i,
-                    },
-                }
-                .run(&me)
-            });
-        match spawned {
-            Ok(h) => {
-                w_starts.push((tx, Arc::new(Wakeup::new(h.thread().clone()))));
-                w_handles.push(h);
-            }
-            Err(e) => {
-                // Workers already started wait for their hand-off: dropping
-                // their senders lets them return.
-                drop(w_starts);
-                for h in w_handles {
-                    let _ = h.join();
-                }
-                return Err(spawn_err(e));
-            }
-        }
-    }
-    let worker_wakes: Vec<Arc<Wakeup>> = w_starts.iter().map(|(_, w)| w.clone()).collect();
+    // Spawn: each worker with its side of the executor, waiting for its
+    // wake-up handles.
+    let setup = CrewSetup {
+        clock,
+        idle: cfg.idle,
+        control: &control,
+        pinning: &pinning,
+    };
+    let crew = Crew::spawn(workers, &mut front, &setup)?;
     if let Some(l) = &local {
-        l.set_wakeups(&worker_wakes);
+        l.set_wakeups(&crew.wakes());
     }
 
     // Run: the dispatch loop on its own thread, until the input ends and
     // everything is answered (or stranded at the drain deadline).
-    let dispatched = std::thread::scope(|scope| -> Result<_, RuntimeError> {
-        // The dispatcher waits for its own and the workers' wake-up handles.
-        let (d_start_tx, d_start_rx) = mpsc::channel::<(Arc<Wakeup>, Vec<Arc<Wakeup>>)>();
-        let d_core = cores.as_ref().and_then(|c| c[0]);
-        let raise = cfg.raise_priority;
-        let drain_timeout = cfg.drain_timeout;
-        let series_window_ns = cfg.series_window_ns;
-        let d_handle = std::thread::Builder::new()
-            .name("psp-dispatcher".into())
-            .spawn_scoped(scope, move || {
-                if let Some(c) = d_core {
-                    core_affinity::set_for_current(c);
-                }
-                set_timer_slack_1ns();
-                if raise {
-                    raise_priority();
-                }
-                let Ok((me, workers)) = d_start_rx.recv() else {
-                    return None;
-                };
-                let mut core = DispatchCore::new(CoreParts { workers, ..parts });
-                if let Some(window) = series_window_ns {
-                    core.record_series(window);
-                }
-                Some(dispatch_loop(front, core, &me, clock, drain_timeout))
-            })
-            .map_err(spawn_err)?;
-        let d_thread = d_handle.thread().clone();
-        let d_wake = Arc::new(if event_fd {
-            Wakeup::with_event_fd(d_thread).map_err(spawn_err)?
-        } else {
-            Wakeup::new(d_thread)
-        });
-        // SYNERGY's timer is the dispatcher thread: a worker arming a quantum
-        // wakes it.
-        if let Some(l) = &local {
-            l.set_timer(&d_wake);
-        }
-        for (tx, w) in &w_starts {
-            let _ = tx.send((w.clone(), d_wake.clone()));
-        }
-        let _ = d_start_tx.send((d_wake, worker_wakes.clone()));
-        Ok(d_handle.join())
-    });
-    // Join. Whatever happened to the dispatcher (returned, panicked, never
-    // started), release the workers before anything else.
-    control.stop();
-    for w in &worker_wakes {
-        w.notify();
-    }
-    drop(w_starts);
-
-    // Join the workers that exit within the grace; abandon the others.
-    let grace_end = Instant::now() + WORKER_EXIT_GRACE;
-    let mut abandoned = Vec::new();
-    let mut worker_panic = None;
-    for (i, h) in w_handles.into_iter().enumerate() {
-        while !h.is_finished() && Instant::now() < grace_end {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if !h.is_finished() {
-            abandoned.push(i);
-            continue;
-        }
-        if let Err(p) = h.join() {
-            worker_panic.get_or_insert_with(|| format!("worker {i} panicked: {}", panic_text(&*p)));
-        }
-    }
-    let served = (0..cfg.workers).map(|w| control.served(w)).collect();
-    let local_stats = local.as_ref().map(|l| l.stats());
-    let steals = match &local_stats {
-        Some(l) => l.steals.clone(),
-        None => (0..cfg.workers).map(|w| control.stolen(w)).collect(),
+    let dispatcher = DispatcherSetup {
+        parts: core,
+        executor,
+        clock,
+        raise_priority: cfg.raise_priority,
+        drain_timeout: cfg.drain_timeout,
+        series_window_ns: cfg.series_window_ns,
     };
+    let dispatched = run_dispatcher(dispatcher, front, &crew, local.as_deref(), &pinning);
 
-    let (report, end) = match dispatched? {
-        Err(p) => {
-            return Err(RuntimeError::Thread(format!(
-                "the dispatcher panicked: {}",
-                panic_text(&*p)
-            )));
-        }
-        Ok(None) => return Err(RuntimeError::Thread("dispatcher never started".into())),
-        Ok(Some(r)) => r,
-    };
-    if let Some(msg) = worker_panic {
+    // Join: whatever happened to the dispatcher, the workers are released
+    // first.
+    let joined = crew.release_and_join(&control);
+    let (report, end) = dispatched?;
+    if let Some(msg) = joined.panic {
         return Err(RuntimeError::Thread(msg));
     }
     if end == LoopEnd::WorkerFailed {
         return Err(RuntimeError::Thread("a worker failed".into()));
     }
+    let local = local.as_ref().map(|l| l.stats());
     Ok(RunReport {
         dispatcher: report,
-        served_per_worker: served,
-        steals_per_worker: steals,
-        abandoned_workers: abandoned,
-        local: local_stats,
-        pinned: cores.is_some(),
+        served_per_worker: (0..cfg.workers).map(|w| control.served(w)).collect(),
+        steals_per_worker: match &local {
+            Some(l) => l.steals.clone(),
+            None => (0..cfg.workers).map(|w| control.stolen(w)).collect(),
+        },
+        abandoned_workers: joined.abandoned,
+        local,
+        pinned: pinning.pinned(),
         polls_yield,
         wall: started.elapsed(),
     })
+}
+
+/// A run laid out before any thread starts: [`start`]'s plan step.
+struct Plan<H> {
+    pinning: Pinning,
+    /// Whether polling threads yield their core on each pass.
+    polls_yield: bool,
+    /// The run's one clock: arrivals, receive times and completions all
+    /// read it.
+    clock: Clock,
+    control: Arc<RunControl>,
+    /// The dispatcher's parts but the workers' wake-up handles (known once
+    /// the workers run).
+    core: CoreParts,
+    /// The dispatcher's side of the executor.
+    executor: CoreExecutor,
+    /// Each worker's side of the executor and its completion producer.
+    workers: Vec<(WorkerExec<H>, Producer<Done>)>,
+    /// The local executors' queues.
+    local: Option<Arc<LocalQueues>>,
+}
+
+impl<H: Handler + 'static> Plan<H> {
+    /// Builds the policy `spec` names over `types`, picks the cores, makes
+    /// the rings and has the policy's execution shape build both sides of
+    /// the executor (handlers from `make_handler`).
+    fn new(
+        cfg: &RuntimeConfig,
+        spec: &PolicySpec,
+        types: Vec<TypeInfo>,
+        make_handler: &mut dyn FnMut(usize) -> H,
+    ) -> Result<Self, RuntimeError> {
+        let type_names: Vec<String> = types.iter().map(|t| t.name.clone()).collect();
+        let ctx = PolicyContext {
+            workers: cfg.workers,
+            types,
+            queue_capacity: cfg.queue_capacity,
+        };
+        let policy = spec.build(&ctx)?;
+        let pinning = Pinning::plan(cfg.workers, cfg.cores.as_deref())?;
+        // Threads that poll hold off the ones they wait for when they
+        // outnumber the cores they run on: then each polling pass yields
+        // (`PollYield`).
+        let polls_yield = cfg
+            .poll_yield
+            .resolve(cfg.workers + 1, pinning.distinct_cores());
+        crate::idle::set_polls_yield(polls_yield);
+        let max_in_flight = max_in_flight(cfg, ctx.types.len());
+        let clock = Clock::new();
+        // At most one job is outstanding per worker (policies dispatch only
+        // to free workers), plus the policy's worker-local queue (Concord's
+        // JBSQ); a little slack costs nothing.
+        let (jobs, job_rx) = rings(cfg.workers, 4 + policy.local_queue_depth());
+        let input = PlanInput {
+            workers: cfg.workers,
+            max_in_flight,
+            queue_capacity: cfg.queue_capacity,
+            clock,
+            make_handler,
+            policy_name: &spec.to_string(),
+        };
+        let planned = executor::plan(policy.execution(), input, job_rx)?;
+        // Workers of the decentralized executors complete jobs back to back,
+        // without waiting for the dispatcher: their completion rings get room
+        // for a burst (a full ring only makes the worker wait for the next
+        // pass).
+        let (done_tx, done) = rings(cfg.workers, planned.done_capacity);
+        let control = Arc::new(RunControl::new(cfg.workers));
+        Ok(Self {
+            pinning,
+            polls_yield,
+            clock,
+            core: CoreParts {
+                policy,
+                jobs,
+                done,
+                workers: Vec::new(),
+                control: control.clone(),
+                type_names,
+                max_in_flight,
+                stats: cfg.stats,
+                workers_park: matches!(cfg.idle, IdleStrategy::SpinPark { .. }),
+            },
+            control,
+            executor: planned.core,
+            workers: planned.workers.into_iter().zip(done_tx).collect(),
+            local: planned.local,
+        })
+    }
+}
+
+/// `n` single-producer, single-consumer rings of `capacity`, their two ends
+/// apart.
+fn rings<T>(n: usize, capacity: usize) -> (Vec<Producer<T>>, Vec<Consumer<T>>) {
+    (0..n).map(|_| RingBuffer::new(capacity)).unzip()
 }
 
 /// Slab size of `cfg` with `types` request types: [`request_slots`].

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use psp_metrics::Digest;
 
-use crate::dispatcher::RequestCounts;
+use crate::message::RequestCounts;
 
 /// How often the dispatcher publishes (on the run's clock): reading each type's
 /// distributions costs microseconds, so not on every pass.

@@ -14,18 +14,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use psp_core::TypeId;
 use rtrb::{Consumer, Producer};
 
 use crate::clock;
 use crate::clock::Clock;
 use crate::control::RunControl;
 use crate::executor::WorkerExec;
-use crate::green::{Cause, RequestFiber, Resumed, RunLimits};
+use crate::green::{RequestFiber, Resumed, Served};
 use crate::handler::{Handler, HandlerError, RequestContext};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
 use crate::local::{LocalMode, LocalQueues, short_average};
-use crate::pool::{GeneratedBody, TokenPool};
+use crate::message::{Done, Job};
+use crate::point::{Cause, RunLimits};
 use crate::preempt::{GreenWorker, HandlerFiber};
 use crate::worker_queues::WorkerQueues;
 use psp_core::policy::ShortAverage;
@@ -39,59 +39,18 @@ const AWAIT_PICKUP_NS: u64 = 200_000;
 /// And then, once it took it, for the job it may dispatch in the same pass.
 const AFTER_PICKUP_NS: u64 = 5_000;
 
-/// A request handed to a worker: its token (its body is in the front end's
-/// pool, under the token) and type. One cache line, so that jobs of adjacent
-/// ring slots never share one.
-#[derive(Debug, Clone, Copy)]
-#[repr(align(64))]
-pub struct Job {
-    /// The dispatcher's slot for the request.
-    pub token: u32,
-    /// The classified type.
-    pub type_id: TypeId,
-    /// Body length.
-    pub len: u16,
-}
-
-/// A completion handed back to the dispatcher.
-#[derive(Debug, Clone, Copy)]
-pub struct Done {
-    /// The job's token.
-    pub token: u32,
-    /// Whether the handler succeeded.
-    pub ok: bool,
-    /// Whether the handler refused the request's body
-    /// ([`HandlerError::BadBody`]; then `ok` is false).
-    pub refused: bool,
-    /// Handler time.
-    pub service_ns: u64,
-    /// When the handler returned (the run's one clock).
-    pub finished_ns: u64,
-    /// Whether the answer went out (the `JobIo` could send it).
-    pub sent: bool,
-    /// The request yielded at a preemption point and waits, parked under its
-    /// token, to be dispatched again (nothing was answered; `service_ns` is
-    /// the segment's run time).
-    pub preempted: bool,
-    /// The request never started: no request slot or fiber stack was free
-    /// (answered HANDLER_ERROR; `ok` is false).
-    pub no_fiber: bool,
-}
-
-impl Done {
-    /// The completion of a request whose handler returned `outcome`, run from
-    /// `t0` to `t1` (its last segment); `sent` is set once it is answered.
-    fn finished(token: u32, outcome: &Result<(), HandlerError>, t0: u64, t1: u64) -> Self {
-        Done {
-            token,
-            ok: outcome.is_ok(),
-            refused: matches!(outcome, Err(HandlerError::BadBody(_))),
-            service_ns: t1 - t0,
-            finished_ns: t1,
-            sent: false,
-            preempted: false,
-            no_fiber: false,
-        }
+/// The completion of a request whose handler returned `outcome`, run from
+/// `t0` to `t1` (its last segment); `sent` is set once it is answered.
+fn finished(token: u32, outcome: &Result<(), HandlerError>, t0: u64, t1: u64) -> Done {
+    Done {
+        token,
+        ok: outcome.is_ok(),
+        refused: matches!(outcome, Err(HandlerError::BadBody(_))),
+        service_ns: t1 - t0,
+        finished_ns: t1,
+        sent: false,
+        preempted: false,
+        no_fiber: false,
     }
 }
 
@@ -136,40 +95,6 @@ pub trait JobIo: Send {
     }
 }
 
-/// The in-process generator's I/O: bodies are in the generator's pool, nothing
-/// is sent.
-#[derive(Clone)]
-pub struct GeneratedIo {
-    bodies: Arc<TokenPool<GeneratedBody>>,
-}
-
-impl GeneratedIo {
-    /// Reads the bodies the generator writes to `bodies`.
-    pub fn new(bodies: Arc<TokenPool<GeneratedBody>>) -> Self {
-        Self { bodies }
-    }
-}
-
-impl JobIo for GeneratedIo {
-    #[inline]
-    fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
-        // SAFETY: this worker owns the job's token from the job's pop (from its
-        // ring or a worker queue: each job is popped once) until it pushes the
-        // completion (after the handler is done with the body).
-        unsafe { self.bodies.get(job.token) }.bytes()
-    }
-
-    #[inline]
-    fn respond(
-        &mut self,
-        _job: &Job,
-        _outcome: Result<(), HandlerError>,
-        _response: &[u8],
-    ) -> bool {
-        true
-    }
-}
-
 /// Where the general worker loop takes its jobs.
 enum Source {
     /// The dispatcher's ring to this worker.
@@ -207,30 +132,30 @@ enum Runner<H> {
 }
 
 /// Everything a worker thread owns.
-pub struct WorkerThread<H: Handler, IO: JobIo = GeneratedIo> {
+pub(crate) struct WorkerThread<H: Handler, IO: JobIo> {
     /// Where its jobs come from and how it runs them: the worker's side of
     /// the run's one executor ([`crate::executor::plan`]).
-    pub exec: WorkerExec<H>,
+    pub(crate) exec: WorkerExec<H>,
     /// What every executor's worker shares.
-    pub parts: WorkerParts<IO>,
+    pub(crate) parts: WorkerParts<IO>,
 }
 
 /// The parts of a worker every executor uses.
-pub struct WorkerParts<IO: JobIo> {
+pub(crate) struct WorkerParts<IO: JobIo> {
     /// Completions to the dispatcher.
-    pub done: Producer<Done>,
+    pub(crate) done: Producer<Done>,
     /// Request bytes and response delivery.
-    pub io: IO,
+    pub(crate) io: IO,
     /// The run's one clock (the dispatcher stamps arrivals with it too).
-    pub clock: Clock,
+    pub(crate) clock: Clock,
     /// How to wait for jobs.
-    pub idle: IdleStrategy,
+    pub(crate) idle: IdleStrategy,
     /// Wakes the dispatcher after a completion.
-    pub dispatcher: Arc<Wakeup>,
+    pub(crate) dispatcher: Arc<Wakeup>,
     /// Stop and failure flags, this worker's response gate and served counter.
-    pub control: Arc<RunControl>,
+    pub(crate) control: Arc<RunControl>,
     /// This worker's index.
-    pub index: usize,
+    pub(crate) index: usize,
 }
 
 /// Raises the run's failure flag and wakes the dispatcher if the worker unwinds.
@@ -252,7 +177,7 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
     /// The worker loop; `me` is this thread's wake-up handle (already shared with
     /// the dispatcher). Returns when the run stops, or when the dispatcher
     /// abandoned the job this worker was serving.
-    pub fn run(self, me: &Wakeup) {
+    pub(crate) fn run(self, me: &Wakeup) {
         let WorkerThread { exec, mut parts } = self;
         let control = parts.control.clone();
         let dispatcher = parts.dispatcher.clone();
@@ -370,7 +295,7 @@ impl<IO: JobIo> WorkerParts<IO> {
         );
         let t1 = self.clock.now_ns();
         let outcome = fits(outcome, response, self.io.max_response());
-        let mut done = Done::finished(job.token, &outcome, t0, t1);
+        let mut done = finished(job.token, &outcome, t0, t1);
         if !self.control.begin_answer(self.index) {
             // Abandoned at the drain deadline: counted stranded, so it must
             // stay unanswered.
@@ -471,7 +396,7 @@ impl<IO: JobIo> WorkerParts<IO> {
         let outcome = Err(HandlerError::Failed(why));
         let mut done = Done {
             no_fiber: true,
-            ..Done::finished(job.token, &outcome, t, t)
+            ..finished(job.token, &outcome, t, t)
         };
         if !self.control.begin_answer(self.index) {
             return None;
@@ -488,7 +413,7 @@ impl<IO: JobIo> WorkerParts<IO> {
         &mut self,
         g: &GreenWorker<H>,
         job: &Job,
-        served: crate::green::Served<H>,
+        served: Served<H>,
         t0: u64,
         t1: u64,
         total_ns: u64,
@@ -498,7 +423,7 @@ impl<IO: JobIo> WorkerParts<IO> {
             &served.slot.response,
             self.io.max_response(),
         );
-        let mut done = Done::finished(job.token, &outcome, t0, t1);
+        let mut done = finished(job.token, &outcome, t0, t1);
         done.service_ns = total_ns;
         let answer = self.control.begin_answer(self.index);
         done.sent = answer && self.io.respond(job, outcome, &served.slot.response);
@@ -603,7 +528,7 @@ impl<IO: JobIo> WorkerParts<IO> {
                 unsafe { g.suspended.put(job.token, fiber) };
                 Some(Done {
                     preempted: true,
-                    ..Done::finished(job.token, &Ok(()), t0, t1)
+                    ..finished(job.token, &Ok(()), t0, t1)
                 })
             }
             Resumed::Finished(served) => self.answer_served(g, job, served, t0, t1, t1 - t0),

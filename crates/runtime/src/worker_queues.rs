@@ -18,7 +18,7 @@
 use crossbeam_queue::ArrayQueue;
 use psp_core::{FlowId, PerWorkerRules, WorkerId};
 
-use crate::worker::Job;
+use crate::message::Job;
 
 /// One job queue per worker and the rules that fill and drain them.
 #[derive(Debug)]
@@ -36,11 +36,6 @@ impl WorkerQueues {
                 .collect(),
             rules,
         }
-    }
-
-    /// The rules.
-    pub fn rules(&self) -> PerWorkerRules {
-        self.rules
     }
 
     /// Puts `job` of `flow` at the tail of its flow's worker queue; returns
@@ -73,13 +68,13 @@ impl WorkerQueues {
     /// Whether worker `me` has something to take (its own queue, or a queue
     /// it may steal from): what an idle worker checks before it parks.
     #[inline]
-    pub fn has_work_for(&self, me: WorkerId) -> bool {
+    pub(crate) fn has_work_for(&self, me: WorkerId) -> bool {
         !self.queues[me as usize].is_empty() || self.victim(me).is_some()
     }
 
     /// Whether another worker may steal from `home`'s queue now.
     #[inline]
-    pub fn stealable(&self, home: WorkerId) -> bool {
+    pub(crate) fn stealable(&self, home: WorkerId) -> bool {
         self.rules.stealable(self.queues[home as usize].len())
     }
 

@@ -12,12 +12,12 @@ use std::thread;
 use std::time::Duration;
 
 use psp_runtime::clock::ticks;
-use psp_runtime::green::{Refusal, Refused, StackPoolStats};
 use psp_runtime::handler::synthetic;
 use psp_runtime::{
     Cause, Handler, HandlerError, PreemptFlag, Preemption, RequestContext, RequestFiber,
     RequestSlot, Resumed, RunLimits, Served, SpinHandler, Spinner, StackPool, StackPoolConfig,
 };
+use psp_runtime::{Refusal, Refused, StackPoolStats};
 
 fn pool(preallocate: usize, max_stacks: usize) -> Arc<StackPool> {
     StackPool::new(StackPoolConfig {

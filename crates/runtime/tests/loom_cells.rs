@@ -25,9 +25,9 @@ use std::sync::Arc;
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
 use psp_runtime::Clock;
-use psp_runtime::green::Feedback;
-use psp_runtime::preempt::SuspendedFibers;
-use psp_runtime::sync::Counter;
+use psp_runtime::Counter;
+use psp_runtime::Feedback;
+use psp_runtime::SuspendedFibers;
 
 /// The first segment's quantum (a deadline below [`SECOND`] is one of the
 /// first segment's: the model's clock starts at 0 and runs for well under a

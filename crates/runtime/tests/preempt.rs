@@ -758,7 +758,7 @@ fn a_preemptive_run_admits_no_more_requests_than_its_fiber_slots() {
     // shed at admission instead, and no request fails to start.
     let _one_at_a_time = serial();
     let w = Workload::fixed("one", &[("A", 100.0, 1.0)]);
-    let n = 2 * psp_runtime::executor::FIBER_SLOTS_PER_WORKER as u64 + 152;
+    let n = 2 * psp_runtime::FIBER_SLOTS_PER_WORKER as u64 + 152;
     let arrivals = TraceArrivals::new(
         (0..n)
             .map(|i| Arrival {

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use psp_core::{PolicyContext, PolicySpec, Request, TypeInfo};
 use psp_metrics::DIGEST_BOUNDS_NS;
-use psp_runtime::dispatcher::{CoreParts, DispatchCore, Slot};
 use psp_runtime::idle::Wakeup;
-use psp_runtime::worker::{Done, Job};
+use psp_runtime::{CoreParts, DispatchCore, Slot};
+use psp_runtime::{Done, Job};
 use psp_runtime::{PUBLISH_INTERVAL, RunControl, snapshot_channel};
 use rtrb::{Consumer, Producer, RingBuffer};
 
@@ -118,7 +118,6 @@ impl Loopback {
             done_rx.push(c);
         }
         let core = DispatchCore::new(CoreParts {
-            executor: psp_runtime::CoreExecutor::Central,
             policy,
             jobs: jobs_tx,
             done: done_rx,

@@ -12,7 +12,9 @@
 use super::param::{
     COST_US, Count, MECH_OVER_COST_DOC, Micros, Param, ParamRange, Params, Pick, QUANTUM_US,
 };
+use super::registry::{PolicyConfig, PolicyEntry, PreemptionModel};
 use super::{Action, Policy, PolicyContext, PolicyStats, PreemptionMechanism};
+use super::{PolicyError, Shape};
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
@@ -188,6 +190,31 @@ impl Policy for Concord {
         self.stats
     }
 }
+
+impl PolicyConfig for ConcordConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(Concord::new(ctx, *self, label)))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::CentralPreemptive
+    }
+
+    fn preemption_model(&self) -> PreemptionModel {
+        PreemptionModel::named_or_switch(self.mechanism, self.cost_ns)
+    }
+
+    fn fixed_quantum_ns(&self) -> Option<u64> {
+        Some(self.quantum_ns)
+    }
+}
+
+/// `concord` in the policy registry.
+pub static CONCORD: PolicyEntry = PolicyEntry {
+    name: "concord",
+    aliases: &[],
+    defaults: || Box::new(ConcordConfig::default()),
+};
 
 #[cfg(test)]
 mod tests {

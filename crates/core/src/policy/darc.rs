@@ -25,10 +25,10 @@
 //! ([`RatioSource::Arrivals`]), hysteresis on updates, merging tiny groups. With the
 //! paper's settings every added branch is skipped and `darc` is unchanged.
 
-use super::fair::FairShare;
-use super::lend::{LendConfig, Lender, Lending};
+use super::Shape;
 use super::param::{Count, MAX_FACTOR, Param, ParamRange, Params, Pick, Real};
-use super::{Action, Execution, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
+use super::registry::{PolicyConfig, PolicyEntry};
+use super::{Action, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
 use crate::profile::ProfileWindow;
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request, TypeId, UNKNOWN_TYPE};
@@ -404,10 +404,6 @@ pub struct Darc {
     /// When the current profiling window opened (its first arrival, then each
     /// consideration): `round=load` divides the window's busy time by it.
     window_open_ns: Option<Nanos>,
-    /// `darc-lend`: reserved workers lent to longer types and reclaimed.
-    lending: Option<Lending>,
-    /// `darc-fair`: types owed their fair share of the workers.
-    fair: Option<FairShare>,
     stats: PolicyStats,
 }
 
@@ -460,30 +456,17 @@ impl Darc {
                 k => cfg.min_samples.saturating_mul(k),
             },
             window_open_ns: None,
-            lending: None,
-            fair: None,
             stats: PolicyStats::default(),
         }
     }
 
-    /// `darc-lend`: `darc+` lending its reserved workers as `lend` allows.
-    /// Its queues keep room to put back one evicted request per worker (on
-    /// the runtime an interrupt may land late, on whatever the worker runs
-    /// next, UNKNOWN requests included).
-    pub fn new_lending(ctx: &PolicyContext, lend: LendConfig, label: String) -> Self {
-        let cfg = DarcConfig {
-            min_samples: lend.min_samples,
-            window_ns: lend.window_ns,
-            ..DarcConfig::plus()
-        };
+    /// The DARC a lending policy composes ([`super::lend::DarcLend`]):
+    /// dynamic, with `cfg`'s rules; its queues keep room to put back one
+    /// evicted request per worker (on the runtime an interrupt may land late,
+    /// on whatever the worker runs next, UNKNOWN requests included).
+    pub(super) fn new_for_lending(ctx: &PolicyContext, cfg: DarcConfig, label: String) -> Self {
         let empty = Reservation::with_capacity(ctx.types.len(), ctx.workers);
-        let mut d = Self::with_mode(ctx, cfg, label, Mode::Warmup, empty, ctx.workers);
-        d.lending = Some(Lending::new(lend, ctx.workers));
-        if lend.patience > 0.0 {
-            let declared = ctx.types.iter().map(|t| t.mean_service_ns).collect();
-            d.fair = Some(FairShare::new(lend.patience, declared, ctx.workers));
-        }
-        d
+        Self::with_mode(ctx, cfg, label, Mode::Warmup, empty, ctx.workers)
     }
 
     /// Dynamic DARC.
@@ -525,123 +508,6 @@ impl Darc {
             *sets = (g.reserved, g.stealable);
             self.spilled[t] = g.on_spillway;
         }
-        if let Some(l) = self.lending.as_mut() {
-            l.lenders.fill(Lender::NONE);
-            for (g, grp) in self.reservation.groups.iter().enumerate() {
-                let shortest = self.reservation.group_types(g).first();
-                if let Some(&t) = shortest
-                    && !grp.inactive
-                {
-                    let lender = Lender {
-                        limit_ns: l.limit_for(self.known_mean_ns[t as usize]),
-                        group: grp.reserved,
-                    };
-                    for w in grp.reserved.iter() {
-                        l.lenders[w as usize] = lender;
-                    }
-                }
-            }
-        }
-    }
-
-    /// `darc-lend`: a waiting request of a type with no free worker of its own
-    /// runs on a free worker of a shorter group that accepts the delay and
-    /// can spare it.
-    fn lend_pick(&self) -> Option<(TypeId, WorkerId)> {
-        let l = self.lending.as_ref()?;
-        for &t in &self.reservation.order {
-            if self.queues[t as usize].is_empty() {
-                continue;
-            }
-            let mean = self.known_mean_ns[t as usize];
-            let own = self.reservation.allowed(t);
-            if let Some(w) = self
-                .free
-                .without(own)
-                .iter()
-                .find(|&w| l.lends(w, mean, self.free))
-            {
-                return Some((t, w));
-            }
-        }
-        None
-    }
-
-    /// `darc-fair`: the owed type under its fair share with the oldest head
-    /// ([`FairShare::pick`]) and a free worker for it: its own group's, else
-    /// another free one that no other type under its share waits for.
-    fn fair_pick(&mut self, now: Nanos) -> Option<(TypeId, WorkerId)> {
-        if self.free.is_empty() {
-            return None;
-        }
-        let (fair, lending) = (self.fair.as_mut()?, self.lending.as_ref()?);
-        let busy = WorkerSet::range(0, self.reservation.workers()).without(self.free);
-        fair.recount(busy.iter().map(|w| lending.running_type(w)));
-        let queues = &self.queues;
-        let t = fair.pick(now, |t| queues[t].front())?;
-        let (reserved, stealable) = self.type_workers[t as usize];
-        if let Some(w) = reserved
-            .and(self.free)
-            .first()
-            .or_else(|| stealable.and(self.free).first())
-        {
-            return Some((t, w));
-        }
-        // Not a worker another type under its share waits for: that would
-        // only trade one starved type for another (and, with reclaims, evict
-        // and retake the same worker in turn).
-        let fair = self.fair.as_ref()?;
-        let mut wanted = WorkerSet::EMPTY;
-        for (u, q) in self.queues.iter().enumerate() {
-            let u = u as TypeId;
-            if u != t && !q.is_empty() && fair.under_share(u) {
-                wanted = wanted.or(self.reservation.allowed(u));
-            }
-        }
-        // Workers are laid out shortest group first: the last free one
-        // belongs to the longest group that has one free.
-        let w = self.free.without(wanted).iter().last()?;
-        Some((t, w))
-    }
-
-    /// `darc-lend`: orders the reclaim [`Darc::reclaim_pick`] chooses.
-    #[inline(never)]
-    fn reclaim(&mut self, now: Nanos) -> Option<Action> {
-        if self.mode != Mode::Dynamic {
-            return None;
-        }
-        let worker = self.reclaim_pick(now)?;
-        self.lending
-            .as_mut()
-            .expect("reclaim_pick found a lent worker")
-            .reclaiming
-            .insert(worker);
-        self.stats.preemptions += 1;
-        Some(Action::Preempt { worker })
-    }
-
-    /// `darc-lend`: the lent worker to reclaim for the shortest waiting type
-    /// whose own workers are all busy, unless enough reclaims are under way.
-    fn reclaim_pick(&self, now: Nanos) -> Option<WorkerId> {
-        let l = self.lending.as_ref()?;
-        if l.lent.without(l.reclaiming).is_empty() {
-            return None;
-        }
-        for &t in &self.reservation.order {
-            let waiting = self.queues[t as usize].len();
-            if waiting == 0 {
-                continue;
-            }
-            let own = self.reservation.allowed(t);
-            if waiting <= own.and(l.reclaiming).len() {
-                continue;
-            }
-            let victims = own.and(l.lent).without(l.reclaiming);
-            if let Some(w) = l.victim(victims, now, &self.known_mean_ns) {
-                return Some(w);
-            }
-        }
-        None
     }
 
     /// `spill=spilled-first`: the spillway workers a waiting request of a
@@ -684,7 +550,7 @@ impl Darc {
     /// demand wobbles between 2.3 and 2.6 workers from one window to the next).
     /// A candidate that keeps every worker where it is is applied, so the
     /// reported demands stay current.
-    fn update_reservation(&mut self, now: Nanos, by_age: bool) {
+    fn update_reservation(&mut self, now: Nanos, by_age: bool) -> bool {
         let utilization = self.window_utilization(now);
         let by_arrivals = self.cfg.ratios == RatioSource::Arrivals && self.arrivals_total > 0;
         for (t, d) in self.demand.iter_mut().enumerate() {
@@ -721,9 +587,6 @@ impl Darc {
             // Saturating float-to-int: an unmeasured (infinite) mean never triggers.
             *trigger = (self.cfg.delay_factor * mean) as u64;
         }
-        if let Some(f) = self.fair.as_mut() {
-            f.set_means(&self.known_mean_ns);
-        }
         self.candidate
             .compute_into_loaded(&self.demand, utilization, &self.cfg.reservation);
         self.stats.updates_considered += 1;
@@ -752,6 +615,7 @@ impl Darc {
         self.window_open_ns = Some(now);
         self.arrivals.fill(0);
         self.arrivals_total = 0;
+        apply
     }
 
     /// Whether the window holds enough to consider an update: `min_samples`
@@ -862,14 +726,82 @@ impl Darc {
     }
 }
 
+/// What a lending policy composed over DARC reads and drives
+/// ([`super::lend::DarcLend`]): DARC's decisions in steps, its state read-only.
 impl Darc {
-    /// Takes the head of type `t`'s queue onto `worker` (`lent`: outside its
-    /// group's workers), keeping the lending and fair-share counts.
-    fn dispatch(&mut self, t: TypeId, worker: WorkerId, lent: bool, now: Nanos) -> Action {
-        let req = self.take(t, worker);
-        if let Some(l) = self.lending.as_mut() {
-            l.started(worker, t, now, lent);
+    /// Considers the reservation update a completion or a delayed dispatch
+    /// made due. `None`: none was due; else whether the candidate was applied.
+    pub(super) fn update_if_due(&mut self, now: Nanos) -> Option<bool> {
+        if !self.update_due {
+            return None;
         }
+        let by_age = self.update_by_age;
+        self.update_due = false;
+        self.update_by_age = false;
+        Some(self.update_reservation(now, by_age))
+    }
+
+    /// DARC's own choice for a free worker: its algorithm's pick in the
+    /// current mode, then an UNKNOWN request on a free spillway worker.
+    pub(super) fn pick(&self) -> Option<(TypeId, WorkerId)> {
+        let pick = match self.mode {
+            Mode::Warmup => self.warmup_pick(),
+            Mode::Dynamic if self.cfg.order == GroupOrder::Oldest => self.darc_pick_oldest(),
+            Mode::Dynamic | Mode::Static => self.darc_pick(),
+        };
+        pick.or_else(|| {
+            // UNKNOWN requests: lowest priority, spillway only.
+            if self.unknown.is_empty() {
+                return None;
+            }
+            Some((UNKNOWN_TYPE, self.spillway.and(self.free).first()?))
+        })
+    }
+
+    /// Whether a reservation learned online is in force (past the warm-up).
+    pub(super) fn is_dynamic(&self) -> bool {
+        self.mode == Mode::Dynamic
+    }
+
+    /// The reservation in force (empty during the warm-up).
+    pub(super) fn current_reservation(&self) -> &Reservation {
+        &self.reservation
+    }
+
+    /// Each type's last profiled mean (infinite until measured).
+    pub(super) fn known_means(&self) -> &[f64] {
+        &self.known_mean_ns
+    }
+
+    /// Type `t`'s queue.
+    pub(super) fn queue(&self, t: TypeId) -> &TypedQueue {
+        &self.queues[t as usize]
+    }
+
+    /// The typed queues, in type order.
+    pub(super) fn queues(&self) -> &[TypedQueue] {
+        &self.queues
+    }
+
+    /// Type `t`'s group's (reserved, stealable) workers.
+    pub(super) fn type_workers(&self, t: TypeId) -> (WorkerSet, WorkerSet) {
+        self.type_workers[t as usize]
+    }
+
+    /// An evicted request back at the head of its typed queue (it has
+    /// waited longest), its worker free.
+    pub(super) fn put_back(&mut self, worker: WorkerId, req: Request) {
+        self.free.insert(worker);
+        match self.queues.get_mut(req.type_id as usize) {
+            Some(q) => q.requeue_front(req),
+            None => self.unknown.requeue_front(req),
+        }
+        self.queued += 1;
+    }
+
+    /// Takes the head of type `t`'s queue onto `worker`.
+    pub(super) fn dispatch(&mut self, t: TypeId, worker: WorkerId, now: Nanos) -> Action {
+        let req = self.take(t, worker);
         if self.mode == Mode::Dynamic
             && t != UNKNOWN_TYPE
             && self.window_full(now)
@@ -919,9 +851,6 @@ impl Policy for Darc {
     #[inline]
     fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, now: Nanos) {
         self.free.insert(worker);
-        if let Some(l) = self.lending.as_mut() {
-            l.ended(worker);
-        }
         if self.mode != Mode::Static && req.type_id != UNKNOWN_TYPE {
             self.window.record(req.type_id, service_ns);
             if self.mode == Mode::Warmup && self.window_full(now) {
@@ -935,85 +864,16 @@ impl Policy for Darc {
 
     #[inline]
     fn next_action(&mut self, now: Nanos) -> Option<Action> {
-        if self.update_due {
-            let by_age = self.update_by_age;
-            self.update_due = false;
-            self.update_by_age = false;
-            self.update_reservation(now, by_age);
-        }
-        if self.queued == 0 {
+        self.update_if_due(now);
+        if self.queued == 0 || self.free.is_empty() {
             return None;
         }
-        if self.free.is_empty() {
-            // Only `darc-lend` acts on a full house; DARC returns at once.
-            return match self.lending {
-                Some(_) => self.reclaim(now),
-                None => None,
-            };
-        }
-        // `darc-fair`: an owed type under its share goes first, on any
-        // free worker (a starved type may be one the reservation left on the
-        // spillway behind a backlogged longer group: its own workers alone
-        // would not do).
-        let owed = match self.mode {
-            Mode::Dynamic if self.fair.is_some() => self.fair_pick(now),
-            _ => None,
-        };
-        if let Some((t, w)) = owed {
-            // Not marked lent: what a type is owed is not reclaimed (a
-            // reclaim would hand the worker straight back to it, evicting
-            // and restarting its request for ever).
-            return Some(self.dispatch(t, w, false, now));
-        }
-        let pick = match self.mode {
-            Mode::Warmup => self.warmup_pick(),
-            Mode::Dynamic if self.cfg.order == GroupOrder::Oldest => self.darc_pick_oldest(),
-            Mode::Dynamic | Mode::Static => self.darc_pick(),
-        };
-        let unknown = || {
-            // UNKNOWN requests: lowest priority, spillway only.
-            if self.unknown.is_empty() {
-                return None;
-            }
-            Some((UNKNOWN_TYPE, self.spillway.and(self.free).first()?))
-        };
-        let (t, worker, lent) = match pick.or_else(unknown) {
-            Some((t, w)) => (t, w, false),
-            None if self.lending.is_some() && self.mode == Mode::Dynamic => {
-                match self.lend_pick() {
-                    Some((t, w)) => (t, w, true),
-                    None => return self.reclaim(now),
-                }
-            }
-            None => return None,
-        };
-        Some(self.dispatch(t, worker, lent, now))
-    }
-
-    fn execution(&self) -> Execution {
-        match &self.lending {
-            Some(l) if l.preempts() => Execution::CentralPreemptive,
-            _ => Execution::Central,
-        }
-    }
-
-    fn lends_workers(&self) -> bool {
-        self.lending.is_some()
-    }
-
-    /// `darc-lend`'s evicted request: back to the head of its typed queue
-    /// (it has waited longest), its worker free.
-    fn on_preempted(&mut self, worker: WorkerId, req: Request, _now: Nanos) {
-        let Some(l) = self.lending.as_mut() else {
-            unreachable!("{} never preempts", self.label);
-        };
-        l.ended(worker);
-        self.free.insert(worker);
-        match self.queues.get_mut(req.type_id as usize) {
-            Some(q) => q.requeue_front(req),
-            None => self.unknown.requeue_front(req),
-        }
-        self.queued += 1;
+        let (t, worker) = self.pick()?;
+        debug_assert!(
+            self.mode == Mode::Warmup || self.reservation.dispatch_violation(t, worker).is_none(),
+            "reservation violated"
+        );
+        Some(self.dispatch(t, worker, now))
     }
 
     fn queued(&self) -> usize {
@@ -1037,11 +897,88 @@ impl Policy for Darc {
     }
 }
 
+crate::no_params! {
+    /// `fp`'s configuration: it takes no parameters (DARC-static with no
+    /// reserved worker).
+    FpConfig
+}
+
+impl PolicyConfig for FpConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(Darc::new_static(
+            ctx,
+            DarcStaticConfig::default(),
+            label,
+        )?))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::Central
+    }
+}
+
+/// `fp` (also `sjf`) in the policy registry.
+pub static FP: PolicyEntry = PolicyEntry {
+    name: "fp",
+    aliases: &["sjf"],
+    defaults: || Box::new(FpConfig),
+};
+
+impl PolicyConfig for DarcStaticConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(Darc::new_static(ctx, *self, label)?))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::Central
+    }
+}
+
+/// `darc-static` in the policy registry.
+pub static DARC_STATIC: PolicyEntry = PolicyEntry {
+    name: "darc-static",
+    aliases: &[],
+    defaults: || Box::new(DarcStaticConfig::default()),
+};
+
+impl PolicyConfig for DarcConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        if self.reservation.spillway > ctx.workers {
+            return Err(PolicyError::BadContext {
+                policy: label,
+                msg: format!(
+                    "{} spillway workers on {} workers",
+                    self.reservation.spillway, ctx.workers
+                ),
+            });
+        }
+        Ok(Box::new(Darc::new_dynamic(ctx, *self, label)))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::Central
+    }
+}
+
+/// `darc` (the paper's rules) in the policy registry.
+pub static DARC: PolicyEntry = PolicyEntry {
+    name: "darc",
+    aliases: &[],
+    defaults: || Box::new(DarcConfig::default()),
+};
+
+/// `darc+` (docs/darc-variant.md's rules as defaults) in the policy registry.
+pub static DARC_PLUS: PolicyEntry = PolicyEntry {
+    name: "darc+",
+    aliases: &[],
+    defaults: || Box::new(DarcConfig::plus()),
+};
+
 #[cfg(test)]
 mod tests {
     use super::super::testkit::{Driver, ctx};
     use super::*;
-    use crate::policy::PolicySpec;
+    use crate::policy::{Execution, PolicySpec};
 
     /// The core safety property of DARC: a request only runs on a worker reserved
     /// for its own group or for a longer one (so never on a shorter group's worker).
@@ -1072,10 +1009,13 @@ mod tests {
     fn static_darc_respects_its_fixed_reservation() {
         for n in 0..4 {
             let means = [1.0, 100.0];
-            let spec = PolicySpec::DarcStatic(DarcStaticConfig {
-                reserved: n,
-                ..DarcStaticConfig::default()
-            });
+            let spec = PolicySpec::new(
+                &DARC_STATIC,
+                DarcStaticConfig {
+                    reserved: n,
+                    ..DarcStaticConfig::default()
+                },
+            );
             let mut d =
                 Driver::new(spec.build(&ctx(4, &means)).unwrap(), n as u64).with_means(&means);
             d.run(3_000, |p, disp| {
@@ -1093,8 +1033,13 @@ mod tests {
     #[test]
     fn fp_is_work_conserving_and_serves_shortest_type_first() {
         let means = [1.0, 100.0];
-        let mut d =
-            Driver::new(PolicySpec::Fp.build(&ctx(3, &means)).unwrap(), 3).with_means(&means);
+        let mut d = Driver::new(
+            PolicySpec::new(&FP, FpConfig)
+                .build(&ctx(3, &means))
+                .unwrap(),
+            3,
+        )
+        .with_means(&means);
         d.run(3_000, |p, disp| {
             if disp.is_none() {
                 assert!(p.queued() == 0 || p.idle_workers().is_empty());

@@ -3,7 +3,9 @@
 //! Work conserving, application-aware, non-preemptive. UNKNOWN requests get the
 //! loosest deadline of any type.
 
+use super::Shape;
 use super::param::{MAX_FACTOR, Param, ParamRange, Params, Real};
+use super::registry::{PolicyConfig, PolicyEntry};
 use super::{Action, Policy, PolicyContext, PolicyError, mean_hints};
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request};
@@ -118,6 +120,23 @@ impl Policy for Edf {
     }
 }
 
+impl PolicyConfig for EdfConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(Edf::new(ctx, *self, label)?))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::Central
+    }
+}
+
+/// `edf` in the policy registry.
+pub static EDF: PolicyEntry = PolicyEntry {
+    name: "edf",
+    aliases: &[],
+    defaults: || Box::new(EdfConfig::default()),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,7 +147,7 @@ mod tests {
     fn earliest_deadline_wins() {
         // Short (1 us, k=10: deadline +10 us) arriving later beats a long one
         // (100 us: deadline +1000 us) that arrived earlier.
-        let mut p = PolicySpec::Edf(EdfConfig { k: 10.0 })
+        let mut p = PolicySpec::new(&EDF, EdfConfig { k: 10.0 })
             .build(&ctx(1, &[1.0, 100.0]))
             .unwrap();
         p.on_arrival(

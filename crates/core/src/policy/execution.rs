@@ -65,15 +65,41 @@ pub const EXECUTIONS: &[(&str, &str)] = &[
     ),
 ];
 
+/// An execution shape without its rules: what a policy's registry entry
+/// declares ([`super::PolicyConfig::shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// [`Execution::Central`].
+    Central,
+    /// [`Execution::CentralPreemptive`].
+    CentralPreemptive,
+    /// [`Execution::WorkerQueues`].
+    WorkerQueues,
+    /// [`Execution::LocalPreemptive`].
+    LocalPreemptive,
+}
+
+impl Shape {
+    /// The shape's name (one of [`EXECUTIONS`]).
+    pub fn name(self) -> &'static str {
+        EXECUTIONS[self as usize].0
+    }
+}
+
 impl Execution {
+    /// The shape, without its rules.
+    pub fn shape(&self) -> Shape {
+        match self {
+            Execution::Central => Shape::Central,
+            Execution::CentralPreemptive => Shape::CentralPreemptive,
+            Execution::WorkerQueues(_) => Shape::WorkerQueues,
+            Execution::LocalPreemptive(_) => Shape::LocalPreemptive,
+        }
+    }
+
     /// The shape's name (one of [`EXECUTIONS`]).
     pub fn name(&self) -> &'static str {
-        match self {
-            Execution::Central => EXECUTIONS[0].0,
-            Execution::CentralPreemptive => EXECUTIONS[1].0,
-            Execution::WorkerQueues(_) => EXECUTIONS[2].0,
-            Execution::LocalPreemptive(_) => EXECUTIONS[3].0,
-        }
+        self.shape().name()
     }
 
     /// Whether running requests may be preempted (they then run on green

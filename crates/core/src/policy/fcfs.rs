@@ -6,7 +6,9 @@
 //! d-FCFS (one FIFO per worker fed by flow) lives with work stealing:
 //! [`super::ws::PerWorkerFcfs`].
 
+use super::registry::{PolicyConfig, PolicyEntry};
 use super::{Action, Policy, PolicyContext};
+use super::{PolicyError, Shape};
 use crate::queue::TypedQueue;
 use crate::request::{Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
@@ -64,16 +66,41 @@ impl Policy for CFcfs {
     }
 }
 
+crate::no_params! {
+    /// `c-fcfs`'s configuration: it takes no parameters.
+    CFcfsConfig
+}
+
+impl PolicyConfig for CFcfsConfig {
+    fn build(&self, ctx: &PolicyContext, _label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(CFcfs::new(ctx)))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::Central
+    }
+}
+
+/// `c-fcfs` in the policy registry.
+pub static C_FCFS: PolicyEntry = PolicyEntry {
+    name: "c-fcfs",
+    aliases: &[],
+    defaults: || Box::new(CFcfsConfig),
+};
+
 #[cfg(test)]
 mod tests {
     use super::super::testkit::{Driver, ctx};
+    use super::{C_FCFS, CFcfsConfig};
     use crate::policy::PolicySpec;
 
     #[test]
     fn c_fcfs_never_leaves_a_worker_idle_while_a_request_waits() {
         for seed in 0..20 {
             let mut d = Driver::new(
-                PolicySpec::CFcfs.build(&ctx(3, &[1.0, 50.0])).unwrap(),
+                PolicySpec::new(&C_FCFS, CFcfsConfig)
+                    .build(&ctx(3, &[1.0, 50.0]))
+                    .unwrap(),
                 seed,
             );
             d.run(3_000, |p, disp| {
@@ -90,7 +117,12 @@ mod tests {
 
     #[test]
     fn c_fcfs_serves_in_arrival_order() {
-        let mut d = Driver::new(PolicySpec::CFcfs.build(&ctx(2, &[1.0])).unwrap(), 7);
+        let mut d = Driver::new(
+            PolicySpec::new(&C_FCFS, CFcfsConfig)
+                .build(&ctx(2, &[1.0]))
+                .unwrap(),
+            7,
+        );
         d.run(2_000, |_, _| {});
         let starts: Vec<u64> = d.dispatched.iter().map(|(_, r)| r.id).collect();
         assert!(

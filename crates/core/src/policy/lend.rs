@@ -27,15 +27,23 @@
 //!
 //! Reservations, profiling and group order are `darc+`'s ([`super::darc`]),
 //! with its profiling window's size as a parameter (`samples`).
-//! This module holds the configuration and the lending state's pure rules; the
-//! DARC machine applies them. Nothing here reads a clock or allocates after
-//! construction.
+//! [`DarcLend`] is a policy that holds a [`Darc`] and adds these rules (and,
+//! for `darc-fair`, the fair share of [`super::fair`]) around DARC's own
+//! decisions; DARC itself knows nothing of lending. Nothing here reads a clock
+//! or allocates after construction.
 //!
 //! [`Action::Preempt`]: super::Action::Preempt
 
+use super::darc::{Darc, DarcConfig};
+use super::fair::FairShare;
 use super::param::{Count, MAX_FACTOR, MECH_DOC, Param, ParamRange, Params, Pick, Real};
-use super::{MechanismCost, PreemptionMechanism};
-use crate::request::{Nanos, TypeId};
+use super::registry::{PolicyConfig, PolicyEntry, PreemptionModel};
+use super::{
+    Action, Execution, MechanismCost, Policy, PolicyContext, PolicyError, PolicyStats,
+    PreemptionMechanism, Shape,
+};
+use crate::request::{Nanos, Request, TypeId};
+use crate::reservation::Reservation;
 use crate::workers::{MAX_WORKERS, WorkerId, WorkerSet};
 
 /// `darc-lend`'s own parameters (DARC's are `darc+`'s defaults).
@@ -162,7 +170,296 @@ impl Params for LendConfig {
     ];
 }
 
-/// The lending state of one DARC machine: which workers run lent requests,
+impl PolicyConfig for LendConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(DarcLend::new(ctx, *self, label)))
+    }
+
+    fn shape(&self) -> Shape {
+        match self.mechanism.cost() {
+            Some(_) => Shape::CentralPreemptive,
+            None => Shape::Central,
+        }
+    }
+
+    fn preemption_model(&self) -> PreemptionModel {
+        PreemptionModel::Mechanism(self.mechanism)
+    }
+}
+
+/// `darc-lend` in the policy registry.
+pub static DARC_LEND: PolicyEntry = PolicyEntry {
+    name: "darc-lend",
+    aliases: &[],
+    defaults: || Box::new(LendConfig::default()),
+};
+
+/// `darc-fair` (`psp serve`'s default) in the policy registry.
+pub static DARC_FAIR: PolicyEntry = PolicyEntry {
+    name: "darc-fair",
+    aliases: &[],
+    defaults: || Box::new(LendConfig::fair()),
+};
+
+/// `darc-lend` and `darc-fair`: a [`Darc`] (with `darc+`'s rules) whose
+/// idle reserved workers are lent to longer types and reclaimed, and, with a
+/// `patience`, whose starving types are owed their fair share first.
+///
+/// Each decision asks DARC first; lending, reclaims and the fair share act
+/// only where DARC would leave a worker idle or a request waiting.
+#[derive(Debug)]
+pub struct DarcLend {
+    darc: Darc,
+    lending: Lending,
+    /// `darc-fair`: types owed their fair share of the workers.
+    fair: Option<FairShare>,
+    /// Reclaims ordered.
+    preemptions: u64,
+}
+
+impl DarcLend {
+    /// `darc+` lending its reserved workers as `lend` allows.
+    pub fn new(ctx: &PolicyContext, lend: LendConfig, label: String) -> Self {
+        let cfg = DarcConfig {
+            min_samples: lend.min_samples,
+            window_ns: lend.window_ns,
+            ..DarcConfig::plus()
+        };
+        let fair = (lend.patience > 0.0).then(|| {
+            let declared = ctx.types.iter().map(|t| t.mean_service_ns).collect();
+            FairShare::new(lend.patience, declared, ctx.workers)
+        });
+        Self {
+            darc: Darc::new_for_lending(ctx, cfg, label),
+            lending: Lending::new(lend, ctx.workers),
+            fair,
+            preemptions: 0,
+        }
+    }
+
+    /// Each reserved worker's lender, from the reservation in force: what a
+    /// group accepts is `budget` times its shortest type's mean.
+    fn refresh_lenders(&mut self) {
+        let (r, means) = (self.darc.current_reservation(), self.darc.known_means());
+        let l = &mut self.lending;
+        l.lenders.fill(Lender::NONE);
+        for (g, grp) in r.groups.iter().enumerate() {
+            if let Some(&t) = r.group_types(g).first()
+                && !grp.inactive
+            {
+                let lender = Lender {
+                    limit_ns: l.limit_for(means[t as usize]),
+                    group: grp.reserved,
+                };
+                for w in grp.reserved.iter() {
+                    l.lenders[w as usize] = lender;
+                }
+            }
+        }
+    }
+
+    /// A waiting request of a type with no free worker of its own runs on a
+    /// free worker of a shorter group that accepts the delay and can spare it.
+    fn lend_pick(&self) -> Option<(TypeId, WorkerId)> {
+        let (r, free) = (self.darc.current_reservation(), self.darc.idle_workers());
+        for &t in &r.order {
+            if self.darc.queue(t).is_empty() {
+                continue;
+            }
+            let mean = self.darc.known_means()[t as usize];
+            let own = r.allowed(t);
+            if let Some(w) = free
+                .without(own)
+                .iter()
+                .find(|&w| self.lending.lends(w, mean, free))
+            {
+                return Some((t, w));
+            }
+        }
+        None
+    }
+
+    /// `darc-fair`: the owed type under its fair share with the oldest head
+    /// ([`FairShare::pick`]) and a free worker for it: its own group's, else
+    /// another free one that no other type under its share waits for.
+    fn fair_pick(&mut self, now: Nanos) -> Option<(TypeId, WorkerId)> {
+        let free = self.darc.idle_workers();
+        if free.is_empty() {
+            return None;
+        }
+        let fair = self.fair.as_mut()?;
+        let workers = self.darc.current_reservation().workers();
+        let busy = WorkerSet::range(0, workers).without(free);
+        fair.recount(busy.iter().map(|w| self.lending.running_type(w)));
+        let queues = self.darc.queues();
+        let t = fair.pick(now, |t| queues[t].front())?;
+        let (reserved, stealable) = self.darc.type_workers(t);
+        if let Some(w) = reserved
+            .and(free)
+            .first()
+            .or_else(|| stealable.and(free).first())
+        {
+            return Some((t, w));
+        }
+        // Not a worker another type under its share waits for: that would
+        // only trade one starved type for another (and, with reclaims, evict
+        // and retake the same worker in turn).
+        let r = self.darc.current_reservation();
+        let mut wanted = WorkerSet::EMPTY;
+        for (u, q) in queues.iter().enumerate() {
+            let u = u as TypeId;
+            if u != t && !q.is_empty() && fair.under_share(u) {
+                wanted = wanted.or(r.allowed(u));
+            }
+        }
+        // Workers are laid out shortest group first: the last free one
+        // belongs to the longest group that has one free.
+        let w = free.without(wanted).iter().last()?;
+        Some((t, w))
+    }
+
+    /// Orders the reclaim [`DarcLend::reclaim_pick`] chooses.
+    #[inline(never)]
+    fn reclaim(&mut self, now: Nanos) -> Option<Action> {
+        if !self.darc.is_dynamic() {
+            return None;
+        }
+        let worker = self.reclaim_pick(now)?;
+        self.lending.reclaiming.insert(worker);
+        self.preemptions += 1;
+        Some(Action::Preempt { worker })
+    }
+
+    /// The lent worker to reclaim for the shortest waiting type whose own
+    /// workers are all busy, unless enough reclaims are under way.
+    fn reclaim_pick(&self, now: Nanos) -> Option<WorkerId> {
+        let l = &self.lending;
+        if l.lent.without(l.reclaiming).is_empty() {
+            return None;
+        }
+        let r = self.darc.current_reservation();
+        for &t in &r.order {
+            let waiting = self.darc.queue(t).len();
+            if waiting == 0 {
+                continue;
+            }
+            let own = r.allowed(t);
+            if waiting <= own.and(l.reclaiming).len() {
+                continue;
+            }
+            let victims = own.and(l.lent).without(l.reclaiming);
+            if let Some(w) = l.victim(victims, now, self.darc.known_means()) {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    /// Takes the head of type `t`'s queue onto `worker` (`lent`: outside its
+    /// group's workers, to be reclaimed when its group needs it).
+    fn dispatch(&mut self, t: TypeId, worker: WorkerId, lent: bool, now: Nanos) -> Action {
+        let action = self.darc.dispatch(t, worker, now);
+        self.lending.started(worker, t, now, lent);
+        action
+    }
+}
+
+impl Policy for DarcLend {
+    fn name(&self) -> String {
+        self.darc.name()
+    }
+
+    #[inline]
+    fn on_arrival(&mut self, req: Request, now: Nanos) -> Result<(), Request> {
+        self.darc.on_arrival(req, now)
+    }
+
+    #[inline]
+    fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, now: Nanos) {
+        self.darc.on_completion(worker, req, service_ns, now);
+        self.lending.ended(worker);
+    }
+
+    #[inline]
+    fn next_action(&mut self, now: Nanos) -> Option<Action> {
+        if let Some(applied) = self.darc.update_if_due(now) {
+            if let Some(f) = self.fair.as_mut() {
+                f.set_means(self.darc.known_means());
+            }
+            if applied {
+                self.refresh_lenders();
+            }
+        }
+        if self.darc.queued() == 0 {
+            return None;
+        }
+        if self.darc.idle_workers().is_empty() {
+            // A full house: only a reclaim can act.
+            return self.reclaim(now);
+        }
+        // `darc-fair`: an owed type under its share goes first, on any
+        // free worker (a starved type may be one the reservation left on the
+        // spillway behind a backlogged longer group: its own workers alone
+        // would not do).
+        let owed = match self.fair {
+            Some(_) if self.darc.is_dynamic() => self.fair_pick(now),
+            _ => None,
+        };
+        if let Some((t, w)) = owed {
+            // Not marked lent: what a type is owed is not reclaimed (a
+            // reclaim would hand the worker straight back to it, evicting
+            // and restarting its request for ever).
+            return Some(self.dispatch(t, w, false, now));
+        }
+        let (t, worker, lent) = match self.darc.pick() {
+            Some((t, w)) => (t, w, false),
+            None if self.darc.is_dynamic() => match self.lend_pick() {
+                Some((t, w)) => (t, w, true),
+                None => return self.reclaim(now),
+            },
+            None => return None,
+        };
+        Some(self.dispatch(t, worker, lent, now))
+    }
+
+    fn execution(&self) -> Execution {
+        match self.lending.preempts() {
+            true => Execution::CentralPreemptive,
+            false => Execution::Central,
+        }
+    }
+
+    /// The evicted request goes back to the head of its typed queue.
+    fn on_preempted(&mut self, worker: WorkerId, req: Request, _now: Nanos) {
+        self.lending.ended(worker);
+        self.darc.put_back(worker, req);
+    }
+
+    fn queued(&self) -> usize {
+        self.darc.queued()
+    }
+
+    fn idle_workers(&self) -> WorkerSet {
+        self.darc.idle_workers()
+    }
+
+    fn queued_by_type(&self, t: TypeId) -> Option<usize> {
+        self.darc.queued_by_type(t)
+    }
+
+    fn reservation(&self) -> Option<&Reservation> {
+        self.darc.reservation()
+    }
+
+    fn stats(&self) -> PolicyStats {
+        PolicyStats {
+            preemptions: self.preemptions,
+            ..self.darc.stats()
+        }
+    }
+}
+
+/// The lending state of one [`DarcLend`]: which workers run lent requests,
 /// which are being reclaimed, and what each worker runs since when.
 #[derive(Debug)]
 pub(super) struct Lending {

@@ -31,6 +31,7 @@ mod fair;
 pub mod fcfs;
 pub mod lend;
 pub mod param;
+pub mod registry;
 pub mod spec;
 pub mod synergy;
 pub mod tq;
@@ -41,12 +42,13 @@ pub mod ws;
 pub use concord::ConcordConfig;
 pub use darc::{DarcConfig, DarcStaticConfig, GroupOrder, RatioSource};
 pub use edf::EdfConfig;
-pub use execution::{EXECUTIONS, Execution, LocalRules};
+pub use execution::{EXECUTIONS, Execution, LocalRules, Shape};
 pub use lend::LendConfig;
 pub use param::{Accepts, Form, ParamInfo, ParamRange};
-pub use spec::{
-    ModelledSystem, POLICY_NAMES, PolicySpec, PreemptionModel, parameters, split_policy_list,
+pub use registry::{
+    ConfigValue, ModelledSystem, POLICIES, PolicyConfig, PolicyEntry, PreemptionModel,
 };
+pub use spec::{PolicySpec, parameters, split_policy_list};
 pub use synergy::{CongestionDetector, ShortAverage, SynergyConfig, SynergyRules};
 pub use tq::{TqConfig, TqRules};
 pub use ts::{Requeue, TsConfig, TsPreempt, TsQueues};
@@ -251,13 +253,6 @@ pub trait Policy: Send {
     fn on_preempted(&mut self, worker: WorkerId, req: Request, now: Nanos) {
         let _ = (worker, req, now);
         unreachable!("{} never preempts", self.name());
-    }
-
-    /// Whether the policy may run a request on a worker its reservation
-    /// keeps for shorter types (`darc-lend` lends them, and reclaims them by
-    /// preemption): executors then skip their reservation check.
-    fn lends_workers(&self) -> bool {
-        false
     }
 
     /// Requests waiting in the policy's queues.

@@ -338,7 +338,8 @@ pub struct ParamInfo {
 }
 
 /// A configuration read and written through its [`Params`] table; object-safe,
-/// so that `PolicySpec` reaches every policy's configuration through one `match`.
+/// so that `PolicySpec` reaches every policy's configuration through its
+/// registry entry.
 pub trait Configure {
     /// Reads `args` (the comma-separated pieces after `name:` of `spec`) over the
     /// current values.
@@ -352,8 +353,8 @@ pub trait Configure {
     fn values(&self) -> Vec<Option<String>>;
 
     /// The parameters of the canonical name: a leading one always, the others
-    /// where they differ from `base` (the policy's defaults, the same type).
-    fn written(&self, base: &dyn Configure) -> Vec<String>;
+    /// where they differ from `base` (the values of the policy's defaults).
+    fn written(&self, base: &[Option<String>]) -> Vec<String>;
 
     /// The table, with `self`'s values as the defaults.
     fn describe(&self, policy: &'static str) -> Vec<ParamInfo>;
@@ -416,9 +417,9 @@ impl<C: Params> Configure for C {
         C::PARAMS.iter().map(|p| p.value.get(self)).collect()
     }
 
-    fn written(&self, base: &dyn Configure) -> Vec<String> {
+    fn written(&self, base: &[Option<String>]) -> Vec<String> {
         let mut out = Vec::new();
-        for ((p, v), b) in C::PARAMS.iter().zip(self.values()).zip(base.values()) {
+        for ((p, v), b) in C::PARAMS.iter().zip(self.values()).zip(base) {
             let Some(v) = v else { continue };
             match p.form {
                 Form::Leading => out.push(v),

@@ -2,133 +2,59 @@
 //! `darc:delta=0.2,round=ceil`, `darc-static:2`, `ts:sq,quantum=5,cost=1`,
 //! `ts-block:4`. Parsing validates once; [`PolicySpec::build`] makes the policy.
 //!
-//! Each policy's parameters live in one table beside the policy ([`super::param`]):
-//! this module only names the policies ([`POLICY_NAMES`]), reaches each one's
-//! configuration, and builds it. [`parameters`] lists every parameter with its
-//! range, default and doc, for the README and tests.
+//! The policies themselves are the registry's entries ([`super::registry`]):
+//! this module parses a name against them, prints the canonical name, and
+//! checks a context before an entry's constructor runs. [`parameters`] lists
+//! every parameter with its range, default and doc, for the README and tests.
 
 use std::fmt;
-use std::mem::discriminant;
 use std::str::FromStr;
 
-use super::PreemptionMechanism;
-use super::concord::{Concord, ConcordConfig};
-use super::darc::{Darc, DarcConfig, DarcStaticConfig};
-use super::edf::{Edf, EdfConfig};
-use super::fcfs::CFcfs;
-use super::lend::LendConfig;
-use super::param::{Configure, ParamInfo};
-use super::synergy::{Synergy, SynergyConfig};
-use super::tq::{TinyQuanta, TqConfig};
-use super::ts::{TimeSharing, TsConfig};
-use super::ts_block::{TsBlock, TsBlockConfig};
-use super::ws::{PerWorkerFcfs, StealRule};
-use super::{Policy, PolicyContext, PolicyError};
+use super::param::ParamInfo;
+use super::registry::{POLICIES, PolicyConfig, PolicyEntry, lookup};
+use super::{ModelledSystem, Policy, PolicyContext, PolicyError, PreemptionModel, Shape};
 use crate::workers::MAX_WORKERS;
 
-/// A parsed policy with its parameters.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum PolicySpec {
-    /// Per-worker queues, arrivals hashed to a worker.
-    DFcfs,
-    /// One central FIFO.
-    CFcfs,
-    /// Fixed priority: shortest type first, any worker.
-    Fp,
-    /// Earliest deadline first.
-    Edf(EdfConfig),
-    /// DARC with workers fixed for the shortest group.
-    DarcStatic(DarcStaticConfig),
-    /// Dynamic DARC.
-    Darc(DarcConfig),
-    /// Dynamic DARC with the `darc+` rules as defaults (docs/darc-variant.md).
-    DarcPlus(DarcConfig),
-    /// `darc+` lending reserved workers to longer types and reclaiming them
-    /// by preemption where the mechanism's cost allows.
-    DarcLend(LendConfig),
-    /// `darc-lend` that owes a starving type its fair share of the workers:
-    /// `psp serve`'s default.
-    DarcFair(LendConfig),
-    /// Shinjuku time sharing.
-    Ts(TsConfig),
-    /// Preempt as soon as a short request is blocked.
-    TsBlock(TsBlockConfig),
-    /// Concord's JBSQ(k) with a fixed quantum.
-    Concord(ConcordConfig),
-    /// Work stealing: per-worker queues fed by flow, idle workers steal.
-    Ws(StealRule),
-    /// SYNERGY: feedback, conditional preemption, wait queue, stealing.
-    Synergy(SynergyConfig),
-    /// Tiny Quanta: JSQ plus per-worker processor sharing.
-    Tq(TqConfig),
+/// A parsed policy: a registry entry and its configuration.
+#[derive(Debug)]
+pub struct PolicySpec {
+    entry: &'static PolicyEntry,
+    config: Box<dyn PolicyConfig>,
 }
 
-/// A policy name and the policy at its defaults.
-type Named = (&'static str, fn() -> PolicySpec);
-
-/// Every policy name. A policy's first name is its canonical one (`sjf` is
-/// another name of `fp`).
-const POLICIES: [Named; 16] = [
-    ("d-fcfs", || PolicySpec::DFcfs),
-    ("c-fcfs", || PolicySpec::CFcfs),
-    ("fp", || PolicySpec::Fp),
-    ("sjf", || PolicySpec::Fp),
-    ("edf", || PolicySpec::Edf(EdfConfig::default())),
-    ("darc-static", || {
-        PolicySpec::DarcStatic(DarcStaticConfig::default())
-    }),
-    ("darc", || PolicySpec::Darc(DarcConfig::default())),
-    ("darc+", || PolicySpec::DarcPlus(DarcConfig::plus())),
-    ("darc-lend", || PolicySpec::DarcLend(LendConfig::default())),
-    ("darc-fair", || PolicySpec::DarcFair(LendConfig::fair())),
-    ("ts", || PolicySpec::Ts(TsConfig::default())),
-    ("ts-block", || PolicySpec::TsBlock(TsBlockConfig::default())),
-    ("concord", || PolicySpec::Concord(ConcordConfig::default())),
-    ("ws", || PolicySpec::Ws(StealRule::default())),
-    ("synergy", || PolicySpec::Synergy(SynergyConfig::default())),
-    ("tq", || PolicySpec::Tq(TqConfig::default())),
-];
-
-/// The names of `policies`, in order (so that [`POLICY_NAMES`] is a constant).
-const fn names<const N: usize>(policies: [Named; N]) -> [&'static str; N] {
-    let mut out = [""; N];
-    let mut i = 0;
-    while i < N {
-        out[i] = policies[i].0;
-        i += 1;
+impl Clone for PolicySpec {
+    fn clone(&self) -> Self {
+        Self {
+            entry: self.entry,
+            config: self.config.clone_config(),
+        }
     }
-    out
 }
 
-/// The policy names [`PolicySpec`] parses.
-pub const POLICY_NAMES: &[&str] = &names(POLICIES);
-
-/// The policies under their canonical names.
-fn canonical() -> impl Iterator<Item = (&'static str, PolicySpec)> {
-    POLICIES
-        .iter()
-        .map(|&(name, make)| (name, make()))
-        .filter(|(name, spec)| spec.name() == *name)
+impl PartialEq for PolicySpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.entry.name == other.entry.name && self.config.same_config(other.config.as_ref())
+    }
 }
 
 /// The known policies as the unknown-policy error lists them (`darc-static:N`).
 pub(crate) fn known_policies() -> String {
-    let known: Vec<String> = canonical()
-        .map(
-            |(name, mut spec)| match spec.config().and_then(|c| c.leading_key()) {
-                Some(key) => format!("{name}:{key}"),
-                None => name.to_string(),
-            },
-        )
+    let known: Vec<String> = POLICIES
+        .iter()
+        .map(|e| match (e.defaults)().leading_key() {
+            Some(key) => format!("{}:{key}", e.name),
+            None => e.name.to_string(),
+        })
         .collect();
     known.join(", ")
 }
 
 /// Every parameter of every policy, from the policies' tables, in the order of
-/// their canonical names.
+/// the registry.
 pub fn parameters() -> Vec<ParamInfo> {
-    canonical()
-        .flat_map(|(name, mut spec)| spec.config().map(|c| c.describe(name)).unwrap_or_default())
+    POLICIES
+        .iter()
+        .flat_map(|e| (e.defaults)().describe(e.name))
         .collect()
 }
 
@@ -143,7 +69,7 @@ pub fn split_policy_list(list: &str) -> Vec<String> {
         let name = piece.split(':').next().unwrap_or(piece);
         match out.last_mut() {
             // Parameters only continue a policy written with `name:`.
-            Some(prev) if !POLICY_NAMES.contains(&name) && prev.contains(':') => {
+            Some(prev) if lookup(POLICIES, name).is_none() && prev.contains(':') => {
                 prev.push(',');
                 prev.push_str(piece);
             }
@@ -153,141 +79,114 @@ pub fn split_policy_list(list: &str) -> Vec<String> {
     out
 }
 
-/// How a policy's preemptions reach a worker, as its parameters say
-/// ([`PolicySpec::preemption_model`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PreemptionModel {
-    /// The policy never preempts.
-    None,
-    /// A named mechanism.
-    Mechanism(PreemptionMechanism),
-    /// The worker's own timer fires (no signal); the switch costs this (ns).
-    Switch(u64),
-    /// A preemption costs this in all (ns), half to reach the worker, half
-    /// to switch (`ts-block`).
-    SignalAndSwitch(u64),
-}
-
-/// The published system a policy reproduces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelledSystem {
-    /// Shinjuku (`ts`, `ts-block`).
-    Shinjuku,
-    /// SYNERGY, and the decentralized policies it is measured against.
-    Synergy,
-    /// Perséphone (the others).
-    Persephone,
-}
-
 impl PolicySpec {
-    /// Its canonical name, and the policy at its defaults.
-    fn entry(&self) -> Named {
-        *POLICIES
-            .iter()
-            .find(|(_, make)| discriminant(&make()) == discriminant(self))
-            .expect("every policy is named")
+    /// `s` (`name` or `name:param,...`) parsed against `registry`, each
+    /// parameter checked against its table: what [`FromStr`] does over
+    /// [`POLICIES`], for a registry of one's own.
+    ///
+    /// # Errors
+    /// An unknown name, or a parameter its table rejects.
+    pub fn parse_in(registry: &[&'static PolicyEntry], s: &str) -> Result<Self, PolicyError> {
+        let s = s.trim();
+        let (name, args) = match s.split_once(':') {
+            Some((name, args)) => (
+                name,
+                args.split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .collect(),
+            ),
+            None => (s, Vec::new()),
+        };
+        let Some(entry) = lookup(registry, name) else {
+            return Err(PolicyError::Unknown(s.to_string()));
+        };
+        let mut config = (entry.defaults)();
+        if config.values().is_empty() && !args.is_empty() {
+            return Err(PolicyError::BadParameter {
+                policy: s.to_string(),
+                msg: "takes no parameters".into(),
+            });
+        }
+        config.read(s, &args)?;
+        Ok(Self { entry, config })
+    }
+
+    /// `entry` with `config`.
+    ///
+    /// # Panics
+    /// When `config` is not of the entry's configuration type.
+    pub fn new(entry: &'static PolicyEntry, config: impl PolicyConfig) -> Self {
+        assert_eq!(
+            (entry.defaults)().as_any().type_id(),
+            config.as_any().type_id(),
+            "{} takes another configuration",
+            entry.name
+        );
+        Self {
+            entry,
+            config: Box::new(config),
+        }
+    }
+
+    /// The registry entry.
+    pub fn entry(&self) -> &'static PolicyEntry {
+        self.entry
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &dyn PolicyConfig {
+        self.config.as_ref()
+    }
+
+    /// The configuration as its concrete type, if it is a `C`.
+    pub fn config_as<C: 'static>(&self) -> Option<&C> {
+        self.config.as_any().downcast_ref()
     }
 
     /// The canonical name, without parameters.
-    fn name(&self) -> &'static str {
-        self.entry().0
-    }
-
-    /// The configuration its parameters read and write (`None`: it takes none).
-    fn config(&mut self) -> Option<&mut dyn Configure> {
-        match self {
-            PolicySpec::DFcfs | PolicySpec::CFcfs | PolicySpec::Fp => None,
-            PolicySpec::Edf(c) => Some(c),
-            PolicySpec::DarcStatic(c) => Some(c),
-            PolicySpec::Darc(c) | PolicySpec::DarcPlus(c) => Some(c),
-            PolicySpec::DarcLend(c) | PolicySpec::DarcFair(c) => Some(c),
-            PolicySpec::Ts(c) => Some(c),
-            PolicySpec::TsBlock(c) => Some(c),
-            PolicySpec::Concord(c) => Some(c),
-            PolicySpec::Ws(c) => Some(c),
-            PolicySpec::Synergy(c) => Some(c),
-            PolicySpec::Tq(c) => Some(c),
-        }
+    pub fn name(&self) -> &'static str {
+        self.entry.name
     }
 
     /// How the policy's preemptions reach a worker, as its parameters
     /// describe them (a simulator prices the description: the ns live
     /// there, not here).
     pub fn preemption_model(&self) -> PreemptionModel {
-        let named_or_switch = |m: Option<PreemptionMechanism>, cost_ns| {
-            m.map_or(PreemptionModel::Switch(cost_ns), PreemptionModel::Mechanism)
-        };
-        match *self {
-            PolicySpec::Ts(c) => named_or_switch(c.mechanism, c.cost_ns),
-            PolicySpec::Concord(c) => named_or_switch(c.mechanism, c.cost_ns),
-            PolicySpec::TsBlock(c) => PreemptionModel::SignalAndSwitch(c.cost_ns),
-            PolicySpec::Synergy(c) => PreemptionModel::Mechanism(c.mechanism),
-            PolicySpec::Tq(c) => PreemptionModel::Mechanism(c.mechanism),
-            PolicySpec::DarcLend(c) | PolicySpec::DarcFair(c) => {
-                PreemptionModel::Mechanism(c.mechanism)
-            }
-            _ => PreemptionModel::None,
-        }
+        self.config.preemption_model()
     }
 
     /// The published system the policy reproduces (the simulator's `--system
     /// own` runs each policy on that system's cost preset).
     pub fn modelled_system(&self) -> ModelledSystem {
-        match self {
-            PolicySpec::Ts(_) | PolicySpec::TsBlock(_) => ModelledSystem::Shinjuku,
-            PolicySpec::DFcfs | PolicySpec::Ws(_) | PolicySpec::Synergy(_) => {
-                ModelledSystem::Synergy
-            }
-            _ => ModelledSystem::Persephone,
-        }
+        self.config.modelled_system()
     }
 
     /// The fixed time slice of a policy that runs requests in quanta (`ts`,
     /// `concord`, `tq`, and `synergy` with its dynamic quantum off): what an
     /// executor must be able to honour. `None` for the others.
     pub fn fixed_quantum_ns(&self) -> Option<u64> {
-        match *self {
-            PolicySpec::Ts(c) => Some(c.quantum_ns),
-            PolicySpec::Concord(c) => Some(c.quantum_ns),
-            PolicySpec::Tq(c) => Some(c.quantum_ns),
-            PolicySpec::Synergy(c) if !c.adaptive => Some(c.quantum_ns),
-            _ => None,
-        }
+        self.config.fixed_quantum_ns()
     }
 
     /// The shortest time slice an executor may have to step through for this
     /// policy, when the shortest request type's mean service time is
     /// `shortest_mean_ns` (infinite: unknown): the fixed quantum, or for
-    /// SYNERGY's dynamic quantum its floor, that mean times the smaller of its
-    /// factors (a short average cannot fall below the shortest type), at least
-    /// [`super::synergy::MIN_QUANTUM_NS`]. `None`: no time slices.
+    /// SYNERGY's dynamic quantum its floor. `None`: no time slices.
     pub fn shortest_slice_ns(&self, shortest_mean_ns: f64) -> Option<u64> {
-        match *self {
-            PolicySpec::Synergy(c) if c.adaptive => {
-                let factor = if c.congested_factor > 0.0 {
-                    c.quantum_factor.min(c.congested_factor)
-                } else {
-                    c.quantum_factor
-                };
-                let floor = super::synergy::MIN_QUANTUM_NS;
-                Some(if shortest_mean_ns.is_finite() {
-                    ((shortest_mean_ns * factor) as u64).max(floor)
-                } else {
-                    floor
-                })
-            }
-            _ => self.fixed_quantum_ns(),
-        }
+        self.config.shortest_slice_ns(shortest_mean_ns)
     }
 
     /// The application-feedback threshold of a policy driven by it (SYNERGY's
     /// `long`): the synthetic application declares requests asking for at
     /// least this much service long. `None` for the others.
     pub fn feedback_threshold_ns(&self) -> Option<u64> {
-        match *self {
-            PolicySpec::Synergy(c) => Some(c.long_ns),
-            _ => None,
-        }
+        self.config.feedback_threshold_ns()
+    }
+
+    /// The execution shape it runs in.
+    pub fn shape(&self) -> Shape {
+        self.config.shape()
     }
 
     /// Builds the policy for `ctx`.
@@ -316,31 +215,7 @@ impl PolicySpec {
         if ctx.queue_capacity == 0 {
             return Err(ctx_err("queue capacity must be positive".into()));
         }
-        Ok(match *self {
-            PolicySpec::DFcfs => Box::new(PerWorkerFcfs::new(ctx, None, name)),
-            PolicySpec::CFcfs => Box::new(CFcfs::new(ctx)),
-            PolicySpec::Fp => Box::new(Darc::new_static(ctx, DarcStaticConfig::default(), name)?),
-            PolicySpec::Edf(c) => Box::new(Edf::new(ctx, c, name)?),
-            PolicySpec::DarcStatic(c) => Box::new(Darc::new_static(ctx, c, name)?),
-            PolicySpec::Darc(c) | PolicySpec::DarcPlus(c) => {
-                if c.reservation.spillway > ctx.workers {
-                    return Err(ctx_err(format!(
-                        "{} spillway workers on {} workers",
-                        c.reservation.spillway, ctx.workers
-                    )));
-                }
-                Box::new(Darc::new_dynamic(ctx, c, name))
-            }
-            PolicySpec::DarcLend(c) | PolicySpec::DarcFair(c) => {
-                Box::new(Darc::new_lending(ctx, c, name))
-            }
-            PolicySpec::Ts(c) => Box::new(TimeSharing::new(ctx, c, name)?),
-            PolicySpec::TsBlock(c) => Box::new(TsBlock::new(ctx, c, name)?),
-            PolicySpec::Concord(c) => Box::new(Concord::new(ctx, c, name)),
-            PolicySpec::Ws(rule) => Box::new(PerWorkerFcfs::new(ctx, Some(rule), name)),
-            PolicySpec::Synergy(c) => Box::new(Synergy::new(ctx, c, name)),
-            PolicySpec::Tq(c) => Box::new(TinyQuanta::new(ctx, c, name)),
-        })
+        self.config.build(ctx, name)
     }
 }
 
@@ -349,48 +224,19 @@ impl FromStr for PolicySpec {
 
     /// `name` or `name:param,...`, each parameter checked against its table.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        let (name, args) = match s.split_once(':') {
-            Some((name, args)) => (
-                name,
-                args.split(',')
-                    .map(str::trim)
-                    .filter(|a| !a.is_empty())
-                    .collect(),
-            ),
-            None => (s, Vec::new()),
-        };
-        let Some(&(_, make)) = POLICIES.iter().find(|(n, _)| *n == name) else {
-            return Err(PolicyError::Unknown(s.to_string()));
-        };
-        let mut spec = make();
-        match spec.config() {
-            Some(c) => c.read(s, &args)?,
-            None if !args.is_empty() => {
-                return Err(PolicyError::BadParameter {
-                    policy: s.to_string(),
-                    msg: "takes no parameters".into(),
-                });
-            }
-            None => {}
-        }
-        Ok(spec)
+        Self::parse_in(POLICIES, s)
     }
 }
 
 impl fmt::Display for PolicySpec {
     /// The canonical name: parameters at their defaults are left out.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (name, make) = self.entry();
-        let (mut spec, mut base) = (*self, make());
-        let parts = match (spec.config(), base.config()) {
-            (Some(c), Some(b)) => c.written(b),
-            _ => Vec::new(),
-        };
+        let base = (self.entry.defaults)();
+        let parts = self.config.written(&base.values());
         if parts.is_empty() {
-            f.write_str(name)
+            f.write_str(self.entry.name)
         } else {
-            write!(f, "{name}:{}", parts.join(","))
+            write!(f, "{}:{}", self.entry.name, parts.join(","))
         }
     }
 }
@@ -398,6 +244,7 @@ impl fmt::Display for PolicySpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::darc::{DARC, DARC_PLUS, DarcConfig};
 
     #[test]
     fn names_round_trip() {
@@ -460,15 +307,15 @@ mod tests {
     #[test]
     fn darc_plus_is_darc_with_other_defaults() {
         let plus: PolicySpec = "darc+".parse().unwrap();
-        assert_eq!(plus, PolicySpec::DarcPlus(DarcConfig::plus()));
+        assert_eq!(plus, PolicySpec::new(&DARC_PLUS, DarcConfig::plus()));
         let paper: PolicySpec = "darc".parse().unwrap();
-        assert_eq!(paper, PolicySpec::Darc(DarcConfig::default()));
+        assert_eq!(paper, PolicySpec::new(&DARC, DarcConfig::default()));
         assert_ne!(DarcConfig::plus(), DarcConfig::default());
         // Every darc+ rule can be turned off one by one; all off is the paper's DARC.
         let off: PolicySpec = "darc+:order=type,longest=0,round=paper,headroom=0"
             .parse()
             .unwrap();
-        assert_eq!(off, PolicySpec::DarcPlus(DarcConfig::default()));
+        assert_eq!(off, PolicySpec::new(&DARC_PLUS, DarcConfig::default()));
         assert_eq!(
             split_policy_list("darc,darc+:samples=10,delay=1,c-fcfs"),
             vec!["darc", "darc+:samples=10,delay=1", "c-fcfs"]

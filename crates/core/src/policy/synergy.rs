@@ -29,8 +29,10 @@ use super::param::{
     Count, MAX_FACTOR, MAX_QUEUE_LEN, MAX_US, MECH_DOC, Micros, ON_OFF, Param, ParamRange, Params,
     Pick, QUANTUM_US, Real,
 };
+use super::registry::{ModelledSystem, PolicyConfig, PolicyEntry, PreemptionModel};
 use super::ws::flow_hash;
 use super::{Action, Policy, PolicyContext, PolicyStats, PreemptionMechanism};
+use super::{PolicyError, Shape};
 use crate::request::{FlowId, Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
 
@@ -743,6 +745,58 @@ impl Policy for Synergy {
         super::Execution::LocalPreemptive(super::LocalRules::Synergy(self.rules))
     }
 }
+
+impl PolicyConfig for SynergyConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(Synergy::new(ctx, *self, label)))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::LocalPreemptive
+    }
+
+    fn preemption_model(&self) -> PreemptionModel {
+        PreemptionModel::Mechanism(self.mechanism)
+    }
+
+    fn modelled_system(&self) -> ModelledSystem {
+        ModelledSystem::Synergy
+    }
+
+    fn fixed_quantum_ns(&self) -> Option<u64> {
+        (!self.adaptive).then_some(self.quantum_ns)
+    }
+
+    /// The dynamic quantum's floor: the shortest mean times the smaller of
+    /// its factors (a short average cannot fall below the shortest type), at
+    /// least [`MIN_QUANTUM_NS`].
+    fn shortest_slice_ns(&self, shortest_mean_ns: f64) -> Option<u64> {
+        if !self.adaptive {
+            return self.fixed_quantum_ns();
+        }
+        let factor = if self.congested_factor > 0.0 {
+            self.quantum_factor.min(self.congested_factor)
+        } else {
+            self.quantum_factor
+        };
+        Some(if shortest_mean_ns.is_finite() {
+            ((shortest_mean_ns * factor) as u64).max(MIN_QUANTUM_NS)
+        } else {
+            MIN_QUANTUM_NS
+        })
+    }
+
+    fn feedback_threshold_ns(&self) -> Option<u64> {
+        Some(self.long_ns)
+    }
+}
+
+/// `synergy` in the policy registry.
+pub static SYNERGY: PolicyEntry = PolicyEntry {
+    name: "synergy",
+    aliases: &[],
+    defaults: || Box::new(SynergyConfig::default()),
+};
 
 #[cfg(test)]
 mod tests {

@@ -14,9 +14,11 @@
 use std::collections::VecDeque;
 
 use super::param::{MECH_DOC, Micros, Param, Params, Pick, QUANTUM_US};
+use super::registry::{PolicyConfig, PolicyEntry, PreemptionModel};
 use super::{
     Action, Execution, LocalRules, Policy, PolicyContext, PolicyStats, PreemptionMechanism,
 };
+use super::{PolicyError, Shape};
 use crate::request::{Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
 
@@ -207,3 +209,27 @@ impl Policy for TinyQuanta {
         self.stats
     }
 }
+impl PolicyConfig for TqConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(TinyQuanta::new(ctx, *self, label)))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::LocalPreemptive
+    }
+
+    fn preemption_model(&self) -> PreemptionModel {
+        PreemptionModel::Mechanism(self.mechanism)
+    }
+
+    fn fixed_quantum_ns(&self) -> Option<u64> {
+        Some(self.quantum_ns)
+    }
+}
+
+/// `tq` (Tiny Quanta) in the policy registry.
+pub static TQ: PolicyEntry = PolicyEntry {
+    name: "tq",
+    aliases: &[],
+    defaults: || Box::new(TqConfig::default()),
+};

@@ -7,10 +7,12 @@
 //! a free worker takes the head with the highest ratio of time since arrival to
 //! its type's target latency (`target_factor` x expected mean service time).
 
+use super::Shape;
 use super::param::{
     COST_US, MAX_FACTOR, MECH_OVER_COST_DOC, Micros, Param, ParamRange, Params, Pick, QUANTUM_US,
     Real,
 };
+use super::registry::{ModelledSystem, PolicyConfig, PolicyEntry, PreemptionModel};
 use super::{
     Action, Policy, PolicyContext, PolicyError, PolicyStats, PreemptionMechanism, mean_hints,
 };
@@ -289,6 +291,35 @@ impl Policy for TimeSharing {
         self.stats
     }
 }
+
+impl PolicyConfig for TsConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(TimeSharing::new(ctx, *self, label)?))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::CentralPreemptive
+    }
+
+    fn preemption_model(&self) -> PreemptionModel {
+        PreemptionModel::named_or_switch(self.mechanism, self.cost_ns)
+    }
+
+    fn modelled_system(&self) -> ModelledSystem {
+        ModelledSystem::Shinjuku
+    }
+
+    fn fixed_quantum_ns(&self) -> Option<u64> {
+        Some(self.quantum_ns)
+    }
+}
+
+/// `ts` (Shinjuku) in the policy registry.
+pub static TS: PolicyEntry = PolicyEntry {
+    name: "ts",
+    aliases: &[],
+    defaults: || Box::new(TsConfig::default()),
+};
 
 #[cfg(test)]
 mod tests {

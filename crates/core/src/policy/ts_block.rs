@@ -15,7 +15,9 @@
 
 use std::collections::VecDeque;
 
+use super::Shape;
 use super::param::{COST_US, MAX_FACTOR, Micros, Param, ParamRange, Params, Pick, Real};
+use super::registry::{ModelledSystem, PolicyConfig, PolicyEntry, PreemptionModel};
 use super::ts::{REQUEUE, Requeue};
 use super::{Action, Policy, PolicyContext, PolicyError, PolicyStats, mean_hints};
 use crate::request::{Nanos, Request};
@@ -269,6 +271,31 @@ impl Policy for TsBlock {
         self.stats
     }
 }
+
+impl PolicyConfig for TsBlockConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(TsBlock::new(ctx, *self, label)?))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::CentralPreemptive
+    }
+
+    fn preemption_model(&self) -> PreemptionModel {
+        PreemptionModel::SignalAndSwitch(self.cost_ns)
+    }
+
+    fn modelled_system(&self) -> ModelledSystem {
+        ModelledSystem::Shinjuku
+    }
+}
+
+/// `ts-block` in the policy registry.
+pub static TS_BLOCK: PolicyEntry = PolicyEntry {
+    name: "ts-block",
+    aliases: &[],
+    defaults: || Box::new(TsBlockConfig::default()),
+};
 
 #[cfg(test)]
 mod tests {

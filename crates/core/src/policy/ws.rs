@@ -13,7 +13,9 @@
 //! Nothing here reads a clock or touches a thread.
 
 use super::param::{Count, MAX_QUEUE_LEN, Param, ParamRange, Params};
+use super::registry::{ModelledSystem, PolicyConfig, PolicyEntry};
 use super::{Action, Policy, PolicyContext, PolicyStats};
+use super::{PolicyError, Shape};
 use crate::queue::TypedQueue;
 use crate::request::{FlowId, Nanos, Request};
 use crate::workers::{WorkerId, WorkerSet};
@@ -219,6 +221,53 @@ impl Policy for PerWorkerFcfs {
     }
 }
 
+crate::no_params! {
+    /// `d-fcfs`'s configuration: it takes no parameters.
+    DFcfsConfig
+}
+
+impl PolicyConfig for DFcfsConfig {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(PerWorkerFcfs::new(ctx, None, label)))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::WorkerQueues
+    }
+
+    fn modelled_system(&self) -> ModelledSystem {
+        ModelledSystem::Synergy
+    }
+}
+
+/// `d-fcfs` in the policy registry.
+pub static D_FCFS: PolicyEntry = PolicyEntry {
+    name: "d-fcfs",
+    aliases: &[],
+    defaults: || Box::new(DFcfsConfig),
+};
+
+impl PolicyConfig for StealRule {
+    fn build(&self, ctx: &PolicyContext, label: String) -> Result<Box<dyn Policy>, PolicyError> {
+        Ok(Box::new(PerWorkerFcfs::new(ctx, Some(*self), label)))
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::WorkerQueues
+    }
+
+    fn modelled_system(&self) -> ModelledSystem {
+        ModelledSystem::Synergy
+    }
+}
+
+/// `ws` in the policy registry.
+pub static WS: PolicyEntry = PolicyEntry {
+    name: "ws",
+    aliases: &[],
+    defaults: || Box::new(StealRule::default()),
+};
+
 #[cfg(test)]
 mod tests {
     use super::super::testkit::{Driver, ctx};
@@ -263,7 +312,7 @@ mod tests {
     fn ws_never_leaves_a_worker_idle_while_another_queue_holds_a_request() {
         for seed in 0..20 {
             let mut d = Driver::new(
-                PolicySpec::Ws(StealRule { threshold: 0 })
+                PolicySpec::new(&WS, StealRule { threshold: 0 })
                     .build(&ctx(3, &[1.0, 50.0]))
                     .unwrap(),
                 seed,
@@ -287,7 +336,7 @@ mod tests {
         let r = rules(4, 0);
         for seed in 0..10 {
             let mut d = Driver::new(
-                PolicySpec::Ws(StealRule { threshold: 0 })
+                PolicySpec::new(&WS, StealRule { threshold: 0 })
                     .build(&c)
                     .unwrap(),
                 seed,
@@ -314,7 +363,9 @@ mod tests {
         let rules = PerWorkerRules::new(4, None);
         for seed in 0..10 {
             let mut d = Driver::new(
-                PolicySpec::DFcfs.build(&ctx(4, &[1.0, 20.0])).unwrap(),
+                PolicySpec::new(&D_FCFS, DFcfsConfig)
+                    .build(&ctx(4, &[1.0, 20.0]))
+                    .unwrap(),
                 seed,
             );
             d.run(3_000, |_, _| {});
@@ -331,7 +382,7 @@ mod tests {
         // With a threshold above the queue bound, ws is d-FCFS.
         let c = ctx(4, &[1.0, 20.0]);
         let mut d = Driver::new(
-            PolicySpec::Ws(StealRule { threshold: 1_000 })
+            PolicySpec::new(&WS, StealRule { threshold: 1_000 })
                 .build(&c)
                 .unwrap(),
             3,

@@ -55,7 +55,8 @@ use psp_runtime::{
 
 use psp_proto::Protocol;
 
-use crate::pool::{PACKET_BYTES, PacketPool};
+use super::CoreTokens as _;
+use crate::pool::{PACKET_BYTES, PacketPool, PacketToken};
 use crate::server::NetCounters;
 
 /// Why the server answers a request itself; each protocol words it
@@ -92,11 +93,11 @@ pub const MAX_REQUEST: usize = u16::MAX as usize;
 const INPUT_START: usize = 4096;
 
 /// Request bodies longer than a packet-pool buffer (values of a few KB),
-/// one growable buffer per token, empty until used.
+/// one growable buffer per slot, empty until used.
 ///
-/// Ownership follows the token, as for the packet pool (module doc of
-/// `pool`): the net thread writes a token's buffer before it admits the
-/// token; the worker that pops the token's job reads it until its
+/// Reached through the slot's [`PacketToken`], as the packet pool is
+/// (module doc of `pool`): the net thread writes a slot's buffer before it
+/// admits the token; the worker that pops the slot's job reads it until its
 /// completion. The job and completion rings' release/acquire ordering
 /// publishes the bytes.
 struct LargeBodies(Box<[std::cell::UnsafeCell<Vec<u8>>]>);
@@ -114,20 +115,18 @@ impl LargeBodies {
         )
     }
 
-    /// # Safety
-    /// The caller owns `token` (type doc) and holds no other reference to
-    /// its buffer.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn get_mut(&self, token: u32) -> &mut Vec<u8> {
-        // SAFETY: the caller owns the token: no other access exists.
-        unsafe { &mut *self.0[token as usize].get() }
+    /// The buffer of `token`'s slot.
+    fn get_mut<'a>(&'a self, token: &'a mut PacketToken) -> &'a mut Vec<u8> {
+        // SAFETY: the token is unique and borrowed exclusively for as long
+        // as this reference lives: no other access to its buffer exists.
+        unsafe { &mut *self.0[token.index() as usize].get() }
     }
 
-    /// # Safety
-    /// The caller owns `token` (type doc).
-    unsafe fn get(&self, token: u32) -> &[u8] {
-        // SAFETY: the caller owns the token: nobody writes meanwhile.
-        unsafe { &*self.0[token as usize].get() }
+    /// The bytes of `token`'s slot.
+    fn get<'a>(&'a self, token: &'a PacketToken) -> &'a [u8] {
+        // SAFETY: the token is unique and borrowed shared for as long as
+        // this reference lives: nobody writes meanwhile.
+        unsafe { &*self.0[token.index() as usize].get() }
     }
 }
 /// The smallest `--tcp-max-request`.
@@ -251,19 +250,20 @@ impl JobIo for TcpIo {
     #[inline]
     fn request<'a>(&'a self, job: &'a Job) -> &'a [u8] {
         let len = usize::from(job.len);
+        // SAFETY: this worker owns the job's slot from its job's pop until
+        // it pushes the completion, after `respond`.
+        let token = unsafe { PacketToken::from_raw_ref(&job.token) };
         if len > PACKET_BYTES {
-            // SAFETY: this worker owns the job's token from its job's pop
-            // until it pushes the completion, after `respond`.
-            return &unsafe { self.large.get(job.token) }[..len];
+            return &self.large.get(token)[..len];
         }
-        // SAFETY: as above.
-        let pkt = unsafe { self.pool.get(job.token) };
-        &pkt.data()[..len]
+        &self.pool.get(token).data()[..len]
     }
 
     fn session(&self, job: &Job) -> u64 {
         // SAFETY: as in `request`.
-        let pkt = unsafe { self.pool.get(job.token) };
+        let pkt = self
+            .pool
+            .get(unsafe { PacketToken::from_raw_ref(&job.token) });
         (u64::from(pkt.conn) + 1) << 32 | u64::from(pkt.generation)
     }
 
@@ -275,7 +275,9 @@ impl JobIo for TcpIo {
 
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
         // SAFETY: as in `request`.
-        let pkt = unsafe { self.pool.get(job.token) };
+        let pkt = self
+            .pool
+            .get(unsafe { PacketToken::from_raw_ref(&job.token) });
         let mut bytes = self.stock.pop().unwrap_or_default();
         bytes.clear();
         match outcome {
@@ -863,33 +865,31 @@ impl TcpFrontEnd {
         // for a slot and is classified again).
         let mut state = c.class_state;
         let type_id = self.protocol.classify(&c.input[..len], &mut state);
-        let Some(token) = core.take_token() else {
+        let Some(mut token) = core.take_packet() else {
             return false;
         };
         c.class_state = state;
         if type_id >= self.n_types {
-            core.put_token(token);
+            core.put_packet(token);
             self.net.unknown_type += 1;
             self.refuse_in_order(id, Refusal::UnknownType);
             return true;
         }
         let c = self.conns[id as usize].as_mut().expect("open");
-        // SAFETY: the dispatcher owns a token it took until it admits it.
-        let pkt = unsafe { self.pool.get_mut(token) };
+        // The token's large buffer goes with it. It is kept only while its
+        // requests are large: what stays allocated is bounded by the large
+        // requests in flight, not by every token ever used.
+        let big = self.large.get_mut(&mut token);
         if len > PACKET_BYTES {
-            // SAFETY: as above (the token's large buffer goes with it).
-            let big = unsafe { self.large.get_mut(token) };
             big.clear();
             big.extend_from_slice(&c.input[..len]);
-        } else {
+        } else if big.capacity() != 0 {
+            *big = Vec::new();
+        }
+        let index = token.index();
+        let pkt = self.pool.get_mut(&mut token);
+        if len <= PACKET_BYTES {
             pkt.data_mut()[..len].copy_from_slice(&c.input[..len]);
-            // SAFETY: as above. A token's large buffer is kept only while
-            // its requests are large: what stays allocated is bounded by
-            // the large requests in flight, not by every token ever used.
-            let big = unsafe { self.large.get_mut(token) };
-            if big.capacity() != 0 {
-                *big = Vec::new();
-            }
         }
         pkt.len = len;
         pkt.conn = id;
@@ -899,7 +899,7 @@ impl TcpFrontEnd {
         let slot = Slot {
             req: Request {
                 id: self.seq,
-                token,
+                token: index,
                 type_id,
                 flow: c.flow,
                 arrival_ns: now,
@@ -909,14 +909,17 @@ impl TcpFrontEnd {
             measured: true,
             len: len as u16,
         };
-        if core.admit(token, slot, now) {
-            c.next_seq += 1;
-            c.window.push_back(None);
-            c.executing = self.cfg.ordered;
-        } else {
-            core.put_token(token);
-            self.net.overloaded += 1;
-            self.refuse_in_order(id, Refusal::Overloaded);
+        match core.admit_packet(token, slot, now) {
+            Ok(()) => {
+                c.next_seq += 1;
+                c.window.push_back(None);
+                c.executing = self.cfg.ordered;
+            }
+            Err(token) => {
+                core.put_packet(token);
+                self.net.overloaded += 1;
+                self.refuse_in_order(id, Refusal::Overloaded);
+            }
         }
         true
     }

@@ -1,16 +1,29 @@
-//! The datapath interface: how requests get in and responses get out. The
-//! dispatcher's net worker receives batches into pool buffers it owns; every
-//! worker (and the dispatcher, for error replies) holds its own transmit handle.
-//! Two implementations: kernel UDP ([`crate::udp`]) and AF_XDP
-//! ([`crate::xdp`], kernel bypass); another (DPDK) would plug in behind the
-//! same two traits.
+//! The datapath: how datagrams get in and out, below any protocol or
+//! policy. The dispatcher's net worker receives batches into pool buffers
+//! it owns (each under a [`PacketToken`]); every worker (and the
+//! dispatcher, for error replies) holds its own transmit handle. Two
+//! implementations: kernel UDP ([`udp`]) and AF_XDP ([`xdp`], kernel
+//! bypass); another (DPDK) would plug in behind the same two traits.
+//!
+//! This room knows packets, addresses and buffers only: it parses no
+//! request, counts no request outcome and names no front end (those are
+//! [`crate::front`]'s).
+//!
+//! - this module: the seam ([`Datapath`], [`Transmit`]) and [`PeerAddr`].
+//! - [`pool`]: the packet buffers, each owned through its token.
+//! - [`udp`]: kernel UDP (`recvmmsg`, `sendmsg`, `sendmmsg`).
+//! - [`xdp`]: AF_XDP: UMEM, rings, the XDP program, frames.
+
+pub mod pool;
+pub mod udp;
+pub mod xdp;
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
-use crate::pool::PacketPool;
+use crate::pool::{PacketPool, PacketToken};
 
 /// A peer's socket address in the kernel's layout (no conversion per packet).
 #[derive(Clone, Copy)]
@@ -125,6 +138,10 @@ pub trait Datapath: Send {
     /// The transmit handle type.
     type Tx: Transmit + 'static;
 
+    /// What the datapath says about itself at the end of a run
+    /// ([`finish`](Self::finish)): `()` where there is nothing to say.
+    type Report;
+
     /// The address clients send to.
     ///
     /// # Errors
@@ -134,15 +151,12 @@ pub trait Datapath: Send {
     /// Receives, without blocking, up to `tokens.len()` datagrams into the pool
     /// buffers of `tokens`, in order; returns how many arrived (0 when none
     /// was waiting). Each filled packet has its `peer` and `len` set; `len` is
-    /// the datagram's full length, more than [`crate::pool::PACKET_BYTES`] when
-    /// it did not fit the buffer (see [`crate::pool::Packet::truncated`]).
-    ///
-    /// # Safety
-    /// The calling thread owns every token in `tokens` (see [`crate::pool`]).
+    /// the datagram's full length, more than [`pool::PACKET_BYTES`] when
+    /// it did not fit the buffer (see [`pool::Packet::truncated`]).
     ///
     /// # Errors
     /// A socket error other than "nothing to receive".
-    unsafe fn recv_batch(&mut self, pool: &PacketPool, tokens: &[u32]) -> io::Result<usize>;
+    fn recv_batch(&mut self, pool: &PacketPool, tokens: &mut [PacketToken]) -> io::Result<usize>;
 
     /// A new transmit handle (one per worker; one for the dispatcher).
     ///
@@ -176,10 +190,8 @@ pub trait Datapath: Send {
     }
 
     /// At the end of the run, after the last response was handed over: sends
-    /// what is still queued and reports where every frame is (AF_XDP).
-    fn finish(&mut self) -> Option<crate::xdp::XdpReport> {
-        None
-    }
+    /// what is still queued and reports (AF_XDP: where every frame is).
+    fn finish(&mut self) -> Self::Report;
 }
 
 /// The transmit side: one handle per thread.

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use psp_runtime::Slot;
 
 use crate::datapath::PeerAddr;
-use crate::pool::PACKET_BYTES;
+use crate::pool::{PACKET_BYTES, PacketToken};
 use crate::protocol::{self, HEADER_LEN, ParseError, Status};
 
 /// memcached's UDP frame header: request id, sequence number, datagrams in
@@ -201,15 +201,16 @@ const EMPTY_ENTRY: PeerEntry = PeerEntry {
 };
 
 /// What to do with a request that arrived ([`PeerOrder::arrive`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Arrival {
     /// Nothing of its peer executes: to the policy now (it now executes for
     /// its peer; if the policy refuses it, [`PeerOrder::finished`] it).
-    Run,
-    /// Held behind its peer's executing request, in arrival order.
+    Run(PacketToken),
+    /// Held behind its peer's executing request, in arrival order: the
+    /// order keeps its token.
     Held,
     /// Held requests are at the bound: refuse it.
-    Full,
+    Full(PacketToken),
 }
 
 /// memcached's order for a datagram server (the dispatcher's, on its
@@ -230,6 +231,9 @@ pub(crate) struct PeerOrder {
     next: Box<[u32]>,
     /// Per held token: its request as classified on arrival.
     slot: Box<[Slot]>,
+    /// Per held token: the token itself (the order owns a held request's
+    /// packet).
+    held_tokens: Box<[Option<PacketToken>]>,
     held: usize,
     capacity: usize,
 }
@@ -245,6 +249,7 @@ impl PeerOrder {
             key_of: vec![PeerKey::default(); tokens].into_boxed_slice(),
             next: vec![NONE; tokens].into_boxed_slice(),
             slot: vec![Slot::BLANK; tokens].into_boxed_slice(),
+            held_tokens: (0..tokens).map(|_| None).collect(),
             held: 0,
             capacity: capacity.max(1),
         }
@@ -280,41 +285,52 @@ impl PeerOrder {
 
     /// The request of `key` under `token` (`slot`: as classified) arrived.
     #[inline]
-    pub(crate) fn arrive(&mut self, key: PeerKey, token: u32, slot: Slot) -> Arrival {
+    pub(crate) fn arrive(&mut self, key: PeerKey, token: PacketToken, slot: Slot) -> Arrival {
         let (i, found) = self.find(key);
-        let t = token as usize;
+        let index = token.index();
+        let t = index as usize;
         self.key_of[t] = key;
         if !found {
             self.table[i] = PeerEntry {
                 key,
-                running: token,
+                running: index,
                 head: NONE,
                 tail: NONE,
             };
-            return Arrival::Run;
+            return Arrival::Run(token);
         }
         if self.held >= self.capacity {
-            return Arrival::Full;
+            return Arrival::Full(token);
         }
         self.held += 1;
         self.slot[t] = slot;
         self.next[t] = NONE;
+        self.held_tokens[t] = Some(token);
         let e = &mut self.table[i];
         match e.tail {
-            NONE => e.head = token,
-            tail => self.next[tail as usize] = token,
+            NONE => e.head = index,
+            tail => self.next[tail as usize] = index,
         }
-        e.tail = token;
+        e.tail = index;
         Arrival::Held
     }
 
-    /// The executing request under `token` was answered (or refused): its
-    /// peer's next held request, which executes from now on (if the policy
-    /// refuses it, it is [`finished`](Self::finished) in turn).
+    /// Hands held request `index` back, to execute or be refused.
     #[inline]
-    pub(crate) fn finished(&mut self, token: u32) -> Option<(u32, Slot)> {
-        let (i, found) = self.find(self.key_of[token as usize]);
-        debug_assert!(found && self.table[i].running == token, "token {token}");
+    fn release(&mut self, index: u32) -> (PacketToken, Slot) {
+        let t = index as usize;
+        let token = self.held_tokens[t].take().expect("a held request's token");
+        (token, self.slot[t])
+    }
+
+    /// The executing request under token `index` was answered (or
+    /// refused): its peer's next held request, which executes from now on
+    /// (if the policy refuses it, it is [`finished`](Self::finished) in
+    /// turn).
+    #[inline]
+    pub(crate) fn finished(&mut self, index: u32) -> Option<(PacketToken, Slot)> {
+        let (i, found) = self.find(self.key_of[index as usize]);
+        debug_assert!(found && self.table[i].running == index, "token {index}");
         if !found {
             return None;
         }
@@ -331,7 +347,7 @@ impl PeerOrder {
                 }
                 e.running = next;
                 self.held -= 1;
-                Some((next, self.slot[next as usize]))
+                Some(self.release(next))
             }
         }
     }
@@ -339,7 +355,7 @@ impl PeerOrder {
     /// Takes any held request out of its peer's order (at the end of a
     /// run: it is refused instead).
     #[cold]
-    pub(crate) fn take_held(&mut self) -> Option<(u32, Slot)> {
+    pub(crate) fn take_held(&mut self) -> Option<(PacketToken, Slot)> {
         let e = self
             .table
             .iter_mut()
@@ -350,7 +366,7 @@ impl PeerOrder {
             e.tail = NONE;
         }
         self.held -= 1;
-        Some((token, self.slot[token as usize]))
+        Some(self.release(token))
     }
 
     /// Empties entry `i`, shifting back the entries of its probe run that
@@ -434,6 +450,21 @@ mod tests {
             },
             ..Slot::BLANK
         };
+        // The order sees tokens only as slots to hold (no pool here).
+        // SAFETY: no pool is touched: a token here only names its slot.
+        let tok = |t: u32| unsafe { PacketToken::from_raw(t) };
+        #[derive(Debug, PartialEq)]
+        enum Seen {
+            Run(u32),
+            Held,
+            Full(u32),
+        }
+        let seen = |a: Arrival| match a {
+            Arrival::Run(t) => Seen::Run(t.into_raw()),
+            Arrival::Held => Seen::Held,
+            Arrival::Full(t) => Seen::Full(t.into_raw()),
+        };
+        let index = |r: Option<(PacketToken, Slot)>| r.map(|(t, s)| (t.into_raw(), s.req.id));
         // 64 tokens, 20 peers with 3 requests each (one runs, two held),
         // in a table small enough for long probe runs.
         let mut o = PeerOrder::new(64, 40);
@@ -441,43 +472,40 @@ mod tests {
             for p in 0..20u16 {
                 let token = u32::from(p) * 3 + round;
                 let want = if round == 0 {
-                    Arrival::Run
+                    Seen::Run(token)
                 } else {
-                    Arrival::Held
+                    Seen::Held
                 };
-                assert_eq!(o.arrive(key(p), token, slot(token.into())), want);
+                assert_eq!(seen(o.arrive(key(p), tok(token), slot(token.into()))), want);
             }
         }
         assert_eq!(o.held(), 40);
         // Full: one more is refused, whichever peer it comes from.
-        assert_eq!(o.arrive(key(0), 63, slot(63)), Arrival::Full);
+        assert_eq!(seen(o.arrive(key(0), tok(63), slot(63))), Seen::Full(63));
         // A new peer still runs at once.
-        assert_eq!(o.arrive(key(99), 62, slot(62)), Arrival::Run);
+        assert_eq!(seen(o.arrive(key(99), tok(62), slot(62))), Seen::Run(62));
         assert!(o.finished(62).is_none());
         // Peers finish in any order; each one's requests come in order,
         // and entries leave the table (shifting others back) as they go.
         let order: Vec<u16> = (0..20).map(|i| (i * 7) % 20).collect();
         for &p in &order {
             let t = u32::from(p) * 3;
-            assert_eq!(
-                o.finished(t).map(|(t, s)| (t, s.req.id)),
-                Some((t + 1, u64::from(t + 1)))
-            );
-            assert_eq!(o.finished(t + 1).map(|(t, _)| t), Some(t + 2));
+            assert_eq!(index(o.finished(t)), Some((t + 1, u64::from(t + 1))));
+            assert_eq!(index(o.finished(t + 1)).map(|(t, _)| t), Some(t + 2));
             assert!(o.finished(t + 2).is_none());
             // The peer is gone: its next request runs at once.
-            assert_eq!(o.arrive(key(p), t, slot(0)), Arrival::Run);
+            assert_eq!(seen(o.arrive(key(p), tok(t), slot(0))), Seen::Run(t));
             assert!(o.finished(t).is_none());
         }
         assert_eq!(o.held(), 0);
         assert!(o.table.iter().all(|e| e.running == NONE));
         // What is held at the end is taken out, oldest of a peer first.
-        assert_eq!(o.arrive(key(5), 0, slot(0)), Arrival::Run);
-        assert_eq!(o.arrive(key(5), 1, slot(1)), Arrival::Held);
-        assert_eq!(o.arrive(key(5), 2, slot(2)), Arrival::Held);
-        assert_eq!(o.take_held().map(|(t, _)| t), Some(1));
-        assert_eq!(o.take_held().map(|(t, _)| t), Some(2));
-        assert_eq!(o.take_held().map(|(t, _)| t), None);
+        assert_eq!(seen(o.arrive(key(5), tok(0), slot(0))), Seen::Run(0));
+        assert_eq!(seen(o.arrive(key(5), tok(1), slot(1))), Seen::Held);
+        assert_eq!(seen(o.arrive(key(5), tok(2), slot(2))), Seen::Held);
+        assert_eq!(index(o.take_held()).map(|(t, _)| t), Some(1));
+        assert_eq!(index(o.take_held()).map(|(t, _)| t), Some(2));
+        assert_eq!(index(o.take_held()).map(|(t, _)| t), None);
         assert!(o.finished(0).is_none());
     }
 }

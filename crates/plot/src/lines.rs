@@ -1,6 +1,6 @@
 //! Line figures that are not sweeps: a metric against a parameter (reserved
 //! workers, worker count, time), one line per series, as SVG and PNG, in the
-//! same style as [`crate::plot::plot_sweep`].
+//! same style as [`crate::plot_sweep`].
 //!
 //! Like `plot`, this module only draws numbers it is given.
 

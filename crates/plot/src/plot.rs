@@ -22,8 +22,7 @@ use plotters::coord::ranged1d::ValueFormatter;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use crate::schema::{PointResult, SweepResult, TypeStats};
-use crate::series::TimeSeries;
+use psp_metrics::{PointResult, SweepResult, TimeSeries, TypeStats};
 
 /// Everything that can go wrong while writing a figure.
 #[derive(Debug, thiserror::Error)]
@@ -207,7 +206,7 @@ fn draw_series<DB: DrawingBackend>(
     let body = root.titled(title, (FONT, 26)).map_err(err)?;
     let (_, height) = body.dim_in_pixel();
     let (top, bottom) = body.split_vertically(height * 3 / 5);
-    let mid = |w: &crate::series::Window| (w.start_s + w.end_s) / 2.0;
+    let mid = |w: &psp_metrics::Window| (w.start_s + w.end_s) / 2.0;
     let end_s = series.windows.last().map_or(1.0, |w| w.end_s);
     let x_range = 0.0..end_s.max(1e-9);
     let lat: Vec<Vec<Vec<(f64, f64)>>> = (0..series.types.len())
@@ -222,7 +221,7 @@ fn draw_series<DB: DrawingBackend>(
         })
         .collect();
     // Reserved and stealable workers hold for a whole window: steps.
-    let step = |t: usize, pick: fn(&crate::series::WindowType) -> Option<usize>| {
+    let step = |t: usize, pick: fn(&psp_metrics::WindowType) -> Option<usize>| {
         runs(
             series.windows.iter().flat_map(move |w| {
                 let v = w.types.get(t).and_then(pick).map(|n| n as f64);
@@ -456,7 +455,7 @@ impl Figure {
             .flat_map(|p| &p.points)
             .map(|p| p.offered_rps)
             .fold(sweep.peak_rps, f64::max);
-        let unit = crate::schema::rate_unit(top);
+        let unit = psp_metrics::rate_unit(top);
         let mut short_names: Vec<String> = Vec::new();
         let series = sweep
             .policies
@@ -717,7 +716,7 @@ pub(crate) fn format_tick(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{OverallStats, PolicySweep, Slo};
+    use psp_metrics::{OverallStats, PolicySweep, Slo};
 
     fn type_stats(name: &str, mean_service_us: f64, p999_latency_us: f64) -> TypeStats {
         TypeStats {
@@ -765,7 +764,7 @@ mod tests {
             errors: 0,
             measured_generated: 2000,
             loss_fraction: 0.0,
-            extra: crate::Extra::Sim(Box::default()),
+            extra: psp_metrics::Extra::Sim(Box::default()),
         }
     }
 
@@ -821,7 +820,7 @@ mod tests {
 
     #[test]
     fn plot_series_writes_svg_and_png_with_phase_marks() {
-        use crate::series::{ReservationView, SeriesRecorder};
+        use psp_metrics::{ReservationView, SeriesRecorder};
         let mut rec = SeriesRecorder::new(["A", "B"], 100_000_000);
         rec.close_windows_until(
             0,

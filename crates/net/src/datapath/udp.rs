@@ -13,7 +13,7 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::datapath::{Datapath, PeerAddr, Transmit};
-use crate::pool::{PACKET_BYTES, Packet, PacketPool};
+use crate::pool::{PACKET_BYTES, Packet, PacketPool, PacketToken};
 
 /// Most datagrams one `recvmmsg` or `sendmmsg` call handles.
 pub const MAX_BATCH: usize = 64;
@@ -189,17 +189,19 @@ impl Datapath for UdpDatapath {
         self.socket.local_addr()
     }
 
-    unsafe fn recv_batch(&mut self, pool: &PacketPool, tokens: &[u32]) -> io::Result<usize> {
+    type Report = ();
+
+    fn recv_batch(&mut self, pool: &PacketPool, tokens: &mut [PacketToken]) -> io::Result<usize> {
         let n = tokens.len().min(MAX_BATCH);
         let mut bufs = [(std::ptr::null_mut::<u8>(), std::ptr::null_mut::<PeerAddr>()); MAX_BATCH];
-        for (b, &t) in bufs.iter_mut().zip(&tokens[..n]) {
+        for (b, t) in bufs.iter_mut().zip(&mut tokens[..n]) {
             let p = pool.as_ptr(t);
             // SAFETY: `p` points to a live packet of the pool; taking field
             // addresses creates no reference.
             *b = unsafe { (Packet::own_buffer(p), &raw mut (*p).peer) };
         }
         let mut lens = [0usize; MAX_BATCH];
-        // SAFETY: the caller owns the tokens, so their packets are writable and
+        // SAFETY: we hold the tokens, so their packets are writable and
         // untouched by other threads; each data buffer holds PACKET_BYTES.
         let got = unsafe {
             recv_many(
@@ -208,9 +210,9 @@ impl Datapath for UdpDatapath {
                 &mut lens,
             )?
         };
-        for (i, &t) in tokens[..got].iter().enumerate() {
-            // SAFETY: owned by the caller, see above.
-            unsafe { pool.get_mut(t).len = lens[i] };
+        // The raw pointers above are no longer used.
+        for (t, &len) in tokens[..got].iter_mut().zip(&lens) {
+            pool.get_mut(t).len = len;
         }
         Ok(got)
     }
@@ -228,6 +230,8 @@ impl Datapath for UdpDatapath {
     fn dropped_by_os(&self) -> Option<u64> {
         socket_drops(&self.socket)
     }
+
+    fn finish(&mut self) {}
 }
 
 /// The kernel's drop counter of `socket` (receive buffer overflows), read from
