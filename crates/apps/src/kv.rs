@@ -48,7 +48,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rocksdb::{DB, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use crate::{AppError, Service, check_range, operation_of};
+use crate::{App, AppConfig, AppEntry, AppError, AppOptions, Service, check_range, operation_of};
 
 /// The operations, in operation-index order.
 pub const OPERATIONS: [&str; 3] = ["GET", "SCAN", "PUT"];
@@ -129,6 +129,55 @@ impl KvConfig {
             .max_scan_keys
             .unwrap_or_else(|| self.keys.saturating_mul(10).max(10_000));
         m.min(MAX_SCAN_KEYS) as u32
+    }
+}
+
+impl KvConfig {
+    /// The options `options` gives (`kv_path`, `kv_keys`, `kv_value_bytes`,
+    /// `kv_max_scan`), each missing one at its default; nothing checked.
+    pub fn from_options(options: &AppOptions) -> Self {
+        let d = Self::default();
+        Self {
+            path: options.path("kv_path").map(Path::to_path_buf),
+            keys: options.count("kv_keys").unwrap_or(d.keys),
+            value_bytes: options.count("kv_value_bytes").unwrap_or(d.value_bytes),
+            max_scan_keys: options.count("kv_max_scan"),
+        }
+    }
+}
+
+/// The registry's entry of the key-value application.
+pub const ENTRY: AppEntry = AppEntry {
+    name: "kv",
+    default_mix: &DEFAULT_MIX,
+    workload_options: &["kv_keys", "kv_value_bytes"],
+    configure: |o: &AppOptions| AppConfig::new(KvConfig::from_options(o)),
+};
+
+impl App for KvConfig {
+    fn name(&self) -> &'static str {
+        "kv"
+    }
+
+    fn operations(&self) -> Option<&'static [&'static str]> {
+        Some(&OPERATIONS)
+    }
+
+    fn validate(&self) -> Result<(), AppError> {
+        KvConfig::validate(self)
+    }
+
+    /// The database's size and values: what GET and SCAN cost.
+    fn options(&self) -> Vec<(&'static str, u64)> {
+        vec![("kv_keys", self.keys), ("kv_value_bytes", self.value_bytes)]
+    }
+
+    fn encoder(&self, ops: Vec<usize>, seed: u64) -> Box<dyn BodyEncoder> {
+        Box::new(KvEncoder::new(self, ops, seed))
+    }
+
+    fn service(&self, ops: Vec<usize>) -> Result<Arc<dyn Service>, AppError> {
+        Ok(Arc::new(KvService::open(self, ops)?))
     }
 }
 
@@ -585,27 +634,33 @@ mod tests {
     }
 }
 
-/// The key-value service behind the Redis protocol (`psp serve --protocol
-/// resp`): the same RocksDB database (and options), with Redis's commands
-/// executed by [`psp_resp::execute`] over it. Read-modify-write commands
-/// (INCR, list pushes and pops) hold one of [`REDIS_LOCK_STRIPES`] locks,
-/// by key.
+/// The key-value service behind a request protocol of the registry (`psp
+/// serve --protocol resp` or `memcache` with `--store rocksdb`): the same
+/// RocksDB database (and options), with the protocol's commands
+/// ([`psp_proto::Protocol::execute_store`]) over it. Read-modify-write
+/// commands (INCR, list pushes and pops, memcached's cas) hold one of
+/// [`REDIS_LOCK_STRIPES`] locks, by key.
 #[derive(Debug)]
-pub struct RedisService {
+pub struct ProtocolService {
     store: Arc<Store>,
     locks: Arc<[std::sync::Mutex<()>]>,
     keys: u64,
+    protocol: &'static dyn psp_proto::Protocol,
 }
 
-/// Lock stripes of [`RedisService`]'s read-modify-write commands.
+/// Lock stripes of [`ProtocolService`]'s read-modify-write commands.
 pub const REDIS_LOCK_STRIPES: usize = 64;
 
-impl RedisService {
-    /// Opens (creating it if needed) and loads the database of `config`.
+impl ProtocolService {
+    /// Opens (creating it if needed) and loads the database of `config`, to
+    /// serve `protocol`'s commands.
     ///
     /// # Errors
     /// As [`KvService::open`].
-    pub fn open(config: &KvConfig) -> Result<Self, AppError> {
+    pub fn open(
+        protocol: &'static dyn psp_proto::Protocol,
+        config: &KvConfig,
+    ) -> Result<Self, AppError> {
         let kv = KvService::open(config, Vec::new())?;
         Ok(Self {
             store: kv.store,
@@ -613,6 +668,7 @@ impl RedisService {
                 .map(|_| std::sync::Mutex::new(()))
                 .collect(),
             keys: config.keys,
+            protocol,
         })
     }
 
@@ -622,13 +678,13 @@ impl RedisService {
     }
 }
 
-impl Service for RedisService {
+impl Service for ProtocolService {
     fn app(&self) -> &'static str {
-        "redis"
+        self.protocol.service_name()
     }
 
     fn handler(&self, _worker: usize) -> Box<dyn Handler> {
-        Box::new(RedisHandler {
+        Box::new(ProtocolHandler {
             db: RocksKv {
                 store: self.store.clone(),
                 locks: self.locks.clone(),
@@ -636,19 +692,21 @@ impl Service for RedisService {
                 write: WriteOptions::default(),
             },
             scratch: Vec::new(),
+            protocol: self.protocol,
         })
     }
 
     fn describe(&self) -> String {
         format!(
-            "Redis commands over the RocksDB key-value store at '{}' ({} keys loaded)",
+            "{} over the RocksDB key-value store at '{}' ({} keys loaded)",
+            self.protocol.commands_about(),
             self.store.path.display(),
             self.keys
         )
     }
 }
 
-/// A worker's view of the database as [`psp_resp::Store`].
+/// A worker's view of the database as [`psp_proto::resp::Store`].
 struct RocksKv {
     store: Arc<Store>,
     locks: Arc<[std::sync::Mutex<()>]>,
@@ -656,7 +714,7 @@ struct RocksKv {
     write: WriteOptions,
 }
 
-impl psp_resp::Store for RocksKv {
+impl psp_proto::resp::Store for RocksKv {
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
         match self.store.db.get_pinned_opt(key, &self.read) {
             Ok(Some(v)) => {
@@ -702,8 +760,9 @@ impl psp_resp::Store for RocksKv {
     }
 
     fn atomically_all<R>(&self, keys: &[&[u8]], f: impl FnOnce() -> R) -> R {
-        let stripes =
-            psp_resp::stripes_of(keys, self.locks.len(), |k| digest(DIGEST_SEED, k) as usize);
+        let stripes = psp_proto::resp::stripes_of(keys, self.locks.len(), |k| {
+            digest(DIGEST_SEED, k) as usize
+        });
         // In ascending stripe order, as every caller: no circular wait.
         let _held: Vec<_> = stripes
             .into_iter()
@@ -717,83 +776,23 @@ impl psp_resp::Store for RocksKv {
     }
 }
 
-/// A worker's Redis handler: the request is one RESP command (the front end
-/// framed it); the reply is RESP.
-struct RedisHandler {
+/// A worker's handler: the request is one command of the protocol (the
+/// front end framed it); so is the reply (empty for memcached's `noreply`).
+struct ProtocolHandler {
     db: RocksKv,
     scratch: Vec<u8>,
+    protocol: &'static dyn psp_proto::Protocol,
 }
 
-impl Handler for RedisHandler {
+impl Handler for ProtocolHandler {
     fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
-        psp_resp::execute(ctx.body, &self.db, ctx.response, &mut self.scratch)
-            .map_err(|_| HandlerError::BadBody("not a RESP command"))
+        self.protocol
+            .execute_store(ctx.body, &self.db, ctx.response, &mut self.scratch)
+            .map_err(HandlerError::BadBody)
     }
 
     /// No preemption point: a command runs to its end (its stripe lock is
     /// never held across a yield).
-    fn fiber_safe(&self) -> bool {
-        true
-    }
-}
-
-/// The key-value service behind memcached's text protocol (`psp serve
-/// --protocol memcache`): the same RocksDB database, commands executed by
-/// [`psp_resp::memcache::execute`] over it.
-#[derive(Debug)]
-pub struct MemcacheService(RedisService);
-
-impl MemcacheService {
-    /// Opens (creating it if needed) and loads the database of `config`.
-    ///
-    /// # Errors
-    /// As [`KvService::open`].
-    pub fn open(config: &KvConfig) -> Result<Self, AppError> {
-        RedisService::open(config).map(Self)
-    }
-}
-
-impl Service for MemcacheService {
-    fn app(&self) -> &'static str {
-        "memcache"
-    }
-
-    fn handler(&self, _worker: usize) -> Box<dyn Handler> {
-        let r = &self.0;
-        Box::new(MemcacheHandler {
-            db: RocksKv {
-                store: r.store.clone(),
-                locks: r.locks.clone(),
-                read: ReadOptions::default(),
-                write: WriteOptions::default(),
-            },
-            scratch: Vec::new(),
-        })
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "memcached commands over the RocksDB key-value store at '{}' ({} keys loaded)",
-            self.0.store.path.display(),
-            self.0.keys
-        )
-    }
-}
-
-/// A worker's memcached handler: the request is one command (with its data
-/// block); the reply is memcached's text (empty for `noreply`).
-struct MemcacheHandler {
-    db: RocksKv,
-    scratch: Vec<u8>,
-}
-
-impl Handler for MemcacheHandler {
-    fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
-        psp_resp::memcache::execute(ctx.body, &self.db, ctx.response, &mut self.scratch)
-            .map_err(|_| HandlerError::BadBody("not a memcached command"))
-    }
-
-    /// No preemption point: a command runs to its end.
     fn fiber_safe(&self) -> bool {
         true
     }

@@ -1,19 +1,27 @@
 //! The applications behind the scheduler, and the seam they plug into.
 //!
-//! An application ([`AppConfig`], chosen on the command line with its options)
-//! names its operations, maps a workload's request types onto them
-//! ([`AppConfig::bind`]: type id = the workload type's index, matched by name),
-//! writes the bodies of generated requests ([`AppConfig::encoder`], for
-//! `psp run`'s generator and `psp load`'s client) and starts its [`Service`]
-//! ([`AppConfig::start`]), which builds one [`Handler`] per worker, sharing
-//! what must be shared (one database, one set of tables). Handlers validate
-//! every body: a bad one is answered BAD_REQUEST
-//! ([`psp_runtime::HandlerError::BadBody`]), never a crash.
+//! An application is one file that implements [`App`] (its name, the
+//! operations request types may name, its options' checks, the writer of its
+//! generated request bodies, the [`Service`] that builds its handlers) and
+//! exports an [`AppEntry`] (the name `--app` takes, its standard mix, how its
+//! options are read), plus one line in [`APPS`], the registry the command
+//! line reads. Adding an application touches nothing else
+//! (`examples/own_app.rs` writes one).
+//!
+//! A configured application ([`AppConfig`]) maps a workload's request types
+//! onto its operations ([`AppConfig::bind`]: type id = the workload type's
+//! index, matched by name), writes the bodies of generated requests
+//! ([`AppConfig::encoder`], for `psp run`'s generator and `psp load`'s
+//! client) and starts its [`Service`] ([`AppConfig::start`]), which builds
+//! one [`Handler`] per worker, sharing what must be shared (one database,
+//! one set of tables). Handlers validate every body: a bad one is answered
+//! BAD_REQUEST ([`psp_runtime::HandlerError::BadBody`]), never a crash.
 //!
 //! - [`spin`]: the synthetic application (spins for the service time the
 //!   request carries) and the echo service.
 //! - [`kv`]: a key-value service over an embedded RocksDB.
 //! - [`tpcc`]: TPC-C's five transactions over in-memory tables.
+//! - [`memkv`]: the in-memory store behind the protocol front ends.
 //! - [`profile`]: each operation's service time, measured alone.
 //!
 //! Options are checked in one place each ([`kv::KvConfig::validate`],
@@ -25,21 +33,147 @@ pub mod profile;
 pub mod spin;
 pub mod tpcc;
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use psp_core::TypeId;
 use psp_runtime::{BodyEncoder, Handler};
 
 pub use kv::KvConfig;
-pub use spin::SpinConfig;
+pub use spin::{EchoConfig, SpinConfig};
 pub use tpcc::TpccConfig;
+
+/// The registry: every application `--app` takes, in the order the command
+/// line lists them. A new application is one file and one line here.
+pub static APPS: &[AppEntry] = &[spin::SPIN, spin::ECHO, kv::ENTRY, tpcc::ENTRY];
+
+/// One line of the registry.
+#[derive(Debug, Clone, Copy)]
+pub struct AppEntry {
+    /// The name `--app` and workload files take (lower case).
+    pub name: &'static str,
+    /// The mix `psp profile` writes by default (operation, ratio): the
+    /// papers' experiments for this application; empty for applications
+    /// without operations of their own.
+    pub default_mix: &'static [(&'static str, f64)],
+    /// The options a workload file's `[app_options]` may carry for it
+    /// (counts; what its measured service times depend on).
+    pub workload_options: &'static [&'static str],
+    /// The application with `options` (each missing one at its default),
+    /// nothing checked or opened.
+    pub configure: fn(&AppOptions) -> AppConfig,
+}
+
+/// The registered application named `name` (any case).
+pub fn find(name: &str) -> Option<&'static AppEntry> {
+    APPS.iter().find(|e| e.name.eq_ignore_ascii_case(name))
+}
+
+/// The registered applications' names, in registry order.
+pub fn app_names() -> Vec<&'static str> {
+    APPS.iter().map(|e| e.name).collect()
+}
+
+/// An application's options as a command gives them: by name (as a workload
+/// file's `[app_options]` spells them: `kv_keys`), each optional, and what
+/// the command knows of the workload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppOptions {
+    /// Longest service time a request may ask for (the synthetic
+    /// application's cap; `u64::MAX` for generated, trusted requests).
+    pub max_service_ns: u64,
+    counts: BTreeMap<String, u64>,
+    paths: BTreeMap<String, PathBuf>,
+}
+
+impl AppOptions {
+    /// No option given, requests capped at `max_service_ns`.
+    pub fn new(max_service_ns: u64) -> Self {
+        Self {
+            max_service_ns,
+            ..Self::default()
+        }
+    }
+
+    /// With the count `name` set to `value` (left as is when `None`).
+    #[must_use]
+    pub fn with_count(mut self, name: &str, value: Option<u64>) -> Self {
+        if let Some(v) = value {
+            self.counts.insert(name.to_string(), v);
+        }
+        self
+    }
+
+    /// With the path `name` set to `value` (left as is when `None`).
+    #[must_use]
+    pub fn with_path(mut self, name: &str, value: Option<PathBuf>) -> Self {
+        if let Some(v) = value {
+            self.paths.insert(name.to_string(), v);
+        }
+        self
+    }
+
+    /// The count `name`, if given.
+    pub fn count(&self, name: &str) -> Option<u64> {
+        self.counts.get(name).copied()
+    }
+
+    /// The path `name`, if given.
+    pub fn path(&self, name: &str) -> Option<&Path> {
+        self.paths.get(name).map(PathBuf::as_path)
+    }
+}
+
+/// An application with its options: what a registry entry configures.
+pub trait App: Debug + Send + Sync + 'static {
+    /// The name used on the command line and in workload files.
+    fn name(&self) -> &'static str;
+
+    /// The operations request types may name; `None` (the default): any
+    /// name (the type only matters to the scheduler).
+    fn operations(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+
+    /// Checks the options (each against its range), opening nothing.
+    ///
+    /// # Errors
+    /// An option out of range.
+    fn validate(&self) -> Result<(), AppError> {
+        Ok(())
+    }
+
+    /// The options its measured service times depend on (name, value), as
+    /// `psp profile` writes them into a workload file's `[app_options]`.
+    fn options(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    /// The writer of generated request bodies, for types whose operations
+    /// are `ops` ([`AppConfig::bind`]), drawing with `seed`. Called after
+    /// [`App::validate`]. By default the synthetic body: the service time
+    /// the workload drew (for applications without operations of their own).
+    fn encoder(&self, ops: Vec<usize>, seed: u64) -> Box<dyn BodyEncoder> {
+        let _ = (ops, seed);
+        Box::new(psp_runtime::SyntheticEncoder)
+    }
+
+    /// Starts the application (opens and loads its database or tables)
+    /// for types whose operations are `ops`: the handler factory a runtime
+    /// serves. Called after [`App::validate`].
+    ///
+    /// # Errors
+    /// A database that cannot be opened or loaded.
+    fn service(&self, ops: Vec<usize>) -> Result<Arc<dyn Service>, AppError>;
+}
 
 /// Why an application could not be set up (one line each).
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     /// No application of that name.
-    #[error("--app must be spin, echo, kv or tpcc, not '{0}'")]
+    #[error("--app must be {names}, not '{0}'", names = psp_proto::or_list(&app_names()))]
     Unknown(String),
     /// A workload type names no operation of the application.
     #[error("workload type '{name}' is not an operation of app {app} ({ops})")]
@@ -85,47 +219,41 @@ pub fn check_range(option: &'static str, value: u64, min: u64, max: u64) -> Resu
     }
 }
 
-/// An application with its options.
+/// An application with its options, configured ([`AppEntry::configure`]).
 #[derive(Debug, Clone)]
-pub enum AppConfig {
-    /// Spins for the service time each request carries ([`spin`]).
-    Spin(SpinConfig),
-    /// Answers with the request's body ([`spin::EchoHandler`]).
-    Echo,
-    /// The RocksDB key-value service ([`kv`]).
-    Kv(KvConfig),
-    /// TPC-C ([`tpcc`]).
-    Tpcc(TpccConfig),
-}
-
-/// The application names, as the command line spells them.
-pub const APP_NAMES: [&str; 4] = ["spin", "echo", "kv", "tpcc"];
+pub struct AppConfig(Arc<dyn App>);
 
 impl AppConfig {
+    /// The application `app`.
+    pub fn new(app: impl App) -> Self {
+        Self(Arc::new(app))
+    }
+
+    /// The application.
+    pub fn app(&self) -> &dyn App {
+        &*self.0
+    }
+
     /// The name used on the command line and in workload files.
     pub fn name(&self) -> &'static str {
-        match self {
-            AppConfig::Spin(_) => "spin",
-            AppConfig::Echo => "echo",
-            AppConfig::Kv(_) => "kv",
-            AppConfig::Tpcc(_) => "tpcc",
-        }
+        self.0.name()
     }
 
     /// The operations request types may name; `None`: any name (the type only
     /// matters to the scheduler).
     pub fn operations(&self) -> Option<&'static [&'static str]> {
-        match self {
-            AppConfig::Spin(_) | AppConfig::Echo => None,
-            AppConfig::Kv(_) => Some(&kv::OPERATIONS),
-            AppConfig::Tpcc(_) => Some(&tpcc::OPERATIONS),
-        }
+        self.0.operations()
     }
 
     /// The mix `psp profile` writes by default (operation, ratio): the
     /// papers' experiments for this application.
     pub fn default_mix(&self) -> &'static [(&'static str, f64)] {
         default_mix(self.name())
+    }
+
+    /// The options its measured service times depend on ([`App::options`]).
+    pub fn options(&self) -> Vec<(&'static str, u64)> {
+        self.0.options()
     }
 
     /// The operation each of `types` (a workload's type names, in type-id
@@ -158,11 +286,7 @@ impl AppConfig {
     /// # Errors
     /// An option out of range.
     pub fn validate(&self) -> Result<(), AppError> {
-        match self {
-            AppConfig::Spin(_) | AppConfig::Echo => Ok(()),
-            AppConfig::Kv(c) => c.validate(),
-            AppConfig::Tpcc(c) => c.validate(),
-        }
+        self.0.validate()
     }
 
     /// The writer of generated request bodies for a workload with `types`,
@@ -173,11 +297,7 @@ impl AppConfig {
     pub fn encoder(&self, types: &[String], seed: u64) -> Result<Box<dyn BodyEncoder>, AppError> {
         self.validate()?;
         let ops = self.bind(types)?;
-        Ok(match self {
-            AppConfig::Spin(_) | AppConfig::Echo => Box::new(psp_runtime::SyntheticEncoder),
-            AppConfig::Kv(c) => Box::new(kv::KvEncoder::new(c, ops, seed)),
-            AppConfig::Tpcc(c) => Box::new(tpcc::TpccEncoder::new(c, ops, seed)),
-        })
+        Ok(self.0.encoder(ops, seed))
     }
 
     /// The encoders of this application's request bodies for `types`, for a
@@ -198,23 +318,14 @@ impl AppConfig {
     pub fn start(&self, types: &[String]) -> Result<Arc<dyn Service>, AppError> {
         self.validate()?;
         let ops = self.bind(types)?;
-        Ok(match self {
-            AppConfig::Spin(c) => Arc::new(spin::SpinService::new(c)),
-            AppConfig::Echo => Arc::new(spin::EchoService),
-            AppConfig::Kv(c) => Arc::new(kv::KvService::open(c, ops)?),
-            AppConfig::Tpcc(c) => Arc::new(tpcc::TpccService::load(c, ops)?),
-        })
+        self.0.service(ops)
     }
 }
 
 /// The mix `psp profile` writes by default for the application named `app`
 /// (empty for applications without operations of their own, or unknown names).
 pub fn default_mix(app: &str) -> &'static [(&'static str, f64)] {
-    match app.to_ascii_lowercase().as_str() {
-        "kv" => &kv::DEFAULT_MIX,
-        "tpcc" => &tpcc::DEFAULT_MIX,
-        _ => &[],
-    }
+    find(app).map_or(&[], |e| e.default_mix)
 }
 
 /// A started application: what a server or run serves.

@@ -1,8 +1,9 @@
 //! The in-memory key-value services behind `psp serve --protocol resp`,
 //! `memcache` and `memcache-udp` (their default store, as in the servers
-//! they stand in for): one [`psp_resp::db::Db`] shared by every worker, with
-//! Redis's commands ([`psp_resp::commands`]) or memcached's
-//! ([`psp_resp::memcache::execute_db`]) over it.
+//! they stand in for): one [`psp_proto::db::Db`] shared by every worker, with
+//! the protocol's commands ([`psp_proto::Protocol::execute_db`]: Redis's
+//! [`psp_proto::commands`], memcached's [`psp_proto::memcache::execute_db`])
+//! over it.
 //!
 //! A background thread removes expired keys every 100 ms (a few shards a
 //! pass, as Redis's active expiry); it holds only a weak reference and ends
@@ -15,8 +16,9 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use psp_resp::commands::{self, Sessions};
-use psp_resp::db::{Db, DbConfig, EXPIRE_SHARDS_PER_CYCLE};
+use psp_proto::Protocol;
+use psp_proto::commands::Sessions;
+use psp_proto::db::{Db, DbConfig, EXPIRE_SHARDS_PER_CYCLE};
 use psp_runtime::{Handler, HandlerError, RequestContext};
 
 use crate::Service;
@@ -34,21 +36,12 @@ pub struct MemConfig {
     pub connections: usize,
 }
 
-/// Which protocol's commands a [`MemService`] runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemProtocol {
-    /// Redis's.
-    Redis,
-    /// memcached's.
-    Memcache,
-}
-
 /// The in-memory store and the protocol's commands over it.
 #[derive(Debug)]
 pub struct MemService {
     db: Arc<Db>,
     sessions: Arc<Sessions>,
-    protocol: MemProtocol,
+    protocol: &'static dyn Protocol,
 }
 
 impl MemService {
@@ -56,7 +49,7 @@ impl MemService {
     ///
     /// # Errors
     /// The expiry thread cannot be spawned.
-    pub fn start(protocol: MemProtocol, cfg: MemConfig) -> std::io::Result<Self> {
+    pub fn start(protocol: &'static dyn Protocol, cfg: MemConfig) -> std::io::Result<Self> {
         let db = Arc::new(Db::new(cfg.db));
         let weak: Weak<Db> = Arc::downgrade(&db);
         std::thread::Builder::new()
@@ -84,10 +77,7 @@ impl MemService {
 
 impl Service for MemService {
     fn app(&self) -> &'static str {
-        match self.protocol {
-            MemProtocol::Redis => "redis",
-            MemProtocol::Memcache => "memcache",
-        }
+        self.protocol.service_name()
     }
 
     fn handler(&self, _worker: usize) -> Box<dyn Handler> {
@@ -106,16 +96,10 @@ impl Service for MemService {
             format!(
                 "at most {} MiB, {} when full",
                 c.max_memory >> 20,
-                match self.protocol {
-                    MemProtocol::Memcache => "evicting the least recently used".to_string(),
-                    MemProtocol::Redis => c.eviction.name().to_string(),
-                }
+                self.protocol.eviction_about(c.eviction)
             )
         };
-        let what = match self.protocol {
-            MemProtocol::Redis => "Redis commands",
-            MemProtocol::Memcache => "memcached commands",
-        };
+        let what = self.protocol.commands_about();
         format!("{what} over the in-memory store ({bound})")
     }
 
@@ -137,27 +121,22 @@ impl Service for MemService {
 struct MemHandler {
     db: Arc<Db>,
     sessions: Arc<Sessions>,
-    protocol: MemProtocol,
+    protocol: &'static dyn Protocol,
 }
 
 impl Handler for MemHandler {
     fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
-        match self.protocol {
-            MemProtocol::Redis => {
-                let mut session = self.sessions.take(ctx.session);
-                let preempt = &ctx.preempt;
-                let r =
-                    commands::execute(ctx.body, &self.db, &mut session, ctx.response, &mut || {
-                        preempt.point()
-                    });
-                self.sessions.put(session);
-                r.map_err(|_| HandlerError::BadBody("not a RESP command"))
-            }
-            MemProtocol::Memcache => {
-                psp_resp::memcache::execute_db(ctx.body, &self.db, ctx.response)
-                    .map_err(|_| HandlerError::BadBody("not a memcached command"))
-            }
-        }
+        let preempt = &ctx.preempt;
+        self.protocol
+            .execute_db(
+                ctx.body,
+                &self.db,
+                &self.sessions,
+                ctx.session,
+                ctx.response,
+                &mut || preempt.point(),
+            )
+            .map_err(HandlerError::BadBody)
     }
 
     /// Locks are held only between preemption points (module doc).

@@ -2,12 +2,32 @@
 //! carries (the workloads' declared service times made real on a core), and
 //! the echo service (answers with the request's body: a do-nothing baseline).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use psp_runtime::{Handler, HandlerError, RequestContext, SpinHandler, Spinner};
 
-use crate::Service;
+use crate::{App, AppConfig, AppEntry, AppError, AppOptions, Service};
+
+/// The registry's entry of the spin application.
+pub const SPIN: AppEntry = AppEntry {
+    name: "spin",
+    default_mix: &[],
+    workload_options: &[],
+    configure: |o: &AppOptions| {
+        AppConfig::new(SpinConfig {
+            max_service_ns: o.max_service_ns,
+        })
+    },
+};
+
+/// The registry's entry of the echo service.
+pub const ECHO: AppEntry = AppEntry {
+    name: "echo",
+    default_mix: &[],
+    workload_options: &[],
+    configure: |_: &AppOptions| AppConfig::new(EchoConfig),
+};
 
 /// The spin application's options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +35,16 @@ pub struct SpinConfig {
     /// Longest service time a request may ask for; longer ones are answered
     /// HANDLER_ERROR at once (`u64::MAX` for generated, trusted requests).
     pub max_service_ns: u64,
+}
+
+impl App for SpinConfig {
+    fn name(&self) -> &'static str {
+        "spin"
+    }
+
+    fn service(&self, _ops: Vec<usize>) -> Result<Arc<dyn Service>, AppError> {
+        Ok(Arc::new(SpinService::new(self)))
+    }
 }
 
 /// The process's calibrated spin (calibrated once, 50 ms, on first use).
@@ -70,6 +100,20 @@ impl Service for SpinService {
             "spin (requests may ask for at most {} ns)",
             self.config.max_service_ns
         )
+    }
+}
+
+/// The echo application (it has no options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EchoConfig;
+
+impl App for EchoConfig {
+    fn name(&self) -> &'static str {
+        "echo"
+    }
+
+    fn service(&self, _ops: Vec<usize>) -> Result<Arc<dyn Service>, AppError> {
+        Ok(Arc::new(EchoService))
     }
 }
 

@@ -66,7 +66,7 @@ fn direct(
 #[test]
 fn a_scan_preempted_at_every_key_and_moved_between_threads_answers_the_same() {
     let keys = 2_000;
-    let svc = AppConfig::Kv(KvConfig {
+    let svc = AppConfig::new(KvConfig {
         keys,
         ..KvConfig::default()
     })

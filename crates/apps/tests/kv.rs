@@ -19,7 +19,7 @@ const SCAN: u16 = 1;
 const PUT: u16 = 2;
 
 fn config(keys: u64) -> AppConfig {
-    AppConfig::Kv(KvConfig {
+    AppConfig::new(KvConfig {
         keys,
         ..KvConfig::default()
     })
@@ -120,7 +120,7 @@ fn a_scan_walks_keys_in_order_with_the_right_count_and_content() {
 
 #[test]
 fn a_scan_visits_at_most_the_servers_bound() {
-    let svc = AppConfig::Kv(KvConfig {
+    let svc = AppConfig::new(KvConfig {
         keys: 100,
         max_scan_keys: Some(30),
         ..KvConfig::default()
@@ -137,7 +137,7 @@ fn a_scan_visits_at_most_the_servers_bound() {
     let mut from = key_of(29).to_vec();
     from.push(0);
     assert_eq!(scan(&mut *h, 0, &from, b"").first, key_of(30));
-    let err = AppConfig::Kv(KvConfig {
+    let err = AppConfig::new(KvConfig {
         max_scan_keys: Some(0),
         ..KvConfig::default()
     })
@@ -242,7 +242,7 @@ fn a_workload_type_that_is_not_an_operation_is_an_error() {
 fn an_unusable_path_or_option_is_a_one_line_error() {
     let file = tempfile::NamedTempFile::new().unwrap();
     for path in ["/proc/psp-kv-cannot-be-here", file.path().to_str().unwrap()] {
-        let err = AppConfig::Kv(KvConfig {
+        let err = AppConfig::new(KvConfig {
             path: Some(path.into()),
             keys: 10,
             ..KvConfig::default()
@@ -258,7 +258,7 @@ fn an_unusable_path_or_option_is_a_one_line_error() {
         (10, 201, "--kv-value-bytes"),
         (u64::MAX, 64, "--kv-keys"),
     ] {
-        let err = AppConfig::Kv(KvConfig {
+        let err = AppConfig::new(KvConfig {
             path: None,
             keys,
             value_bytes,
@@ -273,7 +273,7 @@ fn an_unusable_path_or_option_is_a_one_line_error() {
 #[test]
 fn a_database_at_a_given_path_persists() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = AppConfig::Kv(KvConfig {
+    let cfg = AppConfig::new(KvConfig {
         path: Some(dir.path().join("db")),
         keys: 20,
         ..KvConfig::default()

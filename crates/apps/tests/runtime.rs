@@ -78,7 +78,7 @@ fn the_key_value_service_runs_under_every_policy() {
         "kv",
         &[("GET", 2.0, 0.6), ("SCAN", 300.0, 0.1), ("PUT", 5.0, 0.3)],
     );
-    let app = AppConfig::Kv(KvConfig {
+    let app = AppConfig::new(KvConfig {
         keys: 500,
         ..KvConfig::default()
     });
@@ -100,7 +100,7 @@ fn tpcc_stays_consistent_under_concurrent_workers() {
         full_scale: false,
         seed: 4,
     };
-    let app = AppConfig::Tpcc(config);
+    let app = AppConfig::new(config);
     let ops = app.bind(&names(&w)).unwrap();
     let service = TpccService::load(&config, ops).unwrap();
     let before = service.database().stats();

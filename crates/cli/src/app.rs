@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use psp_apps::{AppConfig, KvConfig, SpinConfig, TpccConfig};
+use psp_apps::{AppConfig, AppOptions, KvConfig};
 use psp_sim::Workload;
 use serde::Deserialize;
 
@@ -28,16 +28,6 @@ macro_rules! or_each_missing {
     };
 }
 pub(crate) use or_each_missing;
-
-/// The application options a workload file may carry (`[app_options]`, as
-/// `psp profile` writes them): what the measured service times depend on.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WorkloadAppOptions {
-    kv_keys: Option<u64>,
-    kv_value_bytes: Option<u64>,
-    tpcc_warehouses: Option<u64>,
-}
 
 /// `--app` and the applications' options (every field optional, so that
 /// `psp serve` can take them from its `--config` file too, by the same names
@@ -89,41 +79,32 @@ impl AppArgs {
     /// option out of range, or a workload type that names no operation of the
     /// application.
     pub fn config(&self, workload: &Workload, max_service_ns: u64) -> Result<AppConfig> {
-        let file: WorkloadAppOptions = match &workload.app_options {
-            Some(t) => toml::Value::Table(t.clone())
-                .try_into()
-                .map_err(|e: toml::de::Error| {
-                    anyhow::anyhow!(
-                        "workload '{}': [app_options]: {}",
-                        workload.name,
-                        e.message().replace('\n', " ")
-                    )
-                })?,
-            None => WorkloadAppOptions::default(),
-        };
-        let this = self.or(&AppArgs {
-            app: None,
-            kv_path: None,
-            kv_keys: file.kv_keys,
-            kv_value_bytes: file.kv_value_bytes,
-            kv_max_scan: None,
-            tpcc_warehouses: file.tpcc_warehouses,
-        });
-        this.config_of(workload, max_service_ns)
+        let mut options = self.options(max_service_ns);
+        for (name, value) in workload_app_options(workload)? {
+            if options.count(&name).is_none() {
+                options = options.with_count(&name, Some(value));
+            }
+        }
+        self.config_of(workload, &options)
+    }
+
+    /// This command line's application options, by the names workload
+    /// files give them, requests capped at `max_service_ns`.
+    pub fn options(&self, max_service_ns: u64) -> AppOptions {
+        AppOptions::new(max_service_ns)
+            .with_path("kv_path", self.kv_path.clone())
+            .with_count("kv_keys", self.kv_keys)
+            .with_count("kv_value_bytes", self.kv_value_bytes)
+            .with_count("kv_max_scan", self.kv_max_scan)
+            .with_count("tpcc_warehouses", self.tpcc_warehouses)
     }
 
     /// The key-value store's options (`--kv-*`), defaults filled in.
     pub fn kv_config(&self) -> KvConfig {
-        let kv = KvConfig::default();
-        KvConfig {
-            path: self.kv_path.clone(),
-            keys: self.kv_keys.unwrap_or(kv.keys),
-            value_bytes: self.kv_value_bytes.unwrap_or(kv.value_bytes),
-            max_scan_keys: self.kv_max_scan,
-        }
+        KvConfig::from_options(&self.options(u64::MAX))
     }
 
-    fn config_of(&self, workload: &Workload, max_service_ns: u64) -> Result<AppConfig> {
+    fn config_of(&self, workload: &Workload, options: &AppOptions) -> Result<AppConfig> {
         let name = match (&self.app, &workload.app) {
             (Some(a), Some(w)) if !a.eq_ignore_ascii_case(w) => {
                 bail!("--app {a}, but workload '{}' is for app {w}", workload.name)
@@ -132,24 +113,61 @@ impl AppArgs {
             (None, Some(w)) => w.to_ascii_lowercase(),
             (None, None) => "spin".into(),
         };
-        let app = match name.as_str() {
-            "spin" => AppConfig::Spin(SpinConfig { max_service_ns }),
-            "echo" => AppConfig::Echo,
-            "kv" => AppConfig::Kv(self.kv_config()),
-            "tpcc" => AppConfig::Tpcc(TpccConfig {
-                warehouses: self.tpcc_warehouses.unwrap_or(1),
-                ..TpccConfig::default()
-            }),
-            other if self.app.is_none() => bail!(
-                "workload '{}' is for app '{other}', which is not one of {}",
+        let app = match psp_apps::find(&name) {
+            Some(entry) => (entry.configure)(options),
+            None if self.app.is_none() => bail!(
+                "workload '{}' is for app '{name}', which is not one of {}",
                 workload.name,
-                psp_apps::APP_NAMES.join(", ")
+                psp_apps::app_names().join(", ")
             ),
-            other => return Err(psp_apps::AppError::Unknown(other.to_string()).into()),
+            None => return Err(psp_apps::AppError::Unknown(name).into()),
         };
         app.validate()?;
         app.bind(&type_names(workload))?;
         Ok(app)
+    }
+}
+
+/// The application options `workload` carries (`[app_options]`, as `psp
+/// profile` writes them: what the measured service times depend on), each
+/// one some registered application's.
+fn workload_app_options(workload: &Workload) -> Result<Vec<(String, u64)>> {
+    let Some(table) = &workload.app_options else {
+        return Ok(Vec::new());
+    };
+    let known: Vec<&str> = psp_apps::APPS
+        .iter()
+        .flat_map(|e| e.workload_options.iter().copied())
+        .collect();
+    let bad = |message: String| {
+        anyhow::anyhow!(
+            "workload '{}': [app_options]: {}",
+            workload.name,
+            message.replace('\n', " ")
+        )
+    };
+    let mut options = Vec::with_capacity(table.len());
+    for (name, value) in table {
+        if !known.contains(&name.as_str()) {
+            return Err(bad(unknown_field(name, &known)));
+        }
+        let value: u64 = value
+            .clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| bad(e.message().to_string()))?;
+        options.push((name.clone(), value));
+    }
+    Ok(options)
+}
+
+/// serde's words for a field not in `expected`.
+fn unknown_field(name: &str, expected: &[&str]) -> String {
+    let quoted: Vec<String> = expected.iter().map(|e| format!("`{e}`")).collect();
+    match quoted.as_slice() {
+        [] => format!("unknown field `{name}`, there are no fields"),
+        [one] => format!("unknown field `{name}`, expected {one}"),
+        [a, b] => format!("unknown field `{name}`, expected {a} or {b}"),
+        all => format!("unknown field `{name}`, expected one of {}", all.join(", ")),
     }
 }
 

@@ -793,10 +793,10 @@ pub fn max_memory(s: &str) -> Result<usize> {
 ///
 /// # Errors
 /// Not one of them.
-pub fn maxmemory_policy(s: &str) -> Result<psp_resp::db::Eviction> {
+pub fn maxmemory_policy(s: &str) -> Result<psp_proto::db::Eviction> {
     match s {
-        "noeviction" => Ok(psp_resp::db::Eviction::NoEviction),
-        "allkeys-lru" => Ok(psp_resp::db::Eviction::AllKeysLru),
+        "noeviction" => Ok(psp_proto::db::Eviction::NoEviction),
+        "allkeys-lru" => Ok(psp_proto::db::Eviction::AllKeysLru),
         _ => bail!("--maxmemory-policy must be noeviction or allkeys-lru, not '{s}'"),
     }
 }

@@ -93,7 +93,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     psp_apps::profile::check_requests(a.requests)?;
     // An unknown --app is named as such, whatever else is missing.
     if let Some(name) = &a.app.app
-        && !psp_apps::APP_NAMES.contains(&name.to_ascii_lowercase().as_str())
+        && psp_apps::find(name).is_none()
     {
         return Err(psp_apps::AppError::Unknown(name.clone()).into());
     }
@@ -105,8 +105,12 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         .clone()
         .or_else(|| given.as_ref().and_then(|w| w.app.clone()))
     else {
+        // Those with a standard mix of their own first.
+        let (mut names, rest) = apps_with_a_mix();
+        names.extend(rest);
         bail!(
-            "--app is required (kv, tpcc, spin or echo), unless --workload names a workload whose `app` says which"
+            "--app is required ({}), unless --workload names a workload whose `app` says which",
+            psp_proto::or_list(&names)
         );
     };
     // The types: the given workload's, else the application's standard mix.
@@ -156,23 +160,9 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         a.order,
     );
     // What the measured times depend on travels with them.
-    match &app {
-        psp_apps::AppConfig::Kv(k) => {
-            let o = &mut file.app_options;
-            o.insert("kv_keys".into(), toml::Value::Integer(k.keys as i64));
-            o.insert(
-                "kv_value_bytes".into(),
-                toml::Value::Integer(k.value_bytes as i64),
-            );
-        }
-        psp_apps::AppConfig::Tpcc(t) => {
-            let o = &mut file.app_options;
-            o.insert(
-                "tpcc_warehouses".into(),
-                toml::Value::Integer(t.warehouses as i64),
-            );
-        }
-        _ => {}
+    for (name, value) in app.options() {
+        file.app_options
+            .insert(name.into(), toml::Value::Integer(value as i64));
     }
     let text = toml::to_string(&file).context("cannot write the workload as TOML")?;
     // What is written must read back as a valid workload.
@@ -224,6 +214,16 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     Ok(())
 }
 
+/// The registered applications with a standard mix of their own (what
+/// `psp profile` measures without `--workload`), and the others.
+fn apps_with_a_mix() -> (Vec<&'static str>, Vec<&'static str>) {
+    let (with, without): (Vec<_>, Vec<_>) = psp_apps::APPS
+        .iter()
+        .partition(|e| !e.default_mix.is_empty());
+    let names = |v: Vec<&psp_apps::AppEntry>| v.into_iter().map(|e| e.name).collect();
+    (names(with), names(without))
+}
+
 /// The prefix of a workload measured on this machine at first use.
 pub const MEASURED_PREFIX: &str = "measured:";
 
@@ -245,7 +245,8 @@ pub fn resolve_workload(spec: &str) -> Result<Workload> {
     let app = app.to_ascii_lowercase();
     if psp_apps::default_mix(&app).is_empty() {
         bail!(
-            "workload '{spec}': measured:APP takes an application with operations of its own (kv or tpcc)"
+            "workload '{spec}': measured:APP takes an application with operations of its own ({})",
+            psp_proto::or_list(&apps_with_a_mix().0)
         );
     }
     let path = profile_cache()?.join(format!("{app}-{}.toml", machine_key()));

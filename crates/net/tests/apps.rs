@@ -75,7 +75,7 @@ fn the_key_value_service_answers_the_load_client_and_refuses_bad_bodies() {
         "kv",
         &[("GET", 2.0, 0.7), ("SCAN", 200.0, 0.1), ("PUT", 4.0, 0.2)],
     );
-    let app = AppConfig::Kv(KvConfig {
+    let app = AppConfig::new(KvConfig {
         keys: 300,
         ..KvConfig::default()
     });
@@ -127,7 +127,7 @@ fn the_key_value_service_answers_the_load_client_and_refuses_bad_bodies() {
 #[test]
 fn tpcc_answers_the_load_client_and_stays_consistent() {
     let w = Workload::resolve("tpcc").unwrap();
-    let app = AppConfig::Tpcc(TpccConfig {
+    let app = AppConfig::new(TpccConfig {
         warehouses: 1,
         full_scale: false,
         seed: 2,

@@ -55,7 +55,7 @@ impl App {
             "matrix-spin",
             &[("short", 20.0, 0.8), ("long", 1000.0, 0.2)],
         );
-        let config = AppConfig::Spin(SpinConfig {
+        let config = AppConfig::new(SpinConfig {
             max_service_ns: 10_000_000,
         });
         App::start("spin", workload, config)
@@ -64,7 +64,7 @@ impl App {
     fn kv() -> App {
         // A SCAN walks all 10,000 keys (about a millisecond).
         let workload = Workload::fixed("matrix-kv", &[("GET", 2.0, 0.7), ("SCAN", 200.0, 0.3)]);
-        let config = AppConfig::Kv(KvConfig {
+        let config = AppConfig::new(KvConfig {
             keys: 10_000,
             ..KvConfig::default()
         });

@@ -12,25 +12,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use psp_apps::KvConfig;
-use psp_apps::kv::MemcacheService;
+use psp_apps::kv::ProtocolService;
 use psp_net::dgram::DatagramProtocol;
-use psp_net::server::StreamProtocolKind;
 use psp_net::tcp::TcpConfig;
 use psp_net::{DatapathKind, Server, ServerReport};
 
 mod common;
 
 fn server(datapath: DatapathKind, protocol: DatagramProtocol) -> Server {
-    let service = MemcacheService::open(&KvConfig {
-        keys: 100,
-        ..KvConfig::default()
-    })
+    let service = ProtocolService::open(
+        &psp_proto::memcache::Memcache,
+        &KvConfig {
+            keys: 100,
+            ..KvConfig::default()
+        },
+    )
     .unwrap();
     common::server::start(
         Arc::new(service),
         common::server::types(
-            &psp_resp::memcache::TYPES,
-            &psp_resp::memcache::TYPE_MEAN_US,
+            &psp_proto::memcache::TYPES,
+            &psp_proto::memcache::TYPE_MEAN_US,
         ),
         "darc",
         datapath,
@@ -75,7 +77,10 @@ fn read_until(c: &mut TcpStream, end: &[u8]) -> Vec<u8> {
 #[test]
 fn malformed_memcached_text_is_answered_and_the_server_keeps_serving() {
     let s = server(
-        DatapathKind::Tcp(StreamProtocolKind::Memcache, TcpConfig::default()),
+        DatapathKind::Tcp(
+            psp_proto::find("memcache").expect("registered"),
+            TcpConfig::default(),
+        ),
         DatagramProtocol::default(),
     );
     // Unknown commands and binary garbage: ERROR, the connection stays.

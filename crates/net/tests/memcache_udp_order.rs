@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use psp_apps::KvConfig;
-use psp_apps::kv::MemcacheService;
+use psp_apps::kv::ProtocolService;
 use psp_net::dgram::DatagramProtocol;
 use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig, ServerReport};
 use psp_runtime::{IdleStrategy, RuntimeConfig};
@@ -26,10 +26,13 @@ const PAIRS: u16 = 300;
 const KEYS: u16 = 4;
 
 fn server(policy: &str, queue_capacity: usize) -> Server {
-    let service = MemcacheService::open(&KvConfig {
-        keys: 100,
-        ..KvConfig::default()
-    })
+    let service = ProtocolService::open(
+        &psp_proto::memcache::Memcache,
+        &KvConfig {
+            keys: 100,
+            ..KvConfig::default()
+        },
+    )
     .unwrap();
     Server::start(ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
@@ -47,8 +50,8 @@ fn server(policy: &str, queue_capacity: usize) -> Server {
         },
         policy: policy.parse().unwrap(),
         types: common::server::types(
-            &psp_resp::memcache::TYPES,
-            &psp_resp::memcache::TYPE_MEAN_US,
+            &psp_proto::memcache::TYPES,
+            &psp_proto::memcache::TYPE_MEAN_US,
         ),
         classifier: ClassifierKind::Header,
         app_classifier: None,

@@ -18,8 +18,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use psp_apps::memkv::{MemConfig, MemProtocol, MemService};
-use psp_net::server::StreamProtocolKind;
+use psp_apps::memkv::{MemConfig, MemService};
 use psp_net::tcp::TcpConfig;
 use psp_net::{DatapathKind, Server};
 use redis::Commands;
@@ -33,33 +32,22 @@ const CLIENTS: usize = 4;
 /// Updates per connection.
 const UPDATES: usize = 200;
 
-fn server(protocol: MemProtocol, policy: &str) -> Server {
+fn server(protocol: &str, policy: &str) -> Server {
+    let entry = psp_proto::find(protocol).expect("registered");
     let service = MemService::start(
-        protocol,
+        entry.protocol,
         MemConfig {
             connections: 1024,
             ..MemConfig::default()
         },
     )
     .unwrap();
-    let (kind, types) = match protocol {
-        MemProtocol::Redis => (
-            StreamProtocolKind::Resp,
-            common::server::types(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US),
-        ),
-        MemProtocol::Memcache => (
-            StreamProtocolKind::Memcache,
-            common::server::types(
-                &psp_resp::memcache::TYPES,
-                &psp_resp::memcache::TYPE_MEAN_US,
-            ),
-        ),
-    };
+    let types = common::server::types(entry.protocol.types(), entry.protocol.type_mean_us());
     common::server::start(
         Arc::new(service),
         types,
         policy,
-        DatapathKind::Tcp(kind, TcpConfig::default()),
+        DatapathKind::Tcp(entry, TcpConfig::default()),
         Default::default(),
     )
 }
@@ -141,7 +129,7 @@ fn update_from_many_connections(addr: std::net::SocketAddr, updates: usize, hash
 }
 
 fn redis_semantics(policy: &str) {
-    let s = server(MemProtocol::Redis, policy);
+    let s = server("resp", policy);
     let mut c = redis_conn(&s, false);
 
     assert_pipeline_order(&mut c, policy);
@@ -256,7 +244,7 @@ struct ExpiryPending {
 /// makes once [`EXPIRY_WAIT`] has passed: the servers of every policy wait
 /// for it together instead of one after another.
 fn memcache_semantics(policy: &'static str) -> ExpiryPending {
-    let s = server(MemProtocol::Memcache, policy);
+    let s = server("memcache", policy);
     let url = format!(
         "memcache://{}?timeout=20&tcp_nodelay=true&protocol=ascii",
         s.local_addr()
@@ -346,16 +334,22 @@ fn expired_then_stop(p: ExpiryPending) {
 /// `--store rocksdb`: the same order and atomicity (its commands are
 /// strings and lists).
 fn rocksdb_semantics(policy: &str) {
-    let service = psp_apps::kv::RedisService::open(&psp_apps::KvConfig {
-        keys: 100,
-        ..psp_apps::KvConfig::default()
-    })
+    let service = psp_apps::kv::ProtocolService::open(
+        &psp_proto::resp::Resp,
+        &psp_apps::KvConfig {
+            keys: 100,
+            ..psp_apps::KvConfig::default()
+        },
+    )
     .unwrap();
     let s = common::server::start(
         Arc::new(service),
-        common::server::types(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US),
+        common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
         policy,
-        DatapathKind::Tcp(StreamProtocolKind::Resp, TcpConfig::default()),
+        DatapathKind::Tcp(
+            psp_proto::find("resp").expect("registered"),
+            TcpConfig::default(),
+        ),
         Default::default(),
     );
     let mut c = redis_conn(&s, false);

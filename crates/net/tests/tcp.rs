@@ -10,24 +10,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use psp_apps::KvConfig;
-use psp_apps::kv::RedisService;
-use psp_net::server::StreamProtocolKind;
+use psp_apps::kv::ProtocolService;
 use psp_net::tcp::TcpConfig;
 use psp_net::{DatapathKind, Server, ServerReport};
 
 mod common;
 
 fn server(policy: &str, tcp: TcpConfig) -> Server {
-    let service = RedisService::open(&KvConfig {
-        keys: 100,
-        ..KvConfig::default()
-    })
+    let service = ProtocolService::open(
+        &psp_proto::resp::Resp,
+        &KvConfig {
+            keys: 100,
+            ..KvConfig::default()
+        },
+    )
     .unwrap();
     common::server::start(
         Arc::new(service),
-        common::server::types(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US),
+        common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
         policy,
-        DatapathKind::Tcp(StreamProtocolKind::Resp, tcp),
+        DatapathKind::Tcp(psp_proto::find("resp").expect("registered"), tcp),
         Default::default(),
     )
 }
@@ -41,7 +43,7 @@ fn connect(s: &Server) -> TcpStream {
 fn cmd(args: &[&str]) -> Vec<u8> {
     let mut out = Vec::new();
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    psp_resp::write_command(&args, &mut out);
+    psp_proto::resp::write_command(&args, &mut out);
     out
 }
 

@@ -272,5 +272,6 @@ pub enum TxnError {
 
 mod service;
 pub use service::{
-    DEFAULT_MIX, MIN_WAREHOUSES, OPERATIONS, TpccConfig, TpccEncoder, TpccHandler, TpccService,
+    DEFAULT_MIX, ENTRY, MIN_WAREHOUSES, OPERATIONS, TpccConfig, TpccEncoder, TpccHandler,
+    TpccService,
 };

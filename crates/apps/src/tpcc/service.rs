@@ -18,7 +18,7 @@ use psp_core::TypeId;
 use psp_runtime::{BodyEncoder, Handler, HandlerError, RequestContext};
 
 use super::{Database, InputGenerator, NewOrderLine, Scale, TxnError, TxnInput, TxnKind};
-use crate::{AppError, Service, operation_of};
+use crate::{App, AppConfig, AppEntry, AppError, AppOptions, Service, operation_of};
 
 /// The transactions, in operation-index order (= [`TxnKind`] discriminants).
 pub const OPERATIONS: [&str; 5] = [
@@ -85,6 +85,46 @@ impl TpccConfig {
         } else {
             Scale::small(w)
         }
+    }
+}
+
+/// The registry's entry of TPC-C.
+pub const ENTRY: AppEntry = AppEntry {
+    name: "tpcc",
+    default_mix: &DEFAULT_MIX,
+    workload_options: &["tpcc_warehouses"],
+    configure: |o: &AppOptions| {
+        AppConfig::new(TpccConfig {
+            warehouses: o.count("tpcc_warehouses").unwrap_or(1),
+            ..TpccConfig::default()
+        })
+    },
+};
+
+impl App for TpccConfig {
+    fn name(&self) -> &'static str {
+        "tpcc"
+    }
+
+    fn operations(&self) -> Option<&'static [&'static str]> {
+        Some(&OPERATIONS)
+    }
+
+    fn validate(&self) -> Result<(), AppError> {
+        TpccConfig::validate(self)
+    }
+
+    /// The scale: how many rows each transaction finds.
+    fn options(&self) -> Vec<(&'static str, u64)> {
+        vec![("tpcc_warehouses", self.warehouses)]
+    }
+
+    fn encoder(&self, ops: Vec<usize>, seed: u64) -> Box<dyn BodyEncoder> {
+        Box::new(TpccEncoder::new(self, ops, seed))
+    }
+
+    fn service(&self, ops: Vec<usize>) -> Result<Arc<dyn Service>, AppError> {
+        Ok(Arc::new(TpccService::load(self, ops)?))
     }
 }
 

@@ -226,8 +226,14 @@ fn measure_rows(a: &NetbenchArgs, b: &Bench) -> Result<Vec<serde_json::Value>> {
                         &b.workload,
                     )
                 })??;
-                let mut lc =
-                    load_config(addr, &b.workload, &AppConfig::Echo, &sim, &a.client, false)?;
+                let mut lc = load_config(
+                    addr,
+                    &b.workload,
+                    &AppConfig::new(psp_apps::EchoConfig),
+                    &sim,
+                    &a.client,
+                    false,
+                )?;
                 // A saturation benchmark: the client must not outrank either server.
                 lc.raise_priority = false;
                 lc.datapath = b

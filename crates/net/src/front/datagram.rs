@@ -46,7 +46,6 @@ use crate::datapath::{Datapath, Transmit};
 use crate::dgram::{Arrival, DatagramProtocol, Parsed, PeerKey, PeerOrder};
 use crate::pool::{PacketPool, PacketToken, TokenBatch};
 use crate::protocol::{self, Status};
-use crate::tcp::StreamProtocol as _;
 
 /// A worker's packet access and response path: the request's packet (its
 /// body and its peer) stays in the shared pool under its token until its
@@ -604,7 +603,7 @@ pub(super) fn serve<D: Datapath<Report: DatapathReport> + 'static>(
     let n_types = cfg.types.len() as u16;
     let classify_body = cfg.app_classifier.is_some() || cfg.protocol.classifies_body();
     let classifier = match (&cfg.app_classifier, cfg.protocol) {
-        (_, DatagramProtocol::Memcache) => crate::tcp::Memcache.classifier(),
+        (_, DatagramProtocol::Memcache) => Box::new(crate::dgram::MemcacheClassifier),
         (Some(f), _) => f.classifier(),
         (None, _) => cfg.classifier.build(protocol::TYPE_OFFSET, n_types),
     };

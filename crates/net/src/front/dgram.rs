@@ -83,7 +83,7 @@ impl DatagramProtocol {
                     return Parsed::Refuse(Status::BadRequest);
                 }
                 let body = &bytes[MEMCACHE_FRAME..];
-                match psp_resp::memcache::request_len(body, PACKET_BYTES) {
+                match psp_proto::memcache::request_len(body, PACKET_BYTES) {
                     Ok(Some(n)) if n == body.len() => Parsed::Request {
                         header_type: 0,
                         body_len: n as u16,
@@ -124,6 +124,16 @@ impl DatagramProtocol {
                 data[2..8].copy_from_slice(&[0, 0, 0, 1, 0, 0]);
             }
         }
+    }
+}
+
+/// memcached's commands in datagrams, typed as the registry's memcached
+/// protocol types them (a datagram carries no connection state).
+pub(crate) struct MemcacheClassifier;
+
+impl psp_core::Classifier for MemcacheClassifier {
+    fn classify(&mut self, req: &[u8]) -> psp_core::TypeId {
+        psp_proto::memcache::classify(req)
     }
 }
 

@@ -81,28 +81,10 @@ pub enum DatapathKind {
     /// address (kernel bypass).
     Xdp(crate::xdp::XdpConfig),
     /// Kernel TCP connections speaking a request protocol of its own
-    /// (RESP), classified by [`crate::tcp::StreamProtocol`] (the
-    /// configuration's `classifier` and `app_classifier` do not apply).
-    Tcp(StreamProtocolKind, crate::tcp::TcpConfig),
-}
-
-/// A request protocol over TCP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamProtocolKind {
-    /// Redis's RESP2 ([`crate::tcp::Resp`]).
-    Resp,
-    /// memcached's text protocol ([`crate::tcp::Memcache`]).
-    Memcache,
-}
-
-impl StreamProtocolKind {
-    /// The protocol.
-    pub fn build(self) -> Arc<dyn crate::tcp::StreamProtocol> {
-        match self {
-            StreamProtocolKind::Resp => Arc::new(crate::tcp::Resp),
-            StreamProtocolKind::Memcache => Arc::new(crate::tcp::Memcache),
-        }
-    }
+    /// (RESP), from the protocol registry ([`psp_proto::PROTOCOLS`]), which
+    /// frames and classifies (the configuration's `classifier` and
+    /// `app_classifier` do not apply).
+    Tcp(&'static psp_proto::ProtocolEntry, crate::tcp::TcpConfig),
 }
 
 impl DatapathKind {
@@ -413,7 +395,7 @@ pub(super) type ServeResult = Result<RunReport<(DispatcherReport, NetCounters)>,
 fn serve_tcp(
     cfg: ServerConfig,
     listener: std::net::TcpListener,
-    protocol: StreamProtocolKind,
+    protocol: &'static psp_proto::ProtocolEntry,
     tcp: crate::tcp::TcpConfig,
     pool: Arc<PacketPool>,
     stop: Arc<AtomicBool>,
@@ -423,7 +405,7 @@ fn serve_tcp(
     let front = crate::tcp::TcpFrontEnd::new(
         listener,
         tcp,
-        protocol.build(),
+        protocol.protocol,
         pool,
         cfg.runtime.workers,
         cfg.types.len() as u16,

@@ -46,155 +46,22 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
-use psp_core::{Classifier, Request, TypeId};
+use psp_core::Request;
 use psp_runtime::idle::{Idler, Wakeup};
 use psp_runtime::{
     DispatchCore, DispatcherReport, FrontEnd, HandlerError, IdleStrategy, Job, JobIo, Slot,
     SnapshotPublisher,
 };
 
+use psp_proto::Protocol;
+
 use super::CoreTokens as _;
 use crate::pool::{PACKET_BYTES, PacketPool, PacketToken};
 use crate::server::NetCounters;
 
-/// Why the server answers a request itself (not through a handler).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// The policy's queue is full.
-    Overloaded,
-    /// Longer than `--tcp-max-request`.
-    TooLarge,
-    /// Not a request of the protocol (the connection is closed after it).
-    Malformed,
-    /// The classifier named no registered type.
-    UnknownType,
-    /// The handler could not read the request.
-    BadBody,
-    /// The handler failed.
-    HandlerError,
-    /// `--tcp-max-connections` connections are open.
-    MaxClients,
-}
-
-/// A request protocol over a byte stream: how requests are cut, typed and
-/// refused. One instance on the net thread; workers share one for refusals.
-pub trait StreamProtocol: Send + Sync {
-    /// The protocol's name (`resp`).
-    fn name(&self) -> &'static str;
-    /// Length of the first complete request in `buf` (`None`: incomplete),
-    /// refusing any request longer than `max` bytes.
-    ///
-    /// # Errors
-    /// [`Refusal::Malformed`] (not a request of the protocol) or
-    /// [`Refusal::TooLarge`]: the connection's framing is lost.
-    fn request_len(&self, buf: &[u8], max: usize) -> Result<Option<usize>, Refusal>;
-    /// The classifier of the protocol's requests (called on the net thread).
-    fn classifier(&self) -> Box<dyn Classifier>;
-    /// The type of `req`, the next request of a connection whose
-    /// classification state is `state` (0 at its start): for protocols
-    /// where a request's cost depends on the ones before it (Redis's
-    /// `EXEC` runs what `MULTI` queued). By default, `classifier`'s.
-    fn classify_in(&self, classifier: &mut dyn Classifier, state: &mut u32, req: &[u8]) -> TypeId {
-        let _ = state;
-        classifier.classify(req)
-    }
-    /// Appends the protocol's reply for `refusal` to `out`.
-    fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>);
-    /// Bytes at the start of `buf` the protocol skips between requests
-    /// (Redis: empty lines and empty arrays); by default none.
-    fn ignorable_prefix(&self, buf: &[u8]) -> usize {
-        let _ = buf;
-        0
-    }
-}
-
-/// The Redis protocol (RESP2): framing and classification from
-/// [`psp_resp`], refusals as Redis error replies.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Resp;
-
-impl StreamProtocol for Resp {
-    fn name(&self) -> &'static str {
-        "resp"
-    }
-
-    fn request_len(&self, buf: &[u8], max: usize) -> Result<Option<usize>, Refusal> {
-        psp_resp::request_len(buf, max).map_err(|e| match e {
-            psp_resp::RespError::TooLarge => Refusal::TooLarge,
-            _ => Refusal::Malformed,
-        })
-    }
-
-    fn classify_in(&self, _: &mut dyn Classifier, state: &mut u32, req: &[u8]) -> TypeId {
-        psp_resp::classify_in_stream(req, state)
-    }
-
-    fn ignorable_prefix(&self, buf: &[u8]) -> usize {
-        psp_resp::ignorable_prefix(buf)
-    }
-
-    fn classifier(&self) -> Box<dyn Classifier> {
-        struct RespClassifier;
-        impl Classifier for RespClassifier {
-            fn classify(&mut self, req: &[u8]) -> TypeId {
-                psp_resp::classify(req)
-            }
-        }
-        Box::new(RespClassifier)
-    }
-
-    fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>) {
-        out.extend_from_slice(match refusal {
-            Refusal::Overloaded => b"-BUSY server overloaded, request refused\r\n".as_slice(),
-            Refusal::TooLarge => b"-ERR Protocol error: request too large\r\n",
-            Refusal::Malformed => b"-ERR Protocol error: not a RESP request\r\n",
-            Refusal::UnknownType => b"-ERR request of no registered type\r\n",
-            Refusal::BadBody => b"-ERR malformed request\r\n",
-            Refusal::HandlerError => b"-ERR internal error\r\n",
-            Refusal::MaxClients => b"-ERR max number of clients reached\r\n",
-        });
-    }
-}
-
-/// memcached's text protocol: framing and classification from
-/// [`psp_resp::memcache`], refusals as memcached error lines.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Memcache;
-
-impl StreamProtocol for Memcache {
-    fn name(&self) -> &'static str {
-        "memcache"
-    }
-
-    fn request_len(&self, buf: &[u8], max: usize) -> Result<Option<usize>, Refusal> {
-        psp_resp::memcache::request_len(buf, max).map_err(|e| match e {
-            psp_resp::memcache::McError::TooLarge { .. } => Refusal::TooLarge,
-            _ => Refusal::Malformed,
-        })
-    }
-
-    fn classifier(&self) -> Box<dyn Classifier> {
-        struct McClassifier;
-        impl Classifier for McClassifier {
-            fn classify(&mut self, req: &[u8]) -> TypeId {
-                psp_resp::memcache::classify(req)
-            }
-        }
-        Box::new(McClassifier)
-    }
-
-    fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>) {
-        out.extend_from_slice(match refusal {
-            Refusal::Overloaded => b"SERVER_ERROR busy, request refused\r\n".as_slice(),
-            Refusal::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
-            Refusal::Malformed => b"CLIENT_ERROR bad command line format\r\n",
-            Refusal::UnknownType => b"ERROR\r\n",
-            Refusal::BadBody => b"CLIENT_ERROR bad request\r\n",
-            Refusal::HandlerError => b"SERVER_ERROR internal error\r\n",
-            Refusal::MaxClients => b"SERVER_ERROR max number of clients reached\r\n",
-        });
-    }
-}
+/// Why the server answers a request itself; each protocol words it
+/// ([`Protocol::refusal`]).
+pub use psp_proto::Refusal;
 
 /// The TCP front end's settings (`psp serve --protocol resp`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -373,7 +240,7 @@ impl Wake {
 pub struct TcpIo {
     pool: Arc<PacketPool>,
     large: Arc<LargeBodies>,
-    protocol: Arc<dyn StreamProtocol>,
+    protocol: &'static dyn Protocol,
     replies: rtrb::Producer<Reply>,
     stock: rtrb::Consumer<Vec<u8>>,
     wake: Arc<Wake>,
@@ -468,7 +335,7 @@ struct Conn {
     /// the next one waits in the input until its reply comes back (the
     /// connection's commands take effect in the order sent).
     executing: bool,
-    /// The protocol's classification state ([`StreamProtocol::classify_in`]).
+    /// The protocol's classification state ([`Protocol::classify`]).
     class_state: u32,
     /// Its input is held by a bound (pipelining, output): counted once per
     /// pause in `paused`.
@@ -550,8 +417,7 @@ pub struct TcpFrontEnd {
     worker_lanes: Vec<Option<WorkerLane>>,
     pool: Arc<PacketPool>,
     large: Arc<LargeBodies>,
-    protocol: Arc<dyn StreamProtocol>,
-    classifier: Box<dyn Classifier>,
+    protocol: &'static dyn Protocol,
     n_types: u16,
     wake: Arc<Wake>,
     cfg: TcpConfig,
@@ -581,7 +447,7 @@ impl TcpFrontEnd {
     pub(crate) fn new(
         listener: std::net::TcpListener,
         cfg: TcpConfig,
-        protocol: Arc<dyn StreamProtocol>,
+        protocol: &'static dyn Protocol,
         pool: Arc<PacketPool>,
         workers: usize,
         n_types: u16,
@@ -618,7 +484,6 @@ impl TcpFrontEnd {
             starved: Vec::new(),
             lanes,
             worker_lanes,
-            classifier: protocol.classifier(),
             protocol,
             large: Arc::new(LargeBodies::new(pool.len())),
             pool,
@@ -999,9 +864,7 @@ impl TcpFrontEnd {
         // The state moves on only with the request (not when it must wait
         // for a slot and is classified again).
         let mut state = c.class_state;
-        let type_id = self
-            .protocol
-            .classify_in(&mut *self.classifier, &mut state, &c.input[..len]);
+        let type_id = self.protocol.classify(&c.input[..len], &mut state);
         let Some(mut token) = core.take_packet() else {
             return false;
         };
@@ -1132,7 +995,7 @@ impl FrontEnd for TcpFrontEnd {
         TcpIo {
             pool: self.pool.clone(),
             large: self.large.clone(),
-            protocol: self.protocol.clone(),
+            protocol: self.protocol,
             replies,
             stock,
             wake: self.wake.clone(),

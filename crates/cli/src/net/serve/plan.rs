@@ -11,8 +11,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use psp_core::PolicySpec;
 use psp_net::dgram::DatagramProtocol;
-use psp_net::server::{DatapathKind, StreamProtocolKind};
+use psp_net::server::DatapathKind;
 use psp_net::{ClassifierKind, ServerConfig};
+use psp_proto::{ProtocolEntry, Transport};
 use psp_runtime::{RuntimeConfig, StatsConfig};
 use psp_sim::Workload;
 
@@ -90,10 +91,9 @@ struct Front {
     datapath: DatapathKind,
     dgram: DatagramProtocol,
     protocol: String,
-    /// A protocol front end: it registers its own types and serves the kv
-    /// store.
-    resp: bool,
-    memcache: bool,
+    /// A protocol of the registry: it registers its own types and serves
+    /// the kv store (`None`: this project's datagram protocol).
+    entry: Option<&'static ProtocolEntry>,
     addr: SocketAddr,
 }
 
@@ -186,24 +186,43 @@ fn front(a: &ServeArgs, f: &ServeArgs, src: &Sources) -> Result<Front> {
     let protocol = src
         .pick(&a.protocol, &f.protocol, Ok)?
         .unwrap_or_else(|| "psp".into());
-    let stream = match protocol.as_str() {
-        "psp" | "memcache-udp" if tcp.any() => {
-            return src.named(
-                f.tcp.any(),
-                Err(anyhow!("--tcp-* options need --protocol resp or memcache")),
-            );
-        }
-        "psp" | "memcache-udp" => None,
-        "resp" => Some(StreamProtocolKind::Resp),
-        "memcache" => Some(StreamProtocolKind::Memcache),
-        p => bail!(
-            "--protocol must be psp, resp (Redis RESP2 over TCP), memcache (memcached text over TCP) or memcache-udp (memcached over UDP), not '{p}'"
-        ),
+    let entry = match protocol.as_str() {
+        "psp" => None,
+        p => match psp_proto::find(p) {
+            Some(e) => Some(e),
+            None => {
+                let mut names = vec!["psp".to_string()];
+                names.extend(
+                    psp_proto::PROTOCOLS
+                        .iter()
+                        .map(|e| format!("{} ({})", e.name, e.about)),
+                );
+                bail!(
+                    "--protocol must be {}, not '{p}'",
+                    psp_proto::or_list(&names)
+                )
+            }
+        },
     };
-    let dgram = if protocol == "memcache-udp" {
-        DatagramProtocol::Memcache
-    } else {
-        DatagramProtocol::Psp
+    let stream = entry.filter(|e| e.transport == Transport::Tcp);
+    if stream.is_none() && tcp.any() {
+        let names: Vec<&str> = psp_proto::PROTOCOLS
+            .iter()
+            .filter(|e| e.transport == Transport::Tcp)
+            .map(|e| e.name)
+            .collect();
+        return src.named(
+            f.tcp.any(),
+            Err(anyhow!(
+                "--tcp-* options need --protocol {}",
+                psp_proto::or_list(&names)
+            )),
+        );
+    }
+    // Datagrams of a registry protocol come in memcached's UDP frame.
+    let dgram = match entry {
+        Some(e) if e.transport == Transport::Udp => DatagramProtocol::Memcache,
+        _ => DatagramProtocol::Psp,
     };
     if let Some(kind) = stream {
         if datapath != DatapathKind::Udp {
@@ -211,8 +230,6 @@ fn front(a: &ServeArgs, f: &ServeArgs, src: &Sources) -> Result<Front> {
         }
         datapath = DatapathKind::Tcp(kind, src.named(f.tcp.any(), tcp.config())?);
     }
-    let resp = stream.is_some() || protocol == "memcache-udp";
-    let memcache = protocol.starts_with("memcache");
     let addr = src
         .pick(&a.address, &f.address, |s| parse_addr(&s, "--address"))?
         .map_or_else(|| parse_addr("127.0.0.1:7000", "--address"), Ok)?;
@@ -226,8 +243,7 @@ fn front(a: &ServeArgs, f: &ServeArgs, src: &Sources) -> Result<Front> {
         datapath,
         dgram,
         protocol,
-        resp,
-        memcache,
+        entry,
         addr,
     })
 }
@@ -235,21 +251,17 @@ fn front(a: &ServeArgs, f: &ServeArgs, src: &Sources) -> Result<Front> {
 /// The workload whose types the server registers: the protocol front end's
 /// own, else `--workload` [default: high-bimodal].
 fn workload(a: &ServeArgs, f: &ServeArgs, src: &Sources, front: &Front) -> Result<Workload> {
-    if front.resp {
+    if let Some(e) = front.entry {
         if a.workload.is_some() || f.workload.is_some() {
             bail!(
                 "--protocol {} registers its own request types: leave --workload out",
                 front.protocol
             );
         }
-        return Ok(if front.memcache {
-            protocol_workload(
-                &psp_resp::memcache::TYPES,
-                &psp_resp::memcache::TYPE_MEAN_US,
-            )
-        } else {
-            protocol_workload(&psp_resp::TYPES, &psp_resp::TYPE_MEAN_US)
-        });
+        return Ok(protocol_workload(
+            e.protocol.types(),
+            e.protocol.type_mean_us(),
+        ));
     }
     Ok(src
         .pick(&a.workload, &f.workload, |s| {
@@ -324,17 +336,19 @@ fn service(
     let eviction = src.pick(&a.maxmemory_policy, &f.maxmemory_policy, |s| {
         limits::maxmemory_policy(&s)
     })?;
-    let (protocol, memcache) = (&front.protocol, front.memcache);
-    if !front.resp {
+    let protocol = &front.protocol;
+    let Some(entry) = front.entry else {
         if store.is_some() || max_memory.is_some() || eviction.is_some() {
+            let names: Vec<&str> = psp_proto::PROTOCOLS.iter().map(|e| e.name).collect();
             bail!(
-                "--store, --max-memory and --maxmemory-policy need --protocol resp, memcache or memcache-udp"
+                "--store, --max-memory and --maxmemory-policy need --protocol {}",
+                psp_proto::or_list(&names)
             );
         }
         return Ok(app_args
             .config(workload, max_service_ns)?
             .start(&type_names(workload))?);
-    }
+    };
     if app_args.app.as_deref().is_some_and(|a| a != "kv") {
         bail!("--protocol {protocol} serves its own store (--store): leave --app out");
     }
@@ -349,32 +363,16 @@ fn service(
                     "--kv-* options configure --store rocksdb: leave them out with the in-memory store"
                 );
             }
-            if memcache && eviction.is_some() {
-                bail!(
-                    "--maxmemory-policy is Redis's: memcached's protocols always evict the least recently used"
-                );
-            }
+            let db = entry
+                .protocol
+                .db_config(max_memory, eviction)
+                .map_err(anyhow::Error::msg)?;
             let connections = match &front.datapath {
                 DatapathKind::Tcp(_, t) => t.max_connections,
                 _ => 1,
             };
-            let cfg = psp_apps::memkv::MemConfig {
-                db: psp_resp::db::DbConfig {
-                    max_memory: max_memory.unwrap_or(if memcache { 64 << 20 } else { 0 }),
-                    eviction: if memcache {
-                        psp_resp::db::Eviction::AllKeysLru
-                    } else {
-                        eviction.unwrap_or_default()
-                    },
-                },
-                connections,
-            };
-            let kind = if memcache {
-                psp_apps::memkv::MemProtocol::Memcache
-            } else {
-                psp_apps::memkv::MemProtocol::Redis
-            };
-            Arc::new(psp_apps::memkv::MemService::start(kind, cfg)?)
+            let cfg = psp_apps::memkv::MemConfig { db, connections };
+            Arc::new(psp_apps::memkv::MemService::start(entry.protocol, cfg)?)
         }
         "rocksdb" => {
             if max_memory.is_some() || eviction.is_some() {
@@ -382,11 +380,10 @@ fn service(
                     "--max-memory and --maxmemory-policy bound the in-memory store: leave them out with --store rocksdb"
                 );
             }
-            if memcache {
-                Arc::new(psp_apps::kv::MemcacheService::open(&app_args.kv_config())?)
-            } else {
-                Arc::new(psp_apps::kv::RedisService::open(&app_args.kv_config())?)
-            }
+            Arc::new(psp_apps::kv::ProtocolService::open(
+                entry.protocol,
+                &app_args.kv_config(),
+            )?)
         }
         other => bail!("--store must be mem or rocksdb, not '{other}'"),
     })

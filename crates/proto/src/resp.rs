@@ -1,4 +1,5 @@
-//! The Redis (RESP2) layer of the key-value service that runs behind the scheduler.
+//! Redis's protocol (RESP2): the [`Resp`] entry of the protocol registry, and the
+//! Redis layer of the key-value service that runs behind the scheduler.
 //!
 //! A TCP front end reads bytes from a connection and calls [`request_len`] to cut them
 //! into complete requests, then [`classify`] to pick the scheduler's request type
@@ -26,14 +27,12 @@
 //! *escaped* by prepending one more `0x00` byte, so every user key is accepted and none
 //! can collide with list records.
 
-pub mod commands;
-pub mod db;
-pub mod memcache;
-
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
+
+use crate::Refusal;
 
 /// Most arguments (command name included) one request may carry.
 pub const MAX_ARGS: usize = 1024;
@@ -662,6 +661,90 @@ pub fn classify_in_stream(req: &[u8], state: &mut u32) -> u16 {
     }
     TYPE_SHORT
 }
+
+// ---------------------------------------------------------------------------------------
+// The registry's entry
+// ---------------------------------------------------------------------------------------
+
+/// Redis's protocol (RESP2) as the registry holds it: framing by
+/// [`request_len`], types by [`classify_in_stream`], refusals as Redis error
+/// replies, Redis's commands over the in-memory store
+/// ([`crate::commands`]) or any [`Store`] ([`execute`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resp;
+
+impl crate::Protocol for Resp {
+    fn types(&self) -> &'static [&'static str] {
+        &TYPES
+    }
+
+    fn type_mean_us(&self) -> &'static [f64] {
+        &TYPE_MEAN_US
+    }
+
+    fn request_len(&self, buf: &[u8], max: usize) -> Result<Option<usize>, Refusal> {
+        request_len(buf, max).map_err(|e| match e {
+            RespError::TooLarge => Refusal::TooLarge,
+            _ => Refusal::Malformed,
+        })
+    }
+
+    fn ignorable_prefix(&self, buf: &[u8]) -> usize {
+        ignorable_prefix(buf)
+    }
+
+    fn classify(&self, req: &[u8], state: &mut u32) -> u16 {
+        classify_in_stream(req, state)
+    }
+
+    fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>) {
+        out.extend_from_slice(match refusal {
+            Refusal::Overloaded => b"-BUSY server overloaded, request refused\r\n".as_slice(),
+            Refusal::TooLarge => b"-ERR Protocol error: request too large\r\n",
+            Refusal::Malformed => b"-ERR Protocol error: not a RESP request\r\n",
+            Refusal::UnknownType => b"-ERR request of no registered type\r\n",
+            Refusal::BadBody => b"-ERR malformed request\r\n",
+            Refusal::HandlerError => b"-ERR internal error\r\n",
+            Refusal::MaxClients => b"-ERR max number of clients reached\r\n",
+        });
+    }
+
+    fn service_name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn commands_about(&self) -> &'static str {
+        "Redis commands"
+    }
+
+    fn execute_db(
+        &self,
+        req: &[u8],
+        db: &crate::db::Db,
+        sessions: &crate::commands::Sessions,
+        session: u64,
+        out: &mut Vec<u8>,
+        preempt: &mut dyn FnMut(),
+    ) -> Result<(), &'static str> {
+        let mut s = sessions.take(session);
+        let r = crate::commands::execute(req, db, &mut s, out, preempt);
+        sessions.put(s);
+        r.map_err(|_| NOT_A_COMMAND)
+    }
+
+    fn execute_store(
+        &self,
+        req: &[u8],
+        store: &dyn crate::KvStore,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), &'static str> {
+        execute(req, &crate::DynStore(store), out, scratch).map_err(|_| NOT_A_COMMAND)
+    }
+}
+
+/// Why a worker's request is no command (the front end framed it: a bug).
+const NOT_A_COMMAND: &str = "not a RESP command";
 
 // ---------------------------------------------------------------------------------------
 // Execution

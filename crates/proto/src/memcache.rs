@@ -83,7 +83,8 @@ use std::fmt;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::db::{Db, Entry, Full, Value};
+use crate::Refusal;
+use crate::db::{Db, DbConfig, Entry, Eviction, Full, Value};
 
 /// Longest command line accepted, excluding its `\r\n` (or `\n`) terminator.
 pub const MAX_LINE: usize = 2048;
@@ -344,7 +345,7 @@ pub fn classify(req: &[u8]) -> u16 {
 // ---------------------------------------------------------------------------------------
 
 /// The store the commands run over: the same as the Redis layer's.
-pub use crate::Store;
+pub use crate::resp::Store;
 
 /// Bytes of the stored header: flags (u32 BE) and cas (u64 BE).
 const HEADER: usize = 12;
@@ -998,11 +999,112 @@ fn db_stats(db: &Db, out: &mut Vec<u8>) {
 }
 
 // ---------------------------------------------------------------------------------------
+// The registry's entry
+// ---------------------------------------------------------------------------------------
+
+/// memcached's text protocol as the registry holds it: framing by
+/// [`request_len`], types by [`classify`], refusals as memcached's error
+/// lines, its commands over the in-memory store ([`execute_db`], bounded
+/// and evicting the least recently used, as memcached) or any [`Store`]
+/// ([`execute`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memcache;
+
+/// The in-memory store's bound when none is given: memcached's `-m 64`.
+pub const DEFAULT_MAX_MEMORY: usize = 64 << 20;
+
+impl crate::Protocol for Memcache {
+    fn types(&self) -> &'static [&'static str] {
+        &TYPES
+    }
+
+    fn type_mean_us(&self) -> &'static [f64] {
+        &TYPE_MEAN_US
+    }
+
+    fn request_len(&self, buf: &[u8], max: usize) -> Result<Option<usize>, Refusal> {
+        request_len(buf, max).map_err(|e| match e {
+            McError::TooLarge { .. } => Refusal::TooLarge,
+            _ => Refusal::Malformed,
+        })
+    }
+
+    fn classify(&self, req: &[u8], _state: &mut u32) -> u16 {
+        classify(req)
+    }
+
+    fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>) {
+        out.extend_from_slice(match refusal {
+            Refusal::Overloaded => b"SERVER_ERROR busy, request refused\r\n".as_slice(),
+            Refusal::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
+            Refusal::Malformed => b"CLIENT_ERROR bad command line format\r\n",
+            Refusal::UnknownType => b"ERROR\r\n",
+            Refusal::BadBody => b"CLIENT_ERROR bad request\r\n",
+            Refusal::HandlerError => b"SERVER_ERROR internal error\r\n",
+            Refusal::MaxClients => b"SERVER_ERROR max number of clients reached\r\n",
+        });
+    }
+
+    fn service_name(&self) -> &'static str {
+        "memcache"
+    }
+
+    fn commands_about(&self) -> &'static str {
+        "memcached commands"
+    }
+
+    fn db_config(
+        &self,
+        max_memory: Option<usize>,
+        eviction: Option<Eviction>,
+    ) -> Result<DbConfig, &'static str> {
+        if eviction.is_some() {
+            return Err(
+                "--maxmemory-policy is Redis's: memcached's protocols always evict the least recently used",
+            );
+        }
+        Ok(DbConfig {
+            max_memory: max_memory.unwrap_or(DEFAULT_MAX_MEMORY),
+            eviction: Eviction::AllKeysLru,
+        })
+    }
+
+    fn eviction_about(&self, _: Eviction) -> &'static str {
+        "evicting the least recently used"
+    }
+
+    fn execute_db(
+        &self,
+        req: &[u8],
+        db: &Db,
+        _sessions: &crate::commands::Sessions,
+        _session: u64,
+        out: &mut Vec<u8>,
+        _preempt: &mut dyn FnMut(),
+    ) -> Result<(), &'static str> {
+        execute_db(req, db, out).map_err(|_| NOT_A_COMMAND)
+    }
+
+    fn execute_store(
+        &self,
+        req: &[u8],
+        store: &dyn crate::KvStore,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), &'static str> {
+        execute(req, &crate::DynStore(store), out, scratch).map_err(|_| NOT_A_COMMAND)
+    }
+}
+
+/// Why a worker's request is no command (the front end framed it: a bug).
+const NOT_A_COMMAND: &str = "not a memcached command";
+
+// ---------------------------------------------------------------------------------------
 // Test double
 // ---------------------------------------------------------------------------------------
 
 /// The test double: the Redis layer's in-memory store.
-pub use crate::MemStore;
+pub use crate::resp::MemStore;
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,7 @@
 //! resp` runs by default, with Redis 7's replies and error texts.
 //!
 //! A worker calls [`execute`] with one complete request (framed by
-//! [`crate::request_len`]), the connection's [`Session`] and an output
+//! [`crate::resp::request_len`]), the connection's [`Session`] and an output
 //! buffer. Each command locks the shards of its keys for its whole run, so
 //! it is atomic on them against every other command (MSET/MSETNX/MGET/DEL
 //! over many keys included); `EXEC` locks every shard and runs the queued
@@ -21,7 +21,7 @@
 use parking_lot::Mutex;
 
 use crate::db::{Db, Entry, Full, Guard, Score, Value, ZSet};
-use crate::{RespError, parse};
+use crate::resp::{RespError, parse};
 
 /// Commands one `MULTI` may queue at most (a longer transaction is refused
 /// at `EXEC` with `EXECABORT`, its queue dropped as it grows).
@@ -466,7 +466,10 @@ fn write_fail(w: &mut Reply<'_>, f: Fail) {
 }
 
 fn unknown(w: &mut Reply<'_>, raw_name: &[u8], args: &[&[u8]]) {
-    w.error(&crate::unknown_command(raw_name, args.iter().copied()));
+    w.error(&crate::resp::unknown_command(
+        raw_name,
+        args.iter().copied(),
+    ));
 }
 
 /// Takes the locks a command needs: the caller's (inside EXEC) or its own.
@@ -1881,7 +1884,7 @@ fn class(p: &[u8], at: usize, c: u8) -> Option<(bool, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::write_command;
+    use crate::resp::write_command;
 
     fn run_line(db: &Db, s: &mut Session, line: &str) -> String {
         let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
