@@ -165,14 +165,13 @@ pub(super) const BEYOND: Figure = Figure {
         for &w in BEYOND_WORKLOADS {
             for &(_, key, system, slo) in BEYOND_SLOS {
                 runs.push(Run::Sweep(Sweep {
-                    title: None,
                     period: Some(beyond_period(w)),
                     warmup: Some(0.5),
                     system: Some(system.into()),
                     slo,
                     loads: Some(BEYOND_LOADS),
                     order: Order::LoadsPoliciesRefine,
-                    ..Sweep::new(format!("beyond-{w}-{key}"), "", w, 14, &list)
+                    ..Sweep::untitled(format!("beyond-{w}-{key}"), w, 14, &list)
                 }));
             }
         }
@@ -469,16 +468,14 @@ pub(super) const SCALING: Figure = Figure {
         Ok(SCALING_WORKERS
             .map(|n| {
                 Run::Sweep(Sweep {
-                    title: None,
                     period: Some(Period::s(1)),
                     warmup: Some(0.5),
                     system: Some("own".into()),
                     slo: Slo::Overall(50.0),
                     loads: Some(BEYOND_LOADS),
                     order: Order::LoadsPoliciesRefine,
-                    ..Sweep::new(
+                    ..Sweep::untitled(
                         format!("beyond-scaling-{n}w"),
-                        "",
                         "zippydb",
                         n,
                         &SCALING_POLICIES,

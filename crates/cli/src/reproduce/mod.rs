@@ -34,7 +34,8 @@ use crate::{PointArgs, limits, sweep};
 use render::{Page, Section};
 use runs::{ClosedLoop, Loads, Period, Point, Run, Series, Slo, Sweep};
 
-/// The markers `--results` replaces between.
+/// The markers `--results` replaces between. Their text is kept as results
+/// files carry it (the figures have since moved to `reproduce/`).
 pub const BEGIN: &str =
     "<!-- psp reproduce: begin (generated; edit crates/cli/src/reproduce.rs) -->";
 /// See [`BEGIN`].
@@ -222,8 +223,7 @@ fn marked_region(text: &str) -> Result<(&str, &str)> {
 
 // ---------------------------------------------------------------- runner
 
-/// A sweep measured: its result, the command that re-runs it alone and the
-/// name of its files.
+/// A sweep measured: its result and the command that re-runs it alone.
 pub struct Swept {
     /// The sweep.
     pub result: psp_metrics::SweepResult,

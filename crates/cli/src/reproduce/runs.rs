@@ -168,6 +168,20 @@ impl Sweep {
         }
     }
 
+    /// [`Sweep::new`] without a plot of its own (the figure draws one from
+    /// several sweeps).
+    pub fn untitled<S: AsRef<str>>(
+        name: impl Into<String>,
+        workload: &'static str,
+        workers: usize,
+        policies: &[S],
+    ) -> Self {
+        Self {
+            title: None,
+            ..Self::new(name, "", workload, workers, policies)
+        }
+    }
+
     /// The command that re-runs it alone and writes `json`.
     pub fn command(&self, json: &Path) -> String {
         let mut flags: Vec<(&str, String)> = vec![

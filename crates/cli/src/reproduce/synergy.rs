@@ -583,7 +583,6 @@ pub(super) const IMBALANCE: Figure = Figure {
             .iter()
             .map(|&n| {
                 Run::Sweep(Sweep {
-                    title: None,
                     period: Some(Period::s(1)),
                     system: Some("own".into()),
                     slo: THESIS_SLO,
@@ -591,9 +590,8 @@ pub(super) const IMBALANCE: Figure = Figure {
                     loads: Some(Loads::new(0.1, 1.0, 0.1)),
                     refine: 3,
                     order: Order::LoadsRefinePolicies,
-                    ..Sweep::new(
+                    ..Sweep::untitled(
                         format!("synergy-imbalance-f{n}"),
-                        "",
                         IMBALANCE_WORKLOAD,
                         IMBALANCE_WORKERS,
                         &names(IMBALANCE_POLICIES),
@@ -815,14 +813,12 @@ pub(super) const DISPATCHER_OVERHEAD: Figure = Figure {
                     format!("ideal:request={c}ns")
                 };
                 Run::Sweep(Sweep {
-                    title: None,
                     period: Some(Period::ms(100)),
                     system: Some(system),
                     slo: THESIS_SLO,
                     order: Order::LoadsRefinePolicies,
-                    ..Sweep::new(
+                    ..Sweep::untitled(
                         format!("dispatcher-overhead-{c}ns"),
-                        "",
                         "fixed",
                         14,
                         &names(DISPATCHER_POLICIES),
