@@ -52,11 +52,7 @@ pub fn parse_loads(s: &str) -> Result<Vec<f64>> {
         if !(step > 0.0 && b >= a) {
             bail!("--loads range '{s}' needs START <= END and STEP > 0");
         }
-        let n = ((b - a) / step + 1e-9).floor();
-        limits::LOAD_POINTS.check((n as usize).saturating_add(1))?;
-        (0..=n as usize)
-            .map(|i| ((a + i as f64 * step) * 1e9).round() / 1e9)
-            .collect()
+        load_range(a, b, step)?
     } else {
         limits::LOAD_POINTS.check(s.split(',').count())?;
         s.split(',').map(num).collect::<Result<_>>()?
@@ -65,6 +61,20 @@ pub fn parse_loads(s: &str) -> Result<Vec<f64>> {
         limits::SWEEP_LOAD.check(l)?;
     }
     Ok(loads)
+}
+
+/// Loads from `start` to `end` (inclusive) by `step` > 0, each rounded to
+/// 1e-9 so that a grid's loads print as typed; at most
+/// [`limits::LOAD_POINTS`] of them (counted before any is made).
+///
+/// # Errors
+/// Too many loads.
+pub fn load_range(start: f64, end: f64, step: f64) -> Result<Vec<f64>> {
+    let n = ((end - start) / step + 1e-9).floor();
+    limits::LOAD_POINTS.check((n as usize).saturating_add(1))?;
+    Ok((0..=n as usize)
+        .map(|i| ((start + i as f64 * step) * 1e9).round() / 1e9)
+        .collect())
 }
 
 fn num(s: &str) -> Result<f64> {
