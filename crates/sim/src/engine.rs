@@ -28,6 +28,9 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use psp_core::classifier::{Classifier, ClassifierKind, RandomClassifier};
 use psp_core::policy::PolicyStats;
+use psp_core::policy::darc::Darc;
+use psp_core::policy::fcfs::{CFcfs, CFcfsConfig};
+use psp_core::policy::DarcConfig;
 use psp_core::{
     Action, FlowId, Nanos, Policy, PolicyContext, PolicySpec, Request, TypeId, WorkerId,
 };
@@ -198,11 +201,13 @@ pub struct SimOutcome {
 
 /// A dispatch observer: the policy (before the dispatch is applied), the worker
 /// and the request.
-pub type DispatchProbe<'p> = &'p mut dyn FnMut(&dyn Policy, WorkerId, &Request);
+pub type DispatchProbe<'p, P = dyn Policy> = &'p mut dyn FnMut(&P, WorkerId, &Request);
 
-/// The discrete-event executor for one point.
-pub struct Simulator<'p> {
-    policy: &'p mut dyn Policy,
+/// The discrete-event executor for one point, over a policy of type `P`: a
+/// boxed one (`dyn Policy`, the default) or a concrete one, whose hooks the
+/// event loop then calls directly (see [`simulate_point`]).
+pub struct Simulator<'p, P: Policy + ?Sized = dyn Policy> {
+    policy: &'p mut P,
     heap: BinaryHeap<Event>,
     /// The heap's top is the event being handled: the next push replaces it
     /// (one sift-down instead of a pop and a push); else it is popped after
@@ -226,7 +231,7 @@ pub struct Simulator<'p> {
     measured_generated: u64,
     events: u64,
     now: Nanos,
-    probe: Option<DispatchProbe<'p>>,
+    probe: Option<DispatchProbe<'p, P>>,
     costs: SystemCosts,
     /// The simulated preemption mechanism.
     preemption: PreemptionCost,
@@ -257,11 +262,11 @@ pub struct Simulator<'p> {
     done: Vec<(FlowId, Nanos, bool)>,
 }
 
-impl<'p> Simulator<'p> {
+impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
     /// An executor for `policy` on `workers` workers, with one recorder slot per
     /// type name; requests arriving before `measure_from_ns` are not measured.
     pub fn new(
-        policy: &'p mut dyn Policy,
+        policy: &'p mut P,
         workers: usize,
         type_names: &[String],
         measure_from_ns: Nanos,
@@ -394,7 +399,7 @@ impl<'p> Simulator<'p> {
 
     /// Calls `probe` with the policy (before the dispatch is applied), the worker
     /// and the request of every dispatch: for invariant checks in tests.
-    pub fn with_probe(mut self, probe: DispatchProbe<'p>) -> Self {
+    pub fn with_probe(mut self, probe: DispatchProbe<'p, P>) -> Self {
         self.probe = Some(probe);
         self
     }
@@ -836,11 +841,13 @@ fn simulate_outcome(
         types: workload.type_infos(),
         queue_capacity: cfg.queue_capacity,
     };
+    // Built for every policy: this checks the context and names the policy.
     let mut policy = spec.build(&ctx)?;
     let names: Vec<String> = workload.types.iter().map(|t| t.name.clone()).collect();
     let period_ns = workload.arrival_period_ns(cfg.duration_ns);
     let measure_from_ns = (period_ns as f64 * cfg.warmup_fraction) as Nanos;
-    // One source type for both kinds: the event loop is compiled once.
+    // One source type for both kinds: the event loop is compiled once per
+    // policy type.
     let mut arrivals = match clients {
         None => Arrivals::new(
             workload,
@@ -855,19 +862,59 @@ fn simulate_outcome(
                 .map_err(|e| SimError::Config(e.to_string()))?,
         ),
     };
-    let started = std::time::Instant::now();
-    let mut sim = Simulator::new(&mut *policy, cfg.workers, &names, measure_from_ns)
-        .with_preemption(PreemptionCost::for_policy(spec))
-        .with_system(cfg.system.for_policy(spec))
-        .with_classifier(cfg.classifier, names.len());
-    if let Some(window) = cfg.series_window_ns {
-        let window =
-            psp_metrics::series::check_window(window, period_ns).map_err(SimError::Config)?;
-        sim = sim.with_series(SeriesRecorder::new(names.iter().cloned(), window));
-    }
-    let out = sim.run(&mut arrivals);
-    let wall_s = started.elapsed().as_secs_f64();
+    let point = Point {
+        spec,
+        cfg,
+        names: &names,
+        measure_from_ns,
+        period_ns,
+    };
+    // The policies `psp bench` and the figures run most run as their own
+    // types, built as their registry entries build them: the event loop then
+    // calls their hooks directly instead of through the box (~20% faster).
+    let (out, wall_s) = if let Some(&c) = spec.config_as::<DarcConfig>() {
+        point.run(
+            &mut Darc::new_dynamic(&ctx, c, spec.to_string()),
+            &mut arrivals,
+        )?
+    } else if spec.config_as::<CFcfsConfig>().is_some() {
+        point.run(&mut CFcfs::new(&ctx), &mut arrivals)?
+    } else {
+        point.run(&mut *policy, &mut arrivals)?
+    };
     Ok((out, policy.name(), wall_s))
+}
+
+/// What one point's event loop is set up with, whatever the policy's type.
+struct Point<'a> {
+    spec: &'a PolicySpec,
+    cfg: &'a SimConfig,
+    names: &'a [String],
+    measure_from_ns: Nanos,
+    period_ns: Nanos,
+}
+
+impl Point<'_> {
+    /// Runs the point over `policy`: the outcome and the wall time.
+    fn run<P: Policy + ?Sized>(
+        &self,
+        policy: &mut P,
+        arrivals: &mut Arrivals,
+    ) -> Result<(SimOutcome, f64), SimError> {
+        let (spec, cfg, names) = (self.spec, self.cfg, self.names);
+        let started = std::time::Instant::now();
+        let mut sim = Simulator::new(policy, cfg.workers, names, self.measure_from_ns)
+            .with_preemption(PreemptionCost::for_policy(spec))
+            .with_system(cfg.system.for_policy(spec))
+            .with_classifier(cfg.classifier, names.len());
+        if let Some(window) = cfg.series_window_ns {
+            let window = psp_metrics::series::check_window(window, self.period_ns)
+                .map_err(SimError::Config)?;
+            sim = sim.with_series(SeriesRecorder::new(names.iter().cloned(), window));
+        }
+        let out = sim.run(arrivals);
+        Ok((out, started.elapsed().as_secs_f64()))
+    }
 }
 
 /// The simulator's own figures for one point (the point's `extra` object):

@@ -550,6 +550,7 @@ impl Darc {
     /// demand wobbles between 2.3 and 2.6 workers from one window to the next).
     /// A candidate that keeps every worker where it is is applied, so the
     /// reported demands stay current.
+    #[cold]
     fn update_reservation(&mut self, now: Nanos, by_age: bool) -> bool {
         let utilization = self.window_utilization(now);
         let by_arrivals = self.cfg.ratios == RatioSource::Arrivals && self.arrivals_total > 0;
@@ -731,6 +732,7 @@ impl Darc {
 impl Darc {
     /// Considers the reservation update a completion or a delayed dispatch
     /// made due. `None`: none was due; else whether the candidate was applied.
+    #[inline]
     pub(super) fn update_if_due(&mut self, now: Nanos) -> Option<bool> {
         if !self.update_due {
             return None;
@@ -743,6 +745,7 @@ impl Darc {
 
     /// DARC's own choice for a free worker: its algorithm's pick in the
     /// current mode, then an UNKNOWN request on a free spillway worker.
+    #[inline]
     pub(super) fn pick(&self) -> Option<(TypeId, WorkerId)> {
         let pick = match self.mode {
             Mode::Warmup => self.warmup_pick(),
@@ -800,6 +803,7 @@ impl Darc {
     }
 
     /// Takes the head of type `t`'s queue onto `worker`.
+    #[inline]
     pub(super) fn dispatch(&mut self, t: TypeId, worker: WorkerId, now: Nanos) -> Action {
         let req = self.take(t, worker);
         if self.mode == Mode::Dynamic
