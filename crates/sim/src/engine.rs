@@ -1,9 +1,8 @@
 //! The event loop. Events are completions, quantum ends, preemption signals and
-//! context-switch ends, kept in a binary heap (at most a few per worker); the next
-//! arrival is held aside and compared with the heap's top, so arrivals never go
-//! through the heap. Ties are broken by insertion order: runs are deterministic.
-//! The event being handled stays on top until its actions are done: the first
-//! event they schedule replaces it (one sift-down instead of a pop and a push).
+//! context-switch ends, kept in time order on an agenda (the `events` module, at
+//! most a few per worker); the next arrival is held aside and compared with the
+//! agenda's earliest event, so arrivals never go through it. Ties are broken by
+//! insertion order: runs are deterministic.
 //!
 //! After every event the engine drains the policy's actions (dispatches and
 //! preemptions). Requests in flight live in a slab indexed by the request's token.
@@ -23,8 +22,7 @@
 //! With every cost zero the dispatcher's time is the event time: the ideal
 //! system, bit for bit.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use psp_core::classifier::{Classifier, ClassifierKind, RandomClassifier};
 use psp_core::policy::PolicyStats;
@@ -40,6 +38,7 @@ use psp_metrics::{ClosedLoopExtra, Extra, PointMeta, PointResult, Recorder};
 use psp_metrics::series::{ReservationView, SeriesRecorder, TimeSeries};
 use psp_workload::{ArrivalSource, Arrivals, Clients, ClosedLoop, Workload};
 
+use crate::events::{Agenda, Event, EventKind};
 use crate::preemption::PreemptionCost;
 use crate::system::SystemCosts;
 
@@ -85,53 +84,6 @@ pub enum SimError {
     /// A parameter is out of range.
     #[error("{0}")]
     Config(String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum EventKind {
-    Complete,
-    QuantumEnd,
-    PreemptSignal,
-    SwitchDone,
-    /// The policy's tick (`Policy::tick_interval`); not tied to a worker.
-    Tick,
-}
-
-/// 24 bytes: the heap moves these on every push and pop.
-#[derive(Debug, Clone, Copy)]
-struct Event {
-    at: Nanos,
-    seq: u64,
-    gen_: u32,
-    worker: WorkerId,
-    kind: EventKind,
-}
-
-impl Event {
-    /// The heap's key, `(at, seq)` as one integer: one comparison, no branch.
-    #[inline]
-    fn key(&self) -> u128 {
-        (u128::from(self.at) << 64) | u128::from(self.seq)
-    }
-}
-
-impl PartialEq for Event {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Event {
-    /// Reversed: the heap's top is the earliest event.
-    #[inline]
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.key().cmp(&self.key())
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -208,11 +160,7 @@ pub type DispatchProbe<'p, P = dyn Policy> = &'p mut dyn FnMut(&P, WorkerId, &Re
 /// event loop then calls directly (see [`simulate_point`]).
 pub struct Simulator<'p, P: Policy + ?Sized = dyn Policy> {
     policy: &'p mut P,
-    heap: BinaryHeap<Event>,
-    /// The heap's top is the event being handled: the next push replaces it
-    /// (one sift-down instead of a pop and a push); else it is popped after
-    /// the event's actions.
-    top_spent: bool,
+    agenda: Agenda,
     seq: u64,
     workers: Vec<Worker>,
     /// Per worker, requests handed to it while busy (token, quantum, when the
@@ -279,8 +227,7 @@ impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
             feedback_ns,
             local_dispatch,
             policy,
-            heap: BinaryHeap::with_capacity(4 * workers + 4),
-            top_spent: false,
+            agenda: Agenda::with_capacity(4 * workers + 4),
             seq: 0,
             workers: vec![
                 Worker {
@@ -414,14 +361,7 @@ impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
             worker,
             kind,
         };
-        if self.top_spent {
-            // The spent top is the minimum and `ev` is not below it: the heap
-            // orders the same set of events either way (keys are unique).
-            self.top_spent = false;
-            *self.heap.peek_mut().expect("the spent top") = ev;
-        } else {
-            self.heap.push(ev);
-        }
+        self.agenda.push(ev);
     }
 
     /// Runs `token` on `worker` from `at` (now, or when the dispatcher's
@@ -726,7 +666,7 @@ impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
         }
         let (mut tick_due, mut idle_ticks) = (false, 0u32);
         loop {
-            let arrival_first = match (&next, self.heap.peek()) {
+            let arrival_first = match (&next, self.agenda.peek()) {
                 (None, None) => break,
                 (Some(a), Some(e)) => a.at_ns < e.at,
                 (Some(_), None) => true,
@@ -739,8 +679,7 @@ impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
                 self.arrive(a.type_id, a.service_ns, a.flow);
                 next = arrivals.next_arrival();
             } else {
-                let ev = *self.heap.peek().expect("checked");
-                self.top_spent = true;
+                let ev = self.agenda.pop().expect("checked");
                 self.now = ev.at;
                 if ev.kind == EventKind::Tick {
                     let at = self.dispatcher_step(0);
@@ -762,7 +701,7 @@ impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
                 // event other than the spent tick, or queued requests the
                 // policy may release on a later tick (for a bounded number of
                 // ticks with nothing else going on).
-                let others = self.heap.len() - usize::from(self.top_spent);
+                let others = self.agenda.len();
                 idle_ticks = if others > 0 || next.is_some() {
                     0
                 } else {
@@ -773,10 +712,6 @@ impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
                 if let Some(tick) = self.tick_ns.filter(|_| go_on) {
                     self.push(self.now + tick, 0, EventKind::Tick);
                 }
-            }
-            if self.top_spent {
-                self.top_spent = false;
-                self.heap.pop();
             }
             if self.series.is_some() {
                 self.note_reservation();

@@ -17,6 +17,7 @@
 //! at a time; preemption costs are the policy's parameters.
 
 pub mod engine;
+mod events;
 pub mod preemption;
 pub mod system;
 

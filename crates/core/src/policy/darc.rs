@@ -703,6 +703,7 @@ impl Darc {
     }
 
     /// Algorithm 1: types by ascending mean; reserved workers, then stealable ones.
+    #[inline]
     fn darc_pick(&self) -> Option<(TypeId, WorkerId)> {
         let held = self.held_for_spilled();
         for &t in &self.reservation.order {
