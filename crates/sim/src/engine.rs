@@ -153,12 +153,30 @@ pub struct SimOutcome {
 
 /// A dispatch observer: the policy (before the dispatch is applied), the worker
 /// and the request.
-pub type DispatchProbe<'p, P = dyn Policy> = &'p mut dyn FnMut(&P, WorkerId, &Request);
+pub type DispatchProbe<'p> = &'p mut dyn FnMut(&dyn Policy, WorkerId, &Request);
+
+/// A policy a [`Simulator`] runs: any policy type, or `dyn Policy` itself.
+pub trait SimPolicy: Policy {
+    /// The policy as a [`DispatchProbe`] sees it.
+    fn as_dyn(&self) -> &dyn Policy;
+}
+
+impl<P: Policy> SimPolicy for P {
+    fn as_dyn(&self) -> &dyn Policy {
+        self
+    }
+}
+
+impl SimPolicy for dyn Policy + '_ {
+    fn as_dyn(&self) -> &dyn Policy {
+        self
+    }
+}
 
 /// The discrete-event executor for one point, over a policy of type `P`: a
 /// boxed one (`dyn Policy`, the default) or a concrete one, whose hooks the
 /// event loop then calls directly (see [`simulate_point`]).
-pub struct Simulator<'p, P: Policy + ?Sized = dyn Policy> {
+pub struct Simulator<'p, P: SimPolicy + ?Sized = dyn Policy> {
     policy: &'p mut P,
     agenda: Agenda,
     seq: u64,
@@ -179,7 +197,7 @@ pub struct Simulator<'p, P: Policy + ?Sized = dyn Policy> {
     measured_generated: u64,
     events: u64,
     now: Nanos,
-    probe: Option<DispatchProbe<'p, P>>,
+    probe: Option<DispatchProbe<'p>>,
     costs: SystemCosts,
     /// The simulated preemption mechanism.
     preemption: PreemptionCost,
@@ -210,7 +228,7 @@ pub struct Simulator<'p, P: Policy + ?Sized = dyn Policy> {
     done: Vec<(FlowId, Nanos, bool)>,
 }
 
-impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
+impl<'p, P: SimPolicy + ?Sized> Simulator<'p, P> {
     /// An executor for `policy` on `workers` workers, with one recorder slot per
     /// type name; requests arriving before `measure_from_ns` are not measured.
     pub fn new(
@@ -346,7 +364,7 @@ impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
 
     /// Calls `probe` with the policy (before the dispatch is applied), the worker
     /// and the request of every dispatch: for invariant checks in tests.
-    pub fn with_probe(mut self, probe: DispatchProbe<'p, P>) -> Self {
+    pub fn with_probe(mut self, probe: DispatchProbe<'p>) -> Self {
         self.probe = Some(probe);
         self
     }
@@ -622,7 +640,7 @@ impl<'p, P: Policy + ?Sized> Simulator<'p, P> {
                         self.policy.name()
                     );
                     if let Some(probe) = self.probe.as_mut() {
-                        probe(&*self.policy, worker, &req);
+                        probe(self.policy.as_dyn(), worker, &req);
                     }
                     let at = self.dispatcher_step(if self.local_dispatch {
                         0
@@ -831,7 +849,7 @@ struct Point<'a> {
 
 impl Point<'_> {
     /// Runs the point over `policy`: the outcome and the wall time.
-    fn run<P: Policy + ?Sized>(
+    fn run<P: SimPolicy + ?Sized>(
         &self,
         policy: &mut P,
         arrivals: &mut Arrivals,

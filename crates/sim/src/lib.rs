@@ -22,7 +22,7 @@ pub mod preemption;
 pub mod system;
 
 pub use engine::{
-    SimConfig, SimError, SimOutcome, SimStats, Simulator, simulate, simulate_clients,
+    SimConfig, SimError, SimOutcome, SimPolicy, SimStats, Simulator, simulate, simulate_clients,
     simulate_point, simulate_with_series,
 };
 pub use preemption::PreemptionCost;

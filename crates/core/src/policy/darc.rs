@@ -746,7 +746,7 @@ impl Darc {
 
     /// DARC's own choice for a free worker: its algorithm's pick in the
     /// current mode, then an UNKNOWN request on a free spillway worker.
-    #[inline]
+    #[inline(always)]
     pub(super) fn pick(&self) -> Option<(TypeId, WorkerId)> {
         let pick = match self.mode {
             Mode::Warmup => self.warmup_pick(),
@@ -833,7 +833,7 @@ impl Policy for Darc {
         self.label.clone()
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_arrival(&mut self, req: Request, now: Nanos) -> Result<(), Request> {
         if self.window_open_ns.is_none() {
             self.window_open_ns = Some(now);
@@ -853,7 +853,7 @@ impl Policy for Darc {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, now: Nanos) {
         self.free.insert(worker);
         if self.mode != Mode::Static && req.type_id != UNKNOWN_TYPE {
@@ -867,7 +867,7 @@ impl Policy for Darc {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn next_action(&mut self, now: Nanos) -> Option<Action> {
         self.update_if_due(now);
         if self.queued == 0 || self.free.is_empty() {
