@@ -17,11 +17,12 @@
 //! at a time; preemption costs are the policy's parameters.
 
 pub mod engine;
+mod events;
 pub mod preemption;
 pub mod system;
 
 pub use engine::{
-    SimConfig, SimError, SimOutcome, SimStats, Simulator, simulate, simulate_clients,
+    SimConfig, SimError, SimOutcome, SimPolicy, SimStats, Simulator, simulate, simulate_clients,
     simulate_point, simulate_with_series,
 };
 pub use preemption::PreemptionCost;

@@ -550,6 +550,7 @@ impl Darc {
     /// demand wobbles between 2.3 and 2.6 workers from one window to the next).
     /// A candidate that keeps every worker where it is is applied, so the
     /// reported demands stay current.
+    #[cold]
     fn update_reservation(&mut self, now: Nanos, by_age: bool) -> bool {
         let utilization = self.window_utilization(now);
         let by_arrivals = self.cfg.ratios == RatioSource::Arrivals && self.arrivals_total > 0;
@@ -702,6 +703,7 @@ impl Darc {
     }
 
     /// Algorithm 1: types by ascending mean; reserved workers, then stealable ones.
+    #[inline]
     fn darc_pick(&self) -> Option<(TypeId, WorkerId)> {
         let held = self.held_for_spilled();
         for &t in &self.reservation.order {
@@ -731,6 +733,7 @@ impl Darc {
 impl Darc {
     /// Considers the reservation update a completion or a delayed dispatch
     /// made due. `None`: none was due; else whether the candidate was applied.
+    #[inline]
     pub(super) fn update_if_due(&mut self, now: Nanos) -> Option<bool> {
         if !self.update_due {
             return None;
@@ -743,6 +746,7 @@ impl Darc {
 
     /// DARC's own choice for a free worker: its algorithm's pick in the
     /// current mode, then an UNKNOWN request on a free spillway worker.
+    #[inline(always)]
     pub(super) fn pick(&self) -> Option<(TypeId, WorkerId)> {
         let pick = match self.mode {
             Mode::Warmup => self.warmup_pick(),
@@ -800,6 +804,7 @@ impl Darc {
     }
 
     /// Takes the head of type `t`'s queue onto `worker`.
+    #[inline]
     pub(super) fn dispatch(&mut self, t: TypeId, worker: WorkerId, now: Nanos) -> Action {
         let req = self.take(t, worker);
         if self.mode == Mode::Dynamic
@@ -828,7 +833,7 @@ impl Policy for Darc {
         self.label.clone()
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_arrival(&mut self, req: Request, now: Nanos) -> Result<(), Request> {
         if self.window_open_ns.is_none() {
             self.window_open_ns = Some(now);
@@ -848,7 +853,7 @@ impl Policy for Darc {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, now: Nanos) {
         self.free.insert(worker);
         if self.mode != Mode::Static && req.type_id != UNKNOWN_TYPE {
@@ -862,7 +867,7 @@ impl Policy for Darc {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn next_action(&mut self, now: Nanos) -> Option<Action> {
         self.update_if_due(now);
         if self.queued == 0 || self.free.is_empty() {
