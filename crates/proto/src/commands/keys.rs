@@ -1,0 +1,162 @@
+//! The keyspace: DEL, EXISTS, TYPE, KEYS, SCAN, and the length of any value (STRLEN, LLEN, HLEN, SCARD, ZCARD).
+//!
+//! Each command is one arm of [`run`], which [`super::run`] calls by name;
+//! the arms keep Redis 7's replies and error texts.
+
+use super::*;
+
+/// Runs one of this family's commands (`name` is lowercase).
+pub(super) fn run<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    w: &mut Reply<'_>,
+    mut held: Option<&mut Guard<'d>>,
+    point: &mut dyn FnMut(),
+) -> Res {
+    let n = a.len();
+    let nm = std::str::from_utf8(name).unwrap_or("?");
+    match name {
+        b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" => {
+            arity(n == 1, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let len = match (name, g.get(a[0]).map(|e| &e.value)) {
+                (_, None) => 0,
+                (b"strlen", Some(Value::Str(v))) => v.len(),
+                (b"llen", Some(Value::List(l))) => l.len(),
+                (b"hlen", Some(Value::Hash(h))) => h.len(),
+                (b"scard", Some(Value::Set(s))) => s.len(),
+                (b"zcard", Some(Value::ZSet(z))) => z.len(),
+                _ => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            w.int(len as i64);
+        }
+        b"del" | b"unlink" => {
+            arity(n >= 1, nm)?;
+            let mut g = lock(db, &mut held, a, false)?;
+            let count = a.iter().filter(|k| g.delete(k)).count();
+            w.int(count as i64);
+        }
+        b"exists" => {
+            arity(n >= 1, nm)?;
+            let mut g = lock(db, &mut held, a, false)?;
+            let count = a.iter().filter(|k| g.get(k).is_some()).count();
+            w.int(count as i64);
+        }
+        b"type" => {
+            arity(n == 1, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let t = g.get(a[0]).map_or("none", |e| e.value.type_name());
+            w.simple(t.as_bytes());
+        }
+        b"keys" => {
+            arity(n == 1, nm)?;
+            let mut found = Vec::new();
+            for i in 0..crate::db::SHARDS {
+                let keep = |k: &[u8]| glob_match(a[0], k);
+                match held.as_mut() {
+                    Some(g) => {
+                        g.keys_in_shard(i, 0, usize::MAX, keep, &mut found);
+                    }
+                    None => {
+                        db.lock_shard(i)
+                            .keys_in_shard(i, 0, usize::MAX, keep, &mut found);
+                        point();
+                    }
+                }
+            }
+            w.array(found.len());
+            for k in &found {
+                w.bulk(k);
+            }
+        }
+        b"scan" => scan(a, db, &mut held, w, point)?,
+        _ => unreachable!("routed to keys by name"),
+    }
+    Ok(())
+}
+
+fn scan<'d>(
+    a: &[&[u8]],
+    db: &'d Db,
+    held: &mut Option<&mut Guard<'d>>,
+    w: &mut Reply<'_>,
+    point: &mut dyn FnMut(),
+) -> Res {
+    arity(!a.is_empty(), "scan")?;
+    let cursor: u64 = std::str::from_utf8(a[0])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(Fail::Msg(b"ERR invalid cursor"))?;
+    let (mut pattern, mut count, mut ty): (Option<&[u8]>, usize, Option<Vec<u8>>) =
+        (None, SCAN_DEFAULT_COUNT, None);
+    let mut i = 1;
+    while i < a.len() {
+        let o = a[i].to_ascii_uppercase();
+        if i + 1 >= a.len() {
+            return Err(Fail::Msg(SYNTAX));
+        }
+        match o.as_slice() {
+            b"MATCH" => pattern = Some(a[i + 1]),
+            b"COUNT" => {
+                let c = int_arg(a[i + 1])?;
+                if c < 1 {
+                    return Err(Fail::Msg(SYNTAX));
+                }
+                count = (c as usize).min(SCAN_MAX_COUNT);
+            }
+            b"TYPE" => ty = Some(a[i + 1].to_ascii_lowercase()),
+            _ => return Err(Fail::Msg(SYNTAX)),
+        }
+        i += 2;
+    }
+    // The cursor: shard in the high 16 bits, position in the shard below.
+    let mut shard = (cursor >> 48) as usize;
+    let mut pos = (cursor & ((1 << 48) - 1)) as usize;
+    let mut found = Vec::new();
+    while shard < crate::db::SHARDS && found.len() < count {
+        let keep = |k: &[u8]| pattern.is_none_or(|p| glob_match(p, k));
+        let want = count - found.len();
+        let mut batch = Vec::new();
+        let next = match held.as_mut() {
+            Some(g) => g.keys_in_shard(shard, pos, want, keep, &mut batch),
+            None => db
+                .lock_shard(shard)
+                .keys_in_shard(shard, pos, want, keep, &mut batch),
+        };
+        if let Some(t) = &ty {
+            let is_type = |g: &mut Guard<'_>, k: &[u8]| {
+                g.get(k)
+                    .is_some_and(|e| e.value.type_name().as_bytes() == t.as_slice())
+            };
+            batch.retain(|k| match held.as_mut() {
+                // Inside EXEC every shard is held already (locking again
+                // would wait for ourselves).
+                Some(g) => is_type(g, k),
+                None => is_type(&mut db.lock_one(k, false).expect("no growth"), k),
+            });
+        }
+        found.extend(batch);
+        if next == 0 {
+            shard += 1;
+            pos = 0;
+        } else {
+            pos = next;
+        }
+        if held.is_none() {
+            point();
+        }
+    }
+    let next = if shard >= crate::db::SHARDS {
+        0
+    } else {
+        ((shard as u64) << 48) | pos as u64
+    };
+    w.array(2);
+    w.bulk(next.to_string().as_bytes());
+    w.array(found.len());
+    for k in &found {
+        w.bulk(k);
+    }
+    Ok(())
+}

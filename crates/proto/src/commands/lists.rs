@@ -1,0 +1,106 @@
+//! Lists: LPUSH/RPUSH, LPOP/RPOP, LRANGE, LINDEX.
+//!
+//! Each command is one arm of [`run`], which [`super::run`] calls by name;
+//! the arms keep Redis 7's replies and error texts.
+
+use super::*;
+
+/// Runs one of this family's commands (`name` is lowercase).
+pub(super) fn run<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    w: &mut Reply<'_>,
+    mut held: Option<&mut Guard<'d>>,
+) -> Res {
+    let n = a.len();
+    let nm = std::str::from_utf8(name).unwrap_or("?");
+    match name {
+        b"lpush" | b"rpush" => {
+            arity(n >= 2, nm)?;
+            let left = name == b"lpush";
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            let len = g.update(a[0], |slot| {
+                let e = slot.get_or_insert_with(|| Entry::new(Value::List(Box::default())));
+                let Value::List(l) = &mut e.value else {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                };
+                for v in &a[1..] {
+                    l.push(v, left);
+                }
+                (true, Ok(l.len()))
+            })?;
+            w.int(len as i64);
+        }
+        b"lpop" | b"rpop" => {
+            arity(n == 1 || n == 2, nm)?;
+            let count = match a.get(1) {
+                None => None,
+                Some(c) => Some(
+                    parse_i64(c)
+                        .and_then(|c| usize::try_from(c).ok())
+                        .ok_or(Fail::Msg(NOT_POSITIVE))?,
+                ),
+            };
+            let left = name == b"lpop";
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let popped = g.update(a[0], |slot| {
+                let Some(e) = slot.as_mut() else {
+                    return (false, Ok(None));
+                };
+                let Value::List(l) = &mut e.value else {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                };
+                let k = count.unwrap_or(1).min(l.len());
+                let v: Vec<Box<[u8]>> = (0..k).filter_map(|_| l.pop(left)).collect();
+                (k > 0, Ok(Some(v)))
+            })?;
+            match (count, popped) {
+                (None, Some(v)) if !v.is_empty() => w.bulk(&v[0]),
+                (None, _) => w.nil(),
+                (Some(_), None) => w.nil_array(),
+                (Some(_), Some(v)) => {
+                    w.array(v.len());
+                    for x in &v {
+                        w.bulk(x);
+                    }
+                }
+            }
+        }
+        b"lrange" => {
+            arity(n == 3, nm)?;
+            let (start, stop) = (int_arg(a[1])?, int_arg(a[2])?);
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            match g.get(a[0]).map(|e| &e.value) {
+                None => w.array(0),
+                Some(Value::List(l)) => {
+                    let (s, e) = range(start, stop, l.len());
+                    w.array(e - s);
+                    for v in l.items().range(s..e) {
+                        w.bulk(v);
+                    }
+                }
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            }
+        }
+        b"lindex" => {
+            arity(n == 2, nm)?;
+            let i = int_arg(a[1])?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            match g.get(a[0]).map(|e| &e.value) {
+                None => w.nil(),
+                Some(Value::List(l)) => {
+                    let len = l.len() as i64;
+                    let i = if i < 0 { len + i } else { i };
+                    match usize::try_from(i).ok().and_then(|i| l.items().get(i)) {
+                        Some(v) => w.bulk(v),
+                        None => w.nil(),
+                    }
+                }
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            }
+        }
+        _ => unreachable!("routed to lists by name"),
+    }
+    Ok(())
+}

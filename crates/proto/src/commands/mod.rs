@@ -1,0 +1,912 @@
+//! Redis's commands over the in-memory [`Db`]: what `psp serve --protocol
+//! resp` runs by default, with Redis 7's replies and error texts.
+//!
+//! A worker calls [`execute`] with one complete request (framed by
+//! [`crate::resp::request_len`]), the connection's [`Session`] and an output
+//! buffer. Each command locks the shards of its keys for its whole run, so
+//! it is atomic on them against every other command (MSET/MSETNX/MGET/DEL
+//! over many keys included); `EXEC` locks every shard and runs the queued
+//! commands back to back. Commands that walk the keyspace (KEYS, SCAN,
+//! DBSIZE, FLUSHALL) take one shard at a time and call the request's
+//! preemption point between shards, holding no lock.
+//!
+//! The connection's state (protocol version, name, `MULTI` queue, `WATCH`ed
+//! keys) is its [`Session`], kept in [`Sessions`] by the connection's id;
+//! one connection has one command executing at a time (the TCP front end
+//! sees to it), so a session is never used by two workers at once.
+//!
+//! Replies are RESP2, or RESP3 after `HELLO 3` (nulls as `_`, HGETALL as a
+//! map, SMEMBERS as a set, scores as doubles).
+
+mod connection;
+mod counters;
+mod expiry;
+mod hashes;
+mod keys;
+mod lists;
+mod server;
+mod sets;
+mod strings;
+mod transaction;
+mod zsets;
+
+use parking_lot::Mutex;
+
+use crate::db::{Db, Entry, Full, Guard, Score, Value, ZSet};
+use crate::resp::{RespError, parse};
+
+/// Commands one `MULTI` may queue at most (a longer transaction is refused
+/// at `EXEC` with `EXECABORT`, its queue dropped as it grows).
+pub const MAX_QUEUED: usize = 10_000;
+/// Bytes of requests one `MULTI` may queue at most (the same refusal): a
+/// connection's queue cannot hold more than this, whatever its requests'
+/// sizes.
+pub const MAX_QUEUED_BYTES: usize = 4 << 20;
+/// SCAN's COUNT when none is given (Redis's).
+const SCAN_DEFAULT_COUNT: usize = 10;
+/// Most keys one SCAN call looks at (its COUNT is clamped to this).
+pub const SCAN_MAX_COUNT: usize = 100_000;
+
+const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";
+const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
+const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
+const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
+const OVERFLOW: &[u8] = b"ERR increment or decrement would overflow";
+const SYNTAX: &[u8] = b"ERR syntax error";
+const NOT_POSITIVE: &[u8] = b"ERR value is out of range, must be positive";
+const BAD_DB: &[u8] = b"ERR DB index is out of range";
+
+/// One connection's state.
+#[derive(Debug, Default, Clone)]
+pub struct Session {
+    /// The connection's id (`CLIENT ID`).
+    pub id: u64,
+    /// RESP3 replies (`HELLO 3`).
+    pub resp3: bool,
+    /// `CLIENT SETNAME`.
+    pub name: Option<Vec<u8>>,
+    /// Inside `MULTI`: the queued requests.
+    pub multi: Option<Vec<Vec<u8>>>,
+    /// Bytes of the queued requests.
+    pub multi_bytes: usize,
+    /// A command queued in this `MULTI` was refused: `EXEC` aborts.
+    pub multi_failed: bool,
+    /// `WATCH`ed keys and their versions then.
+    pub watched: Vec<(Box<[u8]>, u64)>,
+}
+
+/// The sessions of a server's connections, by connection id (see
+/// [`Sessions::take`]): a fixed table, one slot per connection index.
+#[derive(Debug)]
+pub struct Sessions {
+    slots: Box<[Mutex<Slot>]>,
+}
+
+/// A connection index's slot: the session (absent while a command has it
+/// out), and what a second command of the same connection running at the
+/// same time (`--tcp-order replies`) needs to answer in the right protocol.
+#[derive(Debug, Default)]
+struct Slot {
+    id: u64,
+    resp3: bool,
+    session: Option<Box<Session>>,
+}
+
+impl Sessions {
+    /// Room for connection indices `0..connections`.
+    pub fn new(connections: usize) -> Self {
+        Self {
+            slots: (0..connections.max(1))
+                .map(|_| Mutex::new(Slot::default()))
+                .collect(),
+        }
+    }
+
+    /// Takes the session of connection `id` (`index << 32 | generation`,
+    /// index from 1; 0: a request of no connection, which gets a fresh
+    /// session). A slot whose session belongs to an earlier connection of
+    /// the same index starts afresh. The session is out of the table while
+    /// its command runs ([`Sessions::put`] brings it back), so no lock is
+    /// held across the command's preemption points. Should another command
+    /// of the connection run meanwhile (only with the order turned off), it
+    /// gets a session with the connection's protocol version and nothing
+    /// else.
+    pub fn take(&self, id: u64) -> Box<Session> {
+        let index = (id >> 32) as usize;
+        let fresh = |resp3| {
+            Box::new(Session {
+                id,
+                resp3,
+                ..Session::default()
+            })
+        };
+        if index == 0 {
+            return fresh(false);
+        }
+        let mut slot = self.slots[(index - 1) % self.slots.len()].lock();
+        if slot.id != id {
+            *slot = Slot {
+                id,
+                ..Slot::default()
+            };
+        }
+        match slot.session.take() {
+            Some(s) => s,
+            None => fresh(slot.resp3),
+        }
+    }
+
+    /// Brings back a session taken by [`Sessions::take`] (one of a
+    /// connection that has since closed is dropped).
+    pub fn put(&self, session: Box<Session>) {
+        let index = (session.id >> 32) as usize;
+        if index == 0 {
+            return;
+        }
+        let mut slot = self.slots[(index - 1) % self.slots.len()].lock();
+        if slot.id == session.id {
+            slot.resp3 = session.resp3;
+            slot.session = Some(session);
+        }
+    }
+}
+
+/// A reply writer that speaks RESP2 or RESP3.
+struct Reply<'o> {
+    out: &'o mut Vec<u8>,
+    resp3: bool,
+}
+
+impl Reply<'_> {
+    fn raw(&mut self, b: &[u8]) {
+        self.out.extend_from_slice(b);
+    }
+    fn ok(&mut self) {
+        self.raw(b"+OK\r\n");
+    }
+    fn simple(&mut self, s: &[u8]) {
+        self.out.push(b'+');
+        self.raw(s);
+        self.raw(b"\r\n");
+    }
+    fn error(&mut self, msg: &[u8]) {
+        self.out.push(b'-');
+        self.out.extend(
+            msg.iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+        self.raw(b"\r\n");
+    }
+    fn header(&mut self, kind: u8, n: usize) {
+        self.out.push(kind);
+        self.raw(itoa::Buffer::new().format(n).as_bytes());
+        self.raw(b"\r\n");
+    }
+    fn int(&mut self, v: i64) {
+        self.out.push(b':');
+        self.raw(itoa::Buffer::new().format(v).as_bytes());
+        self.raw(b"\r\n");
+    }
+    fn bulk(&mut self, b: &[u8]) {
+        self.header(b'$', b.len());
+        self.raw(b);
+        self.raw(b"\r\n");
+    }
+    fn nil(&mut self) {
+        if self.resp3 {
+            self.raw(b"_\r\n");
+        } else {
+            self.raw(b"$-1\r\n");
+        }
+    }
+    fn nil_array(&mut self) {
+        if self.resp3 {
+            self.raw(b"_\r\n");
+        } else {
+            self.raw(b"*-1\r\n");
+        }
+    }
+    fn array(&mut self, n: usize) {
+        self.header(b'*', n);
+    }
+    fn map(&mut self, n: usize) {
+        if self.resp3 {
+            self.header(b'%', n);
+        } else {
+            self.header(b'*', 2 * n);
+        }
+    }
+    fn set(&mut self, n: usize) {
+        self.header(if self.resp3 { b'~' } else { b'*' }, n);
+    }
+    fn double(&mut self, v: f64) {
+        let s = fmt_double(v);
+        if self.resp3 {
+            self.out.push(b',');
+            self.raw(s.as_bytes());
+            self.raw(b"\r\n");
+        } else {
+            self.bulk(s.as_bytes());
+        }
+    }
+    fn bool_int(&mut self, b: bool) {
+        self.int(i64::from(b));
+    }
+}
+
+/// A double as Redis prints it (shortest round-trip form, `inf`/`-inf`).
+fn fmt_double(v: f64) -> String {
+    if v.is_infinite() {
+        if v > 0.0 { "inf".into() } else { "-inf".into() }
+    } else if v == v.trunc() && v.abs() < 1e17 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Why a command stopped: its reply is this error instead.
+enum Fail {
+    Arity(String),
+    Msg(&'static [u8]),
+    Owned(Vec<u8>),
+}
+
+type Res = Result<(), Fail>;
+
+impl From<Full> for Fail {
+    fn from(_: Full) -> Self {
+        Fail::Msg(OOM)
+    }
+}
+
+fn arity(ok: bool, name: &str) -> Res {
+    if ok {
+        Ok(())
+    } else {
+        Err(Fail::Arity(name.to_ascii_lowercase()))
+    }
+}
+
+fn parse_i64(s: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(s).ok()?;
+    if s.starts_with('+') || (s.len() > 1 && s.starts_with('0')) || s.starts_with("-0") {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn parse_f64(s: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(s).ok()?;
+    let v = match s.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" => f64::INFINITY,
+        "-inf" => f64::NEG_INFINITY,
+        t => t.parse().ok()?,
+    };
+    (!v.is_nan()).then_some(v)
+}
+
+fn int_arg(s: &[u8]) -> Result<i64, Fail> {
+    parse_i64(s).ok_or(Fail::Msg(NOT_INTEGER))
+}
+
+/// Either the caller's guard (inside `EXEC`) or one taken for this command.
+enum Locks<'g, 'd> {
+    Held(&'g mut Guard<'d>),
+    Own(Guard<'d>),
+}
+
+impl<'d> std::ops::Deref for Locks<'_, 'd> {
+    type Target = Guard<'d>;
+    fn deref(&self) -> &Guard<'d> {
+        match self {
+            Locks::Held(g) => g,
+            Locks::Own(g) => g,
+        }
+    }
+}
+
+impl<'d> std::ops::DerefMut for Locks<'_, 'd> {
+    fn deref_mut(&mut self) -> &mut Guard<'d> {
+        match self {
+            Locks::Held(g) => g,
+            Locks::Own(g) => g,
+        }
+    }
+}
+
+/// The commands this server knows and the (lowercase) name of each.
+const COMMANDS: &[&str] = &[
+    "ping",
+    "echo",
+    "quit",
+    "hello",
+    "auth",
+    "client",
+    "select",
+    "command",
+    "info",
+    "config",
+    "dbsize",
+    "flushdb",
+    "flushall",
+    "multi",
+    "exec",
+    "discard",
+    "watch",
+    "unwatch",
+    "reset",
+    "get",
+    "set",
+    "setex",
+    "psetex",
+    "setnx",
+    "mget",
+    "mset",
+    "msetnx",
+    "incr",
+    "incrby",
+    "decr",
+    "decrby",
+    "incrbyfloat",
+    "append",
+    "strlen",
+    "getset",
+    "getdel",
+    "del",
+    "unlink",
+    "exists",
+    "expire",
+    "pexpire",
+    "expireat",
+    "pexpireat",
+    "ttl",
+    "pttl",
+    "persist",
+    "type",
+    "scan",
+    "keys",
+    "lpush",
+    "rpush",
+    "lpop",
+    "rpop",
+    "lrange",
+    "llen",
+    "lindex",
+    "hset",
+    "hmset",
+    "hget",
+    "hmget",
+    "hgetall",
+    "hdel",
+    "hincrby",
+    "hlen",
+    "hexists",
+    "sadd",
+    "srem",
+    "smembers",
+    "sismember",
+    "scard",
+    "spop",
+    "zadd",
+    "zrange",
+    "zrangebyscore",
+    "zrem",
+    "zincrby",
+    "zcard",
+    "zpopmin",
+    "zscore",
+];
+
+/// Whether `name` is a command this server runs (case-insensitive).
+pub fn known(name: &[u8]) -> bool {
+    COMMANDS
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c.as_bytes()))
+}
+
+/// Runs one complete request against `db` for the connection whose state
+/// is `session`, appending the reply to `out`. `point` is the request's
+/// preemption point, called only while no lock is held.
+///
+/// # Errors
+/// `req` is not exactly one valid request (nothing is appended).
+pub fn execute(
+    req: &[u8],
+    db: &Db,
+    session: &mut Session,
+    out: &mut Vec<u8>,
+    point: &mut dyn FnMut(),
+) -> Result<(), RespError> {
+    let cmd = parse(req)?;
+    let args: Vec<&[u8]> = cmd.args.collect();
+    let mut lower = [0u8; 24];
+    let name: &[u8] = match lower.get_mut(..cmd.raw_name.len()) {
+        Some(buf) => {
+            buf.copy_from_slice(cmd.raw_name);
+            buf.make_ascii_lowercase();
+            buf
+        }
+        // Longer than any command: unknown.
+        None => b"",
+    };
+    let mut w = Reply {
+        out,
+        resp3: session.resp3,
+    };
+    // Inside MULTI: queue (transaction commands excepted).
+    if let Some(queue) = session.multi.as_mut()
+        && !matches!(
+            name,
+            b"exec" | b"discard" | b"multi" | b"watch" | b"quit" | b"reset"
+        )
+    {
+        if !known(name) {
+            session.multi_failed = true;
+            unknown(&mut w, cmd.raw_name, &args);
+            return Ok(());
+        }
+        if queue.len() >= MAX_QUEUED || session.multi_bytes + req.len() > MAX_QUEUED_BYTES {
+            session.multi_failed = true;
+            queue.clear();
+            session.multi_bytes = 0;
+            w.error(b"ERR too many commands queued in this MULTI");
+            return Ok(());
+        }
+        queue.push(req.to_vec());
+        session.multi_bytes += req.len();
+        w.simple(b"QUEUED");
+        return Ok(());
+    }
+    let start = w.out.len();
+    let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
+    if let Err(f) = r {
+        w.out.truncate(start);
+        write_fail(&mut w, f);
+    }
+    Ok(())
+}
+
+fn write_fail(w: &mut Reply<'_>, f: Fail) {
+    match f {
+        Fail::Arity(name) => {
+            w.error(format!("ERR wrong number of arguments for '{name}' command").as_bytes())
+        }
+        Fail::Msg(m) => w.error(m),
+        Fail::Owned(m) => w.error(&m),
+    }
+}
+
+fn unknown(w: &mut Reply<'_>, raw_name: &[u8], args: &[&[u8]]) {
+    w.error(&crate::resp::unknown_command(
+        raw_name,
+        args.iter().copied(),
+    ));
+}
+
+/// Takes the locks a command needs: the caller's (inside EXEC) or its own.
+fn lock<'g, 'd>(
+    db: &'d Db,
+    held: &'g mut Option<&mut Guard<'d>>,
+    keys: &[&[u8]],
+    grows: bool,
+) -> Result<Locks<'g, 'd>, Fail> {
+    match held {
+        Some(g) => Ok(Locks::Held(g)),
+        None => Ok(Locks::Own(match keys {
+            [k] => db.lock_one(k, grows)?,
+            _ => db.lock_keys(keys.iter().copied(), grows)?,
+        })),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run<'d>(
+    name: &[u8],
+    raw_name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    session: &mut Session,
+    w: &mut Reply<'_>,
+    held: Option<&mut Guard<'d>>,
+    point: &mut dyn FnMut(),
+) -> Res {
+    match name {
+        b"ping" | b"echo" | b"quit" | b"hello" | b"auth" | b"client" | b"select" | b"reset" => {
+            connection::run(name, a, session, w)
+        }
+        b"command" | b"info" | b"config" | b"dbsize" | b"flushdb" | b"flushall" => {
+            server::run(name, a, db, w, held, point)
+        }
+        b"multi" | b"discard" | b"exec" | b"watch" | b"unwatch" => {
+            transaction::run(name, a, db, session, w, held, point)
+        }
+        b"get" | b"set" | b"setex" | b"psetex" | b"setnx" | b"mget" | b"mset" | b"msetnx"
+        | b"getset" | b"getdel" => strings::run(name, a, db, w, held),
+        b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat" | b"append" => {
+            counters::run(name, a, db, w, held)
+        }
+        b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" | b"del" | b"unlink" | b"exists"
+        | b"type" | b"keys" | b"scan" => keys::run(name, a, db, w, held, point),
+        b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist" => {
+            expiry::run(name, a, db, w, held)
+        }
+        b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" => {
+            lists::run(name, a, db, w, held)
+        }
+        b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
+        | b"hincrby" => hashes::run(name, a, db, w, held),
+        b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" => sets::run(name, a, db, w, held),
+        b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zrange" | b"zrangebyscore" => {
+            zsets::run(name, a, db, w, held)
+        }
+        _ => {
+            unknown(w, raw_name, a);
+            Ok(())
+        }
+    }
+}
+
+/// A deadline `ms` from `now` (saturating).
+fn deadline(now: u64, ms: i64) -> u64 {
+    now.saturating_add(ms.max(1) as u64)
+}
+
+/// Replaces a string value, keeping its deadline (INCR, APPEND keep a TTL).
+fn set_str_keep_ttl(slot: &mut Option<Entry>, v: &[u8]) {
+    match slot {
+        Some(e) => e.value = Value::Str(v.into()),
+        None => *slot = Some(Entry::new(Value::Str(v.into()))),
+    }
+}
+
+/// Redis's `start..=stop` (negative from the end) as a clamped `s..e`.
+fn range(start: i64, stop: i64, len: usize) -> (usize, usize) {
+    let len = len as i64;
+    let s = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let e = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
+    if s > e || s >= len {
+        (0, 0)
+    } else {
+        (s as usize, e as usize + 1)
+    }
+}
+
+/// Redis's glob: `*`, `?`, `[abc]`, `[^a]`, `[a-z]`, `\x`. Iterative, with
+/// one backtrack point per `*` (linear-ish, no recursion to blow the stack).
+pub fn glob_match(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() {
+            match p[pi] {
+                b'*' => {
+                    star = Some((pi, si));
+                    pi += 1;
+                    continue;
+                }
+                b'?' => {
+                    pi += 1;
+                    si += 1;
+                    continue;
+                }
+                b'[' => {
+                    if let Some((matched, end)) = class(p, pi, s[si])
+                        && matched
+                    {
+                        pi = end;
+                        si += 1;
+                        continue;
+                    }
+                }
+                b'\\' if pi + 1 < p.len() && p[pi + 1] == s[si] => {
+                    pi += 2;
+                    si += 1;
+                    continue;
+                }
+                b'\\' if pi + 1 < p.len() => {}
+                c if c == s[si] => {
+                    pi += 1;
+                    si += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match star {
+            Some((sp, ss)) => {
+                pi = sp + 1;
+                si = ss + 1;
+                star = Some((sp, ss + 1));
+            }
+            None => return false,
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// A `[...]` class at `p[at]` against `c`: whether it matched and where the
+/// pattern goes on.
+fn class(p: &[u8], at: usize, c: u8) -> Option<(bool, usize)> {
+    let mut i = at + 1;
+    let negate = p.get(i) == Some(&b'^');
+    if negate {
+        i += 1;
+    }
+    let mut matched = false;
+    while i < p.len() && p[i] != b']' {
+        if p[i] == b'\\' && i + 1 < p.len() {
+            matched |= p[i + 1] == c;
+            i += 2;
+        } else if i + 2 < p.len() && p[i + 1] == b'-' && p[i + 2] != b']' {
+            let (lo, hi) = (p[i].min(p[i + 2]), p[i].max(p[i + 2]));
+            matched |= (lo..=hi).contains(&c);
+            i += 3;
+        } else {
+            matched |= p[i] == c;
+            i += 1;
+        }
+    }
+    if i >= p.len() {
+        return None;
+    }
+    Some((matched != negate, i + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resp::write_command;
+
+    fn run_line(db: &Db, s: &mut Session, line: &str) -> String {
+        let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let mut req = Vec::new();
+        write_command(&words, &mut req);
+        let mut out = Vec::new();
+        execute(&req, db, s, &mut out, &mut || {}).expect("valid");
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn strings_counters_and_expiry() {
+        let db = Db::default();
+        let mut s = Session::default();
+        assert_eq!(run_line(&db, &mut s, "SET k v"), "+OK\r\n");
+        assert_eq!(run_line(&db, &mut s, "GET k"), "$1\r\nv\r\n");
+        assert_eq!(run_line(&db, &mut s, "INCR n"), ":1\r\n");
+        assert_eq!(run_line(&db, &mut s, "INCRBY n 41"), ":42\r\n");
+        assert_eq!(run_line(&db, &mut s, "DECRBY n 2"), ":40\r\n");
+        assert_eq!(run_line(&db, &mut s, "INCRBYFLOAT n 0.5"), "$4\r\n40.5\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "INCR k"),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(run_line(&db, &mut s, "APPEND k w"), ":2\r\n");
+        assert_eq!(run_line(&db, &mut s, "STRLEN k"), ":2\r\n");
+        assert_eq!(run_line(&db, &mut s, "SET e x EX 100"), "+OK\r\n");
+        assert_eq!(run_line(&db, &mut s, "TTL e"), ":100\r\n");
+        assert_eq!(run_line(&db, &mut s, "PERSIST e"), ":1\r\n");
+        assert_eq!(run_line(&db, &mut s, "TTL e"), ":-1\r\n");
+        assert_eq!(run_line(&db, &mut s, "TTL nope"), ":-2\r\n");
+        assert_eq!(run_line(&db, &mut s, "PEXPIRE e 0"), ":1\r\n");
+        assert_eq!(run_line(&db, &mut s, "EXISTS e"), ":0\r\n");
+        assert_eq!(run_line(&db, &mut s, "SET k v NX"), "$-1\r\n");
+        assert_eq!(run_line(&db, &mut s, "SET k v2 XX GET"), "$2\r\nvw\r\n");
+        assert_eq!(run_line(&db, &mut s, "GETDEL k"), "$2\r\nv2\r\n");
+        assert_eq!(run_line(&db, &mut s, "MSETNX a 1 b 2"), ":1\r\n");
+        assert_eq!(run_line(&db, &mut s, "MSETNX a 1 c 2"), ":0\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "MGET a b c"),
+            "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "SET k v EX 0"),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+    }
+
+    #[test]
+    fn aggregates_and_wrong_types() {
+        let db = Db::default();
+        let mut s = Session::default();
+        assert_eq!(run_line(&db, &mut s, "RPUSH l a b c"), ":3\r\n");
+        assert_eq!(run_line(&db, &mut s, "LPUSH l z"), ":4\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "LRANGE l 0 -1"),
+            "*4\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(run_line(&db, &mut s, "LINDEX l -1"), "$1\r\nc\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "RPOP l 2"),
+            "*2\r\n$1\r\nc\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "GET l"),
+            format!("-{}\r\n", String::from_utf8_lossy(WRONGTYPE))
+        );
+        assert_eq!(run_line(&db, &mut s, "HSET h f 1 g 2"), ":2\r\n");
+        assert_eq!(run_line(&db, &mut s, "HINCRBY h f 9"), ":10\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "HMGET h f x"),
+            "*2\r\n$2\r\n10\r\n$-1\r\n"
+        );
+        assert_eq!(run_line(&db, &mut s, "HDEL h f g"), ":2\r\n");
+        assert_eq!(run_line(&db, &mut s, "EXISTS h"), ":0\r\n");
+        assert_eq!(run_line(&db, &mut s, "SADD s a b a"), ":2\r\n");
+        assert_eq!(run_line(&db, &mut s, "SISMEMBER s b"), ":1\r\n");
+        assert_eq!(run_line(&db, &mut s, "SCARD s"), ":2\r\n");
+        assert_eq!(run_line(&db, &mut s, "ZADD z 2 b 1 a"), ":2\r\n");
+        assert_eq!(run_line(&db, &mut s, "ZINCRBY z 5 a"), "$1\r\n6\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "ZRANGE z 0 -1 WITHSCORES"),
+            "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\n6\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "ZRANGEBYSCORE z (2 +inf"),
+            "*1\r\n$1\r\na\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "ZPOPMIN z"),
+            "*2\r\n$1\r\nb\r\n$1\r\n2\r\n"
+        );
+        assert_eq!(run_line(&db, &mut s, "TYPE z"), "+zset\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "NOSUCH a b"),
+            "-ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' \r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "GET"),
+            "-ERR wrong number of arguments for 'get' command\r\n"
+        );
+    }
+
+    #[test]
+    fn hello_3_switches_replies_to_resp3() {
+        let db = Db::default();
+        let mut s = Session::default();
+        let r = run_line(&db, &mut s, "HELLO 3");
+        assert!(r.starts_with("%7\r\n$6\r\nserver\r\n"), "{r}");
+        assert_eq!(run_line(&db, &mut s, "GET nope"), "_\r\n");
+        run_line(&db, &mut s, "HSET h f v");
+        assert_eq!(
+            run_line(&db, &mut s, "HGETALL h"),
+            "%1\r\n$1\r\nf\r\n$1\r\nv\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "CLIENT SETINFO lib-name redis-py"),
+            "+OK\r\n"
+        );
+        assert!(run_line(&db, &mut s, "AUTH x").starts_with("-ERR AUTH"));
+    }
+
+    #[test]
+    fn multi_exec_runs_a_block_and_watch_aborts_it() {
+        let db = Db::default();
+        let mut s = Session {
+            id: 1 << 32,
+            ..Session::default()
+        };
+        let mut other = Session::default();
+        assert_eq!(run_line(&db, &mut s, "MULTI"), "+OK\r\n");
+        assert_eq!(run_line(&db, &mut s, "INCR c"), "+QUEUED\r\n");
+        assert_eq!(run_line(&db, &mut s, "INCR c"), "+QUEUED\r\n");
+        assert_eq!(run_line(&db, &mut s, "EXEC"), "*2\r\n:1\r\n:2\r\n");
+        assert_eq!(run_line(&db, &mut s, "WATCH c"), "+OK\r\n");
+        assert_eq!(run_line(&db, &mut other, "INCR c"), ":3\r\n");
+        run_line(&db, &mut s, "MULTI");
+        run_line(&db, &mut s, "INCR c");
+        assert_eq!(run_line(&db, &mut s, "EXEC"), "*-1\r\n");
+        assert_eq!(run_line(&db, &mut s, "GET c"), "$1\r\n3\r\n");
+        run_line(&db, &mut s, "MULTI");
+        assert!(run_line(&db, &mut s, "BOGUS").starts_with("-ERR unknown command"));
+        assert!(run_line(&db, &mut s, "EXEC").starts_with("-EXECABORT"));
+        assert_eq!(run_line(&db, &mut s, "EXEC"), "-ERR EXEC without MULTI\r\n");
+    }
+
+    #[test]
+    fn keys_and_scan_walk_the_keyspace() {
+        let db = Db::default();
+        let mut s = Session::default();
+        for i in 0..300 {
+            run_line(&db, &mut s, &format!("SET key:{i} v"));
+        }
+        run_line(&db, &mut s, "SET other v");
+        let r = run_line(&db, &mut s, "KEYS key:*");
+        assert!(r.starts_with("*300\r\n"), "{}", &r[..20]);
+        let mut cursor = "0".to_string();
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let mut req = Vec::new();
+            write_command(
+                &[
+                    b"SCAN",
+                    cursor.as_bytes(),
+                    b"MATCH",
+                    b"key:*",
+                    b"COUNT",
+                    b"50",
+                ],
+                &mut req,
+            );
+            let mut out = Vec::new();
+            execute(&req, &db, &mut s, &mut out, &mut || {}).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            let lines: Vec<&str> = text.split("\r\n").collect();
+            cursor = lines[2].to_string();
+            for l in lines.iter().skip(5).step_by(2) {
+                if !l.is_empty() {
+                    seen.insert(l.to_string());
+                }
+            }
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 300);
+        assert!(glob_match(b"h?llo", b"hello"));
+        assert!(glob_match(b"h[a-e]llo", b"hello"));
+        assert!(!glob_match(b"h[^e]llo", b"hello"));
+        assert!(glob_match(b"*", b""));
+    }
+
+    #[test]
+    fn a_transaction_queues_a_bounded_number_of_bytes() {
+        let db = Db::default();
+        let mut s = Session {
+            id: 1 << 32,
+            ..Session::default()
+        };
+        run_line(&db, &mut s, "MULTI");
+        let big = vec![b'v'; MAX_QUEUED_BYTES / 4];
+        let mut answers = Vec::new();
+        for _ in 0..5 {
+            let mut req = Vec::new();
+            write_command(&[b"SET", b"k", &big], &mut req);
+            let mut out = Vec::new();
+            execute(&req, &db, &mut s, &mut out, &mut || {}).unwrap();
+            answers.push(String::from_utf8(out).unwrap());
+        }
+        assert_eq!(answers[..3], ["+QUEUED\r\n"; 3]);
+        // The fourth crosses the bound; the queue is dropped and EXEC aborts.
+        assert!(answers[3].starts_with("-ERR too many"), "{answers:?}");
+        assert!(run_line(&db, &mut s, "EXEC").starts_with("-EXECABORT"));
+        assert_eq!(run_line(&db, &mut s, "EXISTS k"), ":0\r\n");
+    }
+
+    #[test]
+    fn scan_with_a_type_inside_exec_does_not_wait_for_itself() {
+        let db = Db::default();
+        let mut s = Session {
+            id: 1 << 32,
+            ..Session::default()
+        };
+        run_line(&db, &mut s, "SET a 1");
+        run_line(&db, &mut s, "RPUSH l x");
+        run_line(&db, &mut s, "MULTI");
+        run_line(&db, &mut s, "SCAN 0 COUNT 1000 TYPE list");
+        assert_eq!(
+            run_line(&db, &mut s, "EXEC"),
+            "*1\r\n*2\r\n$1\r\n0\r\n*1\r\n$1\r\nl\r\n"
+        );
+    }
+
+    #[test]
+    fn sessions_start_afresh_for_a_new_connection_of_the_same_index() {
+        let sessions = Sessions::new(4);
+        let mut s = sessions.take(1 << 32 | 7);
+        s.resp3 = true;
+        sessions.put(s);
+        let s = sessions.take(1 << 32 | 7);
+        assert!(s.resp3);
+        sessions.put(s);
+        assert!(!sessions.take(1 << 32 | 8).resp3);
+    }
+}

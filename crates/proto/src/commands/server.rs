@@ -1,0 +1,92 @@
+//! The server's commands: COMMAND, INFO, CONFIG, DBSIZE, FLUSHDB/FLUSHALL.
+//!
+//! Each command is one arm of [`run`], which [`super::run`] calls by name;
+//! the arms keep Redis 7's replies and error texts.
+
+use super::*;
+
+/// Runs one of this family's commands (`name` is lowercase).
+pub(super) fn run<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    w: &mut Reply<'_>,
+    held: Option<&mut Guard<'d>>,
+    point: &mut dyn FnMut(),
+) -> Res {
+    let n = a.len();
+    let nm = std::str::from_utf8(name).unwrap_or("?");
+    match name {
+        b"command" => {
+            if a.first().is_some_and(|s| s.eq_ignore_ascii_case(b"count")) {
+                w.int(COMMANDS.len() as i64);
+            } else {
+                w.array(0);
+            }
+        }
+        b"info" => {
+            let s = db.stats();
+            let text = format!(
+                "# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\nserver:psp\r\n\r\n# Memory\r\nused_memory:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:{}\r\n\r\n# Stats\r\nevicted_keys:{}\r\nexpired_keys:{}\r\n\r\n# Replication\r\nrole:master\r\n\r\n# Keyspace\r\ndb0:keys={},expires={},avg_ttl=0\r\n",
+                s.used,
+                db.config().max_memory,
+                db.config().eviction.name(),
+                s.evicted,
+                s.expired,
+                s.keys,
+                s.volatile
+            );
+            w.bulk(text.as_bytes());
+        }
+        b"config" => {
+            arity(n >= 1, nm)?;
+            if a[0].eq_ignore_ascii_case(b"get") {
+                arity(n >= 2, "config|get")?;
+                let mut pairs: Vec<(&str, String)> = Vec::new();
+                for p in &a[1..] {
+                    if p.eq_ignore_ascii_case(b"maxmemory") {
+                        pairs.push(("maxmemory", db.config().max_memory.to_string()));
+                    } else if p.eq_ignore_ascii_case(b"maxmemory-policy") {
+                        pairs.push(("maxmemory-policy", db.config().eviction.name().into()));
+                    } else if p.eq_ignore_ascii_case(b"databases") {
+                        pairs.push(("databases", "1".into()));
+                    } else if p.eq_ignore_ascii_case(b"save") {
+                        // No persistence (redis-benchmark asks).
+                        pairs.push(("save", String::new()));
+                    } else if p.eq_ignore_ascii_case(b"appendonly") {
+                        pairs.push(("appendonly", "no".into()));
+                    }
+                }
+                w.map(pairs.len());
+                for (k, v) in pairs {
+                    w.bulk(k.as_bytes());
+                    w.bulk(v.as_bytes());
+                }
+            } else {
+                let mut msg = b"ERR unknown subcommand '".to_vec();
+                msg.extend_from_slice(&a[0][..a[0].len().min(128)]);
+                msg.extend_from_slice(b"'. Try CONFIG HELP.");
+                return Err(Fail::Owned(msg));
+            }
+        }
+        b"dbsize" => {
+            arity(n == 0, nm)?;
+            w.int(db.len() as i64);
+        }
+        b"flushdb" | b"flushall" => {
+            arity(n <= 1, nm)?;
+            match held {
+                Some(g) => g.clear_locked(),
+                None => {
+                    for i in 0..crate::db::SHARDS {
+                        db.lock_shard(i).clear_locked();
+                        point();
+                    }
+                }
+            }
+            w.ok();
+        }
+        _ => unreachable!("routed to server by name"),
+    }
+    Ok(())
+}

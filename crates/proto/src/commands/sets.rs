@@ -1,0 +1,98 @@
+//! Sets: SADD, SREM, SMEMBERS, SISMEMBER, SPOP.
+//!
+//! Each command is one arm of [`run`], which [`super::run`] calls by name;
+//! the arms keep Redis 7's replies and error texts.
+
+use super::*;
+
+/// Runs one of this family's commands (`name` is lowercase).
+pub(super) fn run<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    w: &mut Reply<'_>,
+    mut held: Option<&mut Guard<'d>>,
+) -> Res {
+    let n = a.len();
+    let nm = std::str::from_utf8(name).unwrap_or("?");
+    match name {
+        b"sadd" | b"srem" => {
+            arity(n >= 2, nm)?;
+            let add = name == b"sadd";
+            let mut g = lock(db, &mut held, &a[..1], add)?;
+            let count = g.update(a[0], |slot| {
+                if !add && slot.is_none() {
+                    return (false, Ok(0));
+                }
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Set(Box::default())));
+                let Value::Set(s) = &mut e.value else {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                };
+                let c = a[1..]
+                    .iter()
+                    .filter(|m| if add { s.add(m) } else { s.remove(m) })
+                    .count();
+                (c > 0, Ok(c))
+            })?;
+            w.int(count as i64);
+        }
+        b"smembers" => {
+            arity(n == 1, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            match g.get(a[0]).map(|e| &e.value) {
+                None => w.set(0),
+                Some(Value::Set(s)) => {
+                    w.set(s.len());
+                    for m in s.members() {
+                        w.bulk(m);
+                    }
+                }
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            }
+        }
+        b"sismember" => {
+            arity(n == 2, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            match g.get(a[0]).map(|e| &e.value) {
+                None => w.int(0),
+                Some(Value::Set(s)) => w.bool_int(s.members().contains(a[1])),
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            }
+        }
+        b"spop" => {
+            arity(n == 1 || n == 2, nm)?;
+            let count = match a.get(1) {
+                None => None,
+                Some(c) => Some(
+                    parse_i64(c)
+                        .and_then(|c| usize::try_from(c).ok())
+                        .ok_or(Fail::Msg(NOT_POSITIVE))?,
+                ),
+            };
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let popped = g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
+                None => (false, Ok(Vec::new())),
+                Some(Value::Set(s)) => {
+                    let k = count.unwrap_or(1).min(s.len());
+                    let v: Vec<Box<[u8]>> = (0..k).filter_map(|_| s.pop()).collect();
+                    (k > 0, Ok(v))
+                }
+                Some(_) => (false, Err(Fail::Msg(WRONGTYPE))),
+            })?;
+            match count {
+                None => match popped.first() {
+                    Some(m) => w.bulk(m),
+                    None => w.nil(),
+                },
+                Some(_) => {
+                    w.set(popped.len());
+                    for m in &popped {
+                        w.bulk(m);
+                    }
+                }
+            }
+        }
+        _ => unreachable!("routed to sets by name"),
+    }
+    Ok(())
+}

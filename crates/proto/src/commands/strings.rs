@@ -1,0 +1,171 @@
+//! String values: GET, SET and its variants, MGET, MSET(NX), GETSET, GETDEL.
+//!
+//! Each command is one arm of [`run`], which [`super::run`] calls by name;
+//! the arms keep Redis 7's replies and error texts.
+
+use super::*;
+
+/// Runs one of this family's commands (`name` is lowercase).
+pub(super) fn run<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    w: &mut Reply<'_>,
+    mut held: Option<&mut Guard<'d>>,
+) -> Res {
+    let n = a.len();
+    let nm = std::str::from_utf8(name).unwrap_or("?");
+    match name {
+        b"get" => {
+            arity(n == 1, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            match g.get(a[0]).map(|e| &e.value) {
+                None => w.nil(),
+                Some(Value::Str(v)) => w.bulk(v),
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            }
+        }
+        b"set" => set(a, db, &mut held, w)?,
+        b"setex" | b"psetex" => {
+            arity(n == 3, nm)?;
+            let t = int_arg(a[1])?;
+            if t <= 0 {
+                return Err(Fail::Owned(
+                    format!("ERR invalid expire time in '{nm}' command").into_bytes(),
+                ));
+            }
+            let ms = if name == b"setex" {
+                t.saturating_mul(1000)
+            } else {
+                t
+            };
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            let mut e = Entry::new(Value::Str(a[2].into()));
+            e.expire_ms = deadline(g.now_ms, ms);
+            g.set(a[0], e);
+            w.ok();
+        }
+        b"setnx" => {
+            arity(n == 2, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            let done = g.update(a[0], |slot| {
+                if slot.is_some() {
+                    (false, false)
+                } else {
+                    *slot = Some(Entry::new(Value::Str(a[1].into())));
+                    (true, true)
+                }
+            });
+            w.bool_int(done);
+        }
+        b"mget" => {
+            arity(n >= 1, nm)?;
+            let mut g = lock(db, &mut held, a, false)?;
+            w.array(n);
+            for k in a {
+                match g.get(k).map(|e| &e.value) {
+                    Some(Value::Str(v)) => w.bulk(v),
+                    _ => w.nil(),
+                }
+            }
+        }
+        b"mset" | b"msetnx" => {
+            arity(n >= 2 && n.is_multiple_of(2), nm)?;
+            let keys: Vec<&[u8]> = a.iter().step_by(2).copied().collect();
+            let mut g = lock(db, &mut held, &keys, true)?;
+            if name == b"msetnx" && keys.iter().any(|k| g.get(k).is_some()) {
+                w.int(0);
+                return Ok(());
+            }
+            for kv in a.chunks(2) {
+                g.set(kv[0], Entry::new(Value::Str(kv[1].into())));
+            }
+            if name == b"msetnx" { w.int(1) } else { w.ok() }
+        }
+        b"getset" | b"getdel" => {
+            arity(n == if name == b"getset" { 2 } else { 1 }, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], name == b"getset")?;
+            let old = g.update(a[0], |slot| {
+                let old = match slot.as_ref().map(|e| &e.value) {
+                    None => None,
+                    Some(Value::Str(v)) => Some(v.clone()),
+                    Some(_) => return (false, Err(Fail::Msg(WRONGTYPE))),
+                };
+                if name == b"getset" {
+                    *slot = Some(Entry::new(Value::Str(a[1].into())));
+                    (true, Ok(old))
+                } else {
+                    let changed = slot.take().is_some();
+                    (changed, Ok(old))
+                }
+            })?;
+            match old {
+                Some(v) => w.bulk(&v),
+                None => w.nil(),
+            }
+        }
+        _ => unreachable!("routed to strings by name"),
+    }
+    Ok(())
+}
+
+fn set<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut Reply<'_>) -> Res {
+    arity(a.len() >= 2, "set")?;
+    let (mut nx, mut xx, mut get, mut keep) = (false, false, false, false);
+    let mut ttl: Option<(bool, i64)> = None; // (absolute, ms)
+    let mut i = 2;
+    while i < a.len() {
+        let o = a[i].to_ascii_uppercase();
+        match o.as_slice() {
+            b"NX" if !xx => nx = true,
+            b"XX" if !nx => xx = true,
+            b"GET" => get = true,
+            b"KEEPTTL" if ttl.is_none() => keep = true,
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" if ttl.is_none() && !keep && i + 1 < a.len() => {
+                i += 1;
+                let t = int_arg(a[i])?;
+                if t <= 0 {
+                    return Err(Fail::Msg(b"ERR invalid expire time in 'set' command"));
+                }
+                let ms = if o[0] == b'E' {
+                    t.saturating_mul(1000)
+                } else {
+                    t
+                };
+                ttl = Some((o.len() == 4, ms));
+            }
+            _ => return Err(Fail::Msg(SYNTAX)),
+        }
+        i += 1;
+    }
+    let mut g = lock(db, held, &a[..1], true)?;
+    let now = g.now_ms;
+    let r = g.update(a[0], |slot| {
+        let old = match slot.as_ref().map(|e| &e.value) {
+            None => None,
+            Some(Value::Str(v)) => Some(v.clone()),
+            Some(_) if get => return (false, Err(Fail::Msg(WRONGTYPE))),
+            Some(_) => None,
+        };
+        if (nx && slot.is_some()) || (xx && slot.is_none()) {
+            return (false, Ok((false, old)));
+        }
+        let old_deadline = slot.as_ref().map_or(0, |e| e.expire_ms);
+        let mut e = Entry::new(Value::Str(a[1].into()));
+        e.expire_ms = match ttl {
+            Some((true, at)) => at.max(1) as u64,
+            Some((false, ms)) => deadline(now, ms),
+            None if keep => old_deadline,
+            None => 0,
+        };
+        *slot = Some(e);
+        (true, Ok((true, old)))
+    })?;
+    match (get, r) {
+        (true, (_, Some(v))) => w.bulk(&v),
+        (true, (_, None)) => w.nil(),
+        (false, (true, _)) => w.ok(),
+        (false, (false, _)) => w.nil(),
+    }
+    Ok(())
+}

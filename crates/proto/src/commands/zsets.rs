@@ -1,0 +1,263 @@
+//! Sorted sets: ZADD, ZINCRBY, ZSCORE, ZPOPMIN, ZRANGE, ZRANGEBYSCORE.
+//!
+//! Each command is one arm of [`run`], which [`super::run`] calls by name;
+//! the arms keep Redis 7's replies and error texts.
+
+use super::*;
+
+/// Runs one of this family's commands (`name` is lowercase).
+pub(super) fn run<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    w: &mut Reply<'_>,
+    mut held: Option<&mut Guard<'d>>,
+) -> Res {
+    let n = a.len();
+    let nm = std::str::from_utf8(name).unwrap_or("?");
+    match name {
+        b"zadd" => zadd(a, db, &mut held, w)?,
+        b"zincrby" => {
+            arity(n == 3, nm)?;
+            let by = parse_f64(a[1]).ok_or(Fail::Msg(NOT_FLOAT))?;
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            let v = g.update(a[0], |slot| {
+                let e = slot.get_or_insert_with(|| Entry::new(Value::ZSet(Box::default())));
+                let Value::ZSet(z) = &mut e.value else {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                };
+                let new = z.score(a[2]).unwrap_or(0.0) + by;
+                if new.is_nan() {
+                    return (
+                        false,
+                        Err(Fail::Msg(b"ERR resulting score is not a number (NaN)")),
+                    );
+                }
+                z.insert(a[2], new);
+                (true, Ok(new))
+            })?;
+            w.double(v);
+        }
+        b"zscore" => {
+            arity(n == 2, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            match g.get(a[0]).map(|e| &e.value) {
+                None => w.nil(),
+                Some(Value::ZSet(z)) => match z.score(a[1]) {
+                    Some(s) => w.double(s),
+                    None => w.nil(),
+                },
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            }
+        }
+        b"zpopmin" => {
+            arity(n == 1 || n == 2, nm)?;
+            let count = match a.get(1) {
+                None => 1,
+                Some(c) => parse_i64(c)
+                    .and_then(|c| usize::try_from(c).ok())
+                    .ok_or(Fail::Msg(NOT_POSITIVE))?,
+            };
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let popped = g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
+                None => (false, Ok(Vec::new())),
+                Some(Value::ZSet(z)) => {
+                    let k = count.min(z.len());
+                    let v: Vec<(Box<[u8]>, f64)> = (0..k).filter_map(|_| z.pop_min()).collect();
+                    (k > 0, Ok(v))
+                }
+                Some(_) => (false, Err(Fail::Msg(WRONGTYPE))),
+            })?;
+            if w.resp3 && n == 2 {
+                w.array(popped.len());
+                for (m, s) in &popped {
+                    w.array(2);
+                    w.bulk(m);
+                    w.double(*s);
+                }
+            } else {
+                w.array(2 * popped.len());
+                for (m, s) in &popped {
+                    w.bulk(m);
+                    w.double(*s);
+                }
+            }
+        }
+        b"zrange" | b"zrangebyscore" => zrange(name, a, db, &mut held, w)?,
+        _ => unreachable!("routed to zsets by name"),
+    }
+    Ok(())
+}
+
+fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut Reply<'_>) -> Res {
+    arity(a.len() >= 3, "zadd")?;
+    let (mut nx, mut xx, mut ch, mut incr) = (false, false, false, false);
+    let mut i = 1;
+    while i < a.len() {
+        match a[i].to_ascii_uppercase().as_slice() {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"CH" => ch = true,
+            b"INCR" => incr = true,
+            b"GT" | b"LT" => return Err(Fail::Msg(SYNTAX)),
+            _ => break,
+        }
+        i += 1;
+    }
+    let pairs = &a[i..];
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        return Err(Fail::Msg(SYNTAX));
+    }
+    if nx && xx {
+        return Err(Fail::Msg(
+            b"ERR XX and NX options at the same time are not compatible",
+        ));
+    }
+    if incr && pairs.len() != 2 {
+        return Err(Fail::Msg(
+            b"ERR INCR option supports a single increment-element pair",
+        ));
+    }
+    let mut scored = Vec::with_capacity(pairs.len() / 2);
+    for p in pairs.chunks(2) {
+        scored.push((parse_f64(p[0]).ok_or(Fail::Msg(NOT_FLOAT))?, p[1]));
+    }
+    let mut g = lock(db, held, &a[..1], true)?;
+    let r = g.update(a[0], |slot| {
+        if xx && slot.is_none() {
+            return (false, Ok((0, None)));
+        }
+        let e = slot.get_or_insert_with(|| Entry::new(Value::ZSet(Box::<ZSet>::default())));
+        let Value::ZSet(z) = &mut e.value else {
+            return (false, Err(Fail::Msg(WRONGTYPE)));
+        };
+        let (mut added, mut changed, mut last) = (0, 0, None);
+        for &(s, m) in &scored {
+            let cur = z.score(m);
+            if (nx && cur.is_some()) || (xx && cur.is_none()) {
+                continue;
+            }
+            let new = if incr { cur.unwrap_or(0.0) + s } else { s };
+            if new.is_nan() {
+                return (
+                    false,
+                    Err(Fail::Msg(b"ERR resulting score is not a number (NaN)")),
+                );
+            }
+            if z.insert(m, new) {
+                added += 1;
+            } else if cur != Some(new) {
+                changed += 1;
+            }
+            last = Some(new);
+        }
+        (
+            added + changed > 0,
+            Ok((if ch { added + changed } else { added }, last)),
+        )
+    })?;
+    if incr {
+        match r.1 {
+            Some(s) => w.double(s),
+            None => w.nil(),
+        }
+    } else {
+        w.int(r.0 as i64);
+    }
+    Ok(())
+}
+
+fn zrange<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    held: &mut Option<&mut Guard<'d>>,
+    w: &mut Reply<'_>,
+) -> Res {
+    arity(a.len() >= 3, std::str::from_utf8(name).unwrap_or("zrange"))?;
+    let mut by_score = name == b"zrangebyscore";
+    let (mut withscores, mut rev) = (false, false);
+    let mut limit: Option<(i64, i64)> = None;
+    let mut i = 3;
+    while i < a.len() {
+        match a[i].to_ascii_uppercase().as_slice() {
+            b"WITHSCORES" => withscores = true,
+            b"BYSCORE" if name == b"zrange" => by_score = true,
+            b"REV" if name == b"zrange" => rev = true,
+            b"LIMIT" if i + 2 < a.len() => {
+                limit = Some((int_arg(a[i + 1])?, int_arg(a[i + 2])?));
+                i += 2;
+            }
+            _ => return Err(Fail::Msg(SYNTAX)),
+        }
+        i += 1;
+    }
+    let mut g = lock(db, held, &a[..1], false)?;
+    let z = match g.get(a[0]).map(|e| &e.value) {
+        None => {
+            w.array(0);
+            return Ok(());
+        }
+        Some(Value::ZSet(z)) => z,
+        Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+    };
+    let items: Vec<&(Score, Box<[u8]>)> = if by_score {
+        let (lo, hi) = if rev { (a[2], a[1]) } else { (a[1], a[2]) };
+        let (lo, lo_ex) = score_bound(lo)?;
+        let (hi, hi_ex) = score_bound(hi)?;
+        let mut v: Vec<_> = z
+            .ordered()
+            .iter()
+            .filter(|(s, _)| {
+                (if lo_ex { s.0 > lo } else { s.0 >= lo })
+                    && (if hi_ex { s.0 < hi } else { s.0 <= hi })
+            })
+            .collect();
+        if rev {
+            v.reverse();
+        }
+        if let Some((off, cnt)) = limit {
+            let off = usize::try_from(off).unwrap_or(usize::MAX);
+            let cnt = usize::try_from(cnt).unwrap_or(usize::MAX);
+            v = v.into_iter().skip(off).take(cnt).collect();
+        }
+        v
+    } else {
+        if limit.is_some() {
+            return Err(Fail::Msg(b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"));
+        }
+        let (s, e) = range(int_arg(a[1])?, int_arg(a[2])?, z.len());
+        if rev {
+            z.ordered().iter().rev().skip(s).take(e - s).collect()
+        } else {
+            z.ordered().iter().skip(s).take(e - s).collect()
+        }
+    };
+    if withscores && w.resp3 {
+        w.array(items.len());
+        for (s, m) in items {
+            w.array(2);
+            w.bulk(m);
+            w.double(s.0);
+        }
+    } else {
+        w.array(items.len() * if withscores { 2 } else { 1 });
+        for (s, m) in items {
+            w.bulk(m);
+            if withscores {
+                w.double(s.0);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A ZRANGEBYSCORE bound: `(x` exclusive, `-inf`/`+inf`.
+fn score_bound(s: &[u8]) -> Result<(f64, bool), Fail> {
+    let (ex, t) = match s.strip_prefix(b"(") {
+        Some(t) => (true, t),
+        None => (false, s),
+    };
+    let v = parse_f64(t).ok_or(Fail::Msg(b"ERR min or max is not a float"))?;
+    Ok((v, ex))
+}
