@@ -25,10 +25,10 @@
 use std::collections::VecDeque;
 
 use psp_core::classifier::{Classifier, ClassifierKind, RandomClassifier};
+use psp_core::policy::DarcConfig;
 use psp_core::policy::PolicyStats;
 use psp_core::policy::darc::Darc;
 use psp_core::policy::fcfs::{CFcfs, CFcfsConfig};
-use psp_core::policy::DarcConfig;
 use psp_core::{
     Action, FlowId, Nanos, Policy, PolicyContext, PolicySpec, Request, TypeId, WorkerId,
 };
