@@ -25,10 +25,10 @@
 use std::collections::VecDeque;
 
 use psp_core::classifier::{Classifier, ClassifierKind, RandomClassifier};
+use psp_core::policy::DarcConfig;
 use psp_core::policy::PolicyStats;
 use psp_core::policy::darc::Darc;
 use psp_core::policy::fcfs::{CFcfs, CFcfsConfig};
-use psp_core::policy::DarcConfig;
 use psp_core::{
     Action, FlowId, Nanos, Policy, PolicyContext, PolicySpec, Request, TypeId, WorkerId,
 };
@@ -824,7 +824,7 @@ fn simulate_outcome(
     };
     // The policies `psp bench` and the figures run most run as their own
     // types, built as their registry entries build them: the event loop then
-    // calls their hooks directly instead of through the box (~20% faster).
+    // calls their hooks directly, inlined, instead of through the box.
     let (out, wall_s) = if let Some(&c) = spec.config_as::<DarcConfig>() {
         point.run(
             &mut Darc::new_dynamic(&ctx, c, spec.to_string()),
