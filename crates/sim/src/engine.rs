@@ -824,7 +824,7 @@ fn simulate_outcome(
     };
     // The policies `psp bench` and the figures run most run as their own
     // types, built as their registry entries build them: the event loop then
-    // calls their hooks directly instead of through the box (~20% faster).
+    // calls their hooks directly, inlined, instead of through the box.
     let (out, wall_s) = if let Some(&c) = spec.config_as::<DarcConfig>() {
         point.run(
             &mut Darc::new_dynamic(&ctx, c, spec.to_string()),
