@@ -34,10 +34,12 @@ use crate::{PointArgs, limits, sweep};
 use render::{Page, Section};
 use runs::{ClosedLoop, Loads, Period, Point, Run, Series, Slo, Sweep};
 
-/// The markers `--results` replaces between. Their text is kept as results
-/// files carry it (the figures have since moved to `reproduce/`).
-pub const BEGIN: &str =
-    "<!-- psp reproduce: begin (generated; edit crates/cli/src/reproduce.rs) -->";
+/// The markers `--results` replaces between. A begin marker is found by
+/// [`BEGIN_PREFIX`] whatever its comment says (files written when the
+/// figures lived elsewhere name that place), and written anew as [`BEGIN`].
+pub const BEGIN: &str = "<!-- psp reproduce: begin (generated; edit crates/cli/src/reproduce/) -->";
+/// What every begin marker starts with, up to its closing `-->`.
+const BEGIN_PREFIX: &str = "<!-- psp reproduce: begin";
 /// See [`BEGIN`].
 pub const END: &str = "<!-- psp reproduce: end -->";
 
@@ -212,7 +214,7 @@ fn paste_sections(results: &Path, out: &Path) -> Result<()> {
 
 /// The text before the begin marker and after the end marker.
 fn marked_region(text: &str) -> Result<(&str, &str)> {
-    let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
+    let (Some(b), Some(e)) = (text.find(BEGIN_PREFIX), text.find(END)) else {
         bail!("has no reproduce markers ({BEGIN} ... {END})");
     };
     if e < b {
