@@ -1,9 +1,11 @@
 //! `psp`: Perséphone's command line. `sim` simulates one point, `run` measures one
-//! on the real runtime, `serve` and `load` put the runtime behind the UDP
-//! datapath and drive it open-loop, `sweep` runs many points (loads x policies)
-//! and finds each policy's sustainable throughput at an SLO, `plot` draws figures
-//! from saved sweeps, `bench` and `netbench` measure speed, `workloads` lists the
-//! built-in workloads.
+//! on the real runtime, `serve` puts the runtime behind a network front end (UDP,
+//! AF_XDP, or TCP with Redis's and memcached's protocols) and `load` drives it
+//! open-loop, `sweep` runs many points (loads x policies) and finds each policy's
+//! sustainable throughput at an SLO, `plot` draws figures from saved sweeps,
+//! `reproduce` regenerates the papers' figures, `bench` and `netbench` measure
+//! speed, `workloads` lists the built-in workloads, `completions` and `man` print
+//! the shell completions and the man page.
 //!
 //! Every error is one line on stderr with exit code 2; `--json` prints one JSON
 //! document on stdout and nothing else.
@@ -15,6 +17,7 @@ mod profile;
 mod report;
 mod reproduce;
 mod run;
+mod shell;
 mod sweep;
 mod system;
 mod units;
@@ -49,7 +52,8 @@ enum Command {
     /// Measure an application's service time per request type, alone, and write
     /// it as a workload file.
     Profile(profile::ProfileArgs),
-    /// Serve requests over UDP: the runtime behind the network datapath.
+    /// Serve requests: the runtime behind a network front end (UDP, AF_XDP, or
+    /// TCP speaking Redis's RESP or memcached's protocol).
     Serve(net::ServeArgs),
     /// Open-loop Poisson client against a server: one measured point.
     Load(net::LoadArgs),
@@ -68,6 +72,10 @@ enum Command {
     Bench(BenchArgs),
     /// List the built-in workloads.
     Workloads,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(shell::CompletionsArgs),
+    /// Print the man page (roff): `psp man > psp.1; man ./psp.1`.
+    Man,
 }
 
 /// Where points are measured.
@@ -681,6 +689,8 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd_bench(a),
         Command::Reproduce(a) => reproduce::run(a),
         Command::Workloads => cmd_workloads(),
+        Command::Completions(a) => shell::completions::<Cli>(a),
+        Command::Man => shell::man::<Cli>(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -751,3 +751,65 @@ fn run_says_when_it_measures_the_machine() {
     let stderr = run("extreme-bimodal-x1000");
     assert!(!stderr.contains("measures the machine"), "{stderr}");
 }
+
+/// The subcommands `psp --help` lists, read from its "Commands:" block.
+fn subcommands() -> Vec<String> {
+    let help = String::from_utf8(psp(&["--help"]).stdout).unwrap();
+    let block = help.split("Commands:").nth(1).expect("a Commands: block");
+    let names: Vec<String> = block
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| *n != "help")
+        .map(str::to_string)
+        .collect();
+    assert!(
+        names.len() >= 15,
+        "too few subcommands in --help: {names:?}"
+    );
+    names
+}
+
+#[test]
+fn completions_know_every_subcommand_and_parse_in_bash() {
+    let names = subcommands();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = psp(&["completions", shell]);
+        assert!(out.status.success(), "completions {shell}: {out:?}");
+        let script = String::from_utf8(out.stdout).unwrap();
+        for name in &names {
+            assert!(
+                script.contains(name.as_str()),
+                "{shell} completion lacks {name}"
+            );
+        }
+        if shell == "bash" && Command::new("bash").arg("--version").output().is_ok() {
+            // The script must at least be valid bash.
+            let path = std::env::temp_dir().join(format!("psp-compl-{}.bash", std::process::id()));
+            std::fs::write(&path, &script).unwrap();
+            let check = Command::new("bash").arg("-n").arg(&path).output().unwrap();
+            std::fs::remove_file(&path).ok();
+            assert!(check.status.success(), "bash -n: {check:?}");
+        }
+    }
+    assert_one_line_error(&["completions", "nosh"], "invalid value 'nosh'");
+}
+
+#[test]
+fn man_page_has_a_section_per_subcommand_with_its_flags() {
+    let out = psp(&["man"]);
+    assert!(out.status.success(), "{out:?}");
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH psp 1"),
+        "not roff: {}",
+        &page[..200.min(page.len())]
+    );
+    for name in subcommands() {
+        let title = format!(".SH \"PSP {}\"", name.to_uppercase());
+        assert!(page.contains(&title), "man page lacks {title}");
+    }
+    // A flag of a subcommand, not only its name, is in the page.
+    assert!(page.contains("\\-\\-metrics"), "serve's --metrics missing");
+}
