@@ -2,7 +2,7 @@
 //! are written with their data, the marked region of a results file is
 //! replaced and nothing else, and bad input is one line with exit code 2.
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, json_of, psp};
 
