@@ -77,7 +77,7 @@ impl Exporter {
             content_type: CONTENT_TYPE,
             body: Box::new(move || scrape(&mut source)),
         };
-        let server = HttpServer::start(listener, "psp-metrics", page)?;
+        let server = HttpServer::start(listener, "psp-metrics", page, MAX_CONNECTIONS)?;
         Ok(Exporter { server })
     }
 

@@ -98,7 +98,8 @@ pub(crate) struct HttpServer {
 }
 
 impl HttpServer {
-    /// Serves `page` on `listener` from a thread named `thread_name`.
+    /// Serves `page` on `listener` from a thread named `thread_name`, with at
+    /// most `max_connections` open at once ([`MAX_CONNECTIONS`] but in tests).
     ///
     /// # Errors
     /// The runtime, the listener's registration or the thread cannot be made.
@@ -106,6 +107,7 @@ impl HttpServer {
         listener: TcpListener,
         thread_name: &str,
         page: Page,
+        max_connections: usize,
     ) -> io::Result<HttpServer> {
         let addr = listener.local_addr()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -121,7 +123,8 @@ impl HttpServer {
         let thread = std::thread::Builder::new()
             .name(thread_name.into())
             .spawn(move || {
-                runtime.block_on(serve(listener, Arc::new(Mutex::new(page)), stopped));
+                let page = Arc::new(Mutex::new(page));
+                runtime.block_on(serve(listener, page, max_connections, stopped));
                 // Dropping the runtime drops every connection's task: each
                 // closes its socket.
                 drop(runtime);
@@ -157,10 +160,11 @@ impl Drop for HttpServer {
 }
 
 /// Accepts connections until `stopped`, each served by a task of its own
-/// (at most [`MAX_CONNECTIONS`] at once).
+/// (at most `max_connections` at once).
 async fn serve(
     listener: tokio::net::TcpListener,
     page: Arc<Mutex<Page>>,
+    max_connections: usize,
     mut stopped: oneshot::Receiver<()>,
 ) {
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -190,7 +194,7 @@ async fn serve(
                 continue;
             }
         };
-        if open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+        if open.load(Ordering::Relaxed) >= max_connections {
             // Never queued: the client learns at once (a full socket buffer
             // just loses the answer), and the socket closes here.
             let _ = stream.try_write(BUSY);
@@ -335,5 +339,83 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteStall<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let r = Pin::new(&mut self.io).poll_shutdown(cx);
         self.watch(cx, r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    fn server(max_connections: usize) -> HttpServer {
+        let page = Page {
+            path: "/page",
+            content_type: "text/plain",
+            body: Box::new(|| "hello\n".into()),
+        };
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        HttpServer::start(listener, "http-test", page, max_connections).unwrap()
+    }
+
+    fn connect(addr: SocketAddr) -> TcpStream {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// Asks for the page on `s` and returns the answer's first bytes (all of
+    /// a short answer).
+    fn ask(s: &mut TcpStream) -> String {
+        s.write_all(b"GET /page HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    /// Past the cap a connection is answered 503 at once; once one closes,
+    /// a new one is served again.
+    #[test]
+    fn connections_past_the_cap_are_refused_at_once() {
+        let srv = server(2);
+        let mut a = connect(srv.local_addr());
+        let mut b = connect(srv.local_addr());
+        // Both are open (and served) before the third comes.
+        assert!(ask(&mut a).starts_with("HTTP/1.1 200 "));
+        assert!(ask(&mut b).starts_with("HTTP/1.1 200 "));
+        let mut c = connect(srv.local_addr());
+        let mut refused = String::new();
+        let _ = c.read_to_string(&mut refused);
+        assert!(refused.starts_with("HTTP/1.1 503 "), "{refused:?}");
+        drop(a);
+        // The server sees the close when it next reads: within a deadline.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut d = connect(srv.local_addr());
+            if ask(&mut d).starts_with("HTTP/1.1 200 ") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the cap never freed a place");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(ask(&mut b).starts_with("HTTP/1.1 200 "));
+    }
+
+    /// A client that stops reading loses its connection once writing made
+    /// no progress for `WRITE_STALL` (here paused time: no waiting).
+    #[test]
+    fn a_write_that_makes_no_progress_times_out() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // A duplex pipe of 64 bytes whose far end never reads.
+            let (near, _far) = tokio::io::duplex(64);
+            let mut w = WriteStall::new(near);
+            let wrote = tokio::io::AsyncWriteExt::write_all(&mut w, &[7u8; 4096]).await;
+            assert_eq!(wrote.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        });
     }
 }

@@ -1,0 +1,312 @@
+//! `/metrics` as an HTTP server under clients that are many, slow, pipelined
+//! or hostile: a server with the exporter on, spoken to over loopback with
+//! plain sockets from one or two threads. Nothing depends on timing: every
+//! wait has a deadline of seconds, far above what a loaded machine needs.
+//!
+//! The tests run one at a time (one lock): the memory test reads the
+//! process's own resident size, which other tests' clients would move.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use psp_apps::spin::EchoService;
+use psp_net::{ClassifierKind, Server, ServerConfig};
+use psp_runtime::RuntimeConfig;
+use psp_workload::Workload;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A server with `/metrics` on any free port (c-FCFS, one worker, echo).
+fn metrics_server() -> Server {
+    Server::start(ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        runtime: RuntimeConfig {
+            workers: 1,
+            queue_capacity: 16,
+            drain_timeout: Duration::from_secs(5),
+            raise_priority: false,
+            ..RuntimeConfig::default()
+        },
+        policy: "c-fcfs".parse().unwrap(),
+        types: Workload::fixed("http-test", &[("short", 20.0, 0.9), ("long", 200.0, 0.1)])
+            .type_infos(),
+        classifier: ClassifierKind::Header,
+        app_classifier: None,
+        handlers: psp_apps::handler_factory(Arc::new(EchoService), None),
+        datapath: Default::default(),
+        protocol: Default::default(),
+    })
+    .expect("server starts")
+}
+
+/// A connection with generous deadlines.
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    s
+}
+
+const GET: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: psp\r\n\r\n";
+
+/// One answer read off a connection.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+/// Reads one answer from `s` (its head, then `Content-Length` bytes of body
+/// unless it answers a `HEAD`), leaving whatever follows in `pending`.
+fn read_answer(s: &mut TcpStream, pending: &mut Vec<u8>, head_request: bool) -> Answer {
+    let mut buf = [0u8; 16 * 1024];
+    let head_end = loop {
+        if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut buf).expect("an answer");
+        assert!(n > 0, "closed before an answer: {pending:?}");
+        pending.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&pending[..head_end]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {head:?}"));
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("a content length: {head:?}"));
+    let length = if head_request { 0 } else { length };
+    while pending.len() < head_end + length {
+        let n = s.read(&mut buf).expect("the body");
+        assert!(n > 0, "closed inside a body");
+        pending.extend_from_slice(&buf[..n]);
+    }
+    let body = String::from_utf8_lossy(&pending[head_end..head_end + length]).into_owned();
+    pending.drain(..head_end + length);
+    Answer { status, head, body }
+}
+
+/// A whole scrape: 200 and the exposition up to its end.
+fn assert_full_scrape(a: &Answer) {
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(a.head.contains("openmetrics-text"), "{}", a.head);
+    assert!(a.body.contains("psp_uptime_seconds"), "{}", a.body);
+    assert!(a.body.ends_with("# EOF\n"), "cut short: {} bytes", a.body.len());
+}
+
+/// One scrape on a connection of its own.
+fn scrape(addr: SocketAddr) -> Answer {
+    let mut s = connect(addr);
+    s.write_all(GET).unwrap();
+    read_answer(&mut s, &mut Vec::new(), false)
+}
+
+/// 200 clients connected and asking at once (from one thread: all asked
+/// before any answer is read) are all answered in full.
+#[test]
+fn two_hundred_concurrent_scrapes_are_all_answered() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = metrics_server();
+    let addr = srv.metrics_addr().unwrap();
+    let mut clients: Vec<TcpStream> = (0..200).map(|_| connect(addr)).collect();
+    for c in &mut clients {
+        c.write_all(GET).unwrap();
+    }
+    for c in &mut clients {
+        assert_full_scrape(&read_answer(c, &mut Vec::new(), false));
+    }
+    srv.stop().expect("clean stop");
+}
+
+/// 20 clients that dribble a request head a byte a second hold no scrape
+/// back, and are closed once their head's deadline passed.
+#[test]
+fn slow_clients_do_not_starve_a_scrape_and_are_closed() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = metrics_server();
+    let addr = srv.metrics_addr().unwrap();
+    let mut slow: Vec<TcpStream> = (0..20).map(|_| connect(addr)).collect();
+    for s in &mut slow {
+        s.write_all(b"G").unwrap();
+        s.set_nonblocking(true).unwrap();
+    }
+    // The slow clients are connected and served (their heads pending) while
+    // this scrape comes.
+    assert_full_scrape(&scrape(addr));
+    let mut open = vec![true; slow.len()];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while open.iter().any(|&o| o) {
+        assert!(
+            Instant::now() < deadline,
+            "slow clients still open after 60 s: {}",
+            open.iter().filter(|&&o| o).count()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        for (s, o) in slow.iter_mut().zip(&mut open) {
+            let mut buf = [0u8; 256];
+            // Closed: end of stream, or an error other than "nothing yet".
+            *o = match s.read(&mut buf) {
+                Ok(0) => false,
+                Ok(_) => true,
+                Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+            } && s.write(b"E").is_ok();
+        }
+        // Scrapes are answered all along.
+        assert_full_scrape(&scrape(addr));
+    }
+    srv.stop().expect("clean stop");
+}
+
+/// Requests sent back to back on one connection, before any answer, are
+/// answered in their order.
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = metrics_server();
+    let mut s = connect(srv.metrics_addr().unwrap());
+    let mut three = GET.to_vec();
+    three.extend_from_slice(b"GET /nope HTTP/1.1\r\nHost: psp\r\n\r\n");
+    three.extend_from_slice(GET);
+    s.write_all(&three).unwrap();
+    let mut pending = Vec::new();
+    assert_full_scrape(&read_answer(&mut s, &mut pending, false));
+    assert_eq!(read_answer(&mut s, &mut pending, false).status, 404);
+    assert_full_scrape(&read_answer(&mut s, &mut pending, false));
+    assert!(pending.is_empty(), "{pending:?}");
+    srv.stop().expect("clean stop");
+}
+
+/// One connection serves request after request (keep-alive), a `HEAD`
+/// among them (its answer has a length and no body).
+#[test]
+fn one_connection_serves_request_after_request() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = metrics_server();
+    let mut s = connect(srv.metrics_addr().unwrap());
+    let mut pending = Vec::new();
+    for _ in 0..2 {
+        s.write_all(GET).unwrap();
+        assert_full_scrape(&read_answer(&mut s, &mut pending, false));
+    }
+    s.write_all(b"HEAD /metrics HTTP/1.1\r\nHost: psp\r\n\r\n")
+        .unwrap();
+    let head = read_answer(&mut s, &mut pending, true);
+    assert_eq!(head.status, 200);
+    s.write_all(GET).unwrap();
+    assert_full_scrape(&read_answer(&mut s, &mut pending, false));
+    assert!(pending.is_empty(), "a HEAD answer carried a body");
+    srv.stop().expect("clean stop");
+}
+
+/// Another path is 404, another method on `/metrics` 405 (naming the
+/// allowed ones), a request line that is not HTTP 400; a query string is
+/// ignored; a POST's large body is never read (the connection closes).
+#[test]
+fn other_paths_and_methods_are_refused() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = metrics_server();
+    let addr = srv.metrics_addr().unwrap();
+    let ask = |req: &[u8]| {
+        let mut s = connect(addr);
+        s.write_all(req).unwrap();
+        read_answer(&mut s, &mut Vec::new(), false)
+    };
+    assert_eq!(ask(b"GET / HTTP/1.1\r\nHost: psp\r\n\r\n").status, 404);
+    assert_eq!(ask(b"GET /metricsx HTTP/1.1\r\n\r\n").status, 404);
+    assert_full_scrape(&ask(b"GET /metrics?name[]=psp_uptime HTTP/1.1\r\n\r\n"));
+    for method in ["POST", "PUT", "DELETE", "OPTIONS"] {
+        let a = ask(format!("{method} /metrics HTTP/1.1\r\nHost: psp\r\n\r\n").as_bytes());
+        assert_eq!(a.status, 405, "{method}: {a:?}");
+        assert!(a.head.to_ascii_lowercase().contains("allow: get, head"), "{a:?}");
+    }
+    assert_eq!(ask(b"nonsense\r\n\r\n").status, 400);
+
+    let mut s = connect(addr);
+    s.write_all(b"POST /metrics HTTP/1.1\r\nHost: psp\r\nContent-Length: 100000000\r\n\r\n")
+        .unwrap();
+    let chunk = vec![b'b'; 64 * 1024];
+    // What the kernel buffers goes in; the server reads no more than a bound.
+    let mut sent = 0;
+    while sent < 16 << 20 && s.write_all(&chunk).is_ok() {
+        sent += chunk.len();
+    }
+    let mut pending = Vec::new();
+    assert_eq!(read_answer(&mut s, &mut pending, false).status, 405);
+    let mut rest = Vec::new();
+    // The connection ends (not kept alive for the body's rest).
+    let _ = s.read_to_end(&mut rest);
+    srv.stop().expect("clean stop");
+}
+
+/// A kB figure of /proc/self/status (`VmRSS`, `VmHWM`).
+fn status_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
+}
+
+/// A 32 MB header line is refused (431, or the connection closed) after
+/// the server read a bounded part of it: the process's resident size does
+/// not grow by more than a few MB, and scrapes go on.
+#[test]
+fn a_32_mb_header_costs_nothing() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = metrics_server();
+    let addr = srv.metrics_addr().unwrap();
+    assert_full_scrape(&scrape(addr));
+    // The peak since now (where the kernel lets it be reset: Linux 4.0+).
+    let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
+    let rss_before = status_kb("VmRSS");
+    let started = Instant::now();
+
+    let mut s = connect(addr);
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: psp\r\nX-Big: ")
+        .unwrap();
+    let chunk = vec![b'a'; 64 * 1024];
+    let mut sent = 0;
+    while sent < 32 << 20 {
+        if s.write_all(&chunk).is_err() {
+            break;
+        }
+        sent += chunk.len();
+    }
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 431 "),
+        "{answer}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "refused after {:?}",
+        started.elapsed()
+    );
+    drop(s);
+    assert_full_scrape(&scrape(addr));
+
+    let grown_kb = status_kb("VmRSS").saturating_sub(rss_before);
+    let peak_kb = if reset {
+        status_kb("VmHWM").saturating_sub(rss_before)
+    } else {
+        grown_kb
+    };
+    eprintln!("32 MB header: {sent} bytes sent, resident +{grown_kb} kB, peak +{peak_kb} kB");
+    assert!(grown_kb < 8 * 1024, "resident size grew {grown_kb} kB");
+    assert!(peak_kb < 8 * 1024, "peak resident size grew {peak_kb} kB");
+    srv.stop().expect("clean stop");
+}
