@@ -2,10 +2,13 @@
 //! or hostile: a server with the exporter on, spoken to over loopback with
 //! plain sockets from one or two threads. Nothing depends on timing: every
 //! wait has a deadline of seconds, far above what a loaded machine needs.
+//! And the Grafana dashboard and Prometheus examples in deploy/ checked
+//! against the names a live scrape exports.
 //!
 //! The tests run one at a time (one lock): the memory test reads the
 //! process's own resident size, which other tests' clients would move.
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -309,4 +312,327 @@ fn a_32_mb_header_costs_nothing() {
     assert!(grown_kb < 8 * 1024, "resident size grew {grown_kb} kB");
     assert!(peak_kb < 8 * 1024, "peak resident size grew {peak_kb} kB");
     srv.stop().expect("clean stop");
+}
+
+/// What a live scrape exports: sample names (a histogram's `_bucket`,
+/// `_sum` and `_count`, a counter's `_total`: every family is declared even
+/// without series) and label names, with the labels Prometheus adds.
+fn exported(text: &str) -> (HashSet<String>, HashSet<String>) {
+    let mut names = HashSet::new();
+    let mut labels: HashSet<String> = ["job", "instance"].map(String::from).into();
+    for line in text.lines() {
+        if let Some(decl) = line.strip_prefix("# TYPE ") {
+            let (family, kind) = decl.split_once(' ').expect("# TYPE name kind");
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            names.extend(suffixes.iter().map(|s| format!("{family}{s}")));
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let end = line.find(['{', ' ']).unwrap_or(line.len());
+            names.insert(line[..end].to_string());
+            if let Some(set) = line[end..].strip_prefix('{') {
+                for pair in set.split(',') {
+                    if let Some((k, _)) = pair.split_once('=') {
+                        labels.insert(k.trim().to_string());
+                    }
+                }
+            }
+        }
+    }
+    (names, labels)
+}
+
+/// One token of a PromQL expression.
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Str,
+    Num,
+    Var,
+    Punct(char),
+}
+
+/// The tokens of `expr` (Grafana's `$variables` as [`Tok::Var`]).
+fn lex(expr: &str) -> Result<Vec<Tok>, String> {
+    let b = expr.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let word = |i: usize, ok: &dyn Fn(u8) -> bool| {
+        let mut j = i;
+        while j < b.len() && ok(b[j]) {
+            j += 1;
+        }
+        j
+    };
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphabetic() || c == b'_' || c == b':' {
+            let j = word(i, &|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':');
+            out.push(Tok::Ident(expr[i..j].to_string()));
+            i = j;
+        } else if c.is_ascii_digit() || c == b'.' {
+            i = word(i, &|c| c.is_ascii_alphanumeric() || c == b'.');
+            out.push(Tok::Num);
+        } else if c == b'$' {
+            i = word(i + 1, &|c| c.is_ascii_alphanumeric() || c == b'_');
+            out.push(Tok::Var);
+        } else if c == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            if j >= b.len() {
+                return Err(format!("unclosed string in {expr:?}"));
+            }
+            out.push(Tok::Str);
+            i = j + 1;
+        } else if b"(){}[],=!~<>+-*/^%".contains(&c) {
+            out.push(Tok::Punct(c as char));
+            i += 1;
+        } else {
+            return Err(format!("unexpected {:?} in {expr:?}", c as char));
+        }
+    }
+    Ok(out)
+}
+
+/// PromQL's functions and aggregations that the examples may call.
+const FUNCTIONS: &[&str] = &[
+    "rate", "irate", "increase", "delta", "sum", "max", "min", "avg", "count", "topk",
+    "histogram_quantile", "clamp_min", "abs", "time", "vector",
+];
+/// Words that are neither functions nor metrics.
+const KEYWORDS: &[&str] = &["and", "or", "unless", "bool", "offset"];
+/// Words followed by a list of label names.
+const GROUPINGS: &[&str] = &["by", "without", "on", "ignoring", "group_left", "group_right"];
+
+/// Checks one PromQL expression: brackets balance, calls are to known
+/// functions, label names are exported ones, and every other name is an
+/// exported metric (collected into `used`).
+fn check_promql(
+    expr: &str,
+    names: &HashSet<String>,
+    labels: &HashSet<String>,
+    used: &mut HashSet<String>,
+) -> Result<(), String> {
+    let toks = lex(expr)?;
+    let mut open = Vec::new();
+    for t in &toks {
+        match t {
+            Tok::Punct(c @ ('(' | '[' | '{')) => open.push(*c),
+            Tok::Punct(c @ (')' | ']' | '}')) => {
+                let want = match c {
+                    ')' => '(',
+                    ']' => '[',
+                    _ => '{',
+                };
+                if open.pop() != Some(want) {
+                    return Err(format!("unbalanced {c:?} in {expr:?}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    if !open.is_empty() {
+        return Err(format!("unclosed {open:?} in {expr:?}"));
+    }
+    let mut i = 0;
+    while i < toks.len() {
+        let Tok::Ident(w) = &toks[i] else {
+            i += 1;
+            continue;
+        };
+        let next = toks.get(i + 1);
+        if GROUPINGS.contains(&w.as_str()) {
+            // A list of label names: by (type, le).
+            if next != Some(&Tok::Punct('(')) {
+                return Err(format!("{w} without a label list in {expr:?}"));
+            }
+            i += 2;
+            while toks.get(i) != Some(&Tok::Punct(')')) {
+                match toks.get(i) {
+                    Some(Tok::Ident(l)) if labels.contains(l) => {}
+                    Some(Tok::Punct(',')) => {}
+                    other => return Err(format!("label {other:?} in {w}(...) of {expr:?}")),
+                }
+                i += 1;
+            }
+        } else if KEYWORDS.contains(&w.as_str()) {
+            i += 1;
+        } else if next == Some(&Tok::Punct('('))
+            || matches!(next, Some(Tok::Ident(g)) if GROUPINGS.contains(&g.as_str()))
+        {
+            // A call, or an aggregation with its grouping first: sum by (type) (...).
+            if !FUNCTIONS.contains(&w.as_str()) {
+                return Err(format!("unknown function {w} in {expr:?}"));
+            }
+            i += 1;
+        } else {
+            if !names.contains(w) {
+                return Err(format!("{w} is not exported (in {expr:?})"));
+            }
+            used.insert(w.clone());
+            i += 1;
+            if toks.get(i) == Some(&Tok::Punct('{')) {
+                // Matchers: label op "value", ...
+                i += 1;
+                while toks.get(i) != Some(&Tok::Punct('}')) {
+                    match toks.get(i) {
+                        Some(Tok::Ident(l)) if labels.contains(l) => {}
+                        Some(Tok::Punct(',' | '=' | '!' | '~') | Tok::Str) => {}
+                        other => return Err(format!("matcher {other:?} of {w} in {expr:?}")),
+                    }
+                    i += 1;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every string under `key` anywhere in `v`.
+fn strings_under<'a>(v: &'a serde_json::Value, key: &str, out: &mut Vec<&'a str>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                match x {
+                    serde_json::Value::String(s) if k == key => out.push(s),
+                    _ => strings_under(x, key, out),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| strings_under(x, key, out)),
+        _ => {}
+    }
+}
+
+/// The `expr:` values of a rules file (one line, or a `|` block).
+fn rule_exprs(yaml: &str) -> Vec<String> {
+    let lines: Vec<&str> = yaml.lines().collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let Some((indent, rest)) = line.split_once("expr:") else {
+            continue;
+        };
+        if !indent.trim().is_empty() && indent.trim() != "-" {
+            continue;
+        }
+        let rest = rest.trim();
+        if rest != "|" {
+            out.push(rest.to_string());
+            continue;
+        }
+        let block = lines[n + 1..]
+            .iter()
+            .take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() > indent.len());
+        out.push(block.copied().collect::<Vec<_>>().join("\n"));
+    }
+    out
+}
+
+/// Every `psp_` name in `text` (not inside a longer name).
+fn psp_names(text: &str) -> Vec<&str> {
+    // (A name ends at a ':' of prose; none starts after a recording rule's.)
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices("psp_")
+        .filter(|&(i, _)| !text[..i].ends_with(|c| ident(c) || c == ':'))
+        .map(|(i, _)| {
+            let end = text[i..].find(|c| !ident(c)).map_or(text.len(), |e| i + e);
+            &text[i..end]
+        })
+        .collect()
+}
+
+/// The Grafana dashboard and the Prometheus examples in deploy/ use only
+/// metric and label names a live scrape exports; the dashboard's queries
+/// are well-formed PromQL and cover what an operator watches.
+#[test]
+fn deploy_examples_use_only_exported_metrics() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = metrics_server();
+    let live = scrape(srv.metrics_addr().unwrap());
+    srv.stop().expect("clean stop");
+    assert_full_scrape(&live);
+    let (names, labels) = exported(&live.body);
+    assert!(names.contains("psp_latency_seconds_bucket"), "{names:?}");
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let read = |p: &str| {
+        std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"))
+    };
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read("deploy/grafana/psp-dashboard.json")).expect("JSON");
+    let mut exprs = Vec::new();
+    strings_under(&dashboard, "expr", &mut exprs);
+    assert!(exprs.len() >= 20, "{} queries", exprs.len());
+    let mut used = HashSet::new();
+    for e in &exprs {
+        check_promql(e, &names, &labels, &mut used).unwrap_or_else(|m| panic!("dashboard: {m}"));
+    }
+    // Its variables: Grafana's label_values(selector, label).
+    let mut variables = Vec::new();
+    strings_under(&dashboard, "definition", &mut variables);
+    assert!(variables.len() >= 3, "{variables:?}");
+    for v in variables {
+        let (selector, label) = v
+            .strip_prefix("label_values(")
+            .and_then(|v| v.strip_suffix(')'))
+            .and_then(|v| v.rsplit_once(','))
+            .unwrap_or_else(|| panic!("a variable: {v:?}"));
+        assert!(labels.contains(label.trim()), "variable {v:?}");
+        check_promql(selector, &names, &labels, &mut used)
+            .unwrap_or_else(|m| panic!("variable: {m}"));
+    }
+    for want in [
+        "psp_requests_arrived_total",
+        "psp_requests_total",
+        "psp_latency_seconds_bucket",
+        "psp_latency_quantile_seconds",
+        "psp_queue_length",
+        "psp_reserved_workers",
+        "psp_utilization",
+        "psp_net_overloaded_total",
+    ] {
+        assert!(used.contains(want), "the dashboard does not show {want}");
+    }
+    // Every psp_ name anywhere in it (descriptions too) is exported.
+    let text = read("deploy/grafana/psp-dashboard.json");
+    for n in psp_names(&text) {
+        assert!(names.contains(n), "dashboard: {n} is not exported");
+    }
+
+    let rules = read("deploy/psp-rules.yml");
+    let rule_exprs = rule_exprs(&rules);
+    assert!(rule_exprs.len() >= 6, "{rule_exprs:?}");
+    for e in &rule_exprs {
+        check_promql(e, &names, &labels, &mut used).unwrap_or_else(|m| panic!("rules: {m}"));
+    }
+    let scrape_config = read("deploy/prometheus.yml");
+    assert!(scrape_config.contains("metrics_path: /metrics"));
+    assert!(scrape_config.contains("psp-rules.yml"));
+    for (file, text) in [("prometheus.yml", &scrape_config), ("psp-rules.yml", &rules)] {
+        for n in psp_names(text) {
+            assert!(names.contains(n), "{file}: {n} is not exported");
+        }
+    }
+
+    // The checker itself refuses what it should.
+    let mut scratch = HashSet::new();
+    for bad in [
+        "rate(psp_no_such_metric_total[1m])",
+        "psp_latency_seconds",
+        "sum by (typ) (psp_queue_length)",
+        "psp_queue_length{typ=\"a\"}",
+        "rate(psp_snapshots_total[1m]",
+        "frobnicate(psp_workers)",
+    ] {
+        assert!(
+            check_promql(bad, &names, &labels, &mut scratch).is_err(),
+            "accepted {bad:?}"
+        );
+    }
 }
