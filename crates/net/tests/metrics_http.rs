@@ -105,7 +105,11 @@ fn assert_full_scrape(a: &Answer) {
     assert_eq!(a.status, 200, "{a:?}");
     assert!(a.head.contains("openmetrics-text"), "{}", a.head);
     assert!(a.body.contains("psp_uptime_seconds"), "{}", a.body);
-    assert!(a.body.ends_with("# EOF\n"), "cut short: {} bytes", a.body.len());
+    assert!(
+        a.body.ends_with("# EOF\n"),
+        "cut short: {} bytes",
+        a.body.len()
+    );
 }
 
 /// One scrape on a connection of its own.
@@ -231,7 +235,10 @@ fn other_paths_and_methods_are_refused() {
     for method in ["POST", "PUT", "DELETE", "OPTIONS"] {
         let a = ask(format!("{method} /metrics HTTP/1.1\r\nHost: psp\r\n\r\n").as_bytes());
         assert_eq!(a.status, 405, "{method}: {a:?}");
-        assert!(a.head.to_ascii_lowercase().contains("allow: get, head"), "{a:?}");
+        assert!(
+            a.head.to_ascii_lowercase().contains("allow: get, head"),
+            "{a:?}"
+        );
     }
     assert_eq!(ask(b"nonsense\r\n\r\n").status, 400);
 
@@ -402,13 +409,33 @@ fn lex(expr: &str) -> Result<Vec<Tok>, String> {
 
 /// PromQL's functions and aggregations that the examples may call.
 const FUNCTIONS: &[&str] = &[
-    "rate", "irate", "increase", "delta", "sum", "max", "min", "avg", "count", "topk",
-    "histogram_quantile", "clamp_min", "abs", "time", "vector",
+    "rate",
+    "irate",
+    "increase",
+    "delta",
+    "sum",
+    "max",
+    "min",
+    "avg",
+    "count",
+    "topk",
+    "histogram_quantile",
+    "clamp_min",
+    "abs",
+    "time",
+    "vector",
 ];
 /// Words that are neither functions nor metrics.
 const KEYWORDS: &[&str] = &["and", "or", "unless", "bool", "offset"];
 /// Words followed by a list of label names.
-const GROUPINGS: &[&str] = &["by", "without", "on", "ignoring", "group_left", "group_right"];
+const GROUPINGS: &[&str] = &[
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+];
 
 /// Checks one PromQL expression: brackets balance, calls are to known
 /// functions, label names are exported ones, and every other name is an
@@ -561,9 +588,8 @@ fn deploy_examples_use_only_exported_metrics() {
     assert!(names.contains("psp_latency_seconds_bucket"), "{names:?}");
 
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let read = |p: &str| {
-        std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"))
-    };
+    let read =
+        |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
     let dashboard: serde_json::Value =
         serde_json::from_str(&read("deploy/grafana/psp-dashboard.json")).expect("JSON");
     let mut exprs = Vec::new();
@@ -614,7 +640,10 @@ fn deploy_examples_use_only_exported_metrics() {
     let scrape_config = read("deploy/prometheus.yml");
     assert!(scrape_config.contains("metrics_path: /metrics"));
     assert!(scrape_config.contains("psp-rules.yml"));
-    for (file, text) in [("prometheus.yml", &scrape_config), ("psp-rules.yml", &rules)] {
+    for (file, text) in [
+        ("prometheus.yml", &scrape_config),
+        ("psp-rules.yml", &rules),
+    ] {
         for n in psp_names(text) {
             assert!(names.contains(n), "{file}: {n} is not exported");
         }

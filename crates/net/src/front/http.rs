@@ -18,8 +18,9 @@
 //!   already holds and closes a connection whose body goes on;
 //! - an answer that makes no progress for [`WRITE_STALL`] (a client that does
 //!   not read) ends its connection;
-//! - at most [`MAX_CONNECTIONS`] connections are open at once; past that a
-//!   new one is answered 503 and closed at once, never queued.
+//! - at most [`MAX_CONNECTIONS`] connections are open at once (fewer where
+//!   the process may open few descriptors); past that a new one is answered
+//!   503 and closed at once, never queued.
 //!
 //! Keep-alive and pipelining are hyper's: requests on one connection are
 //! answered one after the other, in their order.
@@ -99,7 +100,9 @@ pub(crate) struct HttpServer {
 
 impl HttpServer {
     /// Serves `page` on `listener` from a thread named `thread_name`, with at
-    /// most `max_connections` open at once ([`MAX_CONNECTIONS`] but in tests).
+    /// most `max_connections` open at once ([`MAX_CONNECTIONS`] but in tests;
+    /// fewer where the process may open few descriptors: see
+    /// [`descriptor_budget`]).
     ///
     /// # Errors
     /// The runtime, the listener's registration or the thread cannot be made.
@@ -110,6 +113,7 @@ impl HttpServer {
         max_connections: usize,
     ) -> io::Result<HttpServer> {
         let addr = listener.local_addr()?;
+        let max_connections = max_connections.min(descriptor_budget());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
@@ -157,6 +161,24 @@ impl Drop for HttpServer {
             }
         }
     }
+}
+
+/// A quarter of the descriptors the process may open: the most connections
+/// the server keeps, so that it reaches its own cap (and answers 503) before
+/// `accept` fails for want of descriptors (which would leave new clients
+/// waiting in the kernel's queue), and leaves the rest to the front end.
+fn descriptor_budget() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit for the call to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return MAX_CONNECTIONS;
+    }
+    usize::try_from(lim.rlim_cur / 4)
+        .unwrap_or(usize::MAX)
+        .max(16)
 }
 
 /// Accepts connections until `stopped`, each served by a task of its own
@@ -367,7 +389,8 @@ mod tests {
     /// Asks for the page on `s` and returns the answer's first bytes (all of
     /// a short answer).
     fn ask(s: &mut TcpStream) -> String {
-        s.write_all(b"GET /page HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        s.write_all(b"GET /page HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let mut buf = [0u8; 512];
         let n = s.read(&mut buf).unwrap_or(0);
         String::from_utf8_lossy(&buf[..n]).into_owned()
