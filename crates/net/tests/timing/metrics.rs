@@ -10,13 +10,16 @@
 //! or two threads; and the Grafana dashboard and Prometheus examples in
 //! deploy/ checked against the names a live scrape exports.
 //!
-//! The tests run one at a time (`one_at_a_time`): the memory test reads the
-//! process's own resident size, which other tests' servers would move.
+//! The tests run one at a time (`common::one_at_a_time`), in the binary of
+//! tests that take turns: the memory test reads the process's own resident
+//! size, which other tests' servers would move.
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use crate::common::one_at_a_time;
 use std::time::{Duration, Instant};
 
 use prometheus_parse::{Sample, Scrape, Value};
@@ -26,12 +29,6 @@ use psp_net::protocol::{self, Status};
 use psp_net::{ClassifierKind, Server, ServerConfig, ServerError};
 use psp_runtime::{RuntimeConfig, Spinner};
 use psp_workload::Workload;
-
-/// Holds the other tests of this file off while one runs.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static ONE: Mutex<()> = Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn spinner() -> Spinner {
     static S: OnceLock<Spinner> = OnceLock::new();
