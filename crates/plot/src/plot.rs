@@ -208,9 +208,14 @@ fn draw_series<DB: DrawingBackend>(
     let (top, bottom) = body.split_vertically(height * 3 / 5);
     let end_s = series.windows.last().map_or(1.0, |w| w.end_s);
     let x_range = 0.0..end_s.max(1e-9);
-    let lines = SeriesLines::of(series);
-    draw_latency_panel(&top, series, &lines, boundaries, x_range.clone())?;
-    draw_workers_panel(&bottom, series, &lines, boundaries, x_range)?;
+    let panels = SeriesPanels {
+        series,
+        lines: SeriesLines::of(series),
+        boundaries,
+        x_range,
+    };
+    panels.draw_latency(&top)?;
+    panels.draw_workers(&bottom)?;
     root.present().map_err(err)
 }
 
@@ -262,87 +267,105 @@ impl SeriesLines {
     }
 }
 
-/// The upper panel: each type's p99.9 latency per window (log y), with the
-/// phase boundaries marked and named.
-fn draw_latency_panel<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    series: &TimeSeries,
-    lines: &SeriesLines,
-    boundaries: &[(f64, String)],
+/// The two panels of the time-series figure, over the same time range.
+struct SeriesPanels<'a> {
+    series: &'a TimeSeries,
+    lines: SeriesLines,
+    /// Phase boundaries: start (s) and name.
+    boundaries: &'a [(f64, String)],
     x_range: Range<f64>,
-) -> Result<(), String> {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    let lat_range = log_range(lines.latency.iter().flatten().flatten().map(|p| p.1));
-    let mut chart = ChartBuilder::on(area)
-        .caption("p99.9 latency per window", (FONT, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x_range.clone(), lat_range.clone().log_scale())
-        .map_err(err)?;
-    draw_axes(&mut chart, "Time (s)", "p99.9 latency (µs)", None)?;
-    for (t, name) in series.types.iter().enumerate() {
-        draw_runs(&mut chart, name, &lines.latency[t], palette(t))?;
-    }
-    let label_y = lat_range.end / 1.2;
-    draw_boundaries(&mut chart, boundaries, &x_range, lat_range, Some(label_y))?;
-    if !series.types.is_empty() {
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
-    }
-    Ok(())
 }
 
-/// The lower panel: the workers reserved for each type (dashed: those that
-/// may steal), with the phase boundaries marked.
-fn draw_workers_panel<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    series: &TimeSeries,
-    lines: &SeriesLines,
-    boundaries: &[(f64, String)],
-    x_range: Range<f64>,
-) -> Result<(), String> {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    let most_workers = lines
-        .reserved
-        .iter()
-        .chain(&lines.stealable)
-        .flatten()
-        .flatten()
-        .map(|p| p.1)
-        .fold(1.0, f64::max);
-    let y_top = most_workers + 1.0;
-    let mut chart = ChartBuilder::on(area)
-        .caption("workers reserved per type (dashed: may steal)", (FONT, 20))
+impl SeriesPanels<'_> {
+    /// The upper panel: each type's p99.9 latency per window (log y), with
+    /// the phase boundaries marked and named.
+    fn draw_latency<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> Result<(), String> {
+        let (series, lines, x_range) = (self.series, &self.lines, &self.x_range);
+        let lat_range = log_range(lines.latency.iter().flatten().flatten().map(|p| p.1));
+        let mut chart = series_panel(area, "p99.9 latency per window")
+            .build_cartesian_2d(x_range.clone(), lat_range.clone().log_scale())
+            .map_err(|e| e.to_string())?;
+        draw_axes(&mut chart, "Time (s)", "p99.9 latency (µs)", None)?;
+        for (t, name) in series.types.iter().enumerate() {
+            draw_runs(&mut chart, name, &lines.latency[t], palette(t))?;
+        }
+        let label_y = lat_range.end / 1.2;
+        draw_boundaries(
+            &mut chart,
+            self.boundaries,
+            x_range,
+            lat_range,
+            Some(label_y),
+        )?;
+        if !series.types.is_empty() {
+            draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        }
+        Ok(())
+    }
+
+    /// The lower panel: the workers reserved for each type (dashed: those
+    /// that may steal), with the phase boundaries marked.
+    fn draw_workers<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> Result<(), String> {
+        let (series, lines, x_range) = (self.series, &self.lines, &self.x_range);
+        let most_workers = lines
+            .reserved
+            .iter()
+            .chain(&lines.stealable)
+            .flatten()
+            .flatten()
+            .map(|p| p.1)
+            .fold(1.0, f64::max);
+        let y_top = most_workers + 1.0;
+        let mut chart = series_panel(area, "workers reserved per type (dashed: may steal)")
+            .build_cartesian_2d(x_range.clone(), 0.0..y_top)
+            .map_err(|e| e.to_string())?;
+        draw_axes(
+            &mut chart,
+            "Time (s)",
+            "workers",
+            Some((y_top as usize + 1).min(12)),
+        )?;
+        for (t, name) in series.types.iter().enumerate() {
+            let color = palette(t);
+            draw_runs(&mut chart, name, &lines.reserved[t], color)?;
+            for run in &lines.stealable[t] {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        run.iter().copied(),
+                        6,
+                        4,
+                        color.stroke_width(1),
+                    ))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        draw_boundaries(&mut chart, self.boundaries, x_range, 0.0..y_top, None)?;
+        if lines.reserved.iter().any(|r| !r.is_empty()) {
+            draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        }
+        Ok(())
+    }
+}
+
+/// A panel of the time-series figure on `area`, captioned, ready for its
+/// coordinates.
+fn series_panel<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: &str,
+) -> ChartBuilder<'a, 'a, DB> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(caption, (FONT, 20))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x_range.clone(), 0.0..y_top)
-        .map_err(err)?;
-    draw_axes(
-        &mut chart,
-        "Time (s)",
-        "workers",
-        Some((y_top as usize + 1).min(12)),
-    )?;
-    for (t, name) in series.types.iter().enumerate() {
-        let color = palette(t);
-        draw_runs(&mut chart, name, &lines.reserved[t], color)?;
-        for run in &lines.stealable[t] {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    run.iter().copied(),
-                    6,
-                    4,
-                    color.stroke_width(1),
-                ))
-                .map_err(err)?;
-        }
-    }
-    draw_boundaries(&mut chart, boundaries, &x_range, 0.0..y_top, None)?;
-    if lines.reserved.iter().any(|r| !r.is_empty()) {
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
-    }
-    Ok(())
+        .y_label_area_size(70);
+    builder
 }
 
 /// Type `t`'s color.
