@@ -91,40 +91,7 @@ struct File {
 /// Runs `psp profile`.
 pub fn run(a: ProfileArgs) -> Result<()> {
     psp_apps::profile::check_requests(a.requests)?;
-    // An unknown --app is named as such, whatever else is missing.
-    if let Some(name) = &a.app.app
-        && psp_apps::find(name).is_none()
-    {
-        return Err(psp_apps::AppError::Unknown(name.clone()).into());
-    }
-    let given = a.workload.as_deref().map(Workload::resolve).transpose()?;
-    // --app, else the workload file's `app` (as `psp profile` writes it).
-    let Some(app_name) = a
-        .app
-        .app
-        .clone()
-        .or_else(|| given.as_ref().and_then(|w| w.app.clone()))
-    else {
-        // Those with a standard mix of their own first.
-        let (mut names, rest) = apps_with_a_mix();
-        names.extend(rest);
-        bail!(
-            "--app is required ({}), unless --workload names a workload whose `app` says which",
-            psp_proto::or_list(&names)
-        );
-    };
-    // The types: the given workload's, else the application's standard mix.
-    let workload = match given {
-        Some(w) => w,
-        None => {
-            let mix = psp_apps::default_mix(&app_name);
-            if mix.is_empty() {
-                bail!("app {app_name} has no operations of its own: give --workload");
-            }
-            let types: Vec<(&str, f64, f64)> = mix.iter().map(|&(n, r)| (n, 1.0, r)).collect();
-            Workload::fixed(&format!("{app_name}-measured"), &types)
-        }
-    };
+    let workload = profiled_workload(&a)?;
     // --app, else the workload's `app` (checked to agree when both are given).
     let app = a.app.config(&workload, u64::MAX)?;
     let out = a
@@ -168,6 +135,65 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     // What is written must read back as a valid workload.
     Workload::parse(&text, &out.display().to_string())?;
     std::fs::write(&out, &text).with_context(|| format!("cannot write '{}'", out.display()))?;
+    print_profile(&a, app.name(), &out, &measured)?;
+    eprintln!("wrote {}", out.display());
+    if let Some(t) = measured.iter().find(|t| t.count == 0) {
+        bail!(
+            "every {} request failed ({} errors): nothing to profile",
+            t.name,
+            t.errors
+        );
+    }
+    Ok(())
+}
+
+/// The types to measure: `--workload`'s, else the standard mix of the
+/// application `--app` (or the workload's `app`) names.
+fn profiled_workload(a: &ProfileArgs) -> Result<Workload> {
+    // An unknown --app is named as such, whatever else is missing.
+    if let Some(name) = &a.app.app
+        && psp_apps::find(name).is_none()
+    {
+        return Err(psp_apps::AppError::Unknown(name.clone()).into());
+    }
+    let given = a.workload.as_deref().map(Workload::resolve).transpose()?;
+    // --app, else the workload file's `app` (as `psp profile` writes it).
+    let Some(app_name) = a
+        .app
+        .app
+        .clone()
+        .or_else(|| given.as_ref().and_then(|w| w.app.clone()))
+    else {
+        // Those with a standard mix of their own first.
+        let (mut names, rest) = apps_with_a_mix();
+        names.extend(rest);
+        bail!(
+            "--app is required ({}), unless --workload names a workload whose `app` says which",
+            psp_proto::or_list(&names)
+        );
+    };
+    // The types: the given workload's, else the application's standard mix.
+    Ok(match given {
+        Some(w) => w,
+        None => {
+            let mix = psp_apps::default_mix(&app_name);
+            if mix.is_empty() {
+                bail!("app {app_name} has no operations of its own: give --workload");
+            }
+            let types: Vec<(&str, f64, f64)> = mix.iter().map(|&(n, r)| (n, 1.0, r)).collect();
+            Workload::fixed(&format!("{app_name}-measured"), &types)
+        }
+    })
+}
+
+/// Prints the measurements: a table, JSON (`--json`), or only the means on
+/// stderr (quiet).
+fn print_profile(
+    a: &ProfileArgs,
+    app: &str,
+    out: &std::path::Path,
+    measured: &[TypeProfile],
+) -> Result<()> {
     if a.quiet {
         let means: Vec<String> = measured
             .iter()
@@ -188,7 +214,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
-                "app": app.name(), "workload_file": out, "types": rows,
+                "app": app, "workload_file": out, "types": rows,
             }))?
         );
     } else {
@@ -196,20 +222,12 @@ pub fn run(a: ProfileArgs) -> Result<()> {
             "{:<12} {:>9} {:>7} {:>10} {:>10} {:>10} {:>11} {:>10}",
             "type", "count", "errors", "mean(us)", "p50(us)", "p99(us)", "p99.9(us)", "max(us)"
         );
-        for t in &measured {
+        for t in measured {
             println!(
                 "{:<12} {:>9} {:>7} {:>10.2} {:>10.2} {:>10.2} {:>11.2} {:>10.2}",
                 t.name, t.count, t.errors, t.mean_us, t.p50_us, t.p99_us, t.p999_us, t.max_us
             );
         }
-    }
-    eprintln!("wrote {}", out.display());
-    if let Some(t) = measured.iter().find(|t| t.count == 0) {
-        bail!(
-            "every {} request failed ({} errors): nothing to profile",
-            t.name,
-            t.errors
-        );
     }
     Ok(())
 }

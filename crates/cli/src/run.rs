@@ -363,17 +363,7 @@ pub fn measure(
         workload.types.len() as u16,
     );
     let rate = sim_cfg.rate_rps;
-    let cfg = RuntimeConfig {
-        workers: sim_cfg.workers,
-        cores: opts.cores.clone(),
-        idle: opts.idle,
-        queue_capacity: sim_cfg.queue_capacity,
-        drain_timeout: opts.drain_timeout,
-        stats: opts.stats,
-        raise_priority: true,
-        series_window_ns: sim_cfg.series_window_ns,
-        poll_yield: opts.poll_yield,
-    };
+    let cfg = runtime_config(sim_cfg, opts);
     let names = type_names(workload);
     let service = app.start(&names)?;
     // SYNERGY's synthetic application declares long requests from `long`.
@@ -399,6 +389,57 @@ pub fn measure(
         warmup_ns,
         |i| handlers.handler(i),
     )?;
+    let extra = run_extra(workload, sim_cfg, opts, &cfg, &report, service.as_ref());
+    let meta = PointMeta {
+        mode: "run",
+        workload: workload.name.clone(),
+        policy: spec.to_string(),
+        workers: cfg.workers,
+        load: rate / workload.peak_rps(cfg.workers),
+        offered_rps: rate,
+        duration_s: period_ns as f64 / 1e9,
+        measured_s: period_ns as f64 * (1.0 - sim_cfg.warmup_fraction) / 1e9,
+        seed: sim_cfg.seed,
+    };
+    let d = &report.dispatcher;
+    Ok((
+        PointResult::new(
+            meta,
+            &d.recorder,
+            d.measured_arrived,
+            Extra::Run(Box::new(extra)),
+        ),
+        d.counts,
+        report.dispatcher.series,
+    ))
+}
+
+/// The runtime's configuration for one measured point.
+fn runtime_config(sim_cfg: &psp_sim::SimConfig, opts: &RunOptions) -> RuntimeConfig {
+    RuntimeConfig {
+        workers: sim_cfg.workers,
+        cores: opts.cores.clone(),
+        idle: opts.idle,
+        queue_capacity: sim_cfg.queue_capacity,
+        drain_timeout: opts.drain_timeout,
+        stats: opts.stats,
+        raise_priority: true,
+        series_window_ns: sim_cfg.series_window_ns,
+        poll_yield: opts.poll_yield,
+    }
+}
+
+/// What a measured point carries beside its latencies: the dispatcher's
+/// counts, the reservations, the workers' and the application's accounts.
+/// Asks `service` to describe and finish itself.
+fn run_extra(
+    workload: &Workload,
+    sim_cfg: &psp_sim::SimConfig,
+    opts: &RunOptions,
+    cfg: &RuntimeConfig,
+    report: &psp_runtime::RunReport,
+    service: &dyn psp_apps::Service,
+) -> RunExtra {
     let d = &report.dispatcher;
     let c = &d.counts;
     // What the workers were busy with over the run, beside what the declared
@@ -409,7 +450,7 @@ pub fn measure(
         &crate::net::declared(workload),
     );
     let sum = |v: &[u64]| v.iter().sum::<u64>();
-    let extra = RunExtra {
+    RunExtra {
         generated_total: c.arrived,
         admitted_total: c.admitted,
         completed_total: c.completed,
@@ -428,17 +469,7 @@ pub fn measure(
                 reservation: ReservationLayout::from(&e.reservation),
             })
             .collect(),
-        phases: workload
-            .phase_boundaries()
-            .iter()
-            .zip(workload.arrival_plan(rate, sim_cfg.duration_ns, cfg.workers))
-            .map(|((start_s, name), (rps, d))| PhaseSpan {
-                name: name.clone(),
-                start_s: *start_s,
-                duration_s: d as f64 / 1e9,
-                offered_rps: rps,
-            })
-            .collect(),
+        phases: phase_spans(workload, sim_cfg.rate_rps, sim_cfg.duration_ns, cfg.workers),
         served_per_worker: report.served_per_worker.clone(),
         steals_total: sum(&report.steals_per_worker),
         steals_per_worker: report.steals_per_worker.clone(),
@@ -455,42 +486,40 @@ pub fn measure(
         measured_utilization,
         declared_utilization,
         completed_by_type: d.completed_by_type.clone(),
-        service_us_by_type: d
-            .completed_by_type
-            .iter()
-            .zip(&d.service_ns_by_type)
-            .map(|(&n, &ns)| {
-                if n == 0 {
-                    0.0
-                } else {
-                    ns as f64 / n as f64 / 1e3
-                }
-            })
-            .collect(),
+        service_us_by_type: mean_service_us(&d.completed_by_type, &d.service_ns_by_type),
         sim_prediction: None,
         sim_agreement: None,
-    };
-    let meta = PointMeta {
-        mode: "run",
-        workload: workload.name.clone(),
-        policy: spec.to_string(),
-        workers: cfg.workers,
-        load: rate / workload.peak_rps(cfg.workers),
-        offered_rps: rate,
-        duration_s: period_ns as f64 / 1e9,
-        measured_s: period_ns as f64 * (1.0 - sim_cfg.warmup_fraction) / 1e9,
-        seed: sim_cfg.seed,
-    };
-    Ok((
-        PointResult::new(
-            meta,
-            &d.recorder,
-            d.measured_arrived,
-            Extra::Run(Box::new(extra)),
-        ),
-        d.counts,
-        report.dispatcher.series,
-    ))
+    }
+}
+
+/// The workload's phases as the run offered them.
+fn phase_spans(workload: &Workload, rate: f64, duration_ns: u64, workers: usize) -> Vec<PhaseSpan> {
+    workload
+        .phase_boundaries()
+        .iter()
+        .zip(workload.arrival_plan(rate, duration_ns, workers))
+        .map(|((start_s, name), (rps, d))| PhaseSpan {
+            name: name.clone(),
+            start_s: *start_s,
+            duration_s: d as f64 / 1e9,
+            offered_rps: rps,
+        })
+        .collect()
+}
+
+/// Mean service time per type in µs (0 where none completed).
+fn mean_service_us(completed: &[u64], service_ns: &[u64]) -> Vec<f64> {
+    completed
+        .iter()
+        .zip(service_ns)
+        .map(|(&n, &ns)| {
+            if n == 0 {
+                0.0
+            } else {
+                ns as f64 / n as f64 / 1e3
+            }
+        })
+        .collect()
 }
 
 /// SYNERGY's or Tiny Quanta's counters as a result carries them (`psp run`'s

@@ -217,6 +217,16 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
         .bodies
         .make(cfg.seed ^ 0xb0d1)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let plan = plan_arrivals(cfg);
+    let flows = open_flows(cfg)?;
+    let started = std::time::Instant::now();
+    let (send_out, mut rx_out) = send_and_receive(cfg, &plan, flows, encoder, progress);
+    time_out_pending(cfg, &plan, &mut rx_out);
+    Ok(report(cfg, &plan, send_out, rx_out, started))
+}
+
+/// The whole schedule, drawn before the first send.
+fn plan_arrivals(cfg: &LoadConfig) -> Vec<Planned> {
     let mut arrivals = Arrivals::new(
         &cfg.workload,
         cfg.rate_rps,
@@ -235,6 +245,21 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
             type_id: a.type_id,
         });
     }
+    plan
+}
+
+/// The client's flows, both ways, and where replies must come from.
+struct Flows {
+    outbound: Outbound,
+    inbound: Inbound,
+    /// Where replies must come from.
+    server: SocketAddr,
+    /// Number of flows.
+    count: usize,
+}
+
+/// Opens the flows on the configured datapath.
+fn open_flows(cfg: &LoadConfig) -> io::Result<Flows> {
     let local: SocketAddr = if cfg.server.is_ipv4() {
         "0.0.0.0:0".parse().expect("literal address")
     } else {
@@ -244,11 +269,11 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
     // other senders in the kernel, unseen; the receiver checks and counts them.
     // (The price: a route lookup per send, about 0.3-0.5 us on loopback.)
     let server = reply_source(cfg.server);
-    let n_flows = cfg.flows.max(1);
-    let (mut outbound, inbound) = match &cfg.datapath {
+    let count = cfg.flows.max(1);
+    let (outbound, inbound) = match &cfg.datapath {
         crate::server::DatapathKind::Udp => {
-            let mut flows = Vec::with_capacity(n_flows);
-            for _ in 0..n_flows {
+            let mut flows = Vec::with_capacity(count);
+            for _ in 0..count {
                 flows.push(bind_udp(local, false)?);
             }
             let rx_flows: Vec<UdpSocket> = flows
@@ -258,7 +283,7 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
             (Outbound::Udp { flows, server }, Inbound::Udp(rx_flows))
         }
         crate::server::DatapathKind::Xdp(x) => {
-            let (tx, rx) = crate::xdp::open_client(x, server, n_flows)?;
+            let (tx, rx) = crate::xdp::open_client(x, server, count)?;
             (Outbound::Xdp(tx), Inbound::Xdp(rx))
         }
         crate::server::DatapathKind::Tcp(..) => {
@@ -268,32 +293,54 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
             ));
         }
     };
+    Ok(Flows {
+        outbound,
+        inbound,
+        server,
+        count,
+    })
+}
+
+/// Tunes the calling load thread; returns whether it runs in the
+/// real-time class.
+fn tune_thread(cfg: &LoadConfig) -> bool {
+    psp_runtime::runtime::set_timer_slack_1ns();
+    // Only a mostly sleeping sender may outrank the server: at higher rates
+    // it polls, and a real-time poller would starve a co-located server.
+    if !(cfg.raise_priority && cfg.rate_rps <= MAX_RAISED_RPS) {
+        return false;
+    }
+    let realtime = psp_runtime::runtime::set_thread_realtime();
+    if !realtime {
+        psp_runtime::runtime::set_thread_nice(-10);
+    }
+    realtime
+}
+
+/// Runs the sender and the receiver threads to the end of the run.
+fn send_and_receive(
+    cfg: &LoadConfig,
+    plan: &[Planned],
+    flows: Flows,
+    encoder: Box<dyn BodyEncoder>,
+    progress: &Progress,
+) -> (SendOut, RecvOut) {
+    let Flows {
+        mut outbound,
+        inbound,
+        server,
+        count: n_flows,
+    } = flows;
     let sent: Vec<AtomicU8> = plan.iter().map(|_| AtomicU8::new(NOT_SENT)).collect();
     let clock = Clock::new();
     // Start a little in the future so the first sends are not already late.
     let base = clock.now_ns() + 2_000_000;
     // When the sender finished (u64::MAX: still sending).
     let sender_done_at = AtomicU64::new(u64::MAX);
-    let started = std::time::Instant::now();
-    let (plan, sent) = (&plan, &sent[..]);
-
-    // Returns whether the thread runs in the real-time class.
-    let tune = || {
-        psp_runtime::runtime::set_timer_slack_1ns();
-        // Only a mostly sleeping sender may outrank the server: at higher rates
-        // it polls, and a real-time poller would starve a co-located server.
-        if !(cfg.raise_priority && cfg.rate_rps <= MAX_RAISED_RPS) {
-            return false;
-        }
-        let realtime = psp_runtime::runtime::set_thread_realtime();
-        if !realtime {
-            psp_runtime::runtime::set_thread_nice(-10);
-        }
-        realtime
-    };
-    let (send_out, mut rx_out) = std::thread::scope(|scope| {
+    let sent = &sent[..];
+    std::thread::scope(|scope| {
         let sender = scope.spawn(|| {
-            let never_poll = tune();
+            let never_poll = tune_thread(cfg);
             let out = send_all(
                 plan,
                 sent,
@@ -309,7 +356,7 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
             out
         });
         let receiver = scope.spawn(|| {
-            tune();
+            tune_thread(cfg);
             let rx = Receiver {
                 cfg,
                 plan,
@@ -325,9 +372,11 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
             sender.join().expect("sender thread"),
             receiver.join().expect("receiver thread"),
         )
-    });
+    })
+}
 
-    // Whatever is still pending timed out.
+/// Whatever is still pending (or was answered late) timed out: records it.
+fn time_out_pending(cfg: &LoadConfig, plan: &[Planned], rx_out: &mut RecvOut) {
     let mut timeouts_measured = 0u64;
     for (id, p) in plan.iter().enumerate() {
         let st = rx_out.states[id];
@@ -351,6 +400,16 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
         }
     }
     debug_assert_eq!(timeouts_measured, rx_out.recorder.timeouts());
+}
+
+/// The run's report, from what both threads saw.
+fn report(
+    cfg: &LoadConfig,
+    plan: &[Planned],
+    send_out: SendOut,
+    rx_out: RecvOut,
+    started: std::time::Instant,
+) -> LoadReport {
     let mut lags = send_out.lags;
     lags.sort_unstable();
     let at = |q: f64| {
@@ -358,7 +417,7 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
             .copied()
             .unwrap_or(0)
     };
-    Ok(LoadReport {
+    LoadReport {
         recorder: rx_out.recorder,
         scheduled: plan.len() as u64,
         measured_generated: plan.iter().filter(|p| p.at_ns >= cfg.warmup_ns).count() as u64,
@@ -370,7 +429,7 @@ pub fn run_load(cfg: &LoadConfig, progress: &Progress) -> io::Result<LoadReport>
         send_lag_ns: [at(0.5), at(0.99), lags.last().copied().unwrap_or(0)],
         samples: rx_out.samples,
         wall: started.elapsed(),
-    })
+    }
 }
 
 struct SendOut {

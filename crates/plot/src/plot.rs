@@ -206,136 +206,233 @@ fn draw_series<DB: DrawingBackend>(
     let body = root.titled(title, (FONT, 26)).map_err(err)?;
     let (_, height) = body.dim_in_pixel();
     let (top, bottom) = body.split_vertically(height * 3 / 5);
-    let mid = |w: &psp_metrics::Window| (w.start_s + w.end_s) / 2.0;
     let end_s = series.windows.last().map_or(1.0, |w| w.end_s);
     let x_range = 0.0..end_s.max(1e-9);
-    let lat: Vec<Vec<Vec<(f64, f64)>>> = (0..series.types.len())
-        .map(|t| {
-            runs(
-                series
-                    .windows
-                    .iter()
-                    .map(|w| (mid(w), w.types.get(t).and_then(|x| x.p999_latency_us))),
-                true,
-            )
-        })
-        .collect();
-    // Reserved and stealable workers hold for a whole window: steps.
-    let step = |t: usize, pick: fn(&psp_metrics::WindowType) -> Option<usize>| {
-        runs(
-            series.windows.iter().flat_map(move |w| {
-                let v = w.types.get(t).and_then(pick).map(|n| n as f64);
-                [(w.start_s, v), (w.end_s, v)]
-            }),
-            false,
-        )
+    let panels = SeriesPanels {
+        series,
+        lines: SeriesLines::of(series),
+        boundaries,
+        x_range,
     };
-    let reserved: Vec<_> = (0..series.types.len())
-        .map(|t| step(t, |x| x.reserved_workers))
-        .collect();
-    let stealable: Vec<_> = (0..series.types.len())
-        .map(|t| step(t, |x| x.stealable_workers))
-        .collect();
+    panels.draw_latency(&top)?;
+    panels.draw_workers(&bottom)?;
+    root.present().map_err(err)
+}
 
-    let lat_range = log_range(lat.iter().flatten().flatten().map(|p| p.1));
-    let most_workers = reserved
-        .iter()
-        .chain(&stealable)
-        .flatten()
-        .flatten()
-        .map(|p| p.1)
-        .fold(1.0, f64::max);
+/// The lines of the time-series figure, per type, each split into runs.
+struct SeriesLines {
+    /// p99.9 latency at each window's middle.
+    latency: Vec<Vec<Vec<(f64, f64)>>>,
+    /// Workers reserved, as steps.
+    reserved: Vec<Vec<Vec<(f64, f64)>>>,
+    /// Workers that may steal, as steps.
+    stealable: Vec<Vec<Vec<(f64, f64)>>>,
+}
 
-    let mut chart = ChartBuilder::on(&top)
-        .caption("p99.9 latency per window", (FONT, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x_range.clone(), lat_range.clone().log_scale())
-        .map_err(err)?;
-    draw_axes(&mut chart, "Time (s)", "p99.9 latency (µs)", None)?;
-    for (t, name) in series.types.iter().enumerate() {
-        let color = PALETTE[t % PALETTE.len()];
-        for (i, run) in lat[t].iter().enumerate() {
-            let s = chart
-                .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
-                .map_err(err)?;
-            if i == 0 {
-                s.label(name.as_str()).legend(legend_line(color));
-            }
+impl SeriesLines {
+    fn of(series: &TimeSeries) -> Self {
+        let mid = |w: &psp_metrics::Window| (w.start_s + w.end_s) / 2.0;
+        let latency = (0..series.types.len())
+            .map(|t| {
+                runs(
+                    series
+                        .windows
+                        .iter()
+                        .map(|w| (mid(w), w.types.get(t).and_then(|x| x.p999_latency_us))),
+                    true,
+                )
+            })
+            .collect();
+        // Reserved and stealable workers hold for a whole window: steps.
+        let step = |t: usize, pick: fn(&psp_metrics::WindowType) -> Option<usize>| {
+            runs(
+                series.windows.iter().flat_map(move |w| {
+                    let v = w.types.get(t).and_then(pick).map(|n| n as f64);
+                    [(w.start_s, v), (w.end_s, v)]
+                }),
+                false,
+            )
+        };
+        let reserved = (0..series.types.len())
+            .map(|t| step(t, |x| x.reserved_workers))
+            .collect();
+        let stealable = (0..series.types.len())
+            .map(|t| step(t, |x| x.stealable_workers))
+            .collect();
+        Self {
+            latency,
+            reserved,
+            stealable,
         }
     }
+}
+
+/// The two panels of the time-series figure, over the same time range.
+struct SeriesPanels<'a> {
+    series: &'a TimeSeries,
+    lines: SeriesLines,
+    /// Phase boundaries: start (s) and name.
+    boundaries: &'a [(f64, String)],
+    x_range: Range<f64>,
+}
+
+impl SeriesPanels<'_> {
+    /// The upper panel: each type's p99.9 latency per window (log y), with
+    /// the phase boundaries marked and named.
+    fn draw_latency<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> Result<(), String> {
+        let (series, lines, x_range) = (self.series, &self.lines, &self.x_range);
+        let lat_range = log_range(lines.latency.iter().flatten().flatten().map(|p| p.1));
+        let mut chart = series_panel(area, "p99.9 latency per window")
+            .build_cartesian_2d(x_range.clone(), lat_range.clone().log_scale())
+            .map_err(|e| e.to_string())?;
+        draw_axes(&mut chart, "Time (s)", "p99.9 latency (µs)", None)?;
+        for (t, name) in series.types.iter().enumerate() {
+            draw_runs(&mut chart, name, &lines.latency[t], palette(t))?;
+        }
+        let label_y = lat_range.end / 1.2;
+        draw_boundaries(
+            &mut chart,
+            self.boundaries,
+            x_range,
+            lat_range,
+            Some(label_y),
+        )?;
+        if !series.types.is_empty() {
+            draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        }
+        Ok(())
+    }
+
+    /// The lower panel: the workers reserved for each type (dashed: those
+    /// that may steal), with the phase boundaries marked.
+    fn draw_workers<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> Result<(), String> {
+        let (series, lines, x_range) = (self.series, &self.lines, &self.x_range);
+        let most_workers = lines
+            .reserved
+            .iter()
+            .chain(&lines.stealable)
+            .flatten()
+            .flatten()
+            .map(|p| p.1)
+            .fold(1.0, f64::max);
+        let y_top = most_workers + 1.0;
+        let mut chart = series_panel(area, "workers reserved per type (dashed: may steal)")
+            .build_cartesian_2d(x_range.clone(), 0.0..y_top)
+            .map_err(|e| e.to_string())?;
+        draw_axes(
+            &mut chart,
+            "Time (s)",
+            "workers",
+            Some((y_top as usize + 1).min(12)),
+        )?;
+        for (t, name) in series.types.iter().enumerate() {
+            let color = palette(t);
+            draw_runs(&mut chart, name, &lines.reserved[t], color)?;
+            for run in &lines.stealable[t] {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        run.iter().copied(),
+                        6,
+                        4,
+                        color.stroke_width(1),
+                    ))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        draw_boundaries(&mut chart, self.boundaries, x_range, 0.0..y_top, None)?;
+        if lines.reserved.iter().any(|r| !r.is_empty()) {
+            draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        }
+        Ok(())
+    }
+}
+
+/// A panel of the time-series figure on `area`, captioned, ready for its
+/// coordinates.
+fn series_panel<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: &str,
+) -> ChartBuilder<'a, 'a, DB> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(caption, (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70);
+    builder
+}
+
+/// Type `t`'s color.
+fn palette(t: usize) -> RGBColor {
+    PALETTE[t % PALETTE.len()]
+}
+
+/// One type's line, in runs; the first run carries the legend entry.
+fn draw_runs<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    name: &str,
+    runs: &[Vec<(f64, f64)>],
+    color: RGBColor,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    for (i, run) in runs.iter().enumerate() {
+        let s = chart
+            .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
+            .map_err(err)?;
+        if i == 0 {
+            s.label(name).legend(legend_line(color));
+        }
+    }
+    Ok(())
+}
+
+/// A dashed gray line across `y` at each phase boundary inside `x_range`,
+/// followed by its name at height `label_y` when given.
+fn draw_boundaries<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    boundaries: &[(f64, String)],
+    x_range: &Range<f64>,
+    y: Range<f64>,
+    label_y: Option<f64>,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let gray = RGBColor(60, 60, 60);
     for (at, name) in boundaries.iter().filter(|b| x_range.contains(&b.0)) {
         chart
             .draw_series(DashedLineSeries::new(
-                [(*at, lat_range.start), (*at, lat_range.end)],
+                [(*at, y.start), (*at, y.end)],
                 6,
                 4,
                 gray.stroke_width(1),
             ))
             .map_err(err)?;
-        chart
-            .draw_series(std::iter::once(Text::new(
-                name.clone(),
-                (*at, lat_range.end / 1.2),
-                (FONT, 14).into_font().color(&gray),
-            )))
-            .map_err(err)?;
-    }
-    if !series.types.is_empty() {
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
-    }
-
-    let y_top = most_workers + 1.0;
-    let mut chart = ChartBuilder::on(&bottom)
-        .caption("workers reserved per type (dashed: may steal)", (FONT, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x_range.clone(), 0.0..y_top)
-        .map_err(err)?;
-    draw_axes(
-        &mut chart,
-        "Time (s)",
-        "workers",
-        Some((y_top as usize + 1).min(12)),
-    )?;
-    for (t, name) in series.types.iter().enumerate() {
-        let color = PALETTE[t % PALETTE.len()];
-        for (i, run) in reserved[t].iter().enumerate() {
-            let s = chart
-                .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
-                .map_err(err)?;
-            if i == 0 {
-                s.label(name.as_str()).legend(legend_line(color));
-            }
-        }
-        for run in &stealable[t] {
+        if let Some(label_y) = label_y {
             chart
-                .draw_series(DashedLineSeries::new(
-                    run.iter().copied(),
-                    6,
-                    4,
-                    color.stroke_width(1),
-                ))
+                .draw_series(std::iter::once(Text::new(
+                    name.clone(),
+                    (*at, label_y),
+                    (FONT, 14).into_font().color(&gray),
+                )))
                 .map_err(err)?;
         }
     }
-    for (at, _) in boundaries.iter().filter(|b| x_range.contains(&b.0)) {
-        chart
-            .draw_series(DashedLineSeries::new(
-                [(*at, 0.0), (*at, y_top)],
-                6,
-                4,
-                gray.stroke_width(1),
-            ))
-            .map_err(err)?;
-    }
-    if reserved.iter().any(|r| !r.is_empty()) {
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
-    }
-    root.present().map_err(err)
+    Ok(())
 }
 
 /// The axes of every panel: descriptions, fonts, tick format and a light grid;

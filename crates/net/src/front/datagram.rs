@@ -271,24 +271,8 @@ where
                 return worked;
             }
         }
-        while !batch.is_full()
-            && let Some(t) = core.take_packet()
-        {
-            batch.push(t);
-        }
-        let got = match self.datapath.recv_batch(&self.pool, batch.tokens_mut()) {
-            Ok(n) => n,
-            Err(_) => {
-                self.net.receive_errors += 1;
-                0
-            }
-        };
-        while batch.len() > got
-            && let Some(t) = batch.pop()
-        {
-            core.put_packet(t);
-        }
-        for (i, mut token) in batch.drain().enumerate() {
+        self.receive(core, &mut batch);
+        for (i, token) in batch.drain().enumerate() {
             worked = true;
             // A worker that finished meanwhile gets its next job now, not after
             // the whole batch (each worker holds one job at a time).
@@ -296,78 +280,7 @@ where
                 core.feed_workers(now);
             }
             self.net.received += 1;
-            let index = token.index();
-            let pkt = self.pool.get_mut(&mut token);
-            let bytes = pkt.bytes();
-            let at = self.protocol.header_len();
-            let refusal = match self.protocol.parse(bytes, pkt.len) {
-                Parsed::Drop => {
-                    self.net.truncated += 1;
-                    core.put_packet(token);
-                    continue;
-                }
-                Parsed::Refuse(s) => Some((token, s)),
-                Parsed::Request { header_type, .. }
-                    if !self.classify_body && header_type >= self.n_types =>
-                {
-                    Some((token, Status::UnknownType))
-                }
-                Parsed::Request {
-                    header_type,
-                    body_len,
-                } => 'admit: {
-                    let (type_id, true_type) = if self.classify_body {
-                        let body = &bytes[at..at + usize::from(body_len)];
-                        let t = self.classifier.classify(body);
-                        if t >= self.n_types {
-                            break 'admit Some((token, Status::UnknownType));
-                        }
-                        (t, t)
-                    } else {
-                        (self.classifier.classify(bytes), header_type)
-                    };
-                    self.seq += 1;
-                    let slot = Slot {
-                        req: Request {
-                            id: self.seq,
-                            token: index,
-                            type_id,
-                            flow: pkt.peer.flow(),
-                            arrival_ns: now,
-                        },
-                        true_type,
-                        scheduled_ns: now,
-                        measured: true,
-                        len: body_len,
-                    };
-                    let arrival = match &mut self.order {
-                        Some(o) => o.peers.arrive(PeerKey::of(&pkt.peer), token, slot),
-                        None => Arrival::Run(token),
-                    };
-                    match arrival {
-                        Arrival::Run(token) => match core.admit_packet(token, slot, now) {
-                            Ok(()) => None,
-                            Err(token) => {
-                                // Refused: its peer has nothing executing (and
-                                // nothing held: it had nothing executing).
-                                if let Some(o) = &mut self.order {
-                                    let held = o.peers.finished(token.index());
-                                    debug_assert!(held.is_none(), "held behind nothing");
-                                }
-                                Some((token, Status::Overloaded))
-                            }
-                        },
-                        // It waits for its peer's request before it.
-                        Arrival::Held => None,
-                        Arrival::Full(token) => {
-                            self.net.held_full += 1;
-                            core.shed_without_slot(true_type, slot.measured);
-                            Some((token, Status::Overloaded))
-                        }
-                    }
-                }
-            };
-            if let Some((token, s)) = refusal {
+            if let Some((token, s)) = self.admit(core, token, now) {
                 if !self.count_refusal(core, s) {
                     core.put_packet(token);
                     continue;
@@ -461,6 +374,124 @@ where
 }
 
 impl<D: Datapath> NetFrontEnd<D> {
+    /// Receives one batch into free packets of the core's; gives back those
+    /// the datapath did not fill.
+    #[inline]
+    fn receive(&mut self, core: &mut DispatchCore, batch: &mut TokenBatch<RX_BATCH>) {
+        while !batch.is_full()
+            && let Some(t) = core.take_packet()
+        {
+            batch.push(t);
+        }
+        let got = match self.datapath.recv_batch(&self.pool, batch.tokens_mut()) {
+            Ok(n) => n,
+            Err(_) => {
+                self.net.receive_errors += 1;
+                0
+            }
+        };
+        while batch.len() > got
+            && let Some(t) = batch.pop()
+        {
+            core.put_packet(t);
+        }
+    }
+
+    /// Parses and classifies one received request and hands it on (see
+    /// [`Self::enter`]). Returns the refusal to answer, if any; a datagram
+    /// too short to answer goes back to the pool.
+    #[inline]
+    fn admit(
+        &mut self,
+        core: &mut DispatchCore,
+        mut token: PacketToken,
+        now: u64,
+    ) -> Option<(PacketToken, Status)> {
+        let index = token.index();
+        let pkt = self.pool.get_mut(&mut token);
+        let bytes = pkt.bytes();
+        let at = self.protocol.header_len();
+        let (header_type, body_len) = match self.protocol.parse(bytes, pkt.len) {
+            Parsed::Drop => {
+                self.net.truncated += 1;
+                core.put_packet(token);
+                return None;
+            }
+            Parsed::Refuse(s) => return Some((token, s)),
+            Parsed::Request { header_type, .. }
+                if !self.classify_body && header_type >= self.n_types =>
+            {
+                return Some((token, Status::UnknownType));
+            }
+            Parsed::Request {
+                header_type,
+                body_len,
+            } => (header_type, body_len),
+        };
+        let (type_id, true_type) = if self.classify_body {
+            let body = &bytes[at..at + usize::from(body_len)];
+            let t = self.classifier.classify(body);
+            if t >= self.n_types {
+                return Some((token, Status::UnknownType));
+            }
+            (t, t)
+        } else {
+            (self.classifier.classify(bytes), header_type)
+        };
+        self.seq += 1;
+        let slot = Slot {
+            req: Request {
+                id: self.seq,
+                token: index,
+                type_id,
+                flow: pkt.peer.flow(),
+                arrival_ns: now,
+            },
+            true_type,
+            scheduled_ns: now,
+            measured: true,
+            len: body_len,
+        };
+        let arrival = match &mut self.order {
+            Some(o) => o.peers.arrive(PeerKey::of(&pkt.peer), token, slot),
+            None => Arrival::Run(token),
+        };
+        self.enter(core, arrival, slot, now)
+    }
+
+    /// Admits a request to the core, unless it waits for its peer's request
+    /// before it (memcached's order). Returns the refusal to answer, if any.
+    #[inline]
+    fn enter(
+        &mut self,
+        core: &mut DispatchCore,
+        arrival: Arrival,
+        slot: Slot,
+        now: u64,
+    ) -> Option<(PacketToken, Status)> {
+        match arrival {
+            Arrival::Run(token) => match core.admit_packet(token, slot, now) {
+                Ok(()) => None,
+                Err(token) => {
+                    // Refused: its peer has nothing executing (and
+                    // nothing held: it had nothing executing).
+                    if let Some(o) = &mut self.order {
+                        let held = o.peers.finished(token.index());
+                        debug_assert!(held.is_none(), "held behind nothing");
+                    }
+                    Some((token, Status::Overloaded))
+                }
+            },
+            // It waits for its peer's request before it.
+            Arrival::Held => None,
+            Arrival::Full(token) => {
+                self.net.held_full += 1;
+                core.shed_without_slot(slot.true_type, slot.measured);
+                Some((token, Status::Overloaded))
+            }
+        }
+    }
+
     /// Counts a refusal with status `s`; whether to answer it (otherwise it
     /// is shed unanswered and the caller frees its slot).
     #[inline]

@@ -62,6 +62,9 @@ fn read_u16(buf: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(buf.get(at..at + 2)?.try_into().ok()?))
 }
 
+/// The sequence number of every request (one request per socket).
+const SEQ: u32 = 1;
+
 /// Sends one `rtnetlink` request about interface `ifindex` (an `ifinfomsg`
 /// followed by `attrs`) and waits for its acknowledgement. Returns the
 /// payload of the reply message (after its `nlmsghdr`), if there was one.
@@ -72,6 +75,29 @@ fn rtnl_request(msg_type: u16, ifindex: u32, attrs: &[u8]) -> io::Result<Option<
         _ => "rtnetlink",
     };
     let what = format!("{name} ifindex {ifindex}");
+    let sock = open_rtnl_socket(&what)?;
+    let msg = request_message(msg_type, ifindex, attrs);
+    // SAFETY: `msg` is a live buffer of `msg.len()` bytes, only read.
+    let sent = unsafe {
+        libc::send(
+            sock.as_raw_fd(),
+            msg.as_ptr() as *const libc::c_void,
+            msg.len(),
+            0,
+        )
+    };
+    if sent < 0 {
+        return Err(context(
+            io::Error::last_os_error(),
+            format_args!("{what}: send"),
+        ));
+    }
+    await_ack(&sock, &what)
+}
+
+/// A `NETLINK_ROUTE` socket that asks for the kernel's error strings and
+/// never waits forever for a reply (both best effort).
+fn open_rtnl_socket(what: &str) -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2) call with constant arguments.
     let raw = unsafe {
         libc::socket(
@@ -89,7 +115,6 @@ fn rtnl_request(msg_type: u16, ifindex: u32, attrs: &[u8]) -> io::Result<Option<
     // SAFETY: `raw` is a fresh socket fd that nothing else owns.
     let sock = unsafe { OwnedFd::from_raw_fd(raw) };
 
-    // Best effort: ask for the kernel's error strings, and never wait forever.
     let one: libc::c_int = 1;
     // SAFETY: `one` is a live c_int and the length passed is its size.
     unsafe {
@@ -115,9 +140,11 @@ fn rtnl_request(msg_type: u16, ifindex: u32, attrs: &[u8]) -> io::Result<Option<
             std::mem::size_of::<libc::timeval>() as libc::socklen_t,
         )
     };
+    Ok(sock)
+}
 
-    // nlmsghdr + ifinfomsg + attributes.
-    const SEQ: u32 = 1;
+/// The request: `nlmsghdr` + `ifinfomsg` + attributes.
+fn request_message(msg_type: u16, ifindex: u32, attrs: &[u8]) -> Vec<u8> {
     let mut msg = Vec::with_capacity(NLMSG_HDR_LEN + IFINFOMSG_LEN + attrs.len());
     msg.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_len, set below
     msg.extend_from_slice(&msg_type.to_ne_bytes());
@@ -133,16 +160,12 @@ fn rtnl_request(msg_type: u16, ifindex: u32, attrs: &[u8]) -> io::Result<Option<
     msg.extend_from_slice(attrs);
     let len = msg.len() as u32;
     msg[0..4].copy_from_slice(&len.to_ne_bytes());
+    msg
+}
 
-    // SAFETY: `msg` is a live buffer of `msg.len()` bytes, only read.
-    let sent = unsafe { libc::send(raw, msg.as_ptr() as *const libc::c_void, msg.len(), 0) };
-    if sent < 0 {
-        return Err(context(
-            io::Error::last_os_error(),
-            format_args!("{what}: send"),
-        ));
-    }
-
+/// Reads replies to the request until its acknowledgement (or `NLMSG_DONE`);
+/// returns the last other reply's payload, if any.
+fn await_ack(sock: &OwnedFd, what: &str) -> io::Result<Option<Vec<u8>>> {
     let mut reply = None;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -184,7 +207,7 @@ fn rtnl_request(msg_type: u16, ifindex: u32, attrs: &[u8]) -> io::Result<Option<
                     let e = io::Error::from_raw_os_error(-errno);
                     return Err(match ext_ack_message(body, flags) {
                         Some(m) => context(e, format_args!("{what} ({m})")),
-                        None => context(e, &what),
+                        None => context(e, what),
                     });
                 }
                 NLMSG_DONE => return Ok(reply),
