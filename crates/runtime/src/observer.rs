@@ -208,7 +208,9 @@ fn fill_workers(s: &mut Snapshot, reservation: Option<&Reservation>, view: Worke
         out.spillway = reservation.is_some_and(|r| r.spillway.contains(w as WorkerId));
     }
     if let Some(r) = reservation {
-        for (g, group) in r.groups.iter().enumerate() {
+        // A spillway worker may be reserved for a short group and for one
+        // that got no worker of its own: it counts as the shortest's.
+        for (g, group) in r.groups.iter().enumerate().rev() {
             for w in group.reserved.iter() {
                 s.workers[w as usize].reserved_group = Some(g as u16);
             }

@@ -98,7 +98,9 @@ pub struct WorkerSnapshot {
     /// [`Snapshot::running_known`]).
     pub running: Option<u16>,
     /// The group of the reservation in force it is reserved for (an index as
-    /// [`TypeSnapshot::group`]; `None`: none, or no reservation in force).
+    /// [`TypeSnapshot::group`]; the shortest, for a spillway worker that also
+    /// serves a group without workers of its own; `None`: none, or no
+    /// reservation in force).
     pub reserved_group: Option<u16>,
     /// Whether it is one of the reservation's spillway workers.
     pub spillway: bool,
