@@ -3,7 +3,7 @@
 //! backend, and paints that buffer (symbols and colours) into a PNG.
 //!
 //! ```sh
-//! psp serve --workload workload-change-x100 --policy darc --workers 2 \
+//! psp serve --workload workload-change-x100 --policy darc:samples=200 --workers 2 \
 //!     --address 127.0.0.1:7000 --metrics 127.0.0.1:9100 --duration 60s &
 //! psp load --workload workload-change-x100 --server 127.0.0.1:7000 &
 //! cargo run -p psp-top --example screenshot -- 127.0.0.1:9100 docs/img/psp-top.png 24
@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use plotters::prelude::*;
-use plotters::style::FontStyle;
+use plotters::style::{Color as _, FontStyle};
 use psp_top::{Top, look, metrics_url, view};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -26,9 +26,9 @@ use ratatui::style::{Color, Modifier};
 
 const COLS: u16 = 112;
 const ROWS: u16 = 30;
-const CELL_W: u32 = 10;
+const CELL_W: u32 = 9;
 const CELL_H: u32 = 20;
-const FONT_PX: f64 = 16.0;
+const FONT_PX: f64 = 17.0;
 const BACKGROUND: RGBColor = RGBColor(24, 26, 32);
 const FOREGROUND: RGBColor = RGBColor(208, 208, 208);
 
@@ -83,6 +83,43 @@ fn rgb(c: Color, default: RGBColor) -> RGBColor {
     }
 }
 
+/// The arms (left, right, up, down) of a box-drawing character: drawn as
+/// lines, so that borders join whatever the font's metrics.
+fn box_arms(symbol: &str) -> Option<[bool; 4]> {
+    Some(match symbol {
+        "─" => [true, true, false, false],
+        "│" => [false, false, true, true],
+        "┌" => [false, true, false, true],
+        "┐" => [true, false, false, true],
+        "└" => [false, true, true, false],
+        "┘" => [true, false, true, false],
+        "├" => [false, true, true, true],
+        "┤" => [true, false, true, true],
+        "┬" => [true, true, false, true],
+        "┴" => [true, true, true, false],
+        "┼" => [true, true, true, true],
+        _ => return None,
+    })
+}
+
+fn draw_box<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    (px, py): (i32, i32),
+    [left, right, up, down]: [bool; 4],
+    color: RGBColor,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (cx, cy) = (px + CELL_W as i32 / 2, py + CELL_H as i32 / 2);
+    let (x0, x1) = (if left { px } else { cx }, if right { px + CELL_W as i32 } else { cx });
+    let (y0, y1) = (if up { py } else { cy }, if down { py + CELL_H as i32 } else { cy });
+    if left || right {
+        area.draw(&PathElement::new([(x0, cy), (x1, cy)], color))?;
+    }
+    if up || down {
+        area.draw(&PathElement::new([(cx, y0), (cx, y1)], color))?;
+    }
+    Ok(())
+}
+
 /// A font file's bytes, for as long as the process runs (plotters keeps them).
 fn font(paths: &[&str]) -> Option<&'static [u8]> {
     paths
@@ -124,6 +161,10 @@ fn paint(buf: &Buffer, out: &str) -> Result<(), Box<dyn std::error::Error>> {
             }
             let symbol = cell.symbol();
             if symbol.trim().is_empty() {
+                continue;
+            }
+            if let Some(arms) = box_arms(symbol) {
+                draw_box(&root, (px, py), arms, fg)?;
                 continue;
             }
             let style = if cell.modifier.contains(Modifier::BOLD) {
