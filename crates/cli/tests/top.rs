@@ -41,9 +41,8 @@ fn a_dead_or_wrong_address_is_a_one_line_error() {
     assert_one_line_error(&["top", &dead, "--interval", "10ms"], "--interval");
     let not_http = answering("hello\n");
     assert_one_line_error(&["top", &not_http], "cannot fetch");
-    let not_psp = answering(
-        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nup 1\n",
-    );
+    let not_psp =
+        answering("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nup 1\n");
     assert_one_line_error(&["top", &not_psp], "not the /metrics of a psp serve");
 }
 
@@ -131,7 +130,10 @@ fn top_shows_a_live_server_and_quits_on_q() {
         .lines()
         .find(|l| l.contains("w0"))
         .expect("a worker row");
-    assert!(w0.contains("idle") || w0.contains("short") || w0.contains("long"), "{shown}");
+    assert!(
+        w0.contains("idle") || w0.contains("short") || w0.contains("long"),
+        "{shown}"
+    );
 
     writer.write_all(b"q").unwrap();
     writer.flush().unwrap();

@@ -286,7 +286,11 @@ fn a_snapshot_holds_every_counter_by_type_and_outcome() {
         assert_eq!(ws.reserved_group, g.map(|g| g as u16), "worker {w}: {r}");
         assert_eq!(ws.spillway, r.spillway.contains(w as _));
         let stealing = ws.running.is_some() && g.is_some_and(|g| g > r.group_of[1] as usize);
-        assert_eq!(ws.loan == psp_runtime::Loan::Stealing, stealing, "{ws:?} {r}");
+        assert_eq!(
+            ws.loan == psp_runtime::Loan::Stealing,
+            stealing,
+            "{ws:?} {r}"
+        );
         assert_eq!(ws.preemptions, 0);
     }
     assert_eq!(s.preemptions, 0);

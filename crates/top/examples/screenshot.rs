@@ -109,8 +109,14 @@ fn draw_box<DB: DrawingBackend>(
     color: RGBColor,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let (cx, cy) = (px + CELL_W as i32 / 2, py + CELL_H as i32 / 2);
-    let (x0, x1) = (if left { px } else { cx }, if right { px + CELL_W as i32 } else { cx });
-    let (y0, y1) = (if up { py } else { cy }, if down { py + CELL_H as i32 } else { cy });
+    let (x0, x1) = (
+        if left { px } else { cx },
+        if right { px + CELL_W as i32 } else { cx },
+    );
+    let (y0, y1) = (
+        if up { py } else { cy },
+        if down { py + CELL_H as i32 } else { cy },
+    );
     if left || right {
         area.draw(&PathElement::new([(x0, cy), (x1, cy)], color))?;
     }
@@ -130,10 +136,12 @@ fn font(paths: &[&str]) -> Option<&'static [u8]> {
 
 fn paint(buf: &Buffer, out: &str) -> Result<(), Box<dyn std::error::Error>> {
     let assets = concat!(env!("CARGO_MANIFEST_DIR"), "/../../assets/DejaVuSans.ttf");
-    let regular = font(&["/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf", assets])
-        .ok_or("no font")?;
-    plotters::style::register_font("cell", FontStyle::Normal, regular)
-        .map_err(|_| "not a font")?;
+    let regular = font(&[
+        "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf",
+        assets,
+    ])
+    .ok_or("no font")?;
+    plotters::style::register_font("cell", FontStyle::Normal, regular).map_err(|_| "not a font")?;
     let bold = font(&["/usr/share/fonts/truetype/dejavu/DejaVuSansMono-Bold.ttf"]);
     let bold_style = match bold {
         Some(b) if plotters::style::register_font("cell", FontStyle::Bold, b).is_ok() => {

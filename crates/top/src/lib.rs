@@ -140,7 +140,10 @@ mod tests {
         );
         assert_eq!(metrics_url("http://h:1").unwrap(), "http://h:1/metrics");
         for bad in ["nowhere", "h:", ":1", "h:99999", "http://", "h/x:1"] {
-            assert!(matches!(metrics_url(bad), Err(TopError::Address(_))), "{bad}");
+            assert!(
+                matches!(metrics_url(bad), Err(TopError::Address(_))),
+                "{bad}"
+            );
         }
     }
 

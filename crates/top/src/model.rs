@@ -293,7 +293,11 @@ impl Top {
     /// Takes a new scrape: the events since the previous one are logged.
     pub fn update(&mut self, s: Scrape) {
         if self.error.take().is_some() {
-            self.push(Some(s.uptime_s), EventKind::Connection, "scrapes answer again".into());
+            self.push(
+                Some(s.uptime_s),
+                EventKind::Connection,
+                "scrapes answer again".into(),
+            );
         }
         if let Some(prev) = &self.now {
             // A restarted server starts its counters over: no deltas across.
@@ -443,10 +447,7 @@ psp_worker_preemptions_total{worker=\"1\"} 2
             Scrape::parse("up 1\n# EOF\n"),
             Err(ReadError::NotPsp)
         ));
-        assert!(matches!(
-            Scrape::parse("<html>"),
-            Err(ReadError::Scrape(_))
-        ));
+        assert!(matches!(Scrape::parse("<html>"), Err(ReadError::Scrape(_))));
     }
 
     #[test]
@@ -454,7 +455,10 @@ psp_worker_preemptions_total{worker=\"1\"} 2
         let mut top = Top::new("test");
         top.update(Scrape::parse(TEXT).unwrap());
         let later = TEXT
-            .replace("arrived_total{type=\"A\"} 100", "arrived_total{type=\"A\"} 600")
+            .replace(
+                "arrived_total{type=\"A\"} 100",
+                "arrived_total{type=\"A\"} 600",
+            )
             .replace("outcome=\"shed\"} 4", "outcome=\"shed\"} 9")
             .replace("uptime_seconds 1.0", "uptime_seconds 1.5")
             .replace("total{worker=\"1\"} 2", "total{worker=\"1\"} 3")

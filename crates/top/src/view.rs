@@ -76,9 +76,9 @@ pub fn draw(frame: &mut Frame, top: &Top) {
 }
 
 fn draw_title(frame: &mut Frame, area: Rect, top: &Top, now: &Scrape) {
-    let util = now
-        .utilization
-        .map_or(String::new(), |u| format!("  utilization {:.0}%", u * 100.0));
+    let util = now.utilization.map_or(String::new(), |u| {
+        format!("  utilization {:.0}%", u * 100.0)
+    });
     let first = Line::from(vec![
         Span::styled("psp top ", HEADER),
         Span::raw(format!("{}  ", top.source)),
@@ -151,7 +151,8 @@ fn draw_types(frame: &mut Frame, area: Rect, top: &Top, now: &Scrape) {
 
 fn draw_workers(frame: &mut Frame, area: Rect, now: &Scrape) {
     let header = Row::new(
-        ["worker", "runs", "reserved for", "as", "preemptions"].map(|h| Cell::from(h).style(HEADER)),
+        ["worker", "runs", "reserved for", "as", "preemptions"]
+            .map(|h| Cell::from(h).style(HEADER)),
     );
     let rows = now.workers.iter().enumerate().map(|(w, row)| {
         let runs = match (&row.running, row.busy) {

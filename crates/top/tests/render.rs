@@ -145,7 +145,10 @@ fn the_view_shows_types_workers_and_events() {
         assert!(w0.contains(cell), "w0 row without {cell}: {w0}");
     }
     let w1 = row_with(&screen, "│w1");
-    assert!(w1.contains("SCAN") && w1.contains("GET") && w1.contains("own"), "{w1}");
+    assert!(
+        w1.contains("SCAN") && w1.contains("GET") && w1.contains("own"),
+        "{w1}"
+    );
     let w3 = row_with(&screen, "│w3");
     assert!(w3.contains("stealing") && w3.contains("(spillway)"), "{w3}");
     // Events, newest first: the sheds, the preemptions, the move.
@@ -165,7 +168,10 @@ fn the_view_shows_types_workers_and_events() {
         at("reservation #4 moved: GET → w0,w1  SCAN → w2,w3"),
         at("reservation in force: GET → w0  SCAN → w1-w3"),
     );
-    assert!(shed < preempted && preempted < moved && moved < first, "{shown}");
+    assert!(
+        shed < preempted && preempted < moved && moved < first,
+        "{shown}"
+    );
 
     // Colours: each type has its own, and a worker running it shows it.
     let x = w0_running_x(&screen);
@@ -188,5 +194,8 @@ fn before_the_first_scrape_it_says_so() {
     let mut terminal = Terminal::new(TestBackend::new(80, 5)).unwrap();
     terminal.draw(|f| view::draw(f, &top)).unwrap();
     let screen = text(terminal.backend().buffer());
-    assert!(screen[0].contains("waiting for the first scrape"), "{screen:?}");
+    assert!(
+        screen[0].contains("waiting for the first scrape"),
+        "{screen:?}"
+    );
 }
