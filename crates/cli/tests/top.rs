@@ -73,12 +73,7 @@ fn top_shows_a_live_server_and_quits_on_q() {
         .next()
         .expect("a listening line")
         .unwrap();
-    let metrics = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .and_then(|w| w.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("no metrics address in '{first}'"))
-        .to_string();
+    let metrics = common::metrics_address(&first);
 
     let (rows, cols) = (30, 110);
     let pair = native_pty_system()
