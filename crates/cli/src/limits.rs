@@ -294,6 +294,9 @@ pub const DURATION: Span = Span::new("--duration", US, HOUR);
 pub const SERVE_DURATION: Span = Span::new("--duration", MS, 7 * DAY);
 /// `--stats-interval`: live statistics period.
 pub const STATS_INTERVAL: Span = Span::new("--stats-interval", MS, HOUR);
+/// `--interval` of `psp top`: time between two scrapes (the server publishes
+/// a snapshot every 100 ms, so a shorter one shows nothing new).
+pub const TOP_INTERVAL: Span = Span::new("--interval", 100 * MS, HOUR);
 /// `--series-window`: window of `psp sim --series` (the number of windows is
 /// bounded too, by psp-metrics).
 pub const SERIES_WINDOW: Span = Span::new("--series-window", US, HOUR);

@@ -57,6 +57,10 @@ enum Command {
     Serve(net::ServeArgs),
     /// Open-loop Poisson client against a server: one measured point.
     Load(net::LoadArgs),
+    /// Live terminal view of a running `psp serve --metrics ADDR`: per type
+    /// rate, latency, queue and sheds; per worker what it runs and for whom
+    /// it is reserved or lent; reservation changes and preemptions.
+    Top(TopArgs),
     /// A plain multi-threaded UDP echo server (the throughput baseline).
     Echo(net::EchoArgs),
     /// Highest sustained rate of trivial requests: psp serve beside the echo server.
@@ -663,6 +667,25 @@ fn one_line(rendered: &str) -> String {
     out
 }
 
+/// `psp top`'s arguments.
+#[derive(Args, Debug)]
+struct TopArgs {
+    /// The server's metrics: the HOST:PORT given to `psp serve --metrics`, or
+    /// a full http://HOST:PORT/metrics URL.
+    addr: String,
+    /// Time between two scrapes (e.g. 1s, 500ms).
+    #[arg(long, default_value = "1s", allow_hyphen_values = true)]
+    interval: String,
+}
+
+/// `psp top`: checks the address and the first scrape before the screen is
+/// taken over (a dead or wrong address is a one-line error); `q`, Esc or
+/// Ctrl-C quits.
+fn cmd_top(a: TopArgs) -> Result<()> {
+    let interval = limits::TOP_INTERVAL.parse(&a.interval)?;
+    psp_top::run(&a.addr, interval).map_err(anyhow::Error::from)
+}
+
 fn main() -> ExitCode {
     // Die quietly on a closed pipe (`psp workloads | head`), as command-line
     // tools do, instead of panicking in println!.
@@ -682,6 +705,7 @@ fn main() -> ExitCode {
         Command::Profile(a) => profile::run(a),
         Command::Serve(a) => net::serve(a),
         Command::Load(a) => net::load(a),
+        Command::Top(a) => cmd_top(a),
         Command::Echo(a) => net::echo(a),
         Command::Netbench(a) => net::netbench(a),
         Command::Sweep(a) => sweep::run(a),

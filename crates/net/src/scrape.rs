@@ -4,8 +4,11 @@
 //! `psp load --server-profile` can turn `--load` into a rate by what the
 //! server measured rather than by what the workload declares.
 //!
-//! Called once, on the calling thread, before any load is sent. What a server
-//! can cost the client is bounded: one plain-HTTP GET (no proxy, no redirect)
+//! The same fetch and reader serve `psp top` ([`fetch_exposition`],
+//! [`parse_samples`]), which reads every series of the exposition.
+//!
+//! `psp load` calls it once, on the calling thread, before any load is sent.
+//! What a server can cost the client is bounded: one plain-HTTP GET (no proxy, no redirect)
 //! within [`SCRAPE_TIMEOUT`], a body of at most [`MAX_SCRAPE_BYTES`]. The text
 //! is read whole and strictly: every sample line must be Prometheus text
 //! (`name{label="value",...} value [timestamp]`), so a page that is not an
@@ -89,9 +92,17 @@ pub enum ScrapeError {
 /// arrives within [`SCRAPE_TIMEOUT`] (or the status is not 2xx); otherwise as
 /// [`parse_service_times`].
 pub fn fetch_service_times(addr: SocketAddr) -> Result<Vec<MeasuredService>, ScrapeError> {
-    let url = format!("http://{addr}/metrics");
+    parse_service_times(&fetch_exposition(&format!("http://{addr}/metrics"))?)
+}
+
+/// Fetches the exposition at `url` (plain HTTP), as text.
+///
+/// # Errors
+/// [`ScrapeError::Fetch`] when no text of at most [`MAX_SCRAPE_BYTES`]
+/// arrives within [`SCRAPE_TIMEOUT`] (or the status is not 2xx).
+pub fn fetch_exposition(url: &str) -> Result<String, ScrapeError> {
     let fail = |e: ureq::Error| ScrapeError::Fetch {
-        url: url.clone(),
+        url: url.to_string(),
         reason: e.to_string(),
     };
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -101,14 +112,34 @@ pub fn fetch_service_times(addr: SocketAddr) -> Result<Vec<MeasuredService>, Scr
         .max_redirects(0)
         .build()
         .into();
-    let mut response = agent.get(&url).call().map_err(fail)?;
-    let text = response
+    let mut response = agent.get(url).call().map_err(fail)?;
+    response
         .body_mut()
         .with_config()
         .limit(MAX_SCRAPE_BYTES)
         .read_to_string()
-        .map_err(fail)?;
-    parse_service_times(&text)
+        .map_err(fail)
+}
+
+/// Every sample of a Prometheus text exposition, in order. Comments (`# HELP`,
+/// `# TYPE`, `# EOF`, ...) and blank lines are skipped; every other line must
+/// be a well-formed sample, whatever its metric.
+///
+/// # Errors
+/// [`ScrapeError::Malformed`] for a line that is not a sample.
+pub fn parse_samples(text: &str) -> Result<Vec<Sample<'_>>, ScrapeError> {
+    text.lines()
+        .enumerate()
+        .map(|(i, raw)| (i, raw.trim_end_matches('\r')))
+        .filter(|(_, line)| !(line.trim().is_empty() || line.starts_with('#')))
+        .map(|(i, line)| {
+            parse_sample(line).map_err(|why| ScrapeError::Malformed {
+                line: i + 1,
+                why,
+                text: line.chars().take(80).collect(),
+            })
+        })
+        .collect()
 }
 
 /// Each type's service times from a Prometheus text exposition, in the order
@@ -125,16 +156,7 @@ pub fn fetch_service_times(addr: SocketAddr) -> Result<Vec<MeasuredService>, Scr
 pub fn parse_service_times(text: &str) -> Result<Vec<MeasuredService>, ScrapeError> {
     // (name, sum, count) in order of first appearance.
     let mut types: Vec<(String, Option<f64>, Option<u64>)> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim_end_matches('\r');
-        if line.trim().is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let s = parse_sample(line).map_err(|why| ScrapeError::Malformed {
-            line: i + 1,
-            why,
-            text: line.chars().take(80).collect(),
-        })?;
+    for s in parse_samples(text)? {
         let is_sum = match s.name {
             SUM => true,
             COUNT => false,
@@ -189,11 +211,25 @@ pub fn parse_service_times(text: &str) -> Result<Vec<MeasuredService>, ScrapeErr
 }
 
 /// One sample line, read.
-#[derive(Debug, PartialEq)]
-struct Sample<'a> {
-    name: &'a str,
-    labels: Vec<(&'a str, String)>,
-    value: f64,
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample<'a> {
+    /// The metric's name (a histogram's series with their suffix:
+    /// `_bucket`, `_sum`, `_count`; a counter's with `_total`).
+    pub name: &'a str,
+    /// Its labels, in order, values unescaped.
+    pub labels: Vec<(&'a str, String)>,
+    /// Its value.
+    pub value: f64,
+}
+
+impl Sample<'_> {
+    /// The value of label `key`, if it has one.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// `name[{label="value",...}] value [timestamp] [# exemplar]`, as the
@@ -301,7 +337,7 @@ mod tests {
     /// with its sum and count (and a type that served nothing yet as 0).
     #[test]
     fn the_exporters_exposition_reads_back() {
-        let mut snap = psp_runtime::Snapshot::new(3, 0);
+        let mut snap = psp_runtime::Snapshot::new(3, 0, 0);
         for (t, (count, sum_ns)) in snap
             .types
             .iter_mut()
@@ -321,6 +357,96 @@ mod tests {
         assert_eq!(got[1].mean_ns(), None);
         assert_eq!(got[2].name, "PUT");
         assert!((got[2].mean_ns().unwrap() - 100.0).abs() < 1e-6, "{got:?}");
+    }
+
+    /// Each worker's state reads back as its series: what it runs, the types
+    /// it is reserved for, the spillway, loans and preemptions.
+    #[test]
+    fn worker_series_read_back() {
+        use psp_runtime::{Loan, WorkerSnapshot};
+        let mut snap = psp_runtime::Snapshot::new(3, 3, 0);
+        snap.has_reservation = true;
+        snap.running_known = true;
+        snap.preemptions = 5;
+        for (t, g) in snap.types.iter_mut().zip([0, 0, 1]) {
+            t.group = Some(g);
+        }
+        snap.workers = vec![
+            WorkerSnapshot {
+                running: Some(2),
+                reserved_group: Some(0),
+                loan: Loan::Lent,
+                preemptions: 5,
+                ..Default::default()
+            },
+            WorkerSnapshot {
+                reserved_group: Some(1),
+                ..Default::default()
+            },
+            WorkerSnapshot {
+                spillway: true,
+                ..Default::default()
+            },
+        ];
+        let names: Vec<String> = ["GET", "PUT", "SCAN"].map(Into::into).to_vec();
+        let text = encode(&snap, &names, 1.0, None, &Capacity::default());
+        let samples = parse_samples(&text).unwrap();
+        let series = |name: &str| -> Vec<(String, f64)> {
+            samples
+                .iter()
+                .filter(|s| s.name == name)
+                .map(|s| {
+                    let labels: Vec<String> =
+                        s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    (labels.join(","), s.value)
+                })
+                .collect()
+        };
+        let pairs = |v: &[(&str, f64)]| -> Vec<(String, f64)> {
+            v.iter().map(|(l, x)| (l.to_string(), *x)).collect()
+        };
+        assert_eq!(
+            series("psp_worker_busy"),
+            pairs(&[("worker=0", 1.0), ("worker=1", 0.0), ("worker=2", 0.0)])
+        );
+        assert_eq!(
+            series("psp_worker_running"),
+            pairs(&[("worker=0,type=SCAN", 1.0)])
+        );
+        assert_eq!(
+            series("psp_worker_reserved_for"),
+            pairs(&[
+                ("worker=0,type=GET", 1.0),
+                ("worker=0,type=PUT", 1.0),
+                ("worker=1,type=SCAN", 1.0)
+            ])
+        );
+        assert_eq!(
+            series("psp_worker_spillway"),
+            pairs(&[("worker=0", 0.0), ("worker=1", 0.0), ("worker=2", 1.0)])
+        );
+        assert_eq!(series("psp_worker_lent")[0], ("worker=0".into(), 1.0));
+        assert!(series("psp_worker_stealing").iter().all(|(_, v)| *v == 0.0));
+        assert_eq!(
+            series("psp_worker_preemptions_total"),
+            pairs(&[("worker=0", 5.0), ("worker=1", 0.0), ("worker=2", 0.0)])
+        );
+        assert_eq!(series("psp_preemptions_total"), pairs(&[("", 5.0)]));
+
+        // Without a reservation, or where the dispatcher does not see which
+        // worker runs what, those series are absent.
+        snap.has_reservation = false;
+        snap.running_known = false;
+        let text = encode(&snap, &names, 1.0, None, &Capacity::default());
+        for absent in [
+            "psp_worker_busy",
+            "psp_worker_running",
+            "psp_worker_reserved_for",
+            "psp_worker_lent",
+        ] {
+            assert!(!text.contains(absent), "{absent} in {text}");
+        }
+        assert!(text.contains("psp_worker_preemptions_total{worker=\"2\"} 0"));
     }
 
     /// Other metrics, other labels (before or after `type`), timestamps,

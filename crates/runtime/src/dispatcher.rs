@@ -39,7 +39,7 @@ use crate::control::RunControl;
 use crate::executor::{CentralExec, CoreExecutor, Executor, Wakes};
 use crate::idle::Wakeup;
 use crate::message::{Done, Job, RequestCounts, Slot};
-use crate::observer::{DispatcherReport, Load, Observer, StatsConfig};
+use crate::observer::{DispatcherReport, Load, Observer, StatsConfig, WorkerView};
 use crate::snapshot::SnapshotPublisher;
 use crate::worker::JobIo;
 
@@ -91,6 +91,12 @@ pub struct DispatchCore {
     outstanding: Vec<u32>,
     /// Workers with `outstanding > 0`: the only completion rings worth a look.
     busy: WorkerSet,
+    /// The type of the job each worker holds (central shapes only: a
+    /// decentralized executor's workers take their jobs themselves), for the
+    /// live snapshots.
+    running: Vec<Option<TypeId>>,
+    /// Requests preempted on each worker and handed back, since the start.
+    preemptions: Vec<u64>,
     /// Every worker: with a decentralized executor, every completion ring is
     /// worth a look while requests are in flight.
     all_workers: WorkerSet,
@@ -135,6 +141,8 @@ impl DispatchCore {
             in_flight: 0,
             outstanding: vec![0; n_workers],
             busy: WorkerSet::EMPTY,
+            running: vec![None; n_workers],
+            preemptions: vec![0; n_workers],
         }
     }
 
@@ -283,6 +291,7 @@ impl DispatchCore {
                     self.outstanding[w as usize] -= 1;
                     if self.outstanding[w as usize] == 0 {
                         self.busy.remove(w);
+                        self.running[w as usize] = None;
                     }
                 }
                 let slot = &self.slots[d.token as usize];
@@ -292,6 +301,7 @@ impl DispatchCore {
                 else {
                     // Preempted: still in flight under its token, queued
                     // again.
+                    self.preemptions[w as usize] += 1;
                     continue;
                 };
                 self.observer.completed(slot, &d, service_ns);
@@ -337,6 +347,7 @@ impl DispatchCore {
                     }
                     self.wakes.notify(worker as usize);
                     self.outstanding[worker as usize] += 1;
+                    self.running[worker as usize] = Some(self.slots[req.token as usize].true_type);
                     self.busy.insert(worker);
                     dispatched.insert(worker);
                 }
@@ -410,8 +421,14 @@ impl DispatchCore {
     /// (allocated now, once).
     ///
     /// # Panics
-    /// When `publisher` was made for another number of request types.
+    /// When `publisher` was made for another number of request types or
+    /// workers.
     pub fn publish_snapshots(&mut self, publisher: SnapshotPublisher, now: u64) {
+        assert_eq!(
+            publisher.workers(),
+            self.jobs.len(),
+            "a snapshot channel for another number of workers"
+        );
         self.observer.publish_snapshots(publisher, now);
     }
 
@@ -436,8 +453,12 @@ impl DispatchCore {
         fill_front: impl FnOnce(&mut [u64]),
     ) {
         let load = self.load();
+        let workers = WorkerView {
+            running: (!self.decentralized).then_some(&self.running[..]),
+            preemptions: &self.preemptions,
+        };
         self.observer
-            .publish_snapshot(now, finished, &*self.policy, load, fill_front);
+            .publish_snapshot(now, finished, &*self.policy, load, workers, fill_front);
     }
 
     /// End-of-pass bookkeeping: the observer logs reservation changes and

@@ -112,7 +112,8 @@ pub use observer::{
 pub use runtime::{RunReport, RuntimeConfig, max_in_flight, run, start};
 #[cfg(not(loom))]
 pub use snapshot::{
-    PUBLISH_INTERVAL, Snapshot, SnapshotPublisher, SnapshotReader, TypeSnapshot, snapshot_channel,
+    Loan, PUBLISH_INTERVAL, Snapshot, SnapshotPublisher, SnapshotReader, TypeSnapshot,
+    WorkerSnapshot, snapshot_channel,
 };
 #[cfg(not(loom))]
 pub use worker::JobIo;

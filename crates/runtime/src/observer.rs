@@ -13,13 +13,13 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use psp_core::{Policy, TypeId};
+use psp_core::{Policy, Reservation, TypeId, WorkerId};
 use psp_metrics::series::{ReservationView, SeriesRecorder, TimeSeries};
 use psp_metrics::{Digest, Recorder};
 
 use crate::message::{Done, RequestCounts, Slot};
 use crate::preempt::ReclaimTimes;
-use crate::snapshot::{PUBLISH_INTERVAL, SnapshotPublisher};
+use crate::snapshot::{Loan, PUBLISH_INTERVAL, Snapshot, SnapshotPublisher};
 
 /// Reservation changes kept in the log (the most recent): a long-running server
 /// must not grow with uptime. The log's total count is kept apart.
@@ -147,6 +147,16 @@ pub(crate) struct Load {
     pub(crate) in_flight: usize,
 }
 
+/// What the core knows of its workers, for a snapshot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorkerView<'a> {
+    /// The type of the job each worker holds (`None` for the whole: not
+    /// known, the workers take their jobs themselves).
+    pub(crate) running: Option<&'a [Option<TypeId>]>,
+    /// Requests preempted on each worker and handed back.
+    pub(crate) preemptions: &'a [u64],
+}
+
 /// The live snapshots, once a front end asked for them.
 struct Snapshots {
     publisher: SnapshotPublisher,
@@ -184,6 +194,41 @@ struct Declared {
     ns: Vec<f64>,
     warned: Vec<bool>,
     next_check: u64,
+}
+
+/// Writes each worker's state into `s`, in place: what it runs, the group it
+/// is reserved for, and whether it runs another group's request.
+fn fill_workers(s: &mut Snapshot, reservation: Option<&Reservation>, view: WorkerView<'_>) {
+    s.running_known = view.running.is_some();
+    s.preemptions = view.preemptions.iter().sum();
+    for (w, out) in s.workers.iter_mut().enumerate() {
+        out.running = view.running.and_then(|r| r[w]);
+        out.preemptions = view.preemptions[w];
+        out.reserved_group = None;
+        out.spillway = reservation.is_some_and(|r| r.spillway.contains(w as WorkerId));
+    }
+    if let Some(r) = reservation {
+        // A spillway worker may be reserved for a short group and for one
+        // that got no worker of its own: it counts as the shortest's.
+        for (g, group) in r.groups.iter().enumerate().rev() {
+            for w in group.reserved.iter() {
+                s.workers[w as usize].reserved_group = Some(g as u16);
+            }
+        }
+    }
+    for out in &mut s.workers {
+        // Groups are shortest first: a worker of a longer group running a
+        // shorter one's request lets it steal; the reverse is a loan.
+        let own = out.reserved_group;
+        let running = out
+            .running
+            .and_then(|t| reservation.map(|r| r.group_of[t as usize]));
+        out.loan = match (own, running) {
+            (Some(own), Some(g)) if own > g => Loan::Stealing,
+            (Some(own), Some(g)) if own < g => Loan::Lent,
+            _ => Loan::Own,
+        };
+    }
 }
 
 /// Everything the dispatcher observes of a run (module docs).
@@ -539,6 +584,7 @@ impl Observer {
         finished: bool,
         policy: &dyn Policy,
         load: Load,
+        workers: WorkerView<'_>,
         fill_front: impl FnOnce(&mut [u64]),
     ) {
         let Some(snaps) = &mut self.snapshots else {
@@ -579,12 +625,14 @@ impl Observer {
             out.busy_ns = c.service_ns;
             out.queued = policy.queued_by_type(t).map(|q| q as u64);
             out.reserved_workers = reservation.map(|r| r.group(t).reserved.len() as u32);
+            out.group = reservation.map(|r| r.group_of[i]);
             let quantiles = finished || i == fresh;
             rec.latency_digest(latency, quantiles);
             rec.service_digest(service, quantiles);
             out.latency = *latency;
             out.service = *service;
         }
+        fill_workers(s, reservation, workers);
         fill_front(&mut s.front);
         p.publish();
     }

@@ -5,8 +5,8 @@
 //! The dispatcher holds the [`SnapshotPublisher`]. Every [`PUBLISH_INTERVAL`] of
 //! its clock, at the end of a pass, it overwrites the back buffer of a triple
 //! buffer in place (counters, queue lengths, the reservation, each type's
-//! latency and service-time [`Digest`]s, the front end's own counters) and
-//! publishes it: one atomic swap. The [`SnapshotReader`] on the exporter's
+//! latency and service-time [`Digest`]s, each worker's state, the front end's
+//! own counters) and publishes it: one atomic swap. The [`SnapshotReader`] on the exporter's
 //! thread takes the latest published snapshot whenever it likes. Neither side
 //! ever waits for the other or takes a lock, and the dispatcher allocates
 //! nothing after start-up: every vector of the three buffers is sized when the
@@ -49,6 +49,10 @@ pub struct TypeSnapshot {
     pub queued: Option<u64>,
     /// Workers reserved for this type's group (`None`: no reservation in force).
     pub reserved_workers: Option<u32>,
+    /// The index of this type's group in the reservation in force (groups
+    /// shortest first; `None`: no reservation in force): a worker whose
+    /// [`WorkerSnapshot::reserved_group`] is the same is reserved for it.
+    pub group: Option<u16>,
     /// Latency (arrival to the handler's return) of the `ok` requests.
     pub latency: Digest,
     /// Service time of the `ok` requests.
@@ -72,6 +76,40 @@ impl TypeSnapshot {
     }
 }
 
+/// Whose request a worker runs, against the reservation in force.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Loan {
+    /// Idle, or running a request of the group it is reserved for (or no
+    /// reservation holds it: the spillway, or none in force).
+    #[default]
+    Own,
+    /// Reserved for a longer group, it runs a shorter group's request: DARC's
+    /// work stealing.
+    Stealing,
+    /// Reserved for a shorter group, it runs a longer group's request: lent
+    /// (`darc-lend`), until it is reclaimed by a preemption.
+    Lent,
+}
+
+/// One worker's part of a [`Snapshot`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerSnapshot {
+    /// The type of the request it runs now (`None`: idle, or not known: see
+    /// [`Snapshot::running_known`]).
+    pub running: Option<u16>,
+    /// The group of the reservation in force it is reserved for (an index as
+    /// [`TypeSnapshot::group`]; the shortest, for a spillway worker that also
+    /// serves a group without workers of its own; `None`: none, or no
+    /// reservation in force).
+    pub reserved_group: Option<u16>,
+    /// Whether it is one of the reservation's spillway workers.
+    pub spillway: bool,
+    /// Whose request it runs, against the reservation.
+    pub loan: Loan,
+    /// Requests preempted on it and handed back to the policy, since the start.
+    pub preemptions: u64,
+}
+
 /// What the dispatcher publishes: its state at `uptime_ns`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
@@ -93,15 +131,23 @@ pub struct Snapshot {
     pub has_reservation: bool,
     /// Per request type, in type order.
     pub types: Vec<TypeSnapshot>,
+    /// Whether [`WorkerSnapshot::running`] is known: the dispatcher hands each
+    /// job to a worker itself (the central shapes); with worker queues the
+    /// workers take their jobs and it does not see which runs what.
+    pub running_known: bool,
+    /// Per worker, in worker order.
+    pub workers: Vec<WorkerSnapshot>,
+    /// Requests preempted and handed back to the policy, all workers.
+    pub preemptions: u64,
     /// The front end's own counters, as it defines them
     /// ([`crate::FrontEnd::fill_snapshot`]).
     pub front: Vec<u64>,
 }
 
 impl Snapshot {
-    /// An empty snapshot for `types` request types and `front` front-end
-    /// counters: the shape every later one keeps.
-    pub fn new(types: usize, front: usize) -> Self {
+    /// An empty snapshot for `types` request types, `workers` workers and
+    /// `front` front-end counters: the shape every later one keeps.
+    pub fn new(types: usize, workers: usize, front: usize) -> Self {
         Self {
             seq: 0,
             uptime_ns: 0,
@@ -112,6 +158,9 @@ impl Snapshot {
             reservation_updates: 0,
             has_reservation: false,
             types: vec![TypeSnapshot::default(); types],
+            running_known: false,
+            workers: vec![WorkerSnapshot::default(); workers],
+            preemptions: 0,
             front: vec![0; front],
         }
     }
@@ -125,6 +174,7 @@ pub struct SnapshotPublisher {
     pub(crate) next_ns: u64,
     pub(crate) seq: u64,
     types: usize,
+    workers: usize,
 }
 
 impl SnapshotPublisher {
@@ -142,6 +192,11 @@ impl SnapshotPublisher {
     /// Request types its snapshots hold.
     pub fn types(&self) -> usize {
         self.types
+    }
+
+    /// Workers its snapshots hold.
+    pub fn workers(&self) -> usize {
+        self.workers
     }
 }
 
@@ -172,16 +227,21 @@ impl std::fmt::Debug for SnapshotReader {
     }
 }
 
-/// A channel for snapshots of `types` request types and `front` front-end
-/// counters. Allocates its three buffers now, once.
-pub fn snapshot_channel(types: usize, front: usize) -> (SnapshotPublisher, SnapshotReader) {
-    let (input, output) = triple_buffer::triple_buffer(&Snapshot::new(types, front));
+/// A channel for snapshots of `types` request types, `workers` workers and
+/// `front` front-end counters. Allocates its three buffers now, once.
+pub fn snapshot_channel(
+    types: usize,
+    workers: usize,
+    front: usize,
+) -> (SnapshotPublisher, SnapshotReader) {
+    let (input, output) = triple_buffer::triple_buffer(&Snapshot::new(types, workers, front));
     (
         SnapshotPublisher {
             input,
             next_ns: 0,
             seq: 0,
             types,
+            workers,
         },
         SnapshotReader { output },
     )

@@ -195,7 +195,7 @@ impl Loopback {
 #[test]
 fn a_snapshot_holds_every_counter_by_type_and_outcome() {
     let mut lb = Loopback::new("darc:samples=10");
-    let (publisher, mut reader) = snapshot_channel(2, 3);
+    let (publisher, mut reader) = snapshot_channel(2, WORKERS, 3);
     assert_eq!(reader.latest().seq, 0, "nothing published yet");
     lb.core.publish_snapshots(publisher, 0);
     assert!(lb.core.snapshot_due(0), "the first snapshot is due at once");
@@ -274,6 +274,29 @@ fn a_snapshot_holds_every_counter_by_type_and_outcome() {
     // One or two running (the reservation decides), the rest queued.
     assert_eq!(s.queued, lb.core.policy().queued() as u64);
     assert!((1..=2).contains(&s.queued), "{}", s.queued);
+    // Each worker: what it runs (a long request, or nothing), the group the
+    // reservation reserves it for, and none preempted.
+    assert!(s.running_known);
+    assert_eq!(s.workers.len(), WORKERS);
+    let running = s.workers.iter().filter(|w| w.running.is_some()).count() as u64;
+    assert_eq!(running, s.in_flight - s.queued);
+    for (w, ws) in s.workers.iter().enumerate() {
+        assert!(matches!(ws.running, None | Some(1)), "{ws:?}");
+        let g = r.groups.iter().position(|g| g.reserved.contains(w as _));
+        assert_eq!(ws.reserved_group, g.map(|g| g as u16), "worker {w}: {r}");
+        assert_eq!(ws.spillway, r.spillway.contains(w as _));
+        let stealing = ws.running.is_some() && g.is_some_and(|g| g > r.group_of[1] as usize);
+        assert_eq!(
+            ws.loan == psp_runtime::Loan::Stealing,
+            stealing,
+            "{ws:?} {r}"
+        );
+        assert_eq!(ws.preemptions, 0);
+    }
+    assert_eq!(s.preemptions, 0);
+    for (t, ts) in s.types.iter().enumerate() {
+        assert_eq!(ts.group, Some(r.group_of[t]));
+    }
 
     lb.core.publish_snapshot(now, false, |_| {});
     let s = reader.latest();
@@ -296,7 +319,7 @@ fn a_snapshot_holds_every_counter_by_type_and_outcome() {
 fn publishing_allocates_nothing() {
     for spec in ["c-fcfs", "darc:samples=10"] {
         let mut lb = Loopback::new(spec);
-        let (publisher, mut reader) = snapshot_channel(2, 4);
+        let (publisher, mut reader) = snapshot_channel(2, WORKERS, 4);
         lb.core.publish_snapshots(publisher, 0);
         let mut published = 0;
         let allocations = allocations_in(|| {

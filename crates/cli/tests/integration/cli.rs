@@ -490,12 +490,7 @@ fn serve_metrics_address_is_checked_and_served() {
         .expect("start psp serve");
     let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
     let first = lines.next().expect("a listening line").unwrap();
-    let metrics = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .and_then(|w| w.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("no metrics address in '{first}'"))
-        .to_string();
+    let metrics = common::metrics_address(&first);
     assert!(!metrics.ends_with(":0"), "the bound port, not 0: {first}");
     let mut http = std::net::TcpStream::connect(&metrics).expect("the metrics listener");
     http.set_read_timeout(Some(std::time::Duration::from_secs(10)))

@@ -17,5 +17,6 @@ mod saved_results;
 mod server_profile;
 mod synergy_run;
 mod testbed;
+mod top;
 mod validation;
 mod xdp;

@@ -21,7 +21,7 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use psp_metrics::{DIGEST_BOUNDS_NS, DIGEST_QUANTILES, Digest};
-use psp_runtime::{Snapshot, SnapshotReader};
+use psp_runtime::{Loan, Snapshot, SnapshotReader};
 
 use crate::server::NetCounters;
 
@@ -236,9 +236,45 @@ impl SnapshotCollector {
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
-        let s = &self.snapshot;
-        self.per_type_counter(
+        self.encode_requests(&mut enc)?;
+        self.distribution(
             &mut enc,
+            "psp_latency",
+            "Server-side latency of ok requests (receive to the handler's return), by type",
+            |t| &t.latency,
+        )?;
+        self.distribution(
+            &mut enc,
+            "psp_service",
+            "Service time (handler time) of ok requests, by type",
+            |t| &t.service,
+        )?;
+        self.encode_queues(&mut enc)?;
+        self.encode_reservation(&mut enc)?;
+        self.encode_workers(&mut enc)?;
+        self.encode_net(&mut enc)?;
+        self.encode_utilization(&mut enc)?;
+        counter(
+            &mut enc,
+            "psp_snapshots",
+            "Snapshots the dispatcher published (every 100 ms while it runs)",
+            self.snapshot.seq,
+        )?;
+        enc.encode_descriptor(
+            "psp_uptime",
+            "Time since the server started",
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&self.uptime_s)
+    }
+}
+
+impl SnapshotCollector {
+    /// Requests arrived and finished, by type and outcome.
+    fn encode_requests(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        self.per_type_counter(
+            enc,
             "psp_requests_arrived",
             "Valid requests offered to the dispatcher, by type",
             |t| t.arrived,
@@ -263,18 +299,13 @@ impl Collector for SnapshotCollector {
                     .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
             }
         }
-        self.distribution(
-            &mut enc,
-            "psp_latency",
-            "Server-side latency of ok requests (receive to the handler's return), by type",
-            |t| &t.latency,
-        )?;
-        self.distribution(
-            &mut enc,
-            "psp_service",
-            "Service time (handler time) of ok requests, by type",
-            |t| &t.service,
-        )?;
+        Ok(())
+    }
+
+    /// What waits: by type (policies with a queue per type), in all, and
+    /// admitted and not finished.
+    fn encode_queues(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.snapshot;
         let mut m = enc.encode_descriptor(
             "psp_queue_length",
             "Requests waiting in the policy's queue of each type (policies with a queue per type)",
@@ -287,19 +318,24 @@ impl Collector for SnapshotCollector {
             }
         }
         gauge(
-            &mut enc,
+            enc,
             "psp_queued_requests",
             "Requests waiting in the policy's queues, all types",
             s.queued,
         )?;
         gauge(
-            &mut enc,
+            enc,
             "psp_in_flight_requests",
             "Requests admitted and not finished (queued or running)",
             s.in_flight,
-        )?;
+        )
+    }
+
+    /// The reservation in force and its updates.
+    fn encode_reservation(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.snapshot;
         gauge(
-            &mut enc,
+            enc,
             "psp_reservation_in_force",
             "1 when a reservation is in force (DARC after its first profiling window), else 0",
             u64::from(s.has_reservation),
@@ -316,12 +352,123 @@ impl Collector for SnapshotCollector {
             }
         }
         counter(
-            &mut enc,
+            enc,
             "psp_reservation_updates",
             "Reservation updates applied (DARC), the first included",
             s.reservation_updates,
+        )
+    }
+
+    /// Each worker: what it runs, what it is reserved for, whether it runs
+    /// another group's request, and the preemptions on it.
+    fn encode_workers(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let s = &self.snapshot;
+        let ids: Vec<String> = (0..s.workers.len()).map(|w| w.to_string()).collect();
+        let workers = || ids.iter().map(String::as_str).zip(&s.workers);
+        if s.running_known {
+            let mut m = enc.encode_descriptor(
+                "psp_worker_busy",
+                "1 when the worker runs a request, else 0 (absent where the dispatcher does not see it: worker-queue policies)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (w, ws) in workers() {
+                m.encode_family(&[("worker", w)])?
+                    .encode_gauge(&u64::from(ws.running.is_some()))?;
+            }
+            let mut m = enc.encode_descriptor(
+                "psp_worker_running",
+                "1 for the type of the request the worker runs now (absent when idle)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (w, ws) in workers() {
+                if let Some(name) = ws.running.and_then(|t| self.type_names.get(t as usize)) {
+                    m.encode_family(&[("worker", w), ("type", name.as_str())])?
+                        .encode_gauge(&1u64)?;
+                }
+            }
+        }
+        if s.has_reservation {
+            self.encode_worker_reservation(enc, &ids)?;
+        }
+        let mut m = enc.encode_descriptor(
+            "psp_worker_preemptions",
+            "Requests preempted on the worker and handed back to the policy",
+            None,
+            MetricType::Counter,
         )?;
-        let net = NetCounters::from_snapshot(&s.front);
+        for (w, ws) in workers() {
+            m.encode_family(&[("worker", w)])?
+                .encode_counter::<NoLabelSet, _, u64>(&ws.preemptions, None)?;
+        }
+        counter(
+            enc,
+            "psp_preemptions",
+            "Requests preempted and handed back to the policy, all workers",
+            s.preemptions,
+        )
+    }
+
+    /// Each worker against the reservation in force: the types it is
+    /// reserved for, the spillway, and loans (`ids`: the workers' labels).
+    fn encode_worker_reservation(
+        &self,
+        enc: &mut DescriptorEncoder,
+        ids: &[String],
+    ) -> std::fmt::Result {
+        let s = &self.snapshot;
+        let mut m = enc.encode_descriptor(
+            "psp_worker_reserved_for",
+            "1 for each type of the group the reservation in force reserves the worker for",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (w, ws) in ids.iter().zip(&s.workers) {
+            for (t, ts) in self.types() {
+                if ws.reserved_group.is_some() && ts.group == ws.reserved_group {
+                    m.encode_family(&[("worker", w.as_str()), ("type", t)])?
+                        .encode_gauge(&1u64)?;
+                }
+            }
+        }
+        let mut m = enc.encode_descriptor(
+            "psp_worker_spillway",
+            "1 when the worker is one of the reservation's spillway workers, else 0",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (w, ws) in ids.iter().zip(&s.workers) {
+            m.encode_family(&[("worker", w.as_str())])?
+                .encode_gauge(&u64::from(ws.spillway))?;
+        }
+        if !s.running_known {
+            return Ok(());
+        }
+        for (name, help, loan) in [
+            (
+                "psp_worker_stealing",
+                "1 when the worker, reserved for a longer group, runs a shorter group's request (work stealing), else 0",
+                Loan::Stealing,
+            ),
+            (
+                "psp_worker_lent",
+                "1 when the worker, reserved for a shorter group, runs a longer group's request (lent: darc-lend), else 0",
+                Loan::Lent,
+            ),
+        ] {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (w, ws) in ids.iter().zip(&s.workers) {
+                m.encode_family(&[("worker", w.as_str())])?
+                    .encode_gauge(&u64::from(ws.loan == loan))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The front end's counters, and the kernel's drops.
+    fn encode_net(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        let net = NetCounters::from_snapshot(&self.snapshot.front);
         for (name, help, v) in [
             ("psp_net_received", "Datagrams received", net.received),
             (
@@ -365,30 +512,17 @@ impl Collector for SnapshotCollector {
                 net.malformed_frames,
             ),
         ] {
-            counter(&mut enc, name, help, v)?;
+            counter(enc, name, help, v)?;
         }
         if let Some(d) = self.dropped_by_os {
             counter(
-                &mut enc,
+                enc,
                 "psp_net_dropped_by_os",
                 "Datagrams the OS dropped before the server read them (receive buffer full)",
                 d,
             )?;
         }
-        self.encode_utilization(&mut enc)?;
-        counter(
-            &mut enc,
-            "psp_snapshots",
-            "Snapshots the dispatcher published (every 100 ms while it runs)",
-            s.seq,
-        )?;
-        enc.encode_descriptor(
-            "psp_uptime",
-            "Time since the server started",
-            Some(&Unit::Seconds),
-            MetricType::Gauge,
-        )?
-        .encode_gauge(&self.uptime_s)
+        Ok(())
     }
 }
 

@@ -292,8 +292,11 @@ impl Server {
             Some(addr) => {
                 let listener = Exporter::bind(addr)
                     .map_err(|source| ServerError::MetricsBind { addr, source })?;
-                let (publisher, reader) =
-                    psp_runtime::snapshot_channel(cfg.types.len(), NetCounters::SNAPSHOT_LEN);
+                let (publisher, reader) = psp_runtime::snapshot_channel(
+                    cfg.types.len(),
+                    cfg.runtime.workers,
+                    NetCounters::SNAPSHOT_LEN,
+                );
                 let source = MetricsSource {
                     reader,
                     type_names: cfg.types.iter().map(|t| t.name.clone()).collect(),

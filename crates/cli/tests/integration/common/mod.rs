@@ -45,3 +45,14 @@ pub fn assert_one_line_error(args: &[&str], needle: &str) {
         "{args:?}: not one line: {stderr}"
     );
 }
+
+/// The `host:port` of the metrics that `psp serve`'s start line names
+/// (`... | metrics on http://HOST:PORT/metrics | ...`).
+pub fn metrics_address(start_line: &str) -> String {
+    start_line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .and_then(|w| w.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in '{start_line}'"))
+        .to_string()
+}
