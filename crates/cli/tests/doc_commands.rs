@@ -101,10 +101,7 @@ fn commands_in(code: &str) -> Vec<(String, Vec<String>)> {
             .unwrap_or(rest.len());
         let mut words = rest[..end].split_whitespace();
         let Some(sub) = words.next() else { continue };
-        if !sub
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase())
+        if !sub.chars().next().is_some_and(|c| c.is_ascii_lowercase())
             || !sub
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
@@ -220,7 +217,11 @@ fn every_quoted_command_is_the_binarys() {
     let mut seen = BTreeSet::new();
     for doc in documents() {
         let text = fs::read_to_string(&doc).expect("read a document");
-        let name = doc.strip_prefix(&root).unwrap_or(&doc).display().to_string();
+        let name = doc
+            .strip_prefix(&root)
+            .unwrap_or(&doc)
+            .display()
+            .to_string();
         let (n, p) = problems_in(&name, &text, &subs, &mut help);
         checked += n;
         problems.extend(p);
@@ -236,7 +237,16 @@ fn every_quoted_command_is_the_binarys() {
     );
     // The walk found the commands: the tour's and the reference's.
     assert!(checked > 100, "only {checked} commands checked");
-    for sub in ["sim", "run", "serve", "load", "sweep", "reproduce", "top", "man"] {
+    for sub in [
+        "sim",
+        "run",
+        "serve",
+        "load",
+        "sweep",
+        "reproduce",
+        "top",
+        "man",
+    ] {
         assert!(seen.contains(sub), "no document quotes `psp {sub}`");
     }
 }
