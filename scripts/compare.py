@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """psp serve under several policies against the reference server, driven by
-the reference server's own benchmark client (docs/results.md, section 16).
+the reference server's own benchmark client (docs/results.md, "Redis clients: GETs beside LRANGE 0 599").
 
   scripts/compare.py redis [OUT]       RESP over TCP against redis-server,
                                        measured by redis-benchmark

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # memcaslap against psp serve (in-memory store, memcached's protocol over TCP
 # and over UDP) and against memcached -t WORKERS, on the same cores
-# (docs/results.md, "Drop-in Redis and memcached").
+# (docs/results.md, "memcached clients").
 #
 #   scripts/memcached-compare.sh [OUT]
 #

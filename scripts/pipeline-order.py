@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Counts stale reads in redis-py pipelines against a running server
-(docs/results.md, section 18).
+(docs/results.md, "Semantics, and the client libraries people use").
 
   scripts/pipeline-order.py PORT [PROTOCOL]
 

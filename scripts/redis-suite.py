@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """redis-benchmark's default suite against psp serve (in-memory store) and
-redis-server on the same cores (docs/results.md, "Drop-in Redis").
+redis-server on the same cores (docs/results.md, "redis-benchmark's default suite").
 
   scripts/redis-suite.py [OUT]
 

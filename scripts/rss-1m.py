@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Memory for 1 M keys of 100-byte values: psp serve --protocol resp
-(in-memory store) against redis-server (docs/results.md, "Drop-in Redis and
-memcached").
+(in-memory store) against redis-server (docs/results.md, "Semantics, and the
+client libraries people use").
 
   scripts/rss-1m.py
 

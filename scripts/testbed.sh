@@ -34,7 +34,7 @@
 #   SCALE        full (default on >= 16 cores: about 6-8 minutes there),
 #                small (default below 16 cores: 1 s runs, 2 loads) or ci (one
 #                workload, one load, c-fcfs and darc-fair, 0.5 s runs, --idle
-#                park, tiny mixes: what crates/cli/tests/testbed.rs runs)
+#                park, tiny mixes: what crates/cli/tests/integration/testbed.rs runs)
 #   EXPERIMENTS  which parts run ("fig6 kv redis memcached")
 #   WORKERS      `psp run` workers (min(14, cores - 2), at least 1)
 #   SERVE_WORKERS  workers of psp serve, whose client needs a core of its own

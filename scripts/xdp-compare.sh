@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Policies behind `psp serve` on both datapaths (docs/results.md, section 15):
+# Policies behind `psp serve` on both datapaths (docs/results.md, "Kernel bypass: the AF_XDP datapath"):
 # for every seed, datapath and policy, `psp serve` runs in namespace
 # PREFIX-srv and `psp load` (on the same datapath) in PREFIX-cli, over the
 # veth pair of `scripts/netns.sh up --prefix PREFIX` (made here if missing).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `psp netbench` over both datapaths, several runs, and the medians
-# (docs/results.md, section 15): the echo server and `psp serve` each on udp
+# (docs/results.md, "Kernel bypass: the AF_XDP datapath"): the echo server and `psp serve` each on udp
 # and on xdp, servers in PREFIX-srv and the client in PREFIX-cli (the veth
 # pair of `scripts/netns.sh up --prefix PREFIX`, made here if missing).
 #

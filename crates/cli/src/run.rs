@@ -41,7 +41,7 @@ pub struct RunArgs {
     /// Whether polling threads yield their core on each pass: auto (when the
     /// runtime's threads outnumber its cores), on or off. Off by default here:
     /// the generator shares no core with a client process, and yielding
-    /// raised the short type's tail (docs/results.md, section 16).
+    /// raised the short type's tail (docs/results.md, "Redis clients: GETs beside LRANGE 0 599").
     #[arg(long, default_value = "off")]
     poll_yield: String,
     /// Print live statistics every interval (e.g. 1s) on stderr.

@@ -3,7 +3,7 @@
 //! bounded MPMC queue of jobs per worker; what differs is who fills them and
 //! when a request yields.
 //!
-//! - **SYNERGY** ([`LocalMode::Synergy`], docs/results.md §12): the
+//! - **SYNERGY** ([`LocalMode::Synergy`], docs/results.md, "SYNERGY"): the
 //!   front end steers each request to its flow's worker queue
 //!   ([`SynergyRules::home`]); no dispatcher decides. A free worker takes, in
 //!   [`SynergyRules::order`], from its own queue, the global wait queue, or

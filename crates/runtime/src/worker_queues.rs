@@ -12,7 +12,7 @@
 //! The queues are `crossbeam_queue::ArrayQueue`s (lock-free, preallocated,
 //! well kept): a job is popped by exactly one thread, its owner's or a
 //! thief's, so a request can be neither lost nor run twice by the queues
-//! (`tests/steal.rs` checks it under stress). Nothing here allocates after
+//! (`tests/integration/steal.rs` checks it under stress). Nothing here allocates after
 //! construction.
 
 use crossbeam_queue::ArrayQueue;

@@ -583,7 +583,7 @@ fn synergy_reports_each_mechanism_and_the_ablation_switches_them_off() {
     let p = run("synergy:wqd=1,cqf=5");
     let preempted = sim(&p).preemptions;
     assert!(preempted > 0, "never preempted");
-    // Conditional preemption renews most expiries (docs/results.md §12 cites
+    // Conditional preemption renews most expiries (docs/results.md's "SYNERGY" cites
     // this): more renewed than preempted.
     let avoided = sim(&p).preemptions_avoided;
     assert!(

@@ -1,5 +1,5 @@
-//! The Perséphone paper's figures (1, 3, 4, 6, 7, 9, 10) and section 9's
-//! application profiles: what each runs, and its section.
+//! The Perséphone paper's figures (1, 3, 4, 6, 7, 9, 10) and the measured
+//! application profiles (`psp profile`): what each runs, and its section.
 
 use std::fmt::Write as _;
 
@@ -687,16 +687,16 @@ fn fig10(_: &Page, mut o: Outcomes) -> Result<Section> {
     })
 }
 
-// ---------------------------------------------------------- section 9
+// ----------------------------------- measured application profiles
 
-/// Section 9's measured application profiles (written by `psp profile`).
+/// The measured application profiles (written by `psp profile`).
 const APP_INPUTS: &[&str] = &[
     "docs/data/apps/kv-rocksdb.toml",
     "docs/data/apps/kv-leveldb-shape.toml",
     "docs/data/apps/tpcc-measured.toml",
 ];
 
-/// Section 9's sweeps: (name, workload, point length, policies, what it is).
+/// The measured profiles' sweeps: (name, workload, point length, policies, what it is).
 /// The second policy is DARC with the paper's settings.
 const APPS: [(&str, &str, Period, &[&str], &str); 4] = [
     (
@@ -744,7 +744,7 @@ const APPS: [(&str, &str, Period, &[&str], &str); 4] = [
 
 pub(super) const APPS_14W: Figure = Figure {
     id: "apps-14w",
-    title: "Section 9's application profiles at 14 workers (simulator)",
+    title: "Measured application profiles at 14 workers (simulator)",
     claim: "(Perséphone §5.4.4) On RocksDB, DARC sustains about 2.3x c-FCFS's throughput; \
             on TPC-C, whose types are close, the gain is smaller. Here on the service \
             times measured on this machine.",
@@ -767,7 +767,7 @@ pub(super) const APPS_14W: Figure = Figure {
 
 fn apps_14w(_: &Page, mut o: Outcomes) -> Result<Section> {
     let mut body = String::from(
-        "**Setup.** Section 9's 14-worker simulations of the profiles measured on this \
+        "**Setup.** 14-worker simulations of the profiles measured on this \
          machine (`psp profile`, in `docs/data/apps/`), ideal system, per-type SLO p99.9 \
          slowdown ≤ 10, loads on a 5% grid refined by 2 bisections. DARC's profiling \
          window is shortened to the rates (`samples=1000` at 31-106 krps, `samples=5000` \
@@ -817,7 +817,7 @@ fn apps_14w(_: &Page, mut o: Outcomes) -> Result<Section> {
              within 20% of each other, so DARC makes five singleton groups and rounds each \
              up to at least one worker; the longest type (StockLevel) is left fewer \
              workers than its demand, its queue grows, it completes less in DARC's \
-             profiling window, and the window then gives it less still (section 9, \
+             profiling window, and the window then gives it less still (see \
              \"DARC's profiling window can starve a type\"). The other rows of the table \
              show which grouping or rounding avoids it.",
             tpcc_short.join(", ")

@@ -89,7 +89,7 @@ pub enum SpillOrder {
     /// has a request waiting, shorter groups do not take the spillway. With
     /// closed-loop clients a long type's arrivals are paced by its own
     /// completions, its profiled demand stays near 0, and under `Shortest` it
-    /// starves (docs/results.md, section 16).
+    /// starves (docs/results.md, "`darc` with `spill=spilled-first`").
     SpilledFirst,
 }
 

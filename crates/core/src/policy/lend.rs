@@ -92,7 +92,7 @@ impl LendConfig {
     /// already breaks a p99.9 slowdown target of 50, the loosest the
     /// simulator grid judges by (`psp reproduce beyond`), so below it the
     /// rule moves no request; at 10 it cost up to 5% of sustainable
-    /// throughput there without preemption (docs/results.md §19).
+    /// throughput there without preemption (docs/results.md, "`darc-fair`: no request class starves").
     pub fn fair() -> Self {
         Self {
             patience: 50.0,

@@ -1,5 +1,5 @@
 //! SYNERGY (master's thesis, 2025): decentralized, feedback-driven scheduling
-//! with conditional preemption of long requests (docs/results.md §12).
+//! with conditional preemption of long requests (docs/results.md, "SYNERGY").
 //!
 //! - Requests join their flow's worker queue (RSS-like steering); there is no
 //!   dispatcher on the request path.

@@ -207,7 +207,7 @@ const MAX_WAIT: Duration = Duration::from_millis(5);
 /// OVERLOADED replies allowed beyond the number of requests served: under heavy
 /// overload, each reply costs the dispatcher about what serving a trivial request
 /// costs, and answering every shed request cut goodput by half at 2.7x capacity
-/// (docs/results.md, section 7).
+/// (docs/results.md, "The UDP front end on loopback").
 const OVERLOAD_REPLY_BURST: u64 = 4096;
 /// Error replies sent between two looks at the workers (each costs the kernel's
 /// loopback or NIC path: microseconds).

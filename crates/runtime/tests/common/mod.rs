@@ -45,3 +45,13 @@ pub fn run_spin(
     )
     .unwrap_or_else(|e| panic!("{policy}: {e}"))
 }
+
+/// Tests that time a running server take turns, across all of this binary's
+/// modules: each expects the 2-core machine's cores to itself (more spinning
+/// threads than cores turn its measurements into noise). One lock for the
+/// whole binary keeps the turns the separate test binaries used to give.
+#[allow(dead_code)] // the `integration` binary times no server
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -18,7 +18,7 @@ use psp_net::dgram::DatagramProtocol;
 use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig, ServerReport};
 use psp_runtime::{IdleStrategy, RuntimeConfig};
 
-mod common;
+use crate::common;
 
 /// set/get pairs sent in one burst.
 const PAIRS: u16 = 300;

@@ -33,7 +33,7 @@ use psp_runtime::{
 };
 use psp_workload::{Arrival, TraceArrivals, Workload};
 
-mod common;
+use crate::common;
 
 use common::server::POLICIES;
 

@@ -2,7 +2,7 @@
 //! are written with their data, the marked region of a results file is
 //! replaced and nothing else, and bad input is one line with exit code 2.
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, json_of, psp};
 
@@ -136,7 +136,7 @@ fn reproduce_lists_figures_and_writes_one_into_the_marked_region() {
         "has no reproduce markers",
     );
     // Run from elsewhere than the repository root (the tests' working
-    // directory is the crate's), a figure that reads section 9's profiles is
+    // directory is the crate's), a figure that reads the measured profiles is
     // refused before any work.
     assert_one_line_error(
         &["reproduce", "apps-14w"],

@@ -23,7 +23,7 @@ use psp_net::tcp::TcpConfig;
 use psp_net::{DatapathKind, Server};
 use redis::Commands;
 
-mod common;
+use crate::common;
 
 use common::server::POLICIES;
 

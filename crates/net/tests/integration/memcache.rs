@@ -17,7 +17,7 @@ use psp_net::dgram::DatagramProtocol;
 use psp_net::tcp::TcpConfig;
 use psp_net::{DatapathKind, Server, ServerReport};
 
-mod common;
+use crate::common;
 
 fn server(datapath: DatapathKind, protocol: DatagramProtocol) -> Server {
     let service = ProtocolService::open(

@@ -3,7 +3,7 @@
 //! cannot honour refused before any work, `psp serve` refusing both in one
 //! line.
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, json_of, psp};
 

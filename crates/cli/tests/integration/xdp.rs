@@ -5,7 +5,7 @@
 //! no XDP program behind. Also the flags' one-line errors. Needs root (CI
 //! runs as root); without it the namespace test says so and passes.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

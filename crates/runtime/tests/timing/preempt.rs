@@ -11,7 +11,7 @@
 //! cores); service times of tens of microseconds and more.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -24,14 +24,13 @@ use psp_runtime::{
 };
 use psp_workload::{Arrival, ArrivalSource, PoissonArrivals, TraceArrivals, Workload};
 
-mod common;
+use crate::common;
 
 /// Runs one test at a time: each run's dispatcher and two workers expect the
 /// machine's cores to themselves (with more threads than cores, queues grow
 /// and preempted requests pile up past the request slots).
 fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    crate::common::one_at_a_time()
 }
 
 fn run(w: &Workload, policy: &str, load: f64, cap: usize, ms: u64) -> RunReport {

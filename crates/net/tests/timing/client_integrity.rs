@@ -7,7 +7,6 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -15,8 +14,6 @@ use std::time::Duration;
 use psp_net::client::{LoadConfig, LoadReport, Progress, RejectedReplies, run_load};
 use psp_net::protocol::{self, HEADER_LEN, Status};
 use psp_workload::{ArrivalSource, PoissonArrivals, Workload};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const RATE_RPS: f64 = 200.0;
 const DURATION_NS: u64 = 250_000_000;
@@ -178,7 +175,7 @@ fn check_accounting(rep: &LoadReport, cfg: &LoadConfig) {
 
 #[test]
 fn a_well_behaved_server_gives_a_perfect_run() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let (rep, replies) = run_against(fake(|r| vec![ok(r)]));
     assert_eq!(rep.responses[Status::Ok as usize - 1], rep.scheduled);
     assert_eq!(rep.rejected, RejectedReplies::default());
@@ -187,7 +184,7 @@ fn a_well_behaved_server_gives_a_perfect_run() {
 
 #[test]
 fn replies_with_the_next_id_are_refused_and_their_requests_time_out() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     // Request i answered as i+1: with two flows, i+1 belongs to the other flow
     // (and may not be sent yet); the last one's i+1 is outside the schedule.
     let (rep, replies) = run_against(fake(|r| {
@@ -205,7 +202,7 @@ fn replies_with_the_next_id_are_refused_and_their_requests_time_out() {
 
 #[test]
 fn a_reply_to_a_request_not_sent_yet_is_refused() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     // Request 0 is answered with the id of the last request, scheduled about
     // 250 ms later; every other request correctly.
     let last = scheduled() - 1;
@@ -241,7 +238,7 @@ fn a_reply_to_a_request_not_sent_yet_is_refused() {
 
 #[test]
 fn a_second_answer_is_a_duplicate_not_a_success() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let (rep, replies) = run_against(fake(|r| vec![ok(r), ok(r)]));
     assert_eq!(replies, 2 * rep.scheduled);
     assert_eq!(successes(&rep), rep.scheduled);
@@ -257,7 +254,7 @@ fn a_second_answer_is_a_duplicate_not_a_success() {
 
 #[test]
 fn replies_from_another_port_are_refused() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let (rep, replies) = run_against(fake(|r| {
         vec![Out {
             from_other: true,
@@ -277,7 +274,7 @@ fn replies_from_another_port_are_refused() {
 
 #[test]
 fn replies_on_another_flow_are_refused() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     // The right id, type and source, sent to the other flow's port (the port
     // the previous request came from; requests alternate between the two
     // flows). The first request has no previous one and is answered correctly.
@@ -301,7 +298,7 @@ fn replies_on_another_flow_are_refused() {
 
 #[test]
 fn replies_that_do_not_echo_the_type_or_are_no_response_are_refused() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     // Per request: the wrong type, a header too short, a request instead of a
     // response, a reply longer than the client's buffer, and an id far out.
     let (rep, replies) = run_against(fake(|r| {

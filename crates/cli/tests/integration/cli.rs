@@ -1,7 +1,7 @@
 //! Black-box tests of the `psp` binary: bad input is answered with one line and
 //! exit code 2; JSON output is the schema's, alone on stdout.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

@@ -6,7 +6,7 @@
 //! cores. Service times are tens of microseconds or more, so that a thread
 //! wake-up (tens of microseconds on a VM) does not dominate.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use psp_core::{HeaderClassifier, PolicySpec, Reservation, WorkerSet};
@@ -21,17 +21,13 @@ fn spinner() -> Spinner {
     *S.get_or_init(|| Spinner::calibrate(Duration::from_millis(20)))
 }
 
-/// Runtime tests run one at a time: each one's threads are all this 2-core
-/// machine can host without its measurements turning into noise.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 fn run(
     workload: &Workload,
     policy: &str,
     cfg: RuntimeConfig,
     arrivals: Box<dyn ArrivalSource + Send>,
 ) -> RunReport {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = crate::common::one_at_a_time();
     let spec: PolicySpec = policy.parse().unwrap();
     let classifier = HeaderClassifier {
         offset: synthetic::TYPE_OFFSET,
@@ -217,12 +213,14 @@ fn live_profiling_reproduces_the_worked_examples_on_14_workers() {
     // long request holds a core alone while short ones share the other with the
     // dispatcher's wake-ups, inflating short services: demand 2.5-2.9 on a quiet
     // host, up to 4.3 when the host is busy (the same commit measured both within
-    // an hour). Inflation only raises it, so assert the floor exactly, a generous
-    // ceiling, and the reservation's shape.
+    // an hour). A host busy with other processes can also deschedule a long
+    // request mid-spin, inflating the long type instead and lowering the short
+    // type's share (1.66-1.73 seen at load 5 on 2 cores). So assert a generous
+    // band around 2.32 and, exactly, the reservation's shape.
     let r = first_reservation("extreme-bimodal", 2000, 20.0);
     println!("extreme-bimodal live: {r}");
     let short = &r.groups[0];
-    assert!((2.0..6.0).contains(&short.demand), "{r}");
+    assert!((1.5..6.0).contains(&short.demand), "{r}");
     assert!(
         (2..=6).contains(&short.reserved.len()) && short.reserved.first() == Some(0),
         "{r}"
@@ -266,14 +264,24 @@ fn reservation_follows_each_phase_of_a_workload_change() {
     let mut phase3 = Workload::fixed("p3", &[("A", 2000.0, 1.0), ("B", 100.0, 1e-9)]);
     phase3.types[1].ratio = 0.0;
     let phases = [&phase0, &phase1, &phase2, &phase3];
-    let phase_ns = 1_500_000_000u64;
+    // Phase 3 runs twice as long: B's stragglers from phase 2 keep B active
+    // until a profiling window holds none of them, and a loaded machine serves
+    // them late (its end fell past 1.5 s in 1 run of 3 at load 5).
+    let phase_ns = |i: usize| {
+        if i == 3 {
+            3_000_000_000u64
+        } else {
+            1_500_000_000
+        }
+    };
     // 40% rather than the paper's 80%: on 2 workers, Algorithm 2 gives even a
     // near-zero-demand type a whole worker (half the machine), so at 80% the
     // other type is overloaded during phases 2-3 and its backlog, not the new
     // mix, drives the profile. That behaviour is documented in docs/results.md.
     let spec: Vec<(&Workload, f64, u64)> = phases
         .iter()
-        .map(|w| (*w, 0.4 * w.peak_rps(2), phase_ns))
+        .enumerate()
+        .map(|(i, w)| (*w, 0.4 * w.peak_rps(2), phase_ns(i)))
         .collect();
     let arrivals = Box::new(PhasedArrivals::new(&spec, 5));
     let r = run(&phase0, "darc:samples=200,delay=1", cfg(2, 4096), arrivals);

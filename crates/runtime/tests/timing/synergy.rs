@@ -8,7 +8,7 @@
 //! Two workers at most, the parking idle strategy, runs of a few hundred ms.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use psp_core::{HeaderClassifier, PolicySpec};
@@ -20,8 +20,7 @@ use psp_workload::{Arrival, ArrivalSource, PoissonArrivals, TraceArrivals, Workl
 
 /// One run at a time: each expects the machine's cores to itself.
 fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    crate::common::one_at_a_time()
 }
 
 /// What the probe application saw.

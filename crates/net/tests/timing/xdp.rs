@@ -5,10 +5,10 @@
 //! UMEM frame back at the end, the XDP program gone once the server stops.
 //! Needs root (CI runs as root); without it each test says so and passes.
 
-mod common;
+use crate::common;
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use psp_apps::SpinConfig;
@@ -23,8 +23,6 @@ use psp_runtime::{RuntimeConfig, Spinner};
 use psp_workload::Workload;
 
 use common::Topology;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const PORT: u16 = 7000;
@@ -151,7 +149,7 @@ fn program_attached(t: &Topology) -> bool {
 
 #[test]
 fn an_xdp_server_answers_udp_and_xdp_clients_once_each_and_gets_every_frame_back() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::common::one_at_a_time();
     let Some(t) = Topology::up("a") else { return };
     let server = start_server(&t, "darc");
     assert!(program_attached(&t), "the XDP program is attached");
@@ -247,7 +245,7 @@ impl RawSender {
 
 #[test]
 fn garbage_frames_are_counted_by_reason_and_harmless() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::common::one_at_a_time();
     let Some(t) = Topology::up("g") else { return };
     let server = start_server(&t, "c-fcfs");
     let (server_dev, client_dev) = (t.server_dev.clone(), t.client_dev.clone());
@@ -370,7 +368,7 @@ fn garbage_frames_are_counted_by_reason_and_harmless() {
 /// answers every request.
 #[test]
 fn a_socket_per_queue_serves_flows_spread_over_two_queues() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::common::one_at_a_time();
     let Some(t) = Topology::up_with_queues("q", 2) else {
         return;
     };

@@ -4,7 +4,7 @@
 //! idle threads.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use psp_apps::spin::{EchoService, SpinService};
@@ -14,8 +14,6 @@ use psp_net::protocol::{self, HEADER_LEN, Status};
 use psp_net::{ClassifierKind, Server, ServerConfig};
 use psp_runtime::{RuntimeConfig, Spinner};
 use psp_workload::Workload;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn spinner() -> Spinner {
     static S: OnceLock<Spinner> = OnceLock::new();
@@ -166,7 +164,7 @@ fn request(type_id: u16, id: u64, service_ns: u64) -> Vec<u8> {
 
 #[test]
 fn every_request_is_answered_and_counted_on_both_sides() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     for policy in ["c-fcfs", "darc", "d-fcfs", "ws"] {
         let srv = server(policy, 2, 1024);
         let cfg = load(srv.local_addr(), 2_000.0, 400, 5_000);
@@ -209,7 +207,7 @@ fn every_request_is_answered_and_counted_on_both_sides() {
 
 #[test]
 fn bad_input_gets_an_error_reply_or_a_counted_drop() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let srv = server("darc", 1, 64);
     let sock = client_socket(srv.local_addr());
     let good = request(0, 41, 1_000);
@@ -270,7 +268,7 @@ fn next(state: &mut u64) -> u64 {
 
 #[test]
 fn a_million_random_datagrams_leave_the_server_serving() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     const N: u64 = 1_000_000;
     let srv = server("darc", 1, 256);
     let sock = client_socket(srv.local_addr());
@@ -365,7 +363,7 @@ fn wait_for_reply(sock: &UdpSocket, dgram: &[u8]) {
 
 #[test]
 fn a_dead_server_shows_up_as_timeouts_and_the_client_returns() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     // A bound socket nobody reads: datagrams vanish without an ICMP error.
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
     let cfg = load(silent.local_addr().unwrap(), 1_000.0, 200, 100);
@@ -394,7 +392,7 @@ fn a_dead_server_shows_up_as_timeouts_and_the_client_returns() {
 
 #[test]
 fn an_overloaded_server_answers_overloaded_within_its_reply_budget() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     // One worker, queues of 4. 1.5x its capacity for 100 ms sends fewer requests
     // than the reply burst (4096), so every shed request gets a reply whatever
     // the machine's speed; 6x for 300 ms sheds far more than served + burst, so
@@ -448,7 +446,7 @@ fn an_overloaded_server_answers_overloaded_within_its_reply_budget() {
 
 #[test]
 fn ipv6_clients_are_answered_at_their_address() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let srv = match server_at("[::1]:0", "darc", 1, 1024) {
         Ok(s) => s,
         Err(e) => {
@@ -485,7 +483,7 @@ fn ipv6_clients_are_answered_at_their_address() {
 
 #[test]
 fn a_request_asking_for_more_work_than_the_cap_is_refused_at_once() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let srv = server("c-fcfs", 1, 64);
     let sock = client_socket(srv.local_addr());
     // 2^62 ns: about 146 years of one worker's time. "At once": within
@@ -505,7 +503,7 @@ fn a_request_asking_for_more_work_than_the_cap_is_refused_at_once() {
 
 #[test]
 fn shutdown_is_bounded_by_the_drain_timeout_and_stranded_requests_stay_unanswered() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     // A 4.5 s request (within the cap) and a 200 ms drain: stop returns soon
     // after the deadline, the request is stranded, and the worker that
     // finishes it later does not answer it. A stop that waited for the
@@ -556,7 +554,7 @@ fn shutdown_is_bounded_by_the_drain_timeout_and_stranded_requests_stay_unanswere
 
 #[test]
 fn a_drain_timeout_too_large_to_add_does_not_overflow() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let srv = one_worker_server(Duration::MAX, Arc::new(EchoService));
     let sock = client_socket(srv.local_addr());
     assert_eq!(status_of(ask(&sock, &request(0, 1, 0))).1, Status::Ok);
@@ -608,7 +606,7 @@ fn http_exchange(addr: SocketAddr, head: &[u8]) -> String {
 /// exporter goes on serving scrapes.
 #[test]
 fn a_metrics_request_head_past_its_bound_is_answered_431() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let srv = metrics_server();
     let maddr = srv.metrics_addr().expect("metrics served");
     let mut big = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
@@ -639,7 +637,7 @@ fn a_metrics_request_head_past_its_bound_is_answered_431() {
 /// is `Server::start`'s error, so `psp serve` never says it listens.
 #[test]
 fn a_server_whose_cores_are_missing_does_not_start() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let r = Server::start(ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         metrics: None,
@@ -683,7 +681,7 @@ fn exposed(body: &str, prefix: &str) -> Option<f64> {
 /// `/metrics` and in the report's per-type service sums.
 #[test]
 fn measured_utilization_is_reported_beside_the_declared_one() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = crate::common::one_at_a_time();
     let srv = Server::start(ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         metrics: Some("127.0.0.1:0".parse().unwrap()),

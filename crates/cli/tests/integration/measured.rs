@@ -2,7 +2,7 @@
 //! at first use, then read from the cache, so that a load named against it
 //! is a load of this machine's capacity.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

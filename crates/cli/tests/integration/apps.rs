@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, json_of, psp};
 

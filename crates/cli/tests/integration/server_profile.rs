@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, psp};
 

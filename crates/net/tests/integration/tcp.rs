@@ -14,7 +14,7 @@ use psp_apps::kv::ProtocolService;
 use psp_net::tcp::TcpConfig;
 use psp_net::{DatapathKind, Server, ServerReport};
 
-mod common;
+use crate::common;
 
 fn server(policy: &str, tcp: TcpConfig) -> Server {
     let service = ProtocolService::open(

@@ -12,7 +12,7 @@ use psp_core::{PerWorkerRules, StealRule};
 use psp_runtime::{Job, RunReport, WorkerQueues};
 use psp_workload::{PoissonArrivals, Workload};
 
-mod common;
+use crate::common;
 
 /// One producer steers `jobs` jobs over `flows` flows into small queues
 /// (pushes often find them full and retry); `thieves` workers take and steal

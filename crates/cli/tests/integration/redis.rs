@@ -4,8 +4,6 @@
 //! completes every request; the server drains and exits 0 with every
 //! request answered.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 

@@ -12,7 +12,7 @@ use psp_net::protocol::{self, HEADER_LEN, Status};
 use psp_net::{Server, ServerReport};
 use psp_workload::Workload;
 
-mod common;
+use crate::common;
 
 fn server(app: &AppConfig, w: &Workload, policy: &str) -> (Server, Arc<dyn Service>) {
     let names: Vec<String> = w.types.iter().map(|t| t.name.clone()).collect();

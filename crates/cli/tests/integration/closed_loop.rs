@@ -2,7 +2,7 @@
 //! any work (one line, exit code 2), and a point reports who sent its requests
 //! and each type's throughput.
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, json_of, psp};
 

@@ -1,7 +1,7 @@
 //! `psp run --series`: the real runtime's time series (per-window latency and
 //! the reservation in force), as the simulator's `--series` writes it.
 
-mod common;
+use crate::common;
 
 use common::{assert_one_line_error, json_of, psp};
 

@@ -1,0 +1,17 @@
+//! The crate's integration tests as one test binary: one link and one
+//! instantiation of the crates' generics instead of one per file, which was
+//! most of what building the suite cost. Each module is one subject; run one
+//! with `cargo test -p psp-net --test integration MODULE::`. Tests that
+//! time a running server are in the `timing` binary instead.
+
+mod app_classifier;
+mod apps;
+#[path = "../common/mod.rs"]
+mod common;
+mod framing;
+mod matrix;
+mod memcache;
+mod memcache_udp_order;
+mod metrics;
+mod semantics;
+mod tcp;
