@@ -9,20 +9,12 @@
 //! side waits for the other) and a duplicate of the UDP socket, through which it
 //! reads the kernel's drop counter itself at scrape time.
 //!
-//! The HTTP side is a few lines of its own so that what a client can cost is
-//! bounded: a request's head (request line and headers) may hold at most
-//! [`MAX_HEAD_BYTES`] (431 past that), must arrive within [`CLIENT_DEADLINE`],
-//! and at most [`MAX_CLIENTS`] are served at once (503 beyond); every answer
-//! closes its connection. A general-purpose server read a 32 MB header line
-//! whole.
+//! The HTTP side is `front/http.rs`'s (hyper, on a thread of its own, with
+//! bounded heads, deadlines and connections); this module only encodes.
 
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::time::Instant;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -36,19 +28,8 @@ use crate::server::NetCounters;
 /// The exposition's content type (OpenMetrics text, which Prometheus reads).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Most bytes of a request's head (request line and headers, up to the blank
-/// line): a scrape's is a few hundred. Past this the answer is 431 (Request
-/// Header Fields Too Large).
-pub const MAX_HEAD_BYTES: usize = 8 * 1024;
-/// Clients served at once, each on a short-lived thread with at most
-/// [`MAX_HEAD_BYTES`] of buffer; more are answered 503 at once.
-pub const MAX_CLIENTS: usize = 8;
-/// How long a client may take to send its head; also the bound of each write
-/// of the answer, and of the wait for the client to finish sending after an
-/// error answer (so that it reads the answer rather than a reset).
-pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
-/// How often the accept loop looks at the stop flag.
-const ACCEPT_POLL_MS: i32 = 50;
+pub use super::http::{CLIENT_DEADLINE, MAX_CONNECTIONS, MAX_HEAD_BYTES, WRITE_STALL};
+use super::http::{HttpServer, Page};
 
 /// Reads the kernel's count of datagrams it dropped for the server's socket.
 pub type DropProbe = Box<dyn Fn() -> Option<u64> + Send>;
@@ -71,15 +52,10 @@ pub struct MetricsSource {
     pub declared_service_ns: Vec<Option<f64>>,
 }
 
-/// A running exporter: stops (and joins its thread) when dropped.
+/// A running exporter: stops (and closes its connections) when dropped.
 pub struct Exporter {
-    addr: SocketAddr,
-    stopping: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    server: HttpServer,
 }
-
-/// How long dropping an exporter waits for its accept thread.
-const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 impl Exporter {
     /// Binds the HTTP listener (port 0: any free port), so that a bad or used
@@ -88,243 +64,35 @@ impl Exporter {
     /// # Errors
     /// The address cannot be bound.
     pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-        TcpListener::bind(addr)
+        super::http::bind(addr)
     }
 
     /// Serves `/metrics` from `source` on `listener`, on a thread of its own.
     ///
     /// # Errors
     /// The listener's address cannot be read or the thread cannot start.
-    pub fn start(listener: TcpListener, source: MetricsSource) -> io::Result<Exporter> {
-        let addr = listener.local_addr()?;
-        let stopping = Arc::new(AtomicBool::new(false));
-        let thread = std::thread::Builder::new()
-            .name("psp-metrics".into())
-            .spawn({
-                let stopping = stopping.clone();
-                move || accept_loop(&listener, &stopping, &Arc::new(Mutex::new(source)))
-            })?;
-        Ok(Exporter {
-            addr,
-            stopping,
-            thread: Some(thread),
-        })
+    pub fn start(listener: TcpListener, mut source: MetricsSource) -> io::Result<Exporter> {
+        let page = Page {
+            path: "/metrics",
+            content_type: CONTENT_TYPE,
+            body: Box::new(move || scrape(&mut source)),
+        };
+        let server = HttpServer::start(listener, "psp-metrics", page, MAX_CONNECTIONS)?;
+        Ok(Exporter { server })
     }
 
     /// Where it listens.
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        // The accept loop sees the flag within a poll and closes the
-        // listener; clients being answered finish within their deadline.
-        self.stopping.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let end = Instant::now() + EXIT_GRACE;
-            while !t.is_finished() && Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            if t.is_finished() {
-                let _ = t.join();
-            }
-        }
+        self.server.local_addr()
     }
 }
 
 impl std::fmt::Debug for Exporter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Exporter")
-            .field("addr", &self.addr)
+            .field("addr", &self.local_addr())
             .finish()
     }
-}
-
-/// Whether `listener` has a connection to accept within `timeout_ms`.
-fn acceptable(listener: &TcpListener, timeout_ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, alive for the call.
-    unsafe { libc::poll(&mut p, 1, timeout_ms) > 0 }
-}
-
-/// Accepts clients until the exporter is dropped, each answered on a thread
-/// of its own (at most [`MAX_CLIENTS`] at once).
-fn accept_loop(listener: &TcpListener, stopping: &AtomicBool, source: &Arc<Mutex<MetricsSource>>) {
-    let active = Arc::new(AtomicUsize::new(0));
-    while !stopping.load(Ordering::Relaxed) {
-        if !acceptable(listener, ACCEPT_POLL_MS) {
-            continue;
-        }
-        let mut stream = match listener.accept() {
-            Ok((s, _)) => s,
-            // A failed accept (e.g. out of descriptors) must not end the
-            // exporter while the server runs; nor may it spin.
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-        };
-        if active.load(Ordering::Relaxed) >= MAX_CLIENTS {
-            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-            let _ = write_answer(&mut stream, 503, "busy: too many clients\n", None, false);
-            continue;
-        }
-        active.fetch_add(1, Ordering::Relaxed);
-        let (source, done) = (source.clone(), active.clone());
-        let spawned = std::thread::Builder::new()
-            .name("psp-metrics-client".into())
-            .stack_size(256 << 10)
-            .spawn(move || {
-                answer(stream, &source);
-                done.fetch_sub(1, Ordering::Relaxed);
-            });
-        if spawned.is_err() {
-            active.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Where the head of a request ends (after its blank line), if it does in
-/// `bytes`.
-fn head_end(bytes: &[u8]) -> Option<usize> {
-    (0..bytes.len()).find_map(|i| {
-        let rest = &bytes[i..];
-        if rest.starts_with(b"\r\n\r\n") {
-            Some(i + 4)
-        } else if rest.starts_with(b"\n\n") {
-            Some(i + 2)
-        } else {
-            None
-        }
-    })
-}
-
-/// Reads one request's head (at most [`MAX_HEAD_BYTES`], within
-/// [`CLIENT_DEADLINE`]) and answers it; the connection then closes.
-fn answer(mut stream: TcpStream, source: &Mutex<MetricsSource>) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_write_timeout(Some(CLIENT_DEADLINE));
-    let deadline = Instant::now() + CLIENT_DEADLINE;
-    let mut head = [0u8; MAX_HEAD_BYTES];
-    let mut len = 0;
-    let end = loop {
-        if let Some(end) = head_end(&head[..len]) {
-            break Some(end);
-        }
-        if len == head.len() {
-            break None;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return;
-        }
-        match stream.read(&mut head[len..]) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => len += n,
-        }
-    };
-    let Some(end) = end else {
-        let body = format!("request head longer than {MAX_HEAD_BYTES} bytes\n");
-        let _ = write_answer(&mut stream, 431, &body, None, false);
-        linger(stream, &mut head);
-        return;
-    };
-    let text = String::from_utf8_lossy(&head[..end]);
-    let mut parts = text
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_ascii_whitespace();
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        let _ = write_answer(&mut stream, 400, "bad request line\n", None, false);
-        linger(stream, &mut head);
-        return;
-    };
-    if !version.starts_with("HTTP/1.") {
-        let _ = write_answer(&mut stream, 400, "HTTP/1.x only\n", None, false);
-        linger(stream, &mut head);
-        return;
-    }
-    let path = target.split('?').next().unwrap_or_default();
-    let head_only = method == "HEAD";
-    let _ = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => {
-            let body = {
-                let mut source = source.lock().unwrap_or_else(|p| p.into_inner());
-                scrape(&mut source)
-            };
-            write_answer(&mut stream, 200, &body, Some(CONTENT_TYPE), head_only)
-        }
-        (_, "/metrics") => write_answer(&mut stream, 405, "only GET /metrics\n", None, false),
-        _ => write_answer(
-            &mut stream,
-            404,
-            "not found: metrics are at /metrics\n",
-            None,
-            head_only,
-        ),
-    };
-    linger(stream, &mut head);
-}
-
-/// Closes after an answer: stops sending, then reads and discards what the
-/// client still sends (into `scratch`: nothing grows) until it closes or
-/// [`CLIENT_DEADLINE`] passes, so that it reads the answer instead of a
-/// connection reset.
-fn linger(mut stream: TcpStream, scratch: &mut [u8]) {
-    let _ = stream.shutdown(Shutdown::Write);
-    let deadline = Instant::now() + CLIENT_DEADLINE;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return;
-        }
-        match stream.read(scratch) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-    }
-}
-
-/// Writes an HTTP/1.1 answer that closes the connection.
-fn write_answer(
-    stream: &mut TcpStream,
-    status: u16,
-    body: &str,
-    content_type: Option<&str>,
-    head_only: bool,
-) -> io::Result<()> {
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        431 => "Request Header Fields Too Large",
-        _ => "Service Unavailable",
-    };
-    let allow = if status == 405 {
-        "Allow: GET, HEAD\r\n"
-    } else {
-        ""
-    };
-    let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
-        content_type.unwrap_or("text/plain; charset=utf-8"),
-        body.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    if !head_only {
-        stream.write_all(body.as_bytes())?;
-    }
-    stream.flush()
 }
 
 /// The exposition of the latest snapshot.

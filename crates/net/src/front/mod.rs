@@ -14,7 +14,9 @@
 //!   connection's order) and its protocols (RESP, memcached's text).
 //! - [`counters`]: what the front ends count.
 //! - [`exporter`]: `psp serve --metrics`, Prometheus metrics over HTTP from
-//!   the dispatcher's published snapshots.
+//!   the dispatcher's published snapshots (encoding only).
+//! - `http`: the exporter's HTTP/1.1 server (hyper on a thread of its own,
+//!   bounded).
 //! - [`echo`]: the baseline echo server (no runtime).
 
 pub mod counters;
@@ -22,6 +24,7 @@ pub mod datagram;
 pub mod dgram;
 pub mod echo;
 pub mod exporter;
+mod http;
 pub mod server;
 pub mod tcp;
 

@@ -12,6 +12,5 @@ mod framing;
 mod matrix;
 mod memcache;
 mod memcache_udp_order;
-mod metrics;
 mod semantics;
 mod tcp;

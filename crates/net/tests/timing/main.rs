@@ -6,5 +6,6 @@
 mod client_integrity;
 #[path = "../common/mod.rs"]
 mod common;
+mod metrics;
 mod net;
 mod xdp;
