@@ -325,7 +325,7 @@ pub const MAX_TIME_SLICES: f64 = 1e9;
 
 // The application options' ranges belong to `psp-apps`, which checks them
 // (`AppConfig::validate`, `profile`) before anything is opened; they are
-// listed here for the README's table only.
+// listed here for the reference's table (docs/guide/reference.md) only.
 
 /// `--kv-keys`.
 #[cfg(test)]
@@ -403,7 +403,7 @@ const TCP_MAX_OUTPUT: Count = Count::new(
 #[cfg(test)]
 const PROFILE_REQUESTS: Count = Count::new("--requests", 1, psp_apps::profile::MAX_REQUESTS);
 
-/// Every integer range (README's table is checked against these).
+/// Every integer range (docs/guide/reference.md's table is checked against these).
 #[cfg(test)]
 const COUNTS: &[Count] = &[
     WORKERS,
@@ -1002,10 +1002,11 @@ mod tests {
         }
     }
 
-    /// README's table of ranges says what these constants say.
+    /// The reference's table of ranges (docs/guide/reference.md) says what
+    /// these constants say.
     #[test]
-    fn the_readme_lists_every_range() {
-        let readme = include_str!("../../../README.md");
+    fn the_reference_lists_every_range() {
+        let reference = include_str!("../../../docs/guide/reference.md");
         let rows = COUNTS
             .iter()
             .map(|c| (c.flag, c.to_string()))
@@ -1013,11 +1014,14 @@ mod tests {
             .chain(SPANS.iter().map(|s| (s.flag, s.to_string())));
         for (flag, range) in rows {
             let row = format!("| `{flag}` | {range} |");
-            assert!(readme.contains(&row), "README.md lacks the row '{row}'");
+            assert!(
+                reference.contains(&row),
+                "docs/guide/reference.md lacks the row '{row}'"
+            );
         }
     }
 
-    /// The README's list of policy parameters, from the policies' tables:
+    /// The reference's list of policy parameters, from the policies' tables:
     /// one row per parameter; policies with the same table (`darc`, `darc+`)
     /// share rows, each with its own default.
     fn policy_parameter_table() -> String {
@@ -1089,23 +1093,23 @@ mod tests {
         out
     }
 
-    /// README's list of policy parameters is the policies' tables.
+    /// The reference's list of policy parameters is the policies' tables.
     #[test]
-    fn the_readme_lists_every_policy_parameter() {
-        let readme = include_str!("../../../README.md");
+    fn the_reference_lists_every_policy_parameter() {
+        let reference = include_str!("../../../docs/guide/reference.md");
         let (begin, end) = (
             "  <!-- policy parameters: begin -->\n",
             "  <!-- policy parameters: end -->",
         );
-        let listed = readme
+        let listed = reference
             .split_once(begin)
             .and_then(|(_, rest)| rest.split_once(end))
             .map(|(list, _)| list)
-            .expect("README.md marks its policy parameter list");
+            .expect("docs/guide/reference.md marks its policy parameter list");
         let expected = policy_parameter_table();
         assert!(
             listed == expected,
-            "README.md's policy parameters disagree with the policies' tables; \
+            "docs/guide/reference.md's policy parameters disagree with the policies' tables; \
              between the markers it should read:\n{expected}"
         );
         // Every parameter of every policy is in it.

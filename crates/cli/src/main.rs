@@ -295,9 +295,10 @@ fn parse_policy(s: &str) -> Result<PolicySpec> {
 pub struct PolicyPoint {
     #[command(flatten)]
     point: PointArgs,
-    /// Policy, e.g. darc, c-fcfs, d-fcfs, fp, edf, darc-static:2, ts, ts:sq,
-    /// ts-block:4, concord, ws, synergy, synergy:qf=1,wqd=10,cqf=5, tq
-    /// (README lists every parameter).
+    /// Policy, e.g. darc, c-fcfs, d-fcfs, fp, edf, darc-static:2, darc+,
+    /// darc-lend, darc-fair, ts, ts:sq, ts-block:4, concord, ws, synergy,
+    /// synergy:qf=1,wqd=10,cqf=5, tq (docs/guide/reference.md lists every
+    /// parameter).
     #[arg(long, default_value = "darc")]
     policy: String,
     #[command(flatten)]

@@ -987,7 +987,7 @@ mod tests {
         assert!(r.start < r.end);
     }
 
-    /// Issue 24: a log axis spanning less than a decade (or lying between two
+    /// A log axis spanning less than a decade (or lying between two
     /// powers of ten) still gets labelled ticks, and the lowest data is within
     /// a factor of 2 of a labelled tick.
     #[test]

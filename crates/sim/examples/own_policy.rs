@@ -7,13 +7,13 @@
 //! 1. the policy itself, a pure state machine behind [`Policy`] (no clock: time
 //!    is an argument; no allocation after construction);
 //! 2. its configuration, whose parameter table ([`Params`]) is all the parsing,
-//!    range checks, canonical name and README row it gets, and whose
+//!    range checks, canonical name and reference row it gets, and whose
 //!    [`PolicyConfig`] builds it and names its execution shape;
 //! 3. its registry entry ([`PolicyEntry`]).
 //!
 //! Inside the project, the file goes to `crates/core/src/policy/` and the
 //! entry gets one line in `POLICIES` (`crates/core/src/policy/registry.rs`):
-//! then `psp sim --policy lifo:after=8`, `psp serve`, the sweeps and the README
+//! then `psp sim --policy lifo:after=8`, `psp serve`, the sweeps and docs/guide/reference.md
 //! know it. Here, outside the project, the entry goes into a registry of our
 //! own, which [`PolicySpec::parse_in`] reads.
 //!

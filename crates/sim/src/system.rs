@@ -86,8 +86,10 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "psp",
-        source: "this project's runtime: dispatch_path bench, ~80 ns per request through DispatchCore \
-                 (arrival, dispatch, completion; split in thirds), 10 us network",
+        source: "this project's runtime: 80 ns per request through DispatchCore (arrival, \
+                 dispatch, completion; split in thirds), as the dispatch_path bench first \
+                 measured it (84-104 ns; 49-62 ns since the executor redesign, kept at 80 ns \
+                 so that the figures made with it reproduce), 10 us network",
         costs: costs("psp", [27, 27, 26, 0], TESTBED_NETWORK_NS),
     },
     Preset {

@@ -660,7 +660,7 @@ fn serve_config_takes_the_tcp_and_xdp_settings() {
     assert!(stderr.contains("listening on tcp://"), "{stderr}");
 }
 
-/// Issue 24: a workload whose declared service times are far from what the
+/// A workload whose declared service times are far from what the
 /// application takes (200 µs declared, echo answers in about a microsecond)
 /// is named in a warning pointing at `psp profile`, the point carries the
 /// measured utilization beside the declared one, and the statistics lines
@@ -713,7 +713,7 @@ fn run_reports_measured_utilization_and_warns_of_declared_times_off() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 24: more busy threads than cores with a shortest type of a few
+/// More busy threads than cores with a shortest type of a few
 /// microseconds is said to measure the machine; a scaled workload is not.
 #[test]
 fn run_says_when_it_measures_the_machine() {

@@ -7,6 +7,7 @@ mod apps;
 mod cli;
 mod closed_loop;
 mod common;
+mod doc_commands;
 mod doc_links;
 mod measured;
 mod memcache;

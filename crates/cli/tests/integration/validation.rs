@@ -1,4 +1,4 @@
-//! Every number has a range, checked before any work starts (issue 8): absurd
+//! Every number has a range, checked before any work starts: absurd
 //! flags, workload fields and policy parameters are answered with one line on
 //! stderr naming the flag, field or parameter, and exit code 2, quickly. Each
 //! `psp` process is killed after [`LIMIT`], so a value that would hang fails
@@ -466,7 +466,7 @@ fn help_and_version_are_unchanged() {
         assert_eq!(o.code, Some(0), "{args:?}");
         assert!(!o.stdout.is_empty() && o.stderr.is_empty(), "{args:?}");
     }
-    // No command: the help, on stderr, exit 2 (README).
+    // No command: the help, on stderr, exit 2 (docs/guide/reference.md).
     let o = psp(&[]).expect("prompt");
     assert_eq!(o.code, Some(2));
     assert!(o.stderr.contains("Usage: psp <COMMAND>"), "{}", o.stderr);
@@ -754,7 +754,7 @@ proptest! {
     }
 }
 
-// ------------------------------------------------- issue 24: attacker's inputs
+// ------------------------------------------------------ attacker's inputs
 
 /// Bad inputs that used to be answered late or wrongly: each is one line on
 /// stderr naming what is wrong, exit code 2, before any work (a `psp profile`
@@ -835,7 +835,7 @@ fn bad_inputs_are_named_before_any_work() {
 }
 
 /// `psp profile` takes its application from the workload file's `app` when
-/// `--app` is not given (README, `--help`), and writes it back.
+/// `--app` is not given (docs/guide/reference.md, `--help`), and writes it back.
 #[test]
 fn profile_takes_the_workload_files_app() {
     let dir = scratch("profile-app");

@@ -3,7 +3,7 @@
 //! name, how it is written, a one-line doc, the range or the accepted names, and
 //! how it reads and writes the configuration's field. That table alone drives
 //! parsing `name:key=value,...`, the range checks, the canonical name
-//! (`PolicySpec`'s `Display`), the one-line errors and the README's parameter
+//! (`PolicySpec`'s `Display`), the one-line errors and the reference's parameter
 //! list ([`ParamInfo`]).
 //!
 //! Every numeric parameter is checked here in one way: NaN, infinities and
@@ -320,7 +320,7 @@ pub trait Params: Sized + 'static {
     const PARAMS: &'static [Param<Self>];
 }
 
-/// One parameter as documented: a row of the README's list.
+/// One parameter as documented: a row of the reference's list (docs/guide/reference.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamInfo {
     /// The policy's name.

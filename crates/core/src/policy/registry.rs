@@ -6,7 +6,7 @@
 //! constructor, execution shape and what the executors price (preemption
 //! model, modelled system, time slices). [`POLICIES`] lists the entries; parsing
 //! and printing a [`PolicySpec`](super::PolicySpec), the unknown-policy error,
-//! the README's parameter table and the tests iterate it. Adding a policy is
+//! the parameter table of docs/guide/reference.md and the tests iterate it. Adding a policy is
 //! its file plus one line here (see `crates/sim/examples/own_policy.rs` for a
 //! worked example, which parses through a registry of its own).
 //!
@@ -36,7 +36,7 @@ impl PolicyEntry {
     }
 }
 
-/// Every policy, in the order the README and the unknown-policy error list them.
+/// Every policy, in the order docs/guide/reference.md and the unknown-policy error list them.
 pub static POLICIES: &[&PolicyEntry] = &[
     &super::ws::D_FCFS,
     &super::fcfs::C_FCFS,

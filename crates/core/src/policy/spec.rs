@@ -5,7 +5,7 @@
 //! The policies themselves are the registry's entries ([`super::registry`]):
 //! this module parses a name against them, prints the canonical name, and
 //! checks a context before an entry's constructor runs. [`parameters`] lists
-//! every parameter with its range, default and doc, for the README and tests.
+//! every parameter with its range, default and doc, for docs/guide/reference.md and tests.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,8 +1,11 @@
-//! Every policy behind every front end: each of the thirteen policies serves
-//! the synthetic (`spin`) and the key-value (`kv`, RocksDB) applications on 2
-//! workers, through the in-process generator, through the UDP server on
-//! loopback and, as root, through the AF_XDP server in a network namespace
-//! (a kernel-UDP client in the other namespace of a veth pair).
+//! Every policy behind every datagram front end: each of the fifteen
+//! registered policies (`common::server::POLICIES`; `darc-fair` both with and
+//! without lending) serves the synthetic (`spin`) and the key-value (`kv`,
+//! RocksDB) applications on 2 workers, through the in-process generator,
+//! through the UDP server on loopback and, as root, through the AF_XDP server
+//! in a network namespace (a kernel-UDP client in the other namespace of a
+//! veth pair). The TCP front end's runs under every policy are the Redis and
+//! memcached semantics tests (`semantics.rs`).
 //! Each run checks that every request is answered exactly once, that the
 //! dispatcher's counters balance, and that every answer is the one the
 //! application gives when the request runs alone, unpreempted: a SCAN's

@@ -601,7 +601,7 @@ fn http_exchange(addr: SocketAddr, head: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Issue 24: a request head past the exporter's bound (here a 300 KB header
+/// A request head past the exporter's bound (here a 300 KB header
 /// line) is answered 431 after at most `MAX_HEAD_BYTES` were read, and the
 /// exporter goes on serving scrapes.
 #[test]
@@ -633,7 +633,7 @@ fn a_metrics_request_head_past_its_bound_is_answered_431() {
     srv.stop().expect("clean stop");
 }
 
-/// Issue 24: a run that cannot start (here: cores this machine does not have)
+/// A run that cannot start (here: cores this machine does not have)
 /// is `Server::start`'s error, so `psp serve` never says it listens.
 #[test]
 fn a_server_whose_cores_are_missing_does_not_start() {
@@ -676,7 +676,7 @@ fn exposed(body: &str, prefix: &str) -> Option<f64> {
     })
 }
 
-/// Issue 24: requests that take twice their type's declared mean service
+/// Requests that take twice their type's declared mean service
 /// time show up as a measured utilization twice the declared one, in
 /// `/metrics` and in the report's per-type service sums.
 #[test]
