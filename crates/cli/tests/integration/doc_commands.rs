@@ -10,11 +10,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Subcommands the documentation may name before the binary has them
-/// (developed beside it). Each entry must not be a subcommand yet: once it
-/// is, the test fails until the entry is removed, so the list cannot rot.
-const PENDING: &[&str] = &["top"];
-
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -148,9 +143,6 @@ fn problems_in(
     for (line, code) in code_of(text) {
         for (sub, flags) in commands_in(&code) {
             checked += 1;
-            if PENDING.contains(&sub.as_str()) {
-                continue;
-            }
             if !subcommands.contains(&sub) {
                 problems.push(format!("{name}:{line}: `psp {sub}`: no such subcommand"));
                 continue;
@@ -204,13 +196,6 @@ fn help_cache() -> impl FnMut(&str) -> String {
 #[test]
 fn every_quoted_command_is_the_binarys() {
     let subs = subcommands();
-    for p in PENDING {
-        assert!(
-            !subs.contains(*p),
-            "`psp {p}` exists now: remove it from PENDING in {}",
-            file!()
-        );
-    }
     let mut help = help_cache();
     let root = repo_root();
     let (mut checked, mut problems) = (0, Vec::new());
