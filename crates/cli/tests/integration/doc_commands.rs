@@ -237,8 +237,7 @@ fn every_quoted_command_is_the_binarys() {
 }
 
 /// The checker itself: a wrong subcommand and a wrong flag are reported, with
-/// their lines; right ones, prose, other programs and pending subcommands
-/// are not.
+/// their lines; right ones, prose and other programs are not.
 #[test]
 fn checker_reports_a_wrong_subcommand_and_a_wrong_flag() {
     let text = "# T\n\nSay `psp` alone, `psp_runtime::Handler`, `--system psp:network=0`.\n\n\
@@ -246,7 +245,7 @@ fn checker_reports_a_wrong_subcommand_and_a_wrong_flag() {
                 psp simulate --workload w\npsp top 127.0.0.1:9100\n\
                 ip netns exec a psp serve --datapath xdp | head\n```\n\n\
                 Then `psp run --no-such-flag` and `psp load [--server-profile ADDR]`.\n";
-    let subs: BTreeSet<String> = ["sim", "run", "serve", "load"]
+    let subs: BTreeSet<String> = ["sim", "run", "serve", "load", "top"]
         .iter()
         .map(|s| s.to_string())
         .collect();
@@ -254,6 +253,7 @@ fn checker_reports_a_wrong_subcommand_and_a_wrong_flag() {
         "sim" => "--workload <W>\n--policy <P>\n--json\n".to_string(),
         "serve" => "--datapath <D>\n".to_string(),
         "load" => "--server-profile <ADDR>\n--server <S>\n".to_string(),
+        "top" => "--interval <DURATION>\n".to_string(),
         _ => "--workload-file <W>\n".to_string(),
     };
     let (checked, problems) = problems_in("t.md", text, &subs, &mut help);
