@@ -26,10 +26,10 @@ pub enum TopError {
     #[error("'{0}' is not HOST:PORT or an http://HOST:PORT/metrics URL")]
     Address(String),
     /// The first scrape failed: nothing listening, not HTTP, not a psp server.
-    #[error("{0}")]
+    #[error(transparent)]
     Read(#[from] ReadError),
     /// The terminal could not be used.
-    #[error("terminal: {0}")]
+    #[error("terminal")]
     Terminal(#[from] std::io::Error),
 }
 
