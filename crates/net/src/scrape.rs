@@ -367,7 +367,6 @@ mod tests {
         let mut snap = psp_runtime::Snapshot::new(3, 3, 0);
         snap.has_reservation = true;
         snap.running_known = true;
-        snap.preemptions = 5;
         for (t, g) in snap.types.iter_mut().zip([0, 0, 1]) {
             t.group = Some(g);
         }

@@ -200,7 +200,6 @@ struct Declared {
 /// is reserved for, and whether it runs another group's request.
 fn fill_workers(s: &mut Snapshot, reservation: Option<&Reservation>, view: WorkerView<'_>) {
     s.running_known = view.running.is_some();
-    s.preemptions = view.preemptions.iter().sum();
     for (w, out) in s.workers.iter_mut().enumerate() {
         out.running = view.running.and_then(|r| r[w]);
         out.preemptions = view.preemptions[w];

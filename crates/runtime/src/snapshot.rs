@@ -137,14 +137,17 @@ pub struct Snapshot {
     pub running_known: bool,
     /// Per worker, in worker order.
     pub workers: Vec<WorkerSnapshot>,
-    /// Requests preempted and handed back to the policy, all workers.
-    pub preemptions: u64,
     /// The front end's own counters, as it defines them
     /// ([`crate::FrontEnd::fill_snapshot`]).
     pub front: Vec<u64>,
 }
 
 impl Snapshot {
+    /// Requests preempted and handed back to the policy, all workers.
+    pub fn preemptions(&self) -> u64 {
+        self.workers.iter().map(|w| w.preemptions).sum()
+    }
+
     /// An empty snapshot for `types` request types, `workers` workers and
     /// `front` front-end counters: the shape every later one keeps.
     pub fn new(types: usize, workers: usize, front: usize) -> Self {
@@ -160,7 +163,6 @@ impl Snapshot {
             types: vec![TypeSnapshot::default(); types],
             running_known: false,
             workers: vec![WorkerSnapshot::default(); workers],
-            preemptions: 0,
             front: vec![0; front],
         }
     }

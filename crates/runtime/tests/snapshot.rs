@@ -293,7 +293,7 @@ fn a_snapshot_holds_every_counter_by_type_and_outcome() {
         );
         assert_eq!(ws.preemptions, 0);
     }
-    assert_eq!(s.preemptions, 0);
+    assert_eq!(s.preemptions(), 0);
     for (t, ts) in s.types.iter().enumerate() {
         assert_eq!(ts.group, Some(r.group_of[t]));
     }

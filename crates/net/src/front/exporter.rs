@@ -406,7 +406,7 @@ impl SnapshotCollector {
             enc,
             "psp_preemptions",
             "Requests preempted and handed back to the policy, all workers",
-            s.preemptions,
+            s.preemptions(),
         )
     }
 
