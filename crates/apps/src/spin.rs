@@ -97,8 +97,8 @@ impl Service for SpinService {
 
     fn describe(&self) -> String {
         format!(
-            "spin (requests may ask for at most {} ns)",
-            self.config.max_service_ns
+            "spin (requests may ask for at most {:?})",
+            std::time::Duration::from_nanos(self.config.max_service_ns)
         )
     }
 }

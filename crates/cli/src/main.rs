@@ -431,6 +431,9 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
             point
         }
     };
+    if let Some(w) = report::point_warmup_warning(&point) {
+        eprintln!("{w}");
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&point)?);
     } else {

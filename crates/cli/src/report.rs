@@ -2,7 +2,60 @@
 
 use std::fmt::Write;
 
-use psp_metrics::{PointResult, SweepResult, rate_unit};
+use psp_metrics::{Extra, PointResult, SweepResult, rate_unit};
+
+/// A rate of requests per second as the tables write it (`266.9`, `51.2k`,
+/// `5.10M`), for one-line messages.
+pub fn rate_text(rps: f64) -> String {
+    if rps.abs() < 1e4 {
+        return format!("{rps:.1}");
+    }
+    let (div, unit) = rate_unit(rps.abs());
+    format!("{:.2}{}", rps / div, &unit[..1])
+}
+
+/// Whether DARC ended `p` still in its warm-up (its profiling window never
+/// filled: no reservation, c-FCFS throughout).
+pub fn ended_warming_up(p: &PointResult) -> bool {
+    match &p.extra {
+        Extra::Sim(x) => x.warming_up,
+        Extra::Run(x) => x.warming_up,
+        Extra::Net(x) => x.server.summary().is_some_and(|s| s.warming_up),
+    }
+}
+
+/// The warning for `points` of `policy` of which `warming` ended in DARC's
+/// warm-up; `None` when none did.
+pub fn warmup_warning(policy: &str, warming: usize, points: usize) -> Option<String> {
+    if warming == 0 {
+        return None;
+    }
+    let which = if points == 1 {
+        "this run".to_string()
+    } else {
+        format!("{warming} of its {points} points")
+    };
+    let family = policy.split(':').next().unwrap_or(policy);
+    Some(format!(
+        "warning: {policy} made no reservation in {which}: its first profiling window never filled, so it scheduled as c-FCFS throughout; run longer (--duration) or give it a smaller window (e.g. --policy {family}:samples=1000)"
+    ))
+}
+
+/// [`warmup_warning`] for one point.
+pub fn point_warmup_warning(p: &PointResult) -> Option<String> {
+    warmup_warning(&p.policy, usize::from(ended_warming_up(p)), 1)
+}
+
+/// [`warmup_warning`] for each policy of a sweep.
+pub fn sweep_warmup_warnings(r: &SweepResult) -> Vec<String> {
+    r.policies
+        .iter()
+        .filter_map(|s| {
+            let warming = s.points.iter().filter(|p| ended_warming_up(p)).count();
+            warmup_warning(&s.policy, warming, s.points.len())
+        })
+        .collect()
+}
 
 /// A point as a per-type table.
 pub fn point_table(p: &PointResult) -> String {
@@ -211,5 +264,18 @@ fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate_text;
+
+    /// Rates read as people write them, never as `2.6691e2`.
+    #[test]
+    fn rates_are_written_plainly() {
+        assert_eq!(rate_text(266.91), "266.9");
+        assert_eq!(rate_text(51_234.0), "51.23k");
+        assert_eq!(rate_text(5.1e6), "5.10M");
     }
 }

@@ -186,6 +186,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         r.sim_agreement = Some(sim_agreement(&point.types, p));
         r.sim_prediction = Some(Box::new(p.clone()));
     }
+    if let Some(w) = report::point_warmup_warning(&point) {
+        eprintln!("{w}");
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&point)?);
     } else {
@@ -459,6 +462,7 @@ fn run_extra(
         no_fiber: c.no_fiber,
         bad_bodies: c.bad_bodies,
         stranded: c.stranded,
+        warming_up: d.policy_stats.warming_up,
         reservation_updates: d.policy_stats.reservation_updates,
         reservation: d.reservation.as_ref().map(ReservationLayout::from),
         reservation_log: d

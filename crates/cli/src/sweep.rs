@@ -432,6 +432,9 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
         }
         return Ok(());
     }
+    for w in report::sweep_warmup_warnings(&result) {
+        eprintln!("{w}");
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {

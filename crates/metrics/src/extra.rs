@@ -122,6 +122,10 @@ pub struct SimExtra {
     /// Times the wait queue became congested (`synergy`'s THRESH_WQD).
     #[serde(default)]
     pub congestion_episodes: u64,
+    /// DARC ended the run in its warm-up: its profiling window never
+    /// filled, so it made no reservation and scheduled as c-FCFS.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warming_up: bool,
     /// Reservation changes applied.
     pub reservation_updates: u64,
     /// The final reservation, for reservation-based policies.
@@ -175,6 +179,10 @@ pub struct RunExtra {
     pub bad_bodies: u64,
     /// Admitted requests still in flight when the drain timed out.
     pub stranded: u64,
+    /// DARC ended the run in its warm-up: its profiling window never
+    /// filled, so it made no reservation and scheduled as c-FCFS.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warming_up: bool,
     /// Reservation changes applied.
     pub reservation_updates: u64,
     /// The final reservation, for reservation-based policies.
@@ -526,6 +534,10 @@ pub struct ServerSummary {
     /// Workers still in their handler after the drain deadline.
     #[serde(default)]
     pub abandoned_workers: Vec<usize>,
+    /// DARC ended the run in its warm-up: its profiling window never
+    /// filled, so it made no reservation and scheduled as c-FCFS.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warming_up: bool,
     /// Reservation changes applied.
     pub reservation_updates: u64,
     /// The final reservation, for reservation-based policies.

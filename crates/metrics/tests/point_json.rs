@@ -93,6 +93,7 @@ fn sim_extra() -> SimExtra {
         preemptions_avoided: 7,
         wait_queue_passes: 8,
         congestion_episodes: 9,
+        warming_up: false,
         reservation_updates: 3,
         reservation: Some(reservation()),
         simulated_end_s: 1.5,
@@ -122,6 +123,7 @@ fn run_point() -> PointResult {
         no_fiber: 0,
         bad_bodies: 2,
         stranded: 0,
+        warming_up: false,
         reservation_updates: 2,
         reservation: Some(reservation()),
         reservation_log: vec![ReservationChange {
@@ -221,6 +223,7 @@ fn server_summary() -> ServerSummary {
         }),
         stranded: 0,
         abandoned_workers: vec![],
+        warming_up: false,
         reservation_updates: 2,
         reservation: Some(reservation()),
         served_per_worker: vec![1100, 1170],

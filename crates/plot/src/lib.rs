@@ -16,4 +16,4 @@ mod plot;
 
 pub use heat::{HeatMap, plot_heat_map};
 pub use lines::{Line, LineFigure, plot_lines};
-pub use plot::{PlotError, plot_series, plot_sweep};
+pub use plot::{PlotError, plot_series, plot_sweep, write_png};

@@ -119,10 +119,36 @@ pub(crate) fn render(
     figure
         .draw_on(&SVGBackend::new(&svg, size).into_drawing_area())
         .map_err(err(&svg))?;
+    let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
     figure
-        .draw_on(&BitMapBackend::new(&png, size).into_drawing_area())
+        .draw_on(&BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area())
         .map_err(err(&png))?;
+    write_png(&png, &rgb, size)?;
     Ok(vec![svg, png])
+}
+
+/// Writes `rgb` (8-bit RGB rows, `size` pixels) as a PNG file at `path`.
+///
+/// plotters' own PNG encoder goes through the `image` crate, a large build
+/// for one format; the `png` crate it wraps does the same here.
+///
+/// # Errors
+/// [`PlotError::Draw`] when the buffer does not match `size` or the file
+/// cannot be written.
+pub fn write_png(path: &Path, rgb: &[u8], size: (u32, u32)) -> Result<(), PlotError> {
+    let fail = |message: String| PlotError::Draw {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = std::fs::File::create(path).map_err(|e| fail(e.to_string()))?;
+    let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), size.0, size.1);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header().map_err(|e| fail(e.to_string()))?;
+    writer
+        .write_image_data(rgb)
+        .map_err(|e| fail(e.to_string()))?;
+    writer.finish().map_err(|e| fail(e.to_string()))
 }
 
 /// `<out_stem>.svg` and `<out_stem>.png`, with their directory created.

@@ -3,7 +3,7 @@
 //! `&dyn Protocol` (what the TCP front end calls): the registry must cost
 //! nothing a request would notice.
 //!
-//! Run: `cargo bench -p psp-proto --bench framing -- --warm-up-time 1
+//! Run: `cargo bench -p psp-proto --features bench --bench framing -- --warm-up-time 1
 //! --measurement-time 3`
 
 use std::hint::black_box;

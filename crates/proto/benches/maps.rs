@@ -25,7 +25,7 @@
 //!
 //! ns/op is the median time per iteration divided by `2 * OPS`.
 //!
-//! Run: `cargo bench -p psp-proto --bench maps -- --warm-up-time 1
+//! Run: `cargo bench -p psp-proto --features bench --bench maps -- --warm-up-time 1
 //! --measurement-time 3` (a filter such as `mix/` or `/scc` picks some).
 
 use std::collections::HashMap as StdMap;

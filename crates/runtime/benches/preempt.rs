@@ -52,7 +52,7 @@
 //! baselines' away per request (no preemption) shows the spin's own
 //! accuracy.
 //!
-//! `cargo bench -p psp-runtime --bench preempt`; takes 1-2 minutes. Needs
+//! `cargo bench -p psp-runtime --features bench --bench preempt`; takes 1-2 minutes. Needs
 //! two otherwise idle cores (the dispatcher and the worker are pinned).
 #![allow(missing_docs)]
 

@@ -960,6 +960,7 @@ impl SimOutcome {
             preemptions_avoided: self.policy_stats.preemptions_avoided,
             wait_queue_passes: self.policy_stats.wait_queue_passes,
             congestion_episodes: self.policy_stats.congestion_episodes,
+            warming_up: self.policy_stats.warming_up,
             reservation_updates: self.policy_stats.reservation_updates,
             reservation: self.reservation.as_ref().map(ReservationLayout::from),
             simulated_end_s: self.end_ns as f64 / 1e9,

@@ -150,9 +150,11 @@ fn paint(buf: &Buffer, out: &str) -> Result<(), Box<dyn std::error::Error>> {
         _ => FontStyle::Normal,
     };
     let (w, h) = (u32::from(buf.area.width), u32::from(buf.area.height));
-    let root = BitMapBackend::new(out, (w * CELL_W + 16, h * CELL_H + 16)).into_drawing_area();
-    root.fill(&BACKGROUND)?;
-    let root = root.margin(8, 8, 8, 8);
+    let size = (w * CELL_W + 16, h * CELL_H + 16);
+    let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
+    let base = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
+    base.fill(&BACKGROUND)?;
+    let root = base.margin(8, 8, 8, 8);
     for y in 0..buf.area.height {
         for x in 0..buf.area.width {
             let cell = &buf[(x, y)];
@@ -185,5 +187,8 @@ fn paint(buf: &Buffer, out: &str) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     root.present()?;
+    // The areas borrow the pixels until dropped.
+    drop((root, base));
+    psp_plot::write_png(std::path::Path::new(out), &pixels, size)?;
     Ok(())
 }

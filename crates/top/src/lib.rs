@@ -12,6 +12,7 @@
 pub mod model;
 pub mod view;
 
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use psp_net::scrape::fetch_exposition;
@@ -28,8 +29,14 @@ pub enum TopError {
     /// The first scrape failed: nothing listening, not HTTP, not a psp server.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// Standard input or output is not a terminal (a pipe, a file, a
+    /// service manager): there is no screen to draw on.
+    #[error(
+        "psp top draws a live view and needs a terminal (standard input and output are not one); without a screen, read the same numbers with `curl {0}`"
+    )]
+    NoTerminal(String),
     /// The terminal could not be used.
-    #[error("terminal")]
+    #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
 }
 
@@ -77,6 +84,9 @@ pub fn run(addr: &str, interval: Duration) -> Result<(), TopError> {
     let url = metrics_url(addr)?;
     let mut top = Top::new(url.clone());
     top.update(look(&url)?);
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Err(TopError::NoTerminal(url));
+    }
     let mut terminal = ratatui::try_init()?;
     let result = watch(&mut terminal, &mut top, &url, interval);
     ratatui::restore();

@@ -103,7 +103,9 @@ impl Clients {
         }
         if think_ns > MAX_THINK_NS {
             return invalid(format!(
-                "the mean think time must be at most {MAX_THINK_NS} ns, not {think_ns}"
+                "the mean think time must be at most {:?}, not {:?}",
+                std::time::Duration::from_nanos(MAX_THINK_NS),
+                std::time::Duration::from_nanos(think_ns)
             ));
         }
         Ok(Self {

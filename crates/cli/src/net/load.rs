@@ -213,8 +213,8 @@ pub fn load(a: LoadArgs) -> Result<()> {
             let mut cal = load_config(server, &workload, &app, &short, &client, false)?;
             cal.datapath = datapath.clone();
             eprintln!(
-                "calibrating: {:.4e} requests/s for {span:?} ({})",
-                rate,
+                "calibrating: {} requests/s for {span:?} ({})",
+                report::rate_text(rate),
                 first.line(&workload, rate, workers)
             );
             load_with_progress(&cal)?;
@@ -239,11 +239,9 @@ pub fn load(a: LoadArgs) -> Result<()> {
         eprintln!("wrote {}", path.display());
     }
     let mut point = rep.to_point(&cfg, &a.policy, point.workers());
-    if rep.responses.iter().sum::<u64>() == 0 && rep.scheduled > 0 {
-        eprintln!(
-            "warning: no response at all from {server}: is a server running there? (every request counted as a timeout)"
-        );
-    }
+    // Nothing answered: the report still prints (every request a timeout),
+    // and the run fails, so that a script does not read it as a result.
+    let unanswered = rep.responses.iter().sum::<u64>() == 0 && rep.scheduled > 0;
     match &profile {
         // The load by the means the rate was computed from, and those means.
         Some(p) => {
@@ -270,6 +268,11 @@ pub fn load(a: LoadArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&point)?);
     } else {
         print!("{}", report::point_table(&point));
+    }
+    if unanswered {
+        anyhow::bail!(
+            "no response at all from {server}: is a server running there? (every request counted as a timeout)"
+        );
     }
     Ok(())
 }

@@ -258,6 +258,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
         tcp: n.tcp.clone(),
         stranded: c.stranded,
         abandoned_workers: s.abandoned_workers.clone(),
+        warming_up: d.policy_stats.warming_up,
         reservation_updates: d.policy_stats.reservation_updates,
         reservation: d
             .reservation

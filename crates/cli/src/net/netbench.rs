@@ -53,7 +53,7 @@ pub struct NetbenchArgs {
     /// (xdp needs --netns).
     #[arg(long, default_value = "udp")]
     datapaths: String,
-    /// The client's datapath: udp, xdp, or same (the server's) [default: same].
+    /// The client's datapath: udp, xdp, or same (the server's).
     #[arg(long, default_value = "same")]
     client_datapath: String,
     /// Run the servers in namespace PREFIX-srv at --server-ip:7000 and the

@@ -195,12 +195,12 @@ impl ServerProfile {
             .collect();
         let load = self.load(rate_rps, workers);
         format!(
-            "server profile ({}): {} | load {:.3} of the capacity these means give = {:.4e} requests/s on {workers} worker(s) (by the declared means alone: {:.4e})",
+            "server profile ({}): {} | load {:.3} of the capacity these means give = {} requests/s on {workers} worker(s) (by the declared means alone: {})",
             self.url,
             types.join("; "),
             load,
-            rate_rps,
-            load * workload.peak_rps(workers)
+            crate::report::rate_text(rate_rps),
+            crate::report::rate_text(load * workload.peak_rps(workers))
         )
     }
 
@@ -282,8 +282,8 @@ mod tests {
             "short declared 1.00 us, server-measured 3.00 us over 500 requests, using the server's",
             "long declared 100.00 us, server-measured 300.00 us over 99 requests, using the declared",
             "load 0.500",
-            "1.9417e4 requests/s on 2 worker(s)",
-            "by the declared means alone: 1.9802e4",
+            "19.42k requests/s on 2 worker(s)",
+            "by the declared means alone: 19.80k",
         ] {
             assert!(line.contains(needle), "{needle}: {line}");
         }

@@ -808,3 +808,104 @@ fn man_page_has_a_section_per_subcommand_with_its_flags() {
     // A flag of a subcommand, not only its name, is in the page.
     assert!(page.contains("\\-\\-metrics"), "serve's --metrics missing");
 }
+
+/// `psp load` against an address where nothing answers: the report still
+/// prints (every request a timeout), and the run fails with one line saying
+/// why, so that a script does not take it for a result.
+#[test]
+fn load_against_nothing_fails_after_its_report() {
+    let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    let out = common::psp(&[
+        "load",
+        "--server",
+        &addr,
+        "--rps",
+        "200",
+        "--duration",
+        "200ms",
+        "--timeout",
+        "100ms",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no response at all"), "{stderr}");
+    let point: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report");
+    assert!(point["timeouts"].as_u64().unwrap() > 0, "{point}");
+}
+
+/// No option's help states its default twice (clap adds `[default: ...]`
+/// itself), in any subcommand, the list read from `psp --help`.
+#[test]
+fn no_help_text_states_a_default_twice() {
+    let top = String::from_utf8(common::psp(&["--help"]).stdout).unwrap();
+    let subcommands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| *s != "help")
+        .collect();
+    assert!(subcommands.contains(&"netbench"), "{top}");
+    for sub in subcommands {
+        let help = String::from_utf8(common::psp(&[sub, "--help"]).stdout).unwrap();
+        // Wrapped lines joined: two defaults one after the other.
+        let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            !flat.contains("] [default:"),
+            "psp {sub} --help states a default twice: {help}"
+        );
+    }
+}
+
+/// DARC ending a run before its first profiling window filled (no
+/// reservation, c-FCFS throughout) is said, by `psp sim` and `psp sweep`;
+/// a run long enough to reserve is not warned about.
+#[test]
+fn darc_still_warming_up_at_the_end_is_warned_about() {
+    let sim = |duration: &str, rps: &str| {
+        let out = common::psp(&[
+            "sim",
+            "--workload",
+            "extreme-bimodal",
+            "--workers",
+            "16",
+            "--policy",
+            "darc",
+            "--rps",
+            rps,
+            "--duration",
+            duration,
+        ]);
+        assert!(out.status.success());
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let short = sim("2ms", "1e5");
+    assert!(
+        short.contains("darc made no reservation in this run"),
+        "{short}"
+    );
+    assert!(short.contains("darc:samples="), "{short}");
+    let long = sim("100ms", "5.1e6");
+    assert!(!long.contains("no reservation"), "{long}");
+    let out = common::psp(&[
+        "sweep",
+        "--mode",
+        "sim",
+        "--workload",
+        "extreme-bimodal",
+        "--workers",
+        "16",
+        "--policies",
+        "c-fcfs,darc",
+        "--duration",
+        "2ms",
+    ]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("darc made no reservation in"), "{stderr}");
+    assert!(!stderr.contains("c-fcfs made no"), "{stderr}");
+}

@@ -44,6 +44,12 @@ fn a_dead_or_wrong_address_is_a_one_line_error() {
     let not_psp =
         answering("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nup 1\n");
     assert_one_line_error(&["top", &not_psp], "not the /metrics of a psp serve");
+    // A psp server's metrics, but no terminal to draw on (the output is a
+    // pipe): said in one line, with what to do instead.
+    let psp = answering(
+        "HTTP/1.1 200 OK\r\nContent-Length: 36\r\nConnection: close\r\n\r\npsp_snapshots_total 1\npsp_workers 2\n",
+    );
+    assert_one_line_error(&["top", &psp], "needs a terminal");
 }
 
 /// Kills a child when dropped (a failed assertion must not leave it behind).

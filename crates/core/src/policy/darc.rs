@@ -898,7 +898,10 @@ impl Policy for Darc {
     }
 
     fn stats(&self) -> PolicyStats {
-        self.stats
+        PolicyStats {
+            warming_up: self.mode == Mode::Warmup,
+            ..self.stats
+        }
     }
 }
 

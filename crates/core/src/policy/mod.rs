@@ -183,6 +183,10 @@ pub struct PolicyStats {
     pub wait_queue_passes: u64,
     /// Times the wait queue became congested (SYNERGY's THRESH_WQD).
     pub congestion_episodes: u64,
+    /// DARC: still in its warm-up, scheduling as c-FCFS because its first
+    /// profiling window has not filled (no reservation made yet). At the end
+    /// of a run, the run was too short for the window.
+    pub warming_up: bool,
 }
 
 /// A scheduling policy: a state machine over arrivals, completions and time.

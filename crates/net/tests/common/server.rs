@@ -54,6 +54,11 @@ pub fn start(
             queue_capacity: 1024,
             drain_timeout: Duration::from_secs(5),
             raise_priority: false,
+            // Threads sleep when idle: no more spinning threads than cores.
+            idle: psp_runtime::IdleStrategy::SpinPark {
+                spin_us: 0,
+                park_us: 1_000,
+            },
             ..RuntimeConfig::default()
         },
         policy: policy.parse().unwrap(),

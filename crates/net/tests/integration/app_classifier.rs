@@ -41,6 +41,11 @@ fn the_application_classifier_types_every_request_from_its_body() {
         runtime: RuntimeConfig {
             workers: 2,
             raise_priority: false,
+            // Threads sleep when idle: no more spinning threads than cores.
+            idle: psp_runtime::IdleStrategy::SpinPark {
+                spin_us: 0,
+                park_us: 1_000,
+            },
             ..RuntimeConfig::default()
         },
         policy: "darc:samples=10".parse().unwrap(),

@@ -23,6 +23,11 @@ fn server() -> Server {
             queue_capacity: 64,
             drain_timeout: Duration::from_secs(5),
             raise_priority: false,
+            // Threads sleep when idle: no more spinning threads than cores.
+            idle: psp_runtime::IdleStrategy::SpinPark {
+                spin_us: 0,
+                park_us: 1_000,
+            },
             ..RuntimeConfig::default()
         },
         policy: "darc".parse().unwrap(),

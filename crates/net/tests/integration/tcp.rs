@@ -48,6 +48,17 @@ fn cmd(args: &[&str]) -> Vec<u8> {
 }
 
 /// Reads until `want` bytes arrived (or the peer closed).
+/// Bytes received on `c` and not yet read (the kernel's receive queue).
+fn unread_bytes(c: &TcpStream) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int through the pointer, which points to
+    // `n`, alive for the call; the descriptor is `c`'s, open while borrowed.
+    let rc = unsafe { libc::ioctl(c.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(rc, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+    usize::try_from(n).expect("a byte count")
+}
+
 fn read_exactly(c: &mut TcpStream, want: usize) -> Vec<u8> {
     let mut got = Vec::new();
     let mut buf = [0u8; 65_536];
@@ -240,20 +251,34 @@ fn a_client_that_never_reads_is_paused_and_others_are_served() {
     for _ in 0..GETS {
         pending.extend_from_slice(&one);
     }
-    let mut last_progress = Instant::now();
-    while sent < pending.len() && last_progress.elapsed() < Duration::from_millis(300) {
-        match greedy.write(&pending[sent..]) {
-            Ok(n) => {
-                sent += n;
-                last_progress = Instant::now();
+    // Wait for the event itself, not for a time: the server has stopped
+    // writing to the greedy client (the bytes waiting in the client's
+    // receive queue stay the same for a second). Its buffers then hold what
+    // the bound allows, and the server pauses the connection within a few
+    // more GETs; a slow or descheduled server only delays this.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = (usize::MAX, sent);
+    let mut since = Instant::now();
+    loop {
+        if sent < pending.len() {
+            match greedy.write(&pending[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            Err(e) => panic!("{e}"),
         }
+        let now = (unread_bytes(&greedy), sent);
+        if now != seen {
+            (seen, since) = (now, Instant::now());
+        } else if now.0 > 0 && since.elapsed() >= Duration::from_secs(1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server went on writing to a client that reads nothing for 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(Duration::from_millis(200));
     // The server still serves others.
     let mut other = connect(&s);
     other.write_all(&cmd(&["PING"])).unwrap();

@@ -19,7 +19,7 @@ use psp_net::server::DatapathKind;
 use psp_net::xdp::frame::{self, Endpoint};
 use psp_net::xdp::{XdpConfig, bpf, device};
 use psp_net::{ClassifierKind, Server, ServerConfig, ServerReport};
-use psp_runtime::{RuntimeConfig, Spinner};
+use psp_runtime::{IdleStrategy, RuntimeConfig, Spinner};
 use psp_workload::Workload;
 
 use common::Topology;
@@ -50,6 +50,13 @@ fn start_server(t: &Topology, policy: &str) -> Server {
                 queue_capacity: 256,
                 drain_timeout: Duration::from_secs(5),
                 raise_priority: false,
+                // Threads sleep when idle: never more spinning threads than
+                // the 2 cores (spinning ones starved the client beside a busy
+                // core, and requests waited past the queue's bound).
+                idle: IdleStrategy::SpinPark {
+                    spin_us: 0,
+                    park_us: 1_000,
+                },
                 ..RuntimeConfig::default()
             },
             policy: policy.parse().unwrap(),

@@ -235,10 +235,27 @@ fn load_serve_file(path: &Path) -> Result<ServeArgs> {
             let keys: Vec<String> = file_keys().iter().map(|k| format!("`{k}`")).collect();
             message.push_str(&format!(", expected one of {}", keys.join(", ")));
         }
+        // Nor which key a bad value belongs to: read alone, each key's
+        // value finds it.
+        if let Some(key) = bad_key(&text) {
+            message = format!("`{key}`: {message}");
+        }
         anyhow::anyhow!(
             "'{}' is not a valid serve config: {message}",
             path.display()
         )
+    })
+}
+
+/// The first key of the config `text` whose value, read alone, is refused.
+fn bad_key(text: &str) -> Option<String> {
+    let table: toml::Table = toml::from_str(text).ok()?;
+    table.into_iter().find_map(|(key, value)| {
+        let mut alone = toml::Table::new();
+        alone.insert(key.clone(), value);
+        toml::from_str::<ServeArgs>(&alone.to_string())
+            .is_err()
+            .then_some(key)
     })
 }
 
@@ -292,6 +309,10 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     let declared: Vec<Option<f64>> = cfg.types.iter().map(|t| t.mean_service_ns).collect();
     let mut s = server_summary(&report, &declared);
     s.app_check = plan.service.finish();
+    let policy = cfg.policy.to_string();
+    if let Some(w) = crate::report::warmup_warning(&policy, usize::from(s.warming_up), 1) {
+        eprintln!("{w}");
+    }
     if plan.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
@@ -380,6 +401,19 @@ mod tests {
         assert!(file_keys().contains(&"tcp_max_output".to_string()));
         let a: ServeArgs = toml::from_str("raise_priority = false").unwrap();
         assert_eq!(a.raise_priority, Some(false));
+    }
+
+    /// A value of the wrong type names its line, hence its key.
+    #[test]
+    fn a_bad_value_in_the_config_file_names_its_key() {
+        let dir = std::env::temp_dir().join(format!("psp-serve-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, "policy = \"darc\"\nworkers = \"two\"\n").unwrap();
+        let e = load_serve_file(&path).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(e.contains("`workers`: invalid type"), "{e}");
+        assert!(e.contains("expected usize"), "{e}");
     }
 
     /// configs/serve.toml reads as it always has.

@@ -24,8 +24,14 @@ fn utilization_line(s: &ServerSummary) -> String {
 
 /// A warning naming the types whose measured mean service time is off from
 /// the declared one by more than [`psp_runtime::SERVICE_OFF_FACTOR`] (types
-/// with at least 100 completions).
-fn service_warning(types: &[ServerTypeLatency]) -> Option<String> {
+/// with at least 100 completions). None over TCP: there the declared times
+/// only seed the policy's profile, and its clients (redis-benchmark,
+/// memcaslap, ...) take no `--load` computed from them, so `psp profile` and
+/// `psp load --server-profile`, the two remedies, do not apply.
+fn service_warning(types: &[ServerTypeLatency], over_tcp: bool) -> Option<String> {
+    if over_tcp {
+        return None;
+    }
     let f = psp_runtime::SERVICE_OFF_FACTOR;
     let off: Vec<String> = types
         .iter()
@@ -136,7 +142,7 @@ pub(super) fn print(s: &ServerSummary, report: &ServerReport) {
     {
         println!("{}", r.line());
     }
-    if let Some(w) = service_warning(&s.server_side_latency) {
+    if let Some(w) = service_warning(&s.server_side_latency, s.tcp.is_some()) {
         eprintln!("{w}");
     }
     if let Some(r) = &s.reservation {
@@ -184,21 +190,23 @@ mod tests {
     /// mean service time (either way), once they have 100 completions.
     #[test]
     fn server_warning_names_types_off_their_declared_times() {
-        let w = service_warning(&[
+        let types = [
             latency("GET", 5000, 11.0, Some(1.5)),
             latency("SCAN", 5000, 1170.0, Some(635.0)),
             latency("PUT", 5000, 1.0, Some(1.2)),
             latency("FEW", 99, 100.0, Some(1.0)),
             latency("FAST", 5000, 1.0, Some(2.0)),
             latency("NONE", 5000, 1.0, None),
-        ])
-        .expect("a warning");
+        ];
+        // Over TCP neither remedy applies: no warning.
+        assert!(service_warning(&types, true).is_none());
+        let w = service_warning(&types, false).expect("a warning");
         assert!(w.contains("GET 7.33x") && w.contains("SCAN 1.84x"), "{w}");
         assert!(w.contains("FAST 0.50x") && w.contains("psp profile"), "{w}");
         assert!(
             !w.contains("PUT") && !w.contains("FEW") && !w.contains("NONE"),
             "{w}"
         );
-        assert!(service_warning(&[latency("GET", 5000, 1.4, Some(1.0))]).is_none());
+        assert!(service_warning(&[latency("GET", 5000, 1.4, Some(1.0))], false).is_none());
     }
 }
