@@ -11,7 +11,7 @@ set -euo pipefail
 
 need=()
 # PSP_EXTRA_PACKAGES: more packages to install the same way (scripts/compare-deps.sh).
-for pkg in librocksdb-dev libclang-dev iproute2 ethtool iputils-ping redis-tools libmemcached-tools ${PSP_EXTRA_PACKAGES:-}; do
+for pkg in librocksdb-dev libclang-dev iproute2 ethtool iputils-ping redis-tools libmemcached-tools nutcracker ${PSP_EXTRA_PACKAGES:-}; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -14,3 +14,4 @@ mod memcache;
 mod memcache_udp_order;
 mod semantics;
 mod tcp;
+mod twemproxy;
