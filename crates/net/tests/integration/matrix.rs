@@ -297,11 +297,25 @@ fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>) -> u64
             protocol: Default::default(),
         })
     };
-    let server = match xdp {
-        None => start_server(),
-        Some(t) => device::in_namespace(&t.server_ns, start_server).unwrap(),
-    }
-    .unwrap_or_else(|e| panic!("{policy} on {}: {e}", app.name));
+    // The AF_XDP server listens on a fixed address, and the kernel frees
+    // the previous run's socket and queue asynchronously (later still on a
+    // busy machine): a start that finds them taken is tried again, for up
+    // to 10 s.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let server = loop {
+        let started = match xdp {
+            None => start_server(),
+            Some(t) => device::in_namespace(&t.server_ns, start_server).unwrap(),
+        };
+        match started {
+            Ok(s) => break s,
+            Err(e) if xdp.is_some() && Instant::now() < deadline => {
+                eprintln!("{policy} on {}: {e}; trying again", app.name);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("{policy} on {}: {e}", app.name),
+        }
+    };
     let at = format!("{policy}, {}, {}", app.name, datapath.name());
     // Four client sockets: four flows for the flow-steered policies.
     let open = || -> Vec<UdpSocket> {

@@ -41,6 +41,23 @@ fn server_addr() -> SocketAddr {
 }
 
 fn start_server(t: &Topology, policy: &str) -> Server {
+    // The address is fixed, and the kernel frees the previous test's socket
+    // and queue asynchronously (later still on a busy machine): a start that
+    // finds them taken is tried again, for up to 10 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match try_start_server(t, policy) {
+            Ok(s) => return s,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("the AF_XDP server: {e}; trying again");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("the AF_XDP server starts: {e}"),
+        }
+    }
+}
+
+fn try_start_server(t: &Topology, policy: &str) -> Result<Server, psp_net::ServerError> {
     device::in_namespace(&t.server_ns, || {
         Server::start(ServerConfig {
             addr: server_addr(),
@@ -77,7 +94,6 @@ fn start_server(t: &Topology, policy: &str) -> Server {
         })
     })
     .expect("joins the server namespace")
-    .expect("the AF_XDP server starts")
 }
 
 fn load(t: &Topology, datapath: DatapathKind, rps: f64, ms: u64) -> LoadReport {
