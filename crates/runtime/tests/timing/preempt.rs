@@ -52,6 +52,15 @@ fn every_request_completes_exactly_once_whether_preempted_or_not() {
         "darc-lend:samples=50",
     ] {
         for (load, cap) in [(0.5, 4096), (3.0, 8)] {
+            // darc-lend preempts only to reclaim a worker it lent, and at 3x
+            // overload the short requests keep their reserved worker busy:
+            // there is seldom anything lent to reclaim (beside a busy core,
+            // in none of four runs). Its overload run is checked for
+            // accounting only; its reclaims are required at 0.5.
+            if load > 1.0 && policy.starts_with("darc-lend") {
+                checked_run(&w, policy, load, cap);
+                continue;
+            }
             // Whether a run preempts depends on timing (darc-lend reclaims a
             // lent worker only while its request is expected to run on, and
             // a loaded machine stretches requests past that): a run that did
