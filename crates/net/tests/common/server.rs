@@ -37,6 +37,16 @@ pub const POLICIES: [&str; 16] = [
     "tq",
 ];
 
+/// The key-value application behind `protocol`, 100 keys loaded: the store
+/// of the protocol tests' servers.
+pub fn kv_service(protocol: &'static dyn psp_proto::Protocol) -> Arc<dyn psp_apps::Service> {
+    let config = psp_apps::KvConfig {
+        keys: 100,
+        ..psp_apps::KvConfig::default()
+    };
+    Arc::new(psp_apps::kv::ProtocolService::open(protocol, &config).expect("the store opens"))
+}
+
 /// `service` behind `policy` over `datapath` speaking `protocol` (datagram
 /// servers), with request types `types`.
 pub fn start(

@@ -8,11 +8,8 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
-use std::sync::Arc;
 use std::time::Duration;
 
-use psp_apps::KvConfig;
-use psp_apps::kv::ProtocolService;
 use psp_net::dgram::DatagramProtocol;
 use psp_net::tcp::TcpConfig;
 use psp_net::{DatapathKind, Server, ServerReport};
@@ -20,16 +17,8 @@ use psp_net::{DatapathKind, Server, ServerReport};
 use crate::common;
 
 fn server(datapath: DatapathKind, protocol: DatagramProtocol) -> Server {
-    let service = ProtocolService::open(
-        &psp_proto::memcache::Memcache,
-        &KvConfig {
-            keys: 100,
-            ..KvConfig::default()
-        },
-    )
-    .unwrap();
     common::server::start(
-        Arc::new(service),
+        common::server::kv_service(&psp_proto::memcache::Memcache),
         common::server::types(
             &psp_proto::memcache::TYPES,
             &psp_proto::memcache::TYPE_MEAN_US,

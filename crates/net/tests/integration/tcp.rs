@@ -6,27 +6,16 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use psp_apps::KvConfig;
-use psp_apps::kv::ProtocolService;
 use psp_net::tcp::TcpConfig;
 use psp_net::{DatapathKind, Server, ServerReport};
 
 use crate::common;
 
 fn server(policy: &str, tcp: TcpConfig) -> Server {
-    let service = ProtocolService::open(
-        &psp_proto::resp::Resp,
-        &KvConfig {
-            keys: 100,
-            ..KvConfig::default()
-        },
-    )
-    .unwrap();
     common::server::start(
-        Arc::new(service),
+        common::server::kv_service(&psp_proto::resp::Resp),
         common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
         policy,
         DatapathKind::Tcp(psp_proto::find("resp").expect("registered"), tcp),

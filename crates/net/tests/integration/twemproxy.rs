@@ -12,11 +12,8 @@ use std::io::{BufRead, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use psp_apps::KvConfig;
-use psp_apps::kv::ProtocolService;
 use psp_net::DatapathKind;
 use psp_net::Server;
 use psp_net::tcp::TcpConfig;
@@ -31,16 +28,8 @@ const KEYS: usize = 200;
 /// the serving default.
 fn server(protocol: &str) -> Server {
     let entry = psp_proto::find(protocol).expect("registered");
-    let service = ProtocolService::open(
-        entry.protocol,
-        &KvConfig {
-            keys: 100,
-            ..KvConfig::default()
-        },
-    )
-    .unwrap();
     common::server::start(
-        Arc::new(service),
+        common::server::kv_service(entry.protocol),
         common::server::types(entry.protocol.types(), entry.protocol.type_mean_us()),
         "darc-fair",
         DatapathKind::Tcp(entry, TcpConfig::default()),
