@@ -891,6 +891,9 @@ fn darc_still_warming_up_at_the_end_is_warned_about() {
     assert!(short.contains("darc:samples="), "{short}");
     let long = sim("100ms", "5.1e6");
     assert!(!long.contains("no reservation"), "{long}");
+    let dir = std::env::temp_dir().join(format!("psp-warmup-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_json = dir.join("sweep.json");
     let out = common::psp(&[
         "sweep",
         "--mode",
@@ -903,7 +906,11 @@ fn darc_still_warming_up_at_the_end_is_warned_about() {
         "c-fcfs,darc",
         "--duration",
         "2ms",
+        "--out",
+        out_json.to_str().unwrap(),
+        "--no-plot",
     ]);
+    std::fs::remove_dir_all(&dir).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("darc made no reservation in"), "{stderr}");
