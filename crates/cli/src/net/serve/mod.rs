@@ -135,7 +135,7 @@ pub struct ServeArgs {
     #[arg(long)]
     json: bool,
     /// The file's `raise_priority = false`: as `no_raise_priority = true`
-    /// (the key configs/serve.toml has always had; no flag).
+    /// (the key configs/serve.toml once used; still read, no flag).
     #[arg(skip)]
     raise_priority: Option<bool>,
 }
@@ -423,7 +423,18 @@ mod tests {
         let a = load_serve_file(Path::new(path)).unwrap();
         assert_eq!(a.workers, Some(2));
         assert_eq!(a.app.app.as_deref(), Some("spin"));
-        assert_eq!(a.raise_priority, Some(true));
+        // Every key of the example is a flag's name (`raise_priority`, the
+        // key it once used, is still read).
+        assert_eq!(a.raise_priority, None);
         assert!(!a.stats_json && !a.no_raise_priority);
+        let text = std::fs::read_to_string(path).unwrap();
+        let table: toml::Table = toml::from_str(&text).unwrap();
+        let keys = file_keys();
+        for key in table.keys() {
+            assert!(
+                key != "raise_priority" && keys.contains(key),
+                "configs/serve.toml: `{key}` is not a flag's name"
+            );
+        }
     }
 }
