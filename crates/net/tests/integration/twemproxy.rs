@@ -139,17 +139,35 @@ fn redis_conn(at: SocketAddr) -> redis::Connection {
     conn
 }
 
-/// Whether the memcached-protocol server at `at` holds `key` (one `get`
-/// on a connection of its own).
-fn memcache_holds(at: SocketAddr, key: &str) -> bool {
-    let mut c = std::io::BufReader::new(TcpStream::connect(at).unwrap());
-    c.get_ref()
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(c.get_mut(), "get {key}\r\n").unwrap();
-    let mut line = String::new();
-    c.read_line(&mut line).unwrap();
-    line.starts_with("VALUE ")
+/// A memcached text-protocol connection to one server, read line by line.
+struct MemcacheConn(std::io::BufReader<TcpStream>);
+
+impl MemcacheConn {
+    fn open(at: SocketAddr) -> MemcacheConn {
+        let s = TcpStream::connect(at).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // A request in one segment, not held back by Nagle's algorithm.
+        s.set_nodelay(true).unwrap();
+        MemcacheConn(std::io::BufReader::new(s))
+    }
+
+    /// Whether the server holds `key` (a `get`, its reply read to `END`).
+    fn holds(&mut self, key: &str) -> bool {
+        self.0
+            .get_mut()
+            .write_all(format!("get {key}\r\n").as_bytes())
+            .unwrap();
+        let mut found = false;
+        loop {
+            let mut line = String::new();
+            self.0.read_line(&mut line).expect("a reply line");
+            match line.trim_end() {
+                "END" => return found,
+                l if l.starts_with("VALUE ") => found = true,
+                _ => {}
+            }
+        }
+    }
 }
 
 /// How many of `keys` each of the two servers holds, as `holds(server, key)`
@@ -221,6 +239,7 @@ fn twemproxy_shards_keys_over_two_psp_servers_of_each_protocol() {
         .get_ref()
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    proxy.get_ref().set_nodelay(true).unwrap();
     let mut line = String::new();
     let mut read_line = |proxy: &mut std::io::BufReader<TcpStream>| {
         line.clear();
@@ -229,10 +248,12 @@ fn twemproxy_shards_keys_over_two_psp_servers_of_each_protocol() {
     };
     for (i, k) in keys.iter().enumerate() {
         let v = i.to_string();
-        write!(proxy.get_mut(), "set {k} 0 0 {}\r\n{v}\r\n", v.len()).unwrap();
+        let set = format!("set {k} 0 0 {}\r\n{v}\r\n", v.len());
+        proxy.get_mut().write_all(set.as_bytes()).unwrap();
         assert_eq!(read_line(&mut proxy), "STORED", "set {k} through the proxy");
     }
-    writeln!(proxy.get_mut(), "get {}\r", keys.join(" ")).unwrap();
+    let get = format!("get {}\r\n", keys.join(" "));
+    proxy.get_mut().write_all(get.as_bytes()).unwrap();
     let mut got = HashMap::new();
     loop {
         let head = read_line(&mut proxy);
@@ -248,8 +269,11 @@ fn twemproxy_shards_keys_over_two_psp_servers_of_each_protocol() {
     }
     assert_eq!(got.len(), KEYS);
     assert!(keys.iter().enumerate().all(|(i, k)| got[k] == i));
-    let servers = [m1.local_addr(), m2.local_addr()];
-    let held = spread(&keys, |s, k| memcache_holds(servers[s], k));
+    let mut direct = [
+        MemcacheConn::open(m1.local_addr()),
+        MemcacheConn::open(m2.local_addr()),
+    ];
+    let held = spread(&keys, |s, k| direct[s].holds(k));
     assert_eq!(held[0] + held[1], KEYS, "each key on one server: {held:?}");
     assert!(
         held[0] > 0 && held[1] > 0,
