@@ -11,7 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
-case "$runs" in ''|*[!0-9]*) echo "suite-under-load.sh: RUNS must be a whole number, not '$runs'" >&2; exit 2 ;; esac
+case "$runs" in ''|*[!0-9]*|????*) echo "suite-under-load.sh: RUNS must be a whole number in [1, 100], not '$runs'" >&2; exit 2 ;; esac
+if [ "$runs" -lt 1 ] || [ "$runs" -gt 100 ]; then
+  echo "suite-under-load.sh: RUNS must be a whole number in [1, 100], not '$runs'" >&2
+  exit 2
+fi
 out="${CARGO_TARGET_DIR:-target}/suite-under-load"
 mkdir -p "$out"
 cargo test --workspace --no-run >/dev/null
