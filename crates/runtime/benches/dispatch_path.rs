@@ -140,6 +140,7 @@ impl Loopback {
             // Recorded, as every request of a real run after its warm-up.
             measured: true,
             len: p.len() as u16,
+            count: 1,
         };
         assert!(
             self.core.admit(token, slot, now),

@@ -24,6 +24,7 @@ fn job(token: u32) -> Job {
         token,
         type_id: 0,
         len: 16,
+        count: 1,
     }
 }
 

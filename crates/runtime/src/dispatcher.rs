@@ -219,6 +219,25 @@ impl DispatchCore {
         self.decentralized
     }
 
+    /// Whether each job runs to completion on one worker thread (the
+    /// `central` and `worker-queues` executors): then a job may carry
+    /// several requests ([`Slot::count`]), run one after the other. A
+    /// preemptive executor runs a job as its own request on a fiber.
+    #[inline]
+    pub fn runs_jobs_to_completion(&self) -> bool {
+        matches!(
+            self.executor,
+            CoreExecutor::Central(_) | CoreExecutor::WorkerQueues(_)
+        )
+    }
+
+    /// The mean service time (ns) of the requests of `type_id` completed so
+    /// far, if any completed.
+    #[inline]
+    pub fn mean_service_ns(&self, type_id: TypeId) -> Option<u64> {
+        self.observer.mean_service_ns(type_id)
+    }
+
     /// Whether a completion waits in some worker's ring.
     pub fn has_completions(&self) -> bool {
         self.busy.iter().any(|w| !self.done[w as usize].is_empty())
@@ -241,8 +260,8 @@ impl DispatchCore {
     /// (the front end answers it OVERLOADED, or cannot).
     #[inline]
     pub fn shed_without_slot(&mut self, true_type: TypeId, measured: bool) {
-        self.observer.arrived(true_type, measured);
-        self.observer.shed(true_type, measured);
+        self.observer.arrived(true_type, measured, 1);
+        self.observer.shed(true_type, measured, 1);
     }
 
     /// Counts the arrival of the request in `slot` (held in `token`, taken by the
@@ -251,7 +270,8 @@ impl DispatchCore {
     /// request OVERLOADED (or sheds it unanswered) and puts the token back.
     #[inline]
     pub fn admit(&mut self, token: u32, mut slot: Slot, now: u64) -> bool {
-        self.observer.arrived(slot.true_type, slot.measured);
+        self.observer
+            .arrived(slot.true_type, slot.measured, slot.count);
         slot.req.token = token;
         self.slots[token as usize] = slot;
         // A preemptive executor admits no more than its fiber slots.
@@ -260,7 +280,8 @@ impl DispatchCore {
                 .executor
                 .admit(&mut *self.policy, &slot, now, &self.wakes);
         if !taken {
-            self.observer.shed(slot.true_type, slot.measured);
+            self.observer
+                .shed(slot.true_type, slot.measured, slot.count);
             return false;
         }
         if self.decentralized {
@@ -268,7 +289,7 @@ impl DispatchCore {
             self.busy = self.all_workers;
         }
         self.in_flight += 1;
-        self.observer.admitted();
+        self.observer.admitted(slot.count);
         true
     }
 
@@ -400,10 +421,8 @@ impl DispatchCore {
             self.control.close(w as usize);
         }
         self.complete(now);
-        let stranded = self.in_flight as u64;
         self.in_flight = 0;
-        self.observer.stranded(stranded);
-        stranded
+        self.observer.stranded()
     }
 
     /// What the observer reports of the core's state.

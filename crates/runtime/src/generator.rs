@@ -130,6 +130,7 @@ impl FrontEnd for Generator {
                         scheduled_ns: due,
                         measured,
                         len: body.len,
+                        count: 1,
                     };
                     if !core.admit(token, slot, now) {
                         core.put_token(token);

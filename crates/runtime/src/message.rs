@@ -21,6 +21,9 @@ pub struct Job {
     pub type_id: TypeId,
     /// Body length.
     pub len: u16,
+    /// Requests in the body (1, or several consecutive ones of one TCP
+    /// connection, run as one job: [`Slot::count`]).
+    pub count: u16,
 }
 
 /// A completion handed back to the dispatcher.
@@ -64,6 +67,11 @@ pub struct Slot {
     pub measured: bool,
     /// Body length (the body is in the front end's pool, under the token).
     pub len: u16,
+    /// Requests the body carries, in order (1 but for a TCP connection's
+    /// pipeline: consecutive commands of one type run as one job). The
+    /// policy schedules and profiles the job; the counters and latencies
+    /// count each request.
+    pub count: u16,
 }
 
 impl Slot {
@@ -74,6 +82,7 @@ impl Slot {
             token: self.req.token,
             type_id: self.req.type_id,
             len: self.len,
+            count: self.count,
         }
     }
 
@@ -90,6 +99,7 @@ impl Slot {
         scheduled_ns: 0,
         measured: false,
         len: 0,
+        count: 1,
     };
 }
 

@@ -312,80 +312,111 @@ impl Observer {
         });
     }
 
+    /// The mean service time of the completed requests of `type_id` (ns),
+    /// if any completed.
+    #[inline]
+    pub(crate) fn mean_service_ns(&self, type_id: TypeId) -> Option<u64> {
+        let c = self.by_type.get(type_id as usize)?;
+        (c.completed > 0).then(|| c.service_ns / c.completed)
+    }
+
     /// A valid request of `true_type` arrived.
     #[inline]
-    pub(crate) fn arrived(&mut self, true_type: TypeId, measured: bool) {
-        self.counts.arrived += 1;
-        self.measured_arrived += u64::from(measured);
-        self.by_type[true_type as usize].arrived += 1;
+    pub(crate) fn arrived(&mut self, true_type: TypeId, measured: bool, count: u16) {
+        let n = u64::from(count);
+        self.counts.arrived += n;
+        self.measured_arrived += u64::from(measured) * n;
+        self.by_type[true_type as usize].arrived += n;
     }
 
     /// An arrived request of `true_type` was refused.
     #[inline]
-    pub(crate) fn shed(&mut self, true_type: TypeId, measured: bool) {
-        self.counts.shed += 1;
-        self.by_type[true_type as usize].shed += 1;
+    pub(crate) fn shed(&mut self, true_type: TypeId, measured: bool, count: u16) {
+        self.counts.shed += u64::from(count);
+        self.by_type[true_type as usize].shed += u64::from(count);
         if measured {
-            self.recorder.record_drop(true_type as usize);
+            for _ in 0..count {
+                self.recorder.record_drop(true_type as usize);
+            }
         }
     }
 
     /// An arrived request was admitted.
     #[inline]
-    pub(crate) fn admitted(&mut self) {
-        self.counts.admitted += 1;
+    pub(crate) fn admitted(&mut self, count: u16) {
+        self.counts.admitted += u64::from(count);
     }
 
     /// The request in `slot` finished as `d` says, after `service_ns` (all
     /// its segments): counted, and its latency recorded (from the slot's
     /// scheduled time to the handler's return, both on the run's one clock).
     #[inline]
+    ///
+    /// A job of several requests ([`Slot::count`]) counts each: each left
+    /// in the job's one reply, so each has its latency, and its service
+    /// time is its share of the job's. A failure of one of them counts the
+    /// job's every request as failed (one reply carries them all).
     pub(crate) fn completed(&mut self, slot: &Slot, d: &Done, service_ns: u64) {
         let t = slot.true_type as usize;
+        let n = u64::from(slot.count.max(1));
         let tc = &mut self.by_type[t];
-        tc.completed += 1;
+        tc.completed += n;
         tc.service_ns += service_ns;
-        tc.ok += u64::from(d.ok && d.sent);
-        tc.handler_errors += u64::from(!d.ok && !d.refused && d.sent);
-        tc.bad_bodies += u64::from(d.refused && d.sent);
-        tc.unsent += u64::from(!d.sent);
-        self.counts.completed += 1;
-        self.counts.handler_errors += u64::from(!d.ok && !d.refused);
-        self.counts.no_fiber += u64::from(d.no_fiber);
-        self.counts.bad_bodies += u64::from(d.refused);
-        self.counts.unsent += u64::from(!d.sent);
+        tc.ok += n * u64::from(d.ok && d.sent);
+        tc.handler_errors += n * u64::from(!d.ok && !d.refused && d.sent);
+        tc.bad_bodies += n * u64::from(d.refused && d.sent);
+        tc.unsent += n * u64::from(!d.sent);
+        self.counts.completed += n;
+        self.counts.handler_errors += n * u64::from(!d.ok && !d.refused);
+        self.counts.no_fiber += n * u64::from(d.no_fiber);
+        self.counts.bad_bodies += n * u64::from(d.refused);
+        self.counts.unsent += n * u64::from(!d.sent);
+        let each_ns = service_ns / n;
+        let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
         // A failed handler or an answer that never left is an error
         // outcome, not a latency sample.
         match (slot.measured, d.ok && d.sent) {
             (false, _) => {}
             (true, true) => {
-                let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
-                self.recorder.record(t, latency, service_ns);
+                for _ in 0..n {
+                    self.recorder.record(t, latency, each_ns);
+                }
             }
-            (true, false) => self.recorder.record_error(t),
+            (true, false) => {
+                for _ in 0..n {
+                    self.recorder.record_error(t);
+                }
+            }
         }
         // The series is a timeline: the warm-up belongs to it.
         if let Some(series) = self.series.as_mut()
             && d.ok
             && d.sent
         {
-            series.recorder.record(
-                t,
-                d.finished_ns.saturating_sub(self.base),
-                d.finished_ns.saturating_sub(slot.scheduled_ns),
-                service_ns,
-            );
+            for _ in 0..n {
+                series.recorder.record(
+                    t,
+                    d.finished_ns.saturating_sub(self.base),
+                    latency,
+                    each_ns,
+                );
+            }
         }
     }
 
-    /// `stranded` admitted requests were abandoned at the drain deadline:
-    /// everything admitted and neither finished nor shed is now stranded.
+    /// The drain deadline passed: everything admitted and neither finished
+    /// nor shed is now stranded.
     #[cold]
-    pub(crate) fn stranded(&mut self, stranded: u64) {
-        self.counts.stranded += stranded;
+    ///
+    /// Returns how many requests that is (a job may carry several).
+    pub(crate) fn stranded(&mut self) -> u64 {
+        let mut stranded = 0;
         for c in &mut self.by_type {
             c.stranded = c.arrived - c.shed - c.completed;
+            stranded += c.stranded;
         }
+        self.counts.stranded = stranded;
+        stranded
     }
 
     /// End-of-pass bookkeeping at `now`: the series' end, reservation changes

@@ -93,6 +93,21 @@ pub trait JobIo: Send {
     fn session(&self, _job: &Job) -> u64 {
         0
     }
+
+    /// The length of the first request in `body`, the body of a job of
+    /// several requests ([`Job::count`]): only a front end that makes such
+    /// jobs (TCP, from a connection's pipeline) frames them; by default the
+    /// body is one request.
+    fn first_request_len(&self, body: &[u8]) -> usize {
+        body.len()
+    }
+
+    /// Appends the answer to one request of a job of several whose handler
+    /// returned `error` (the job's one response holds every request's
+    /// answer, in order); by default nothing.
+    fn append_refusal(&self, error: &HandlerError, response: &mut Vec<u8>) {
+        let _ = (error, response);
+    }
 }
 
 /// Where the general worker loop takes its jobs.
@@ -289,13 +304,18 @@ impl<IO: JobIo> WorkerParts<IO> {
     ) -> Option<Done> {
         response.clear();
         let t0 = self.clock.now_ns();
-        let outcome = handler.handle(
-            &mut RequestContext::new(job.type_id, self.io.request(job), response, self.index)
-                .with_session(self.io.session(job)),
-        );
+        let (outcome, answer) = if job.count <= 1 {
+            let o = handler.handle(
+                &mut RequestContext::new(job.type_id, self.io.request(job), response, self.index)
+                    .with_session(self.io.session(job)),
+            );
+            (o, o)
+        } else {
+            self.serve_batch(handler, job, response)
+        };
         let t1 = self.clock.now_ns();
-        let outcome = fits(outcome, response, self.io.max_response());
-        let mut done = finished(job.token, &outcome, t0, t1);
+        let answer = fits(answer, response, self.io.max_response());
+        let mut done = finished(job.token, &outcome.and(answer), t0, t1);
         if !self.control.begin_answer(self.index) {
             // Abandoned at the drain deadline: counted stranded, so it must
             // stay unanswered.
@@ -303,8 +323,37 @@ impl<IO: JobIo> WorkerParts<IO> {
         }
         // The response leaves before the completion is reported: the
         // dispatcher may reuse the job's buffer once it sees it.
-        done.sent = self.io.respond(job, outcome, response);
+        done.sent = self.io.respond(job, answer, response);
         Some(done)
+    }
+
+    /// Runs the requests of a job of several ([`Job::count`]) in order, each
+    /// answer appended to `response` (a failed one's refusal in its place).
+    /// Returns the first failure (for the counters) and the outcome to
+    /// deliver: `Ok`, since every request has its answer in `response`.
+    fn serve_batch<H: Handler>(
+        &mut self,
+        handler: &mut H,
+        job: &Job,
+        response: &mut Vec<u8>,
+    ) -> (Result<(), HandlerError>, Result<(), HandlerError>) {
+        let session = self.io.session(job);
+        let mut rest = self.io.request(job);
+        let mut first_failure = Ok(());
+        while !rest.is_empty() {
+            let n = self.io.first_request_len(rest).clamp(1, rest.len());
+            let (one, after) = rest.split_at(n);
+            rest = after;
+            let r = handler.handle(
+                &mut RequestContext::new(job.type_id, one, response, self.index)
+                    .with_session(session),
+            );
+            if let Err(e) = r {
+                self.io.append_refusal(&e, response);
+                first_failure = first_failure.and(Err(e));
+            }
+        }
+        (first_failure, Ok(()))
     }
 
     /// The worker loop of SYNERGY and Tiny Quanta ([`crate::local`]): takes

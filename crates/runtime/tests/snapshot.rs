@@ -156,6 +156,7 @@ impl Loopback {
             scheduled_ns: self.now,
             measured: true,
             len: 0,
+            count: 1,
         };
         let admitted = self.core.admit(token, slot, self.now);
         if !admitted {

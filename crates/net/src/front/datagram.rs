@@ -451,6 +451,7 @@ impl<D: Datapath> NetFrontEnd<D> {
             scheduled_ns: now,
             measured: true,
             len: body_len,
+            count: 1,
         };
         let arrival = match &mut self.order {
             Some(o) => o.peers.arrive(PeerKey::of(&pkt.peer), token, slot),

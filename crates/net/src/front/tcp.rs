@@ -83,6 +83,9 @@ pub struct TcpConfig {
     /// on several workers (for read-only or idempotent traffic; a
     /// `MULTI` block or `HELLO 3` then races the commands after it).
     pub ordered: bool,
+    /// Consecutive complete commands of one connection and one type run as
+    /// one job, this many at most (1: each command is its own job).
+    pub max_batch: usize,
 }
 
 /// The longest request (a job's length is 16 bits). One longer than a
@@ -139,6 +142,12 @@ pub const PIPELINE: (usize, usize) = (1, 4096);
 pub const OUTPUT: (usize, usize) = (4096, 64 << 20);
 /// `--tcp-idle-timeout` (seconds).
 pub const IDLE_S: (u64, u64) = (1, 86_400);
+/// `--tcp-batch` (commands per job).
+pub const BATCH: (usize, usize) = (1, 256);
+/// A batch's expected time at most: the commands' type's mean measured
+/// service time times their count (as memcached's `-R` bounds what one
+/// connection runs per event): a short job stays short for the policy.
+pub const BATCH_BUDGET_NS: u64 = 20_000;
 
 impl Default for TcpConfig {
     fn default() -> Self {
@@ -149,6 +158,7 @@ impl Default for TcpConfig {
             max_output: 4 << 20,
             idle_timeout: Duration::from_secs(300),
             ordered: true,
+            max_batch: 16,
         }
     }
 }
@@ -174,6 +184,7 @@ impl TcpConfig {
         )?;
         within("--tcp-max-pipeline", self.max_pipeline, PIPELINE)?;
         within("--tcp-max-output", self.max_output, OUTPUT)?;
+        within("--tcp-batch", self.max_batch, BATCH)?;
         let s = self.idle_timeout.as_secs();
         if !(IDLE_S.0..=IDLE_S.1).contains(&s) {
             return Err(format!(
@@ -273,6 +284,18 @@ impl JobIo for TcpIo {
         64 << 20
     }
 
+    fn first_request_len(&self, body: &[u8]) -> usize {
+        // The net thread framed the batch with the same protocol.
+        match self.protocol.request_len(body, body.len()) {
+            Ok(Some(n)) => n,
+            _ => body.len(),
+        }
+    }
+
+    fn append_refusal(&self, error: &HandlerError, response: &mut Vec<u8>) {
+        self.protocol.refusal(refusal_for(error), response);
+    }
+
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
         // SAFETY: as in `request`.
         let pkt = self
@@ -282,9 +305,11 @@ impl JobIo for TcpIo {
         bytes.clear();
         match outcome {
             Ok(()) => bytes.extend_from_slice(response),
-            Err(HandlerError::BadBody(_)) => self.protocol.refusal(Refusal::BadBody, &mut bytes),
-            Err(HandlerError::Failed(_)) => {
-                self.protocol.refusal(Refusal::HandlerError, &mut bytes);
+            // One refusal per request the job carries: each gets its answer.
+            Err(e) => {
+                for _ in 0..job.count.max(1) {
+                    self.protocol.refusal(refusal_for(&e), &mut bytes);
+                }
             }
         }
         let mut reply = Reply {
@@ -307,6 +332,14 @@ impl JobIo for TcpIo {
         }
         self.wake.notify();
         true
+    }
+}
+
+/// The refusal that answers a request whose handler returned `error`.
+fn refusal_for(error: &HandlerError) -> Refusal {
+    match error {
+        HandlerError::BadBody(_) => Refusal::BadBody,
+        HandlerError::Failed(_) => Refusal::HandlerError,
     }
 }
 
@@ -692,8 +725,16 @@ impl TcpFrontEnd {
 
     /// Puts `refusal`'s reply at connection `id`'s next place.
     fn refuse_in_order(&mut self, id: u32, refusal: Refusal) {
+        self.refuse_each_in_order(id, refusal, 1);
+    }
+
+    /// Puts `refusal`'s reply to each of `count` requests at connection
+    /// `id`'s next place.
+    fn refuse_each_in_order(&mut self, id: u32, refusal: Refusal, count: u16) {
         let mut bytes = Vec::new();
-        self.protocol.refusal(refusal, &mut bytes);
+        for _ in 0..count {
+            self.protocol.refusal(refusal, &mut bytes);
+        }
         let c = self.conns[id as usize].as_mut().expect("open");
         c.next_seq += 1;
         c.window.push_back(Some((None, bytes)));
@@ -742,15 +783,15 @@ impl TcpFrontEnd {
                         return cut;
                     }
                 };
-                if !self.admit(core, id, len, now) {
+                let Some((len, count)) = self.admit(core, id, len, now, budget - cut) else {
                     // No request slot free: the request stays in the input
                     // until a completion frees one (as the UDP front end
                     // receives only into free slots).
                     self.starve(id);
                     return cut;
-                }
-                self.net.received += 1;
-                cut += 1;
+                };
+                self.net.received += u64::from(count);
+                cut += usize::from(count);
                 let c = self.conns[id as usize].as_mut().expect("open");
                 c.input.copy_within(len..c.filled, 0);
                 c.filled -= len;
@@ -857,24 +898,44 @@ impl TcpFrontEnd {
         self.flush(id);
     }
 
-    /// Admits (or answers) the request at the front of connection `id`'s
-    /// input; `false`: no request slot is free, nothing was taken.
-    fn admit(&mut self, core: &mut DispatchCore, id: u32, len: usize, now: u64) -> bool {
-        let c = self.conns[id as usize].as_mut().expect("open");
+    /// Admits (or answers) the request of `len` bytes at the front of
+    /// connection `id`'s input, with the complete requests of its type right
+    /// after it (a batch: [`TcpConfig::max_batch`], [`BATCH_BUDGET_NS`], at
+    /// most `budget` in all). Returns the bytes and requests taken; `None`:
+    /// no request slot is free, nothing was taken.
+    fn admit(
+        &mut self,
+        core: &mut DispatchCore,
+        id: u32,
+        len: usize,
+        now: u64,
+        budget: usize,
+    ) -> Option<(usize, u16)> {
+        let c = self.conns[id as usize].as_ref().expect("open");
         // The state moves on only with the request (not when it must wait
         // for a slot and is classified again).
         let mut state = c.class_state;
         let type_id = self.protocol.classify(&c.input[..len], &mut state);
-        let Some(mut token) = core.take_packet() else {
-            return false;
-        };
-        c.class_state = state;
+        let mut token = core.take_packet()?;
         if type_id >= self.n_types {
+            self.conns[id as usize].as_mut().expect("open").class_state = state;
             core.put_packet(token);
             self.net.unknown_type += 1;
             self.refuse_in_order(id, Refusal::UnknownType);
-            return true;
+            return Some((len, 1));
         }
+        let max = self.batch_limit(core, type_id).min(budget.max(1));
+        let c = self.conns[id as usize].as_mut().expect("open");
+        let (len, count) = batch(
+            self.protocol,
+            &c.input[..c.filled],
+            len,
+            type_id,
+            &mut state,
+            max,
+            self.cfg.max_request,
+        );
+        c.class_state = state;
         let c = self.conns[id as usize].as_mut().expect("open");
         // The token's large buffer goes with it. It is kept only while its
         // requests are large: what stays allocated is bounded by the large
@@ -908,6 +969,7 @@ impl TcpFrontEnd {
             scheduled_ns: now,
             measured: true,
             len: len as u16,
+            count,
         };
         match core.admit_packet(token, slot, now) {
             Ok(()) => {
@@ -917,11 +979,33 @@ impl TcpFrontEnd {
             }
             Err(token) => {
                 core.put_packet(token);
-                self.net.overloaded += 1;
-                self.refuse_in_order(id, Refusal::Overloaded);
+                self.net.overloaded += u64::from(count);
+                self.refuse_each_in_order(id, Refusal::Overloaded, count);
             }
         }
-        true
+        Some((len, count))
+    }
+
+    /// How many commands of `type_id` one job may carry now: the setting,
+    /// and as many as fit [`BATCH_BUDGET_NS`] at the type's mean measured
+    /// service time (its declared one before any completed). Only where a
+    /// job runs to completion on one worker (a preemptive executor runs
+    /// each request on its own fiber).
+    fn batch_limit(&self, core: &DispatchCore, type_id: u16) -> usize {
+        if self.cfg.max_batch <= 1 || !core.runs_jobs_to_completion() {
+            return 1;
+        }
+        let mean = core.mean_service_ns(type_id).or_else(|| {
+            self.declared_ns
+                .get(usize::from(type_id))
+                .copied()
+                .flatten()
+                .map(|ns| ns as u64)
+        });
+        match mean {
+            Some(ns) => (BATCH_BUDGET_NS / ns.max(1)).clamp(1, self.cfg.max_batch as u64) as usize,
+            None => 1,
+        }
     }
 
     /// Sets connection `id` aside until the next pass (a slot may be free
@@ -953,6 +1037,44 @@ impl TcpFrontEnd {
             }
         }
     }
+}
+
+/// The batch that starts with the request of `first` bytes at the start of
+/// `input` (of type `type_id`; `state` is the connection's classification
+/// state after it): it and the complete requests right after it that
+/// classify as `type_id` too, `max` requests at most, in one packet-pool
+/// buffer (a batch never needs a large body; a lone large request may).
+/// Returns its bytes and requests; `state` moves on over the batch.
+fn batch(
+    protocol: &dyn Protocol,
+    input: &[u8],
+    first: usize,
+    type_id: u16,
+    state: &mut u32,
+    max: usize,
+    max_request: usize,
+) -> (usize, u16) {
+    let (mut len, mut count) = (first, 1u16);
+    while usize::from(count) < max && len < input.len() {
+        let rest = &input[len..];
+        // A separator between requests ends the batch (it is skipped
+        // before the next cut).
+        if protocol.ignorable_prefix(rest) > 0 {
+            break;
+        }
+        let next = match protocol.request_len(rest, max_request) {
+            Ok(Some(n)) if len + n <= PACKET_BYTES => n,
+            _ => break,
+        };
+        let mut after = *state;
+        if protocol.classify(&rest[..next], &mut after) != type_id {
+            break;
+        }
+        *state = after;
+        len += next;
+        count += 1;
+    }
+    (len, count)
 }
 
 /// Blocks until a connection (`poll_fd`), a reply (`wake`) or `also` may be

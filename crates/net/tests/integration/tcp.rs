@@ -316,3 +316,74 @@ fn connections_past_the_limit_are_answered_and_closed() {
     let r = s.stop().unwrap();
     assert_eq!(r.net.tcp.as_ref().unwrap().refused, 1);
 }
+
+/// A pipeline's consecutive commands of one type run as jobs of several
+/// (`TcpConfig::max_batch`) on the default in-memory store: each command
+/// still sees the effects of those before it (a counter incremented and read
+/// back in one write, with long LRANGEs of another type among them), every
+/// reply arrives in its place, and each command is counted as a request.
+#[test]
+fn a_pipeline_runs_as_jobs_of_several_commands_with_order_and_counts_kept() {
+    for (policy, batch) in [("c-fcfs", 16), ("darc:samples=20", 16), ("c-fcfs", 1)] {
+        let service: std::sync::Arc<dyn psp_apps::Service> = std::sync::Arc::new(
+            psp_apps::memkv::MemService::start(
+                &psp_proto::resp::Resp,
+                psp_apps::memkv::MemConfig::default(),
+            )
+            .unwrap(),
+        );
+        let s = common::server::start(
+            service,
+            common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
+            policy,
+            DatapathKind::Tcp(
+                psp_proto::find("resp").expect("registered"),
+                TcpConfig {
+                    max_batch: batch,
+                    ..TcpConfig::default()
+                },
+            ),
+            Default::default(),
+        );
+        let mut c = connect(&s);
+        let mut sent = 0u64;
+        for round in 0..20 {
+            let mut req = Vec::new();
+            let mut want = Vec::new();
+            for i in 1..=50 {
+                let n = round * 50 + i;
+                req.extend(cmd(&["INCR", "ctr"]));
+                want.extend(format!(":{n}\r\n").bytes());
+                req.extend(cmd(&["RPUSH", "l", &n.to_string()]));
+                want.extend(format!(":{n}\r\n").bytes());
+                if i % 25 == 0 {
+                    // Another type: it ends a batch and runs alone.
+                    req.extend(cmd(&["LRANGE", "l", "0", "-1"]));
+                    want.extend(format!("*{n}\r\n").bytes());
+                    for e in 1..=n {
+                        want.extend(format!("${}\r\n{e}\r\n", e.to_string().len()).bytes());
+                    }
+                    sent += 1;
+                }
+                sent += 2;
+            }
+            c.write_all(&req).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&read_exactly(&mut c, want.len())),
+                String::from_utf8_lossy(&want),
+                "{policy} batch {batch} round {round}"
+            );
+        }
+        drop(c);
+        let r = s.stop().unwrap();
+        assert_balanced(&r);
+        assert_eq!(r.dispatcher.counts.completed, sent, "{policy}");
+        let jobs: u64 = r.served_per_worker.iter().sum();
+        if batch == 1 {
+            assert_eq!(jobs, sent, "{policy}: one job per command");
+        } else {
+            // Pipelined short commands went several to a job.
+            assert!(jobs < sent / 2, "{policy}: {jobs} jobs for {sent} commands");
+        }
+    }
+}

@@ -153,6 +153,7 @@ impl Executor for Runtime {
                     token: id as u32,
                     type_id: 0,
                     len: 0,
+                    count: 1,
                 };
                 let ok = self.q.admit(flow, job).is_ok();
                 format!("arrive {id}: {}", if ok { "queued" } else { "refused" })
