@@ -759,6 +759,15 @@ pub fn poll_yield(s: &str) -> Result<psp_runtime::PollYield> {
         .map_err(|e: String| anyhow::anyhow!("--poll-yield: {e}"))
 }
 
+/// `--inline-worker`: auto, on or off.
+///
+/// # Errors
+/// Not one of them.
+pub fn inline_worker(s: &str) -> Result<psp_runtime::InlineWorker> {
+    s.parse()
+        .map_err(|e: String| anyhow::anyhow!("--inline-worker: {e}"))
+}
+
 /// Smallest non-zero `--max-memory`.
 pub const MAX_MEMORY_MIN: usize = 1 << 20;
 /// Largest `--max-memory`.

@@ -429,6 +429,8 @@ fn runtime_config(sim_cfg: &psp_sim::SimConfig, opts: &RunOptions) -> RuntimeCon
         raise_priority: true,
         series_window_ns: sim_cfg.series_window_ns,
         poll_yield: opts.poll_yield,
+        // `psp run` measures the paper's layout: every worker on a thread.
+        inline_worker: psp_runtime::InlineWorker::Off,
     }
 }
 

@@ -42,6 +42,7 @@ use crate::message::{Done, Job, RequestCounts, Slot};
 use crate::observer::{DispatcherReport, Load, Observer, StatsConfig, WorkerView};
 use crate::snapshot::SnapshotPublisher;
 use crate::worker::JobIo;
+use crate::worker::ServeInline;
 
 /// Requests admitted per pass at most, so completions are never starved.
 pub(crate) const ARRIVAL_BATCH: usize = 64;
@@ -602,15 +603,26 @@ pub(crate) enum LoopEnd {
     WorkerFailed,
 }
 
+/// How long one pass serves worker 0's jobs at most when it runs on the
+/// dispatcher's thread (a job started is finished: one longer than this
+/// holds the input for its own time).
+pub const INLINE_PASS_NS: u64 = 50_000;
+
 /// The dispatch loop every front end runs in: until the input ends and every
 /// admitted request is answered, or the drain deadline passes (the rest is then
 /// stranded and never answered), or a worker fails.
+///
+/// With worker 0 on this thread (`inline`), each pass serves the jobs the
+/// policy gives it, one after another, each completed (and the next
+/// dispatched) at once, until none waits or the pass has spent
+/// [`INLINE_PASS_NS`]: the input is read again at least that often.
 pub(crate) fn dispatch_loop<F: FrontEnd>(
     mut front: F,
     mut core: DispatchCore,
     me: &Wakeup,
     clock: Clock,
     drain_timeout: Duration,
+    mut inline: Option<&mut dyn ServeInline>,
 ) -> (F::Report, LoopEnd) {
     let control = core.control.clone();
     front.begin(&mut core, clock.now_ns());
@@ -627,6 +639,18 @@ pub(crate) fn dispatch_loop<F: FrontEnd>(
         // 2.-3. Completions, time (ticks, quanta) and the policy's decisions.
         core.watch_time(now);
         worked |= core.feed_workers(now);
+
+        // Worker 0's jobs, when it runs on this thread.
+        if let Some(w) = inline.as_deref_mut() {
+            while w.serve_pending() {
+                worked = true;
+                let after = clock.now_ns();
+                core.feed_workers(after);
+                if after.saturating_sub(now) >= INLINE_PASS_NS {
+                    break;
+                }
+            }
+        }
 
         // 4. Reservation log, live statistics and snapshots.
         core.observe(now, worked);

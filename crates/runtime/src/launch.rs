@@ -23,7 +23,7 @@ use crate::handler::Handler;
 use crate::idle::{IdleStrategy, Wakeup};
 use crate::local::LocalQueues;
 use crate::message::{Done, RuntimeError};
-use crate::worker::{WorkerParts, WorkerThread};
+use crate::worker::{InlineWorkerParts, ServeInline, WorkerParts, WorkerThread};
 
 /// How long workers get to exit once released, beyond which a worker still
 /// inside its handler is abandoned (left running, reported) instead of joined:
@@ -181,6 +181,10 @@ pub(crate) struct CrewSetup<'a> {
     pub(crate) control: &'a Arc<RunControl>,
     /// Where threads are pinned.
     pub(crate) pinning: &'a Pinning,
+    /// Whether the run's threads share their cores (worker 0 runs on the
+    /// dispatcher's thread for that reason): workers then sleep as soon as
+    /// they are idle, without polling first.
+    pub(crate) cores_shared: bool,
 }
 
 /// A worker's hand-off: its own wake-up handle and the dispatcher's.
@@ -212,8 +216,11 @@ impl Crew {
     /// # Errors
     /// A thread that could not be spawned (those already spawned are let go
     /// and joined).
+    /// The first of them is worker `first` (1 when worker 0 runs on the
+    /// dispatcher's thread).
     pub(crate) fn spawn<H: Handler + 'static, F: FrontEnd>(
         workers: Vec<(WorkerExec<H>, Producer<Done>)>,
+        first: usize,
         front: &mut F,
         setup: &CrewSetup<'_>,
     ) -> Result<Self, RuntimeError> {
@@ -221,11 +228,22 @@ impl Crew {
             handles: Vec::with_capacity(workers.len()),
             starts: Vec::with_capacity(workers.len()),
         };
-        for (i, (exec, done)) in workers.into_iter().enumerate() {
+        for (thread, (exec, done)) in workers.into_iter().enumerate() {
+            let i = first + thread;
             let (tx, rx) = mpsc::channel::<HandOff>();
             let io = front.worker_io(i);
-            let (clock, idle, control) = (setup.clock, setup.idle, setup.control.clone());
-            let core = setup.pinning.worker(i);
+            let (clock, control) = (setup.clock, setup.control.clone());
+            let idle = match setup.idle {
+                IdleStrategy::SpinPark { park_us, .. } if setup.cores_shared => {
+                    IdleStrategy::SpinPark {
+                        spin_us: 0,
+                        park_us,
+                    }
+                }
+                idle => idle,
+            };
+            let await_pickup = !setup.cores_shared;
+            let core = setup.pinning.worker(thread);
             let spawned = std::thread::Builder::new()
                 .name(format!("psp-worker-{i}"))
                 .spawn(move || {
@@ -241,6 +259,7 @@ impl Crew {
                         dispatcher,
                         control,
                         index: i,
+                        await_pickup,
                     };
                     WorkerThread { exec, parts }.run(&me)
                 });
@@ -308,6 +327,18 @@ impl Crew {
     }
 }
 
+/// Worker 0's parts when it runs on the dispatcher's thread.
+pub(crate) struct InlineSetup<H, IO> {
+    /// The dispatcher's ring to worker 0.
+    pub(crate) ring: rtrb::Consumer<crate::message::Job>,
+    /// Its handler.
+    pub(crate) handler: H,
+    /// Its completions.
+    pub(crate) done: Producer<Done>,
+    /// Its I/O, from the front end.
+    pub(crate) io: IO,
+}
+
 /// What the dispatcher's thread runs with.
 pub(crate) struct DispatcherSetup {
     /// The core's parts, but the workers' wake-up handles.
@@ -333,9 +364,10 @@ pub(crate) struct DispatcherSetup {
 /// # Errors
 /// A thread that could not start or that panicked, or a dispatcher that
 /// never started.
-pub(crate) fn run_dispatcher<F: FrontEnd + Send>(
+pub(crate) fn run_dispatcher<H: Handler + 'static, F: FrontEnd + Send>(
     setup: DispatcherSetup,
     front: F,
+    inline: Option<InlineSetup<H, F::Io>>,
     crew: &Crew,
     local: Option<&LocalQueues>,
     pinning: &Pinning,
@@ -353,7 +385,28 @@ pub(crate) fn run_dispatcher<F: FrontEnd + Send>(
                 if setup.raise_priority {
                     raise_priority();
                 }
-                let (me, workers) = start_rx.recv().ok()?;
+                let (me, mut workers) = start_rx.recv().ok()?;
+                let control = setup.parts.control.clone();
+                // Worker 0 on this thread: the dispatcher's own wake-up
+                // handle is its (it never sleeps with a job of its own).
+                let mut inline = inline.map(|w| {
+                    workers.insert(0, me.clone());
+                    InlineWorkerParts {
+                        ring: w.ring,
+                        handler: w.handler,
+                        parts: WorkerParts {
+                            done: w.done,
+                            io: w.io,
+                            clock: setup.clock,
+                            idle: IdleStrategy::default(),
+                            dispatcher: me.clone(),
+                            control,
+                            index: 0,
+                            await_pickup: false,
+                        },
+                        response: Vec::with_capacity(4096),
+                    }
+                });
                 let parts = CoreParts {
                     workers,
                     ..setup.parts
@@ -368,6 +421,7 @@ pub(crate) fn run_dispatcher<F: FrontEnd + Send>(
                     &me,
                     setup.clock,
                     setup.drain_timeout,
+                    inline.as_mut().map(|w| w as &mut dyn ServeInline),
                 ))
             })
             .map_err(spawn_err)?;

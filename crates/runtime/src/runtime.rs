@@ -19,7 +19,7 @@ use crate::executor::{self, CoreExecutor, PlanInput, WorkerExec};
 use crate::generator::Generator;
 use crate::handler::{BodyEncoder, Handler};
 use crate::idle::{IdleStrategy, PollYield};
-use crate::launch::{Crew, CrewSetup, DispatcherSetup, Pinning, run_dispatcher};
+use crate::launch::{Crew, CrewSetup, DispatcherSetup, InlineSetup, Pinning, run_dispatcher};
 use crate::local::{LocalQueues, LocalStats};
 use crate::message::{Done, RuntimeError};
 use crate::observer::{DispatcherReport, StatsConfig};
@@ -52,6 +52,67 @@ pub struct RuntimeConfig {
     pub series_window_ns: Option<u64>,
     /// Whether polling threads yield their core on each pass.
     pub poll_yield: PollYield,
+    /// Whether worker 0 runs on the dispatcher's thread.
+    pub inline_worker: InlineWorker,
+}
+
+/// Whether worker 0 runs on the dispatcher's thread: the dispatcher then
+/// serves the jobs the policy gives worker 0 itself, between its passes
+/// ([`INLINE_PASS_NS`](crate::dispatcher::INLINE_PASS_NS) at most of them
+/// per pass), with no hand-off between threads, and the run has one thread
+/// fewer. Only for policies whose dispatcher decides every dispatch and
+/// whose requests run to completion (c-FCFS, FP, EDF, the DARC family): the
+/// policy still sees every worker, and DARC reserves worker 0 for the
+/// shortest types as it reserves any worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InlineWorker {
+    /// When the run's threads would outnumber the cores they may run on
+    /// (and the policy allows it).
+    Auto,
+    /// Always (a policy that does not allow it is refused).
+    On,
+    /// Never: every worker has its own thread (the paper's layout).
+    #[default]
+    Off,
+}
+
+impl std::str::FromStr for InlineWorker {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(InlineWorker::Auto),
+            "on" => Ok(InlineWorker::On),
+            "off" => Ok(InlineWorker::Off),
+            _ => Err(format!("inline worker must be auto, on or off, not '{s}'")),
+        }
+    }
+}
+
+impl InlineWorker {
+    /// Whether worker 0 runs on the dispatcher's thread in a run of
+    /// `workers` workers on `cores` cores under a policy executed as
+    /// `execution`.
+    ///
+    /// # Errors
+    /// `On` with a policy that does not run each request to completion under
+    /// a central dispatcher (one line).
+    pub fn resolve(
+        self,
+        execution: &psp_core::policy::Execution,
+        workers: usize,
+        cores: usize,
+    ) -> Result<bool, String> {
+        let central = matches!(execution, psp_core::policy::Execution::Central);
+        match self {
+            InlineWorker::Off => Ok(false),
+            InlineWorker::Auto => Ok(central && workers + 1 > cores),
+            InlineWorker::On if central => Ok(true),
+            InlineWorker::On => Err(
+                "worker 0 can run on the dispatcher's thread only under a policy whose dispatcher decides every dispatch and runs each request to completion (c-fcfs, fp, edf, darc, darc-fair, ...)".into(),
+            ),
+        }
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -66,6 +127,7 @@ impl Default for RuntimeConfig {
             raise_priority: true,
             series_window_ns: None,
             poll_yield: PollYield::Auto,
+            inline_worker: InlineWorker::Off,
         }
     }
 }
@@ -90,6 +152,8 @@ pub struct RunReport<R = DispatcherReport> {
     pub pinned: bool,
     /// Whether polling passes yielded the core (`PollYield`).
     pub polls_yield: bool,
+    /// Whether worker 0 ran on the dispatcher's thread ([`InlineWorker`]).
+    pub inline_worker: bool,
     /// Wall time of the run.
     pub wall: Duration,
 }
@@ -160,14 +224,33 @@ where
     let Plan {
         pinning,
         polls_yield,
+        inline,
+        cores_shared,
         clock,
         control,
         core,
         executor,
-        workers,
+        mut workers,
         local,
     } = Plan::new(cfg, spec, types, &mut make_handler)?;
     let started = Instant::now();
+
+    // Worker 0 on the dispatcher's thread: its side of the executor, its
+    // completions and its I/O go there.
+    let inline_worker = if inline {
+        let (exec, done) = workers.remove(0);
+        let WorkerExec::Central(ring, handler) = exec else {
+            unreachable!("an inline worker is planned only for the central executor")
+        };
+        Some(InlineSetup {
+            ring,
+            handler,
+            done,
+            io: front.worker_io(0),
+        })
+    } else {
+        None
+    };
 
     // Spawn: each worker with its side of the executor, waiting for its
     // wake-up handles.
@@ -176,8 +259,9 @@ where
         idle: cfg.idle,
         control: &control,
         pinning: &pinning,
+        cores_shared,
     };
-    let crew = Crew::spawn(workers, &mut front, &setup)?;
+    let crew = Crew::spawn(workers, usize::from(inline), &mut front, &setup)?;
     if let Some(l) = &local {
         l.set_wakeups(&crew.wakes());
     }
@@ -192,7 +276,14 @@ where
         drain_timeout: cfg.drain_timeout,
         series_window_ns: cfg.series_window_ns,
     };
-    let dispatched = run_dispatcher(dispatcher, front, &crew, local.as_deref(), &pinning);
+    let dispatched = run_dispatcher(
+        dispatcher,
+        front,
+        inline_worker,
+        &crew,
+        local.as_deref(),
+        &pinning,
+    );
 
     // Join: whatever happened to the dispatcher, the workers are released
     // first.
@@ -216,6 +307,7 @@ where
         local,
         pinned: pinning.pinned(),
         polls_yield,
+        inline_worker: inline,
         wall: started.elapsed(),
     })
 }
@@ -225,6 +317,11 @@ struct Plan<H> {
     pinning: Pinning,
     /// Whether polling threads yield their core on each pass.
     polls_yield: bool,
+    /// Whether worker 0 runs on the dispatcher's thread.
+    inline: bool,
+    /// Whether it does because the threads would otherwise outnumber the
+    /// cores: the other workers then sleep as soon as they are idle.
+    cores_shared: bool,
     /// The run's one clock: arrivals, receive times and completions all
     /// read it.
     clock: Clock,
@@ -258,12 +355,23 @@ impl<H: Handler + 'static> Plan<H> {
         };
         let policy = spec.build(&ctx)?;
         let pinning = Pinning::plan(cfg.workers, cfg.cores.as_deref())?;
+        let inline = cfg
+            .inline_worker
+            .resolve(&policy.execution(), cfg.workers, pinning.distinct_cores())
+            .map_err(RuntimeError::Unsupported)?;
+        // With worker 0 on the dispatcher's thread, the other workers' threads
+        // take the cores after the dispatcher's.
+        let cores_shared = inline && cfg.workers + 1 > pinning.distinct_cores();
+        let pinning = if inline {
+            Pinning::plan(cfg.workers - 1, cfg.cores.as_deref())?
+        } else {
+            pinning
+        };
+        let threads = cfg.workers + 1 - usize::from(inline);
         // Threads that poll hold off the ones they wait for when they
         // outnumber the cores they run on: then each polling pass yields
         // (`PollYield`).
-        let polls_yield = cfg
-            .poll_yield
-            .resolve(cfg.workers + 1, pinning.distinct_cores());
+        let polls_yield = cfg.poll_yield.resolve(threads, pinning.distinct_cores());
         crate::idle::set_polls_yield(polls_yield);
         let max_in_flight = max_in_flight(cfg, ctx.types.len());
         let clock = Clock::new();
@@ -289,6 +397,8 @@ impl<H: Handler + 'static> Plan<H> {
         Ok(Self {
             pinning,
             polls_yield,
+            inline,
+            cores_shared,
             clock,
             core: CoreParts {
                 policy,
@@ -331,4 +441,27 @@ pub fn request_slots(types: usize, workers: usize, queue_capacity: usize) -> u64
         .saturating_add(workers as u64)
         .saturating_mul(queue_capacity as u64)
         .saturating_add(workers as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InlineWorker;
+    use psp_core::policy::Execution;
+
+    #[test]
+    fn worker_0_goes_on_the_dispatchers_thread_only_where_cores_are_short_or_asked() {
+        let central = Execution::Central;
+        let preemptive = Execution::CentralPreemptive;
+        // Auto: when the dispatcher and the workers would outnumber the cores.
+        assert_eq!(InlineWorker::Auto.resolve(&central, 2, 2), Ok(true));
+        assert_eq!(InlineWorker::Auto.resolve(&central, 1, 2), Ok(false));
+        assert_eq!(InlineWorker::Auto.resolve(&central, 14, 16), Ok(false));
+        // Never for a policy that preempts, and `on` says why.
+        assert_eq!(InlineWorker::Auto.resolve(&preemptive, 2, 2), Ok(false));
+        assert!(InlineWorker::On.resolve(&preemptive, 2, 16).is_err());
+        assert_eq!(InlineWorker::On.resolve(&central, 14, 16), Ok(true));
+        assert_eq!(InlineWorker::Off.resolve(&central, 2, 1), Ok(false));
+        assert_eq!("auto".parse(), Ok(InlineWorker::Auto));
+        assert!("yes".parse::<InlineWorker>().is_err());
+    }
 }

@@ -171,6 +171,11 @@ pub(crate) struct WorkerParts<IO: JobIo> {
     pub(crate) control: Arc<RunControl>,
     /// This worker's index.
     pub(crate) index: usize,
+    /// Whether it polls for the dispatcher to take its completion (and
+    /// hand it its next job) before it idles: only with a core of its own
+    /// (where the threads share the cores, the poll takes the core from
+    /// the thread it waits for).
+    pub(crate) await_pickup: bool,
 }
 
 /// Raises the run's failure flag and wakes the dispatcher if the worker unwinds.
@@ -212,6 +217,48 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
             }
             WorkerExec::LocalPreemptive(q, g) => parts.run_local(me, &q, &g),
         }
+    }
+}
+
+/// Worker 0 when it runs on the dispatcher's thread
+/// ([`crate::InlineWorker`]): the dispatcher serves its jobs between its
+/// passes, with the worker's own handler and I/O, and no hand-off between
+/// threads.
+pub(crate) struct InlineWorkerParts<H: Handler, IO: JobIo> {
+    /// The dispatcher's ring to worker 0.
+    pub(crate) ring: Consumer<Job>,
+    /// Worker 0's handler.
+    pub(crate) handler: H,
+    /// Worker 0's completion producer, I/O and line of the run control.
+    pub(crate) parts: WorkerParts<IO>,
+    /// The response buffer, reused.
+    pub(crate) response: Vec<u8>,
+}
+
+/// What the dispatch loop asks of worker 0 on its own thread.
+pub(crate) trait ServeInline {
+    /// Serves the job waiting for worker 0, if any, and pushes its
+    /// completion; returns whether there was one.
+    fn serve_pending(&mut self) -> bool;
+}
+
+impl<H: Handler, IO: JobIo> ServeInline for InlineWorkerParts<H, IO> {
+    #[inline]
+    fn serve_pending(&mut self) -> bool {
+        let Ok(job) = self.ring.pop() else {
+            return false;
+        };
+        let p = &mut self.parts;
+        // `None`: abandoned at the drain deadline, unanswered.
+        if let Some(done) = p.serve_direct(&mut self.handler, &job, &mut self.response) {
+            // One job at a time, completed by the same thread before the
+            // next: the ring always has room.
+            if p.done.push(done).is_err() {
+                panic!("worker 0's completion ring is full: its jobs run one at a time");
+            }
+            p.control.answered(p.index);
+        }
+        true
     }
 }
 
@@ -289,7 +336,7 @@ impl<IO: JobIo> WorkerParts<IO> {
             if centralized || self.done.slots() < done_capacity / 2 {
                 dispatcher.notify();
             }
-            awaiting = centralized.then_some(done.finished_ns);
+            awaiting = (centralized && self.await_pickup).then_some(done.finished_ns);
         }
     }
 

@@ -9,4 +9,5 @@ mod common;
 mod decisions;
 mod green;
 mod hardening;
+mod inline;
 mod steal;

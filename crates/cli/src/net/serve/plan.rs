@@ -285,6 +285,11 @@ fn runtime(
     let poll_yield = src
         .pick(&a.poll_yield, &f.poll_yield, |s| limits::poll_yield(&s))?
         .unwrap_or_default();
+    let inline_worker = src
+        .pick(&a.inline_worker, &f.inline_worker, |s| {
+            limits::inline_worker(&s)
+        })?
+        .unwrap_or_default();
     let seed = src.pick(&a.seed, &f.seed, Ok)?.unwrap_or(1);
     let classifier = src
         .pick(&a.classifier, &f.classifier, |c| {
@@ -316,6 +321,7 @@ fn runtime(
             || f.raise_priority == Some(false)),
         series_window_ns: None,
         poll_yield,
+        inline_worker,
     };
     Ok((runtime, classifier))
 }
