@@ -42,6 +42,7 @@ n = os.environ.get("N", "100000")
 runs = int(os.environ.get("RUNS", "3"))
 systems = os.environ.get("SYSTEMS", "psp psp:c-fcfs redis").split()
 pipelines = os.environ.get("PIPELINES", "1 16").split()
+tests = os.environ.get("TESTS", "")
 psp_args = os.environ.get("PSP_ARGS", "").split()
 os.makedirs(out_dir, exist_ok=True)
 
@@ -90,7 +91,8 @@ def cpu_seconds(pid):
 
 def suite(pipeline):
     r = subprocess.run(["taskset", "-c", cores, "redis-benchmark", "-p", port, "-q", "-n", n,
-                        "-P", pipeline, "--csv"], capture_output=True, text=True, timeout=1200)
+                        "-P", pipeline, "--csv"] + (["-t", tests] if tests else []),
+                       capture_output=True, text=True, timeout=1200)
     if r.returncode != 0:
         raise SystemExit(f"redis-benchmark failed: {r.stderr}")
     rows = list(csv.reader(io.StringIO(r.stdout)))

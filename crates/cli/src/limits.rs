@@ -399,6 +399,13 @@ const TCP_MAX_OUTPUT: Count = Count::new(
     psp_net::tcp::OUTPUT.0 as u64,
     psp_net::tcp::OUTPUT.1 as u64,
 );
+/// `--tcp-batch`.
+#[cfg(test)]
+const TCP_BATCH: Count = Count::new(
+    "--tcp-batch",
+    psp_net::tcp::BATCH.0 as u64,
+    psp_net::tcp::BATCH.1 as u64,
+);
 /// `psp profile --requests`.
 #[cfg(test)]
 const PROFILE_REQUESTS: Count = Count::new("--requests", 1, psp_apps::profile::MAX_REQUESTS);
@@ -436,6 +443,7 @@ const COUNTS: &[Count] = &[
     TCP_MAX_REQUEST,
     TCP_MAX_PIPELINE,
     TCP_MAX_OUTPUT,
+    TCP_BATCH,
 ];
 /// Every real range.
 #[cfg(test)]

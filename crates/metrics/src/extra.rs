@@ -559,6 +559,9 @@ pub struct ServerSummary {
     /// Whether polling passes yielded the core.
     #[serde(default)]
     pub polls_yield: bool,
+    /// Whether worker 0 ran on the dispatcher's thread (`--inline-worker`).
+    #[serde(default)]
+    pub inline_worker: bool,
     /// Wall time of the server's run.
     pub wall_s: f64,
     /// Service time of every completed request over workers x `wall_s`.

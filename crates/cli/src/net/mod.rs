@@ -270,6 +270,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
         local: s.local.as_ref().map(crate::run::local_counters),
         pinned: s.pinned,
         polls_yield: s.polls_yield,
+        inline_worker: s.inline_worker,
         wall_s: s.wall.as_secs_f64(),
         measured_utilization,
         declared_utilization,

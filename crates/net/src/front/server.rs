@@ -135,6 +135,8 @@ pub struct ServerReport {
     pub pinned: bool,
     /// Whether polling passes yielded the core.
     pub polls_yield: bool,
+    /// Whether worker 0 ran on the dispatcher's thread.
+    pub inline_worker: bool,
     /// How long the server ran.
     pub wall: Duration,
 }
@@ -385,6 +387,7 @@ impl Server {
             local: r.local,
             pinned: r.pinned,
             polls_yield: r.polls_yield,
+            inline_worker: r.inline_worker,
             wall: r.wall,
         })
     }

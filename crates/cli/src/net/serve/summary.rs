@@ -19,6 +19,9 @@ fn utilization_line(s: &ServerSummary) -> String {
             s.measured_utilization / d
         ));
     }
+    if s.inline_worker {
+        line.push_str(" | worker 0 ran on the dispatcher's thread");
+    }
     line
 }
 
