@@ -3,7 +3,6 @@
 //! thread, a panic there ends the run with an error, and a policy that
 //! preempts is refused.
 
-use std::sync::mpsc;
 use std::time::Duration;
 
 use psp_core::HeaderClassifier;
@@ -14,14 +13,7 @@ use psp_runtime::{
 };
 use psp_workload::{PoissonArrivals, Workload};
 
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("the run did not end within {limit:?}: it hangs"))
-}
+use crate::hardening::within;
 
 fn cfg(workers: usize) -> RuntimeConfig {
     RuntimeConfig {
