@@ -562,6 +562,10 @@ pub struct ServerSummary {
     /// Whether worker 0 ran on the dispatcher's thread (`--inline-worker`).
     #[serde(default)]
     pub inline_worker: bool,
+    /// The server process's CPU time (user + system, all threads) per
+    /// completed request, µs (`None`: none completed).
+    #[serde(default)]
+    pub cpu_us_per_request: Option<f64>,
     /// Wall time of the server's run.
     pub wall_s: f64,
     /// Service time of every completed request over workers x `wall_s`.

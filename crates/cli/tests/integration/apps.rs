@@ -133,6 +133,11 @@ fn a_measured_kv_profile_drives_run_serve_and_load() {
     assert_eq!(summary["bad_bodies"], 0, "{summary}");
     assert_eq!(summary["stranded"], 0, "{summary}");
     assert!(summary["completed"].as_u64().unwrap() > 50, "{summary}");
+    // The server's own CPU time, per request it completed.
+    let cpu = summary["cpu_us_per_request"]
+        .as_f64()
+        .expect("CPU per request");
+    assert!(cpu > 0.0 && cpu.is_finite(), "{summary}");
 }
 
 #[test]

@@ -916,6 +916,19 @@ fn store_options_are_checked_before_start() {
             serve(&["--protocol", "resp", "--tcp-order", "sometimes"]),
             "--tcp-order",
         ),
+        (
+            serve(&["--protocol", "resp", "--tcp-batch", "0"]),
+            "--tcp-batch",
+        ),
+        (
+            serve(&["--protocol", "resp", "--tcp-batch", "257"]),
+            "--tcp-batch",
+        ),
+        (serve(&["--inline-worker", "sometimes"]), "--inline-worker"),
+        (
+            serve(&["--inline-worker", "on", "--policy", "ts"]),
+            "worker 0",
+        ),
     ] {
         let o = psp(&args).expect("returns");
         assert_eq!(o.code, Some(2), "{args:?}: {}", o.stderr);

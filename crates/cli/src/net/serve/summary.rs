@@ -19,6 +19,9 @@ fn utilization_line(s: &ServerSummary) -> String {
             s.measured_utilization / d
         ));
     }
+    if let Some(cpu) = s.cpu_us_per_request {
+        line.push_str(&format!(" | process CPU {cpu:.2} us per request"));
+    }
     if s.inline_worker {
         line.push_str(" | worker 0 ran on the dispatcher's thread");
     }
