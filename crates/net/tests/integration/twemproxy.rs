@@ -60,14 +60,15 @@ impl Drop for Nutcracker {
     }
 }
 
-/// Starts nutcracker with a Redis pool on `redis_at` and a memcached pool on
-/// `memcache_at`, each over two servers; returns once both listen.
+/// Starts nutcracker with a Redis pool and a memcached pool, each over two
+/// servers, on ports free when chosen; returns it and where each pool
+/// listens, once both listen. A port free when chosen may be taken before
+/// nutcracker binds it (another test's connection can get it as its source
+/// port): nutcracker then exits, and it is started again on other ports.
 fn nutcracker(
-    redis_at: SocketAddr,
     redis: [SocketAddr; 2],
-    memcache_at: SocketAddr,
     memcache: [SocketAddr; 2],
-) -> Nutcracker {
+) -> (Nutcracker, SocketAddr, SocketAddr) {
     let dir = std::env::temp_dir().join(format!("psp-twemproxy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // murmur, not twemproxy's example fnv1a_64: with it, ketama put all
@@ -80,35 +81,55 @@ fn nutcracker(
             servers[1]
         )
     };
-    let conf = dir.join("nutcracker.yml");
-    std::fs::write(
-        &conf,
-        pool("psp_redis", redis_at, redis, true)
-            + &pool("psp_memcache", memcache_at, memcache, false),
-    )
-    .unwrap();
-    let child = Command::new("nutcracker")
-        .arg("-c")
-        .arg(&conf)
-        .args(["-s", &free_port().to_string(), "-a", "127.0.0.1"])
-        .arg("-o")
-        .arg(dir.join("nutcracker.log"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nutcracker runs (scripts/deps.sh installs the nutcracker package)");
-    let proxy = Nutcracker { child, dir };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for at in [redis_at, memcache_at] {
-        while TcpStream::connect(at).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "nutcracker does not listen on {at}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+    let log = dir.join("nutcracker.log");
+    for _attempt in 0..5 {
+        let at = || -> SocketAddr { format!("127.0.0.1:{}", free_port()).parse().unwrap() };
+        let (redis_at, memcache_at) = (at(), at());
+        let conf = dir.join("nutcracker.yml");
+        std::fs::write(
+            &conf,
+            pool("psp_redis", redis_at, redis, true)
+                + &pool("psp_memcache", memcache_at, memcache, false),
+        )
+        .unwrap();
+        let child = Command::new("nutcracker")
+            .arg("-c")
+            .arg(&conf)
+            .args(["-s", &free_port().to_string(), "-a", "127.0.0.1"])
+            .arg("-o")
+            .arg(&log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nutcracker runs (scripts/deps.sh installs the nutcracker package)");
+        let mut proxy = Nutcracker {
+            child,
+            dir: dir.clone(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let listening = [redis_at, memcache_at].iter().all(|&a| {
+            loop {
+                if TcpStream::connect(a).is_ok() {
+                    break true;
+                }
+                if matches!(proxy.child.try_wait(), Ok(Some(_))) || Instant::now() >= deadline {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        if listening {
+            return (proxy, redis_at, memcache_at);
         }
+        let _ = proxy.child.kill();
+        let _ = proxy.child.wait();
+        // The next attempt writes its files into the same directory.
+        std::mem::forget(proxy);
     }
-    proxy
+    panic!(
+        "nutcracker did not listen in 5 attempts; its log: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }
 
 /// A RESP connection to the proxy without the `redis` crate's connection
@@ -190,12 +211,8 @@ fn twemproxy_shards_keys_over_two_psp_servers_of_each_protocol() {
         server("memcache"),
         server("memcache"),
     );
-    let redis_at: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let memcache_at: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let _proxy = nutcracker(
-        redis_at,
+    let (_proxy, redis_at, memcache_at) = nutcracker(
         [r1.local_addr(), r2.local_addr()],
-        memcache_at,
         [m1.local_addr(), m2.local_addr()],
     );
     let keys: Vec<String> = (0..KEYS).map(|i| format!("user:{i}")).collect();
