@@ -165,6 +165,16 @@ impl DispatchCore {
         self.observer.set_declared_service(means_ns);
     }
 
+    /// Turns off the warning about declared service times that are off: for
+    /// a front end whose clients take no load computed from them (TCP's
+    /// redis-benchmark, memcaslap), where the declared times only seed the
+    /// policy's profile and the warning's remedies (`psp profile`, `psp load
+    /// --server-profile`) do not apply. Call after
+    /// [`set_declared_service`](Self::set_declared_service).
+    pub fn silence_service_warnings(&mut self) {
+        self.observer.silence_declared_warnings();
+    }
+
     /// Rebases the statistics clock (before the first request).
     pub fn set_base(&mut self, base_ns: u64) {
         self.observer.set_base(base_ns);

@@ -301,6 +301,11 @@ impl Observer {
         self.declared.warned = vec![false; means_ns.len()];
     }
 
+    /// No warning about declared service times from now on.
+    pub(crate) fn silence_declared_warnings(&mut self) {
+        self.declared.warned.fill(true);
+    }
+
     /// Sets the time zero (before the first request).
     pub(crate) fn set_base(&mut self, base_ns: u64) {
         self.base = base_ns;

@@ -49,7 +49,7 @@ fn memcaslap_against(protocol: &str) {
         })
         .unwrap_or_else(|| panic!("no address in '{first}'"))
         .to_string();
-    std::thread::spawn(move || for _ in lines {});
+    let stderr = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
     let mut args = vec!["-s", &addr, "-t", "2s", "-T", "1", "-c", "8", "-v", "0.2"];
     if udp {
         args.push("-U");
@@ -93,5 +93,13 @@ fn memcaslap_against(protocol: &str) {
         assert_eq!(summary["bad_request"], 0, "{summary}");
     } else {
         assert_eq!(summary["tcp"]["closed_on_error"], 0, "{summary}");
+        // Over TCP the declared service times only seed the policy: no
+        // warning that they are off (whose remedies do not apply), live or
+        // in the summary.
+        let stderr = stderr.join().unwrap();
+        assert!(
+            !stderr.iter().any(|l| l.contains("measured mean service time")),
+            "{stderr:?}"
+        );
     }
 }

@@ -1078,17 +1078,20 @@ fn batch(
 }
 
 /// Blocks until a connection (`poll_fd`), a reply (`wake`) or `also` may be
-/// ready, or `timeout` passed.
+/// ready, or `timeout` passed. Returns whether `also` was signalled. An
+/// eventfd is read (cleared) only when the poll saw it signalled: no system
+/// call for one that was not.
 fn wait(
     poll_fd: i32,
     wake: &Wake,
     lanes: &[NetLane],
     also: Option<BorrowedFd<'_>>,
     timeout: Duration,
-) {
+) -> bool {
     wake.sleeping.store(true, Ordering::Relaxed);
     // Pairs with the fence in `Wake::notify`.
     fence(Ordering::SeqCst);
+    let mut signalled = (false, false);
     if lanes.iter().all(|l| l.0.is_empty()) {
         let readable = |fd: i32| libc::pollfd {
             fd,
@@ -1101,9 +1104,15 @@ fn wait(
             readable(also.map_or(-1, |a| a.as_raw_fd())),
         ];
         crate::udp::poll_fds(&mut fds, timeout);
+        signalled = (fds[1].revents != 0, fds[2].revents != 0);
     }
     wake.sleeping.store(false, Ordering::Relaxed);
-    wake.clear();
+    // A notification written after the poll stays for the next one, which
+    // then returns at once and clears it.
+    if signalled.0 {
+        wake.clear();
+    }
+    signalled.1
 }
 
 impl FrontEnd for TcpFrontEnd {
@@ -1136,6 +1145,10 @@ impl FrontEnd for TcpFrontEnd {
             &mut self.snapshots,
             &mut self.started,
         );
+        // The declared times only seed the policy here: no client computes a
+        // load from them (the summary does not warn either). Before the first
+        // pass, so before any check.
+        core.silence_service_warnings();
     }
 
     fn fill_snapshot(&self, out: &mut [u64]) {
@@ -1243,8 +1256,9 @@ impl FrontEnd for TcpFrontEnd {
         let (poll_fd, wake, lanes) = (self.poll.as_raw_fd(), &*self.wake, &self.lanes[..]);
         let has_work = || core.has_completions() || lanes.iter().any(|l| !l.0.is_empty());
         let wait_for = |max: Duration| {
-            wait(poll_fd, wake, lanes, me.event_fd(), max.min(bound));
-            me.clear_event();
+            if wait(poll_fd, wake, lanes, me.event_fd(), max.min(bound)) {
+                me.clear_event();
+            }
         };
         match self.idle {
             // A central dispatcher hands each worker its next job: while one
