@@ -98,7 +98,9 @@ fn memcaslap_against(protocol: &str) {
         // in the summary.
         let stderr = stderr.join().unwrap();
         assert!(
-            !stderr.iter().any(|l| l.contains("measured mean service time")),
+            !stderr
+                .iter()
+                .any(|l| l.contains("measured mean service time")),
             "{stderr:?}"
         );
     }

@@ -266,7 +266,16 @@ impl Collector for SnapshotCollector {
             Some(&Unit::Seconds),
             MetricType::Gauge,
         )?
-        .encode_gauge(&self.uptime_s)
+        .encode_gauge(&self.uptime_s)?;
+        // Prometheus's standard process metric: with the completions'
+        // rate, the server's CPU time per request.
+        enc.encode_descriptor(
+            "process_cpu",
+            "User and system CPU time of every thread of the server's process",
+            Some(&Unit::Seconds),
+            MetricType::Counter,
+        )?
+        .encode_counter::<NoLabelSet, _, u64>(&super::server::process_cpu().as_secs_f64(), None)
     }
 }
 

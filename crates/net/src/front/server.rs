@@ -176,7 +176,7 @@ pub struct Server {
 }
 
 /// The CPU time (user + system) of every thread of this process so far.
-fn process_cpu() -> Duration {
+pub(crate) fn process_cpu() -> Duration {
     // SAFETY: getrusage writes one rusage into the zeroed, live struct.
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: as above; RUSAGE_SELF needs no other argument.

@@ -238,6 +238,8 @@ fn metrics_count_what_was_sent_and_stop_with_the_server() {
     assert_eq!(value(&s, "psp_queue_length", &short), 0.0);
     assert!(value(&s, "psp_uptime_seconds", &[]) > 0.0);
     assert!(value(&s, "psp_snapshots_total", &[]) >= 1.0);
+    // The process's CPU time, Prometheus's standard name.
+    assert!(value(&s, "process_cpu_seconds_total", &[]) > 0.0);
 
     // Latency and service time: one sample per ok answer, every one in a bucket.
     for (labels, ok) in [(&short, 12.0), (&long, 3.0)] {
