@@ -554,7 +554,8 @@ impl Db {
         if grows {
             self.make_room()?;
         }
-        let mut idx: Vec<usize> = keys.into_iter().map(|k| self.shard_of(k)).collect();
+        let mut idx: smallvec::SmallVec<[usize; 8]> =
+            keys.into_iter().map(|k| self.shard_of(k)).collect();
         idx.sort_unstable();
         idx.dedup();
         let locks = idx
@@ -648,7 +649,9 @@ impl Db {
 /// several in ascending shard order.
 enum Held<'a> {
     One(usize, MutexGuard<'a, Shard>),
-    Many(Vec<(usize, MutexGuard<'a, Shard>)>),
+    /// Inline up to 8: a command over a few keys allocates nothing to
+    /// lock them.
+    Many(smallvec::SmallVec<[(usize, MutexGuard<'a, Shard>); 8]>),
 }
 
 impl Held<'_> {

@@ -35,6 +35,10 @@ use parking_lot::Mutex;
 use crate::db::{Db, Entry, Full, Guard, Score, Value, ZSet};
 use crate::resp::{RespError, parse};
 
+/// A command's arguments: inline up to 8, so that a command allocates no
+/// vector for them.
+type Args<'a> = smallvec::SmallVec<[&'a [u8]; 8]>;
+
 /// Commands one `MULTI` may queue at most (a longer transaction is refused
 /// at `EXEC` with `EXECABORT`, its queue dropped as it grows).
 pub const MAX_QUEUED: usize = 10_000;
@@ -419,7 +423,7 @@ pub fn execute(
     point: &mut dyn FnMut(),
 ) -> Result<(), RespError> {
     let cmd = parse(req)?;
-    let args: Vec<&[u8]> = cmd.args.collect();
+    let args: Args<'_> = cmd.args.collect();
     let mut lower = [0u8; 24];
     let name: &[u8] = match lower.get_mut(..cmd.raw_name.len()) {
         Some(buf) => {

@@ -85,7 +85,7 @@ fn exec(db: &Db, session: &mut Session, w: &mut Reply<'_>, point: &mut dyn FnMut
             w.error(b"ERR Protocol error");
             continue;
         };
-        let args: Vec<&[u8]> = cmd.args.collect();
+        let args: Args<'_> = cmd.args.collect();
         let name = cmd.raw_name.to_ascii_lowercase();
         let start = w.out.len();
         if let Err(f) = super::run(
