@@ -32,14 +32,11 @@ pub(super) fn run<'d>(
                     }
                 }
             }
+            let seconds = matches!(name, b"expire" | b"expireat");
+            let absolute = matches!(name, b"expireat" | b"pexpireat");
+            let at = expire_time(t, seconds, absolute, false, db.now_ms(), nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;
             let now = g.now_ms as i64;
-            let at = match name {
-                b"expire" => now.saturating_add(t.saturating_mul(1000)),
-                b"pexpire" => now.saturating_add(t),
-                b"expireat" => t.saturating_mul(1000),
-                _ => t,
-            };
             let done = g.update(a[0], |slot| {
                 let Some(e) = slot.as_mut() else {
                     return (false, false);

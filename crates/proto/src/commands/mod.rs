@@ -551,9 +551,37 @@ fn run<'d>(
     }
 }
 
-/// A deadline `ms` from `now` (saturating).
-fn deadline(now: u64, ms: i64) -> u64 {
-    now.saturating_add(ms.max(1) as u64)
+/// An expire time as Redis 7 reads it: `t` in seconds (`seconds`) or ms,
+/// from `now` (ms) unless `absolute`; the absolute time in ms. Refused with
+/// Redis's "invalid expire time in 'NAME' command" when it does not fit a
+/// signed 64-bit count of ms, or, where the command needs one (`positive`:
+/// SET's EX/PX, SETEX, GETEX), when `t` is not positive. Checked before the
+/// key is looked up, as Redis does.
+fn expire_time(
+    t: i64,
+    seconds: bool,
+    absolute: bool,
+    positive: bool,
+    now: u64,
+    nm: &str,
+) -> Result<i64, Fail> {
+    let invalid = || Fail::Owned(format!("ERR invalid expire time in '{nm}' command").into_bytes());
+    if positive && t <= 0 {
+        return Err(invalid());
+    }
+    let ms = if seconds {
+        t.checked_mul(1000).ok_or_else(invalid)?
+    } else {
+        t
+    };
+    if absolute {
+        return Ok(ms);
+    }
+    let at = ms.checked_add(now as i64).ok_or_else(invalid)?;
+    if positive && at <= 0 {
+        return Err(invalid());
+    }
+    Ok(at)
 }
 
 /// Replaces a string value, keeping its deadline (INCR, APPEND keep a TTL).
@@ -714,6 +742,33 @@ mod tests {
         assert_eq!(
             run_line(&db, &mut s, "SET k v EX 0"),
             "-ERR invalid expire time in 'set' command\r\n"
+        );
+        // Times past a signed 64-bit count of ms are refused, as Redis 7
+        // refuses them, and nothing is written.
+        for (cmd, name) in [
+            ("SETEX s1 9999999999999999 x", "setex"),
+            ("PSETEX s1 9223372036854775807 x", "psetex"),
+            ("SET s1 x EX 9999999999999999", "set"),
+            ("SET s1 x PX 9223372036854775807", "set"),
+            ("EXPIRE k 9999999999999999", "expire"),
+            ("PEXPIRE k 9223372036854775807", "pexpire"),
+            ("EXPIREAT k 9999999999999999", "expireat"),
+        ] {
+            assert_eq!(
+                run_line(&db, &mut s, cmd),
+                format!("-ERR invalid expire time in '{name}' command\r\n"),
+                "{cmd}"
+            );
+        }
+        assert_eq!(run_line(&db, &mut s, "EXISTS s1"), ":0\r\n");
+        // The largest that fit are taken.
+        assert_eq!(
+            run_line(&db, &mut s, "SET big x EX 9000000000000"),
+            "+OK\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "PEXPIREAT big 9223372036854775807"),
+            ":1\r\n"
         );
     }
 

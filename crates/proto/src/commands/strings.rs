@@ -29,19 +29,10 @@ pub(super) fn run<'d>(
         b"setex" | b"psetex" => {
             arity(n == 3, nm)?;
             let t = int_arg(a[1])?;
-            if t <= 0 {
-                return Err(Fail::Owned(
-                    format!("ERR invalid expire time in '{nm}' command").into_bytes(),
-                ));
-            }
-            let ms = if name == b"setex" {
-                t.saturating_mul(1000)
-            } else {
-                t
-            };
+            let at = expire_time(t, name == b"setex", false, true, db.now_ms(), nm)?;
             let mut g = lock(db, &mut held, &a[..1], true)?;
             let mut e = Entry::new(Value::Str(a[2].into()));
-            e.expire_ms = deadline(g.now_ms, ms);
+            e.expire_ms = at as u64;
             g.set(a[0], e);
             w.ok();
         }
@@ -124,22 +115,15 @@ fn set<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut R
             b"EX" | b"PX" | b"EXAT" | b"PXAT" if ttl.is_none() && !keep && i + 1 < a.len() => {
                 i += 1;
                 let t = int_arg(a[i])?;
-                if t <= 0 {
-                    return Err(Fail::Msg(b"ERR invalid expire time in 'set' command"));
-                }
-                let ms = if o[0] == b'E' {
-                    t.saturating_mul(1000)
-                } else {
-                    t
-                };
-                ttl = Some((o.len() == 4, ms));
+                let absolute = o.len() == 4;
+                let at = expire_time(t, o[0] == b'E', absolute, true, db.now_ms(), "set")?;
+                ttl = Some((absolute, at));
             }
             _ => return Err(Fail::Msg(SYNTAX)),
         }
         i += 1;
     }
     let mut g = lock(db, held, &a[..1], true)?;
-    let now = g.now_ms;
     let r = g.update(a[0], |slot| {
         let old = match slot.as_ref().map(|e| &e.value) {
             None => None,
@@ -153,8 +137,8 @@ fn set<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut R
         let old_deadline = slot.as_ref().map_or(0, |e| e.expire_ms);
         let mut e = Entry::new(Value::Str(a[1].into()));
         e.expire_ms = match ttl {
-            Some((true, at)) => at.max(1) as u64,
-            Some((false, ms)) => deadline(now, ms),
+            // An absolute time in ms either way (EX/PX made absolute above).
+            Some((_, at)) => at.max(1) as u64,
             None if keep => old_deadline,
             None => 0,
         };
