@@ -319,94 +319,109 @@ impl<'d> std::ops::DerefMut for Locks<'_, 'd> {
     }
 }
 
-/// The commands this server knows and the (lowercase) name of each.
-const COMMANDS: &[&str] = &[
-    "ping",
-    "echo",
-    "quit",
-    "hello",
-    "auth",
-    "client",
-    "select",
-    "command",
-    "info",
-    "config",
-    "dbsize",
-    "flushdb",
-    "flushall",
-    "multi",
-    "exec",
-    "discard",
-    "watch",
-    "unwatch",
-    "reset",
-    "get",
-    "set",
-    "setex",
-    "psetex",
-    "setnx",
-    "mget",
-    "mset",
-    "msetnx",
-    "incr",
-    "incrby",
-    "decr",
-    "decrby",
-    "incrbyfloat",
-    "append",
-    "strlen",
-    "getset",
-    "getdel",
-    "del",
-    "unlink",
-    "exists",
-    "expire",
-    "pexpire",
-    "expireat",
-    "pexpireat",
-    "ttl",
-    "pttl",
-    "persist",
-    "type",
-    "scan",
-    "keys",
-    "lpush",
-    "rpush",
-    "lpop",
-    "rpop",
-    "lrange",
-    "llen",
-    "lindex",
-    "hset",
-    "hmset",
-    "hget",
-    "hmget",
-    "hgetall",
-    "hdel",
-    "hincrby",
-    "hlen",
-    "hexists",
-    "sadd",
-    "srem",
-    "smembers",
-    "sismember",
-    "scard",
-    "spop",
-    "zadd",
-    "zrange",
-    "zrangebyscore",
-    "zrem",
-    "zincrby",
-    "zcard",
-    "zpopmin",
-    "zscore",
+/// The commands this server knows: each (lowercase) name and its arity as
+/// Redis 7's command table gives it, counting the name (n: exactly n
+/// words; -n: at least n). A command inside `MULTI` with a wrong count is
+/// refused at once and its transaction aborted, as Redis does.
+const COMMANDS: &[(&str, i32)] = &[
+    ("ping", -1),
+    ("echo", 2),
+    ("quit", -1),
+    ("hello", -1),
+    ("auth", -2),
+    ("client", -2),
+    ("select", 2),
+    ("command", -1),
+    ("info", -1),
+    ("config", -2),
+    ("dbsize", 1),
+    ("flushdb", -1),
+    ("flushall", -1),
+    ("multi", 1),
+    ("exec", 1),
+    ("discard", 1),
+    ("watch", -2),
+    ("unwatch", 1),
+    ("reset", 1),
+    ("get", 2),
+    ("set", -3),
+    ("setex", 4),
+    ("psetex", 4),
+    ("setnx", 3),
+    ("mget", -2),
+    ("mset", -3),
+    ("msetnx", -3),
+    ("incr", 2),
+    ("incrby", 3),
+    ("decr", 2),
+    ("decrby", 3),
+    ("incrbyfloat", 3),
+    ("append", 3),
+    ("strlen", 2),
+    ("getset", 3),
+    ("getdel", 2),
+    ("del", -2),
+    ("unlink", -2),
+    ("exists", -2),
+    ("expire", -3),
+    ("pexpire", -3),
+    ("expireat", -3),
+    ("pexpireat", -3),
+    ("ttl", 2),
+    ("pttl", 2),
+    ("persist", 2),
+    ("type", 2),
+    ("scan", -2),
+    ("keys", 2),
+    ("lpush", -3),
+    ("rpush", -3),
+    ("lpop", -2),
+    ("rpop", -2),
+    ("lrange", 4),
+    ("llen", 2),
+    ("lindex", 3),
+    ("hset", -4),
+    ("hmset", -4),
+    ("hget", 3),
+    ("hmget", -3),
+    ("hgetall", 2),
+    ("hdel", -3),
+    ("hincrby", 4),
+    ("hlen", 2),
+    ("hexists", 3),
+    ("sadd", -3),
+    ("srem", -3),
+    ("smembers", 2),
+    ("sismember", 3),
+    ("scard", 2),
+    ("spop", -2),
+    ("zadd", -4),
+    ("zrange", -4),
+    ("zrangebyscore", -4),
+    ("zrem", -3),
+    ("zincrby", 4),
+    ("zcard", 2),
+    ("zpopmin", -2),
+    ("zscore", 3),
 ];
 
 /// Whether `name` is a command this server runs (case-insensitive).
 pub fn known(name: &[u8]) -> bool {
     COMMANDS
         .iter()
-        .any(|c| name.eq_ignore_ascii_case(c.as_bytes()))
+        .any(|(c, _)| name.eq_ignore_ascii_case(c.as_bytes()))
+}
+
+/// Whether `words` words (the name counted) fit the arity of command
+/// `name` (lowercase; a known one).
+fn arity_fits(name: &[u8], words: usize) -> bool {
+    COMMANDS
+        .iter()
+        .find(|(c, _)| name == c.as_bytes())
+        .is_none_or(|&(_, a)| {
+            let n = a.unsigned_abs() as usize;
+            if a >= 0 { words == n } else { words >= n }
+        })
 }
 
 /// Runs one complete request against `db` for the connection whose state
@@ -448,6 +463,14 @@ pub fn execute(
         if !known(name) {
             session.multi_failed = true;
             unknown(&mut w, cmd.raw_name, &args);
+            return Ok(());
+        }
+        if !arity_fits(name, args.len() + 1) {
+            session.multi_failed = true;
+            write_fail(
+                &mut w,
+                Fail::Arity(String::from_utf8_lossy(name).into_owned()),
+            );
             return Ok(());
         }
         if queue.len() >= MAX_QUEUED || session.multi_bytes + req.len() > MAX_QUEUED_BYTES {
@@ -868,6 +891,42 @@ mod tests {
         assert!(run_line(&db, &mut s, "BOGUS").starts_with("-ERR unknown command"));
         assert!(run_line(&db, &mut s, "EXEC").starts_with("-EXECABORT"));
         assert_eq!(run_line(&db, &mut s, "EXEC"), "-ERR EXEC without MULTI\r\n");
+        // A command with the wrong number of words is refused when queued,
+        // and EXEC then runs nothing (redis-server 7.0's replies).
+        run_line(&db, &mut s, "MULTI");
+        assert_eq!(run_line(&db, &mut s, "SET c 100"), "+QUEUED\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "LRANGE l1 10 1 extra"),
+            "-ERR wrong number of arguments for 'lrange' command\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "GET"),
+            "-ERR wrong number of arguments for 'get' command\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "EXEC"),
+            "-EXECABORT Transaction discarded because of previous errors.\r\n"
+        );
+        assert_eq!(run_line(&db, &mut s, "GET c"), "$1\r\n3\r\n");
+        // At least as many words as a variadic command needs: queued.
+        run_line(&db, &mut s, "MULTI");
+        assert_eq!(run_line(&db, &mut s, "DEL a b c"), "+QUEUED\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "SET a"),
+            "-ERR wrong number of arguments for 'set' command\r\n"
+        );
+        run_line(&db, &mut s, "DISCARD");
+    }
+
+    #[test]
+    fn every_command_has_redis_arity() {
+        // Every known command has an arity, and the name counts.
+        for (name, a) in COMMANDS {
+            assert!(*a != 0, "{name}");
+            assert!(known(name.as_bytes()));
+        }
+        assert!(arity_fits(b"get", 2) && !arity_fits(b"get", 3) && !arity_fits(b"get", 1));
+        assert!(arity_fits(b"del", 2) && arity_fits(b"del", 9) && !arity_fits(b"del", 1));
     }
 
     #[test]
