@@ -85,11 +85,13 @@ pub(super) fn run<'d>(
         }
         b"lindex" => {
             arity(n == 2, nm)?;
-            let i = int_arg(a[1])?;
+            // Redis looks the key up before it reads the index: a missing
+            // key answers nil whatever the index.
             let mut g = lock(db, &mut held, &a[..1], false)?;
             match g.get(a[0]).map(|e| &e.value) {
                 None => w.nil(),
                 Some(Value::List(l)) => {
+                    let i = int_arg(a[1])?;
                     let len = l.len() as i64;
                     let i = if i < 0 { len + i } else { i };
                     match usize::try_from(i).ok().and_then(|i| l.items().get(i)) {

@@ -919,6 +919,35 @@ mod tests {
     }
 
     #[test]
+    fn arguments_are_checked_where_redis_checks_them() {
+        // redis-server 7.0.15's replies: a range's bounds are read before
+        // the key is looked up; LINDEX's index after.
+        let db = Db::default();
+        let mut s = Session::default();
+        let int = "-ERR value is not an integer or out of range\r\n";
+        let float = "-ERR min or max is not a float\r\n";
+        let limit = "-ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX\r\n";
+        assert_eq!(run_line(&db, &mut s, "ZRANGE missing abc 2"), int);
+        assert_eq!(run_line(&db, &mut s, "ZRANGEBYSCORE missing abc 1"), float);
+        assert_eq!(run_line(&db, &mut s, "RPUSH l a b"), ":2\r\n");
+        assert_eq!(run_line(&db, &mut s, "ZRANGEBYSCORE l abc abc"), float);
+        assert_eq!(run_line(&db, &mut s, "LINDEX missing abc"), "$-1\r\n");
+        assert_eq!(run_line(&db, &mut s, "LINDEX l abc"), int);
+        assert_eq!(run_line(&db, &mut s, "ZADD z 1 a 2 b 3 c"), ":3\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "ZRANGE missing 0 -1 LIMIT 1 1"),
+            limit
+        );
+        assert_eq!(run_line(&db, &mut s, "ZRANGE z abc 1 LIMIT 1 1"), limit);
+        // A rank range ignores LIMIT's offset when its count is -1.
+        assert_eq!(
+            run_line(&db, &mut s, "ZRANGE z -10 -3 LIMIT 1 -1"),
+            "*1\r\n$1\r\na\r\n"
+        );
+        assert_eq!(run_line(&db, &mut s, "ZRANGE z 0 1 BYSCORE LIMIT x 1"), int);
+    }
+
+    #[test]
     fn every_command_has_redis_arity() {
         // Every known command has an arity, and the name counts.
         for (name, a) in COMMANDS {

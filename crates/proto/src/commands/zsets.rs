@@ -192,6 +192,25 @@ fn zrange<'d>(
         }
         i += 1;
     }
+    // Redis checks the arguments before it looks the key up: LIMIT with a
+    // count needs BYSCORE (its offset alone is ignored by rank), then the
+    // range must read.
+    if !by_score && limit.is_some_and(|(_, count)| count != -1) {
+        return Err(Fail::Msg(
+            b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ));
+    }
+    let scores = if by_score {
+        let (lo, hi) = if rev { (a[2], a[1]) } else { (a[1], a[2]) };
+        Some((score_bound(lo)?, score_bound(hi)?))
+    } else {
+        None
+    };
+    let ranks = if by_score {
+        (0, 0)
+    } else {
+        (int_arg(a[1])?, int_arg(a[2])?)
+    };
     let mut g = lock(db, held, &a[..1], false)?;
     let z = match g.get(a[0]).map(|e| &e.value) {
         None => {
@@ -201,10 +220,7 @@ fn zrange<'d>(
         Some(Value::ZSet(z)) => z,
         Some(_) => return Err(Fail::Msg(WRONGTYPE)),
     };
-    let items: Vec<&(Score, Box<[u8]>)> = if by_score {
-        let (lo, hi) = if rev { (a[2], a[1]) } else { (a[1], a[2]) };
-        let (lo, lo_ex) = score_bound(lo)?;
-        let (hi, hi_ex) = score_bound(hi)?;
+    let items: Vec<&(Score, Box<[u8]>)> = if let Some(((lo, lo_ex), (hi, hi_ex))) = scores {
         let mut v: Vec<_> = z
             .ordered()
             .iter()
@@ -223,10 +239,7 @@ fn zrange<'d>(
         }
         v
     } else {
-        if limit.is_some() {
-            return Err(Fail::Msg(b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"));
-        }
-        let (s, e) = range(int_arg(a[1])?, int_arg(a[2])?, z.len());
+        let (s, e) = range(ranks.0, ranks.1, z.len());
         if rev {
             z.ordered().iter().rev().skip(s).take(e - s).collect()
         } else {
