@@ -609,6 +609,8 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         }
     } else if is(b"zrangebyscore")
         || is(b"hgetall")
+        || is(b"hkeys")
+        || is(b"hvals")
         || is(b"smembers")
         || is(b"keys")
         || is(b"flushall")

@@ -78,6 +78,35 @@ pub(super) fn run<'d>(
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
+        b"hkeys" | b"hvals" => {
+            arity(n == 1, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            match g.get(a[0]).map(|e| &e.value) {
+                None => w.array(0),
+                Some(Value::Hash(h)) => {
+                    w.array(h.len());
+                    for (f, v) in h.map() {
+                        w.bulk(if name == b"hkeys" { f } else { v });
+                    }
+                }
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            }
+        }
+        b"hsetnx" => {
+            arity(n == 3, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            let added = g.update(a[0], |slot| {
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Box::default())));
+                let Value::Hash(h) = &mut e.value else {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                };
+                if h.map().contains_key(a[1]) {
+                    return (false, Ok(false));
+                }
+                (true, Ok(h.set(a[1], a[2])))
+            })?;
+            w.int(i64::from(added));
+        }
         b"hdel" | b"zrem" => {
             arity(n >= 2, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;

@@ -385,6 +385,9 @@ const COMMANDS: &[(&str, i32)] = &[
     ("hget", 3),
     ("hmget", -3),
     ("hgetall", 2),
+    ("hkeys", 2),
+    ("hvals", 2),
+    ("hsetnx", 4),
     ("hdel", -3),
     ("hincrby", 4),
     ("hlen", 2),
@@ -562,7 +565,7 @@ fn run<'d>(
             lists::run(name, a, db, w, held)
         }
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
-        | b"hincrby" => hashes::run(name, a, db, w, held),
+        | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" => hashes::run(name, a, db, w, held),
         b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" => sets::run(name, a, db, w, held),
         b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zrange" | b"zrangebyscore" => {
             zsets::run(name, a, db, w, held)
@@ -945,6 +948,28 @@ mod tests {
             "*1\r\n$1\r\na\r\n"
         );
         assert_eq!(run_line(&db, &mut s, "ZRANGE z 0 1 BYSCORE LIMIT x 1"), int);
+    }
+
+    #[test]
+    fn hkeys_hvals_and_hsetnx_answer_as_redis() {
+        let db = Db::default();
+        let mut s = Session::default();
+        assert_eq!(run_line(&db, &mut s, "HKEYS h"), "*0\r\n");
+        assert_eq!(run_line(&db, &mut s, "HSETNX h f 1"), ":1\r\n");
+        assert_eq!(run_line(&db, &mut s, "HSETNX h f 2"), ":0\r\n");
+        assert_eq!(run_line(&db, &mut s, "HKEYS h"), "*1\r\n$1\r\nf\r\n");
+        assert_eq!(run_line(&db, &mut s, "HVALS h"), "*1\r\n$1\r\n1\r\n");
+        assert_eq!(run_line(&db, &mut s, "SET k v"), "+OK\r\n");
+        for cmd in ["HKEYS k", "HVALS k", "HSETNX k f 1"] {
+            assert!(
+                run_line(&db, &mut s, cmd).starts_with("-WRONGTYPE"),
+                "{cmd}"
+            );
+        }
+        assert_eq!(
+            run_line(&db, &mut s, "HSETNX h f"),
+            "-ERR wrong number of arguments for 'hsetnx' command\r\n"
+        );
     }
 
     #[test]
