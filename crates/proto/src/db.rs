@@ -297,6 +297,14 @@ impl ZSet {
         self.bytes -= 2 * element(m.len()) + 8;
         Some((m, s.0))
     }
+    /// Removes and returns the member with the highest score (the last in
+    /// order among equal scores).
+    pub fn pop_max(&mut self) -> Option<(Box<[u8]>, f64)> {
+        let (s, m) = self.order.pop_last()?;
+        self.scores.remove(&m);
+        self.bytes -= 2 * element(m.len()) + 8;
+        Some((m, s.0))
+    }
     /// Number of members.
     pub fn len(&self) -> usize {
         self.scores.len()

@@ -587,7 +587,7 @@ fn classify_command(cmd: Command<'_>) -> u16 {
             _ => stop.saturating_sub(start).saturating_add(1) > RANGE_SHORT as i64,
         }
     };
-    if is(b"mget") || is(b"del") || is(b"unlink") || is(b"exists") {
+    if is(b"mget") || is(b"del") || is(b"unlink") || is(b"exists") || is(b"touch") {
         if n > MULTI_KEYS {
             return TYPE_MULTI;
         }
@@ -595,7 +595,13 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         if n / 2 > MULTI_KEYS {
             return TYPE_MULTI;
         }
-    } else if is(b"hmget") || is(b"sadd") || is(b"srem") || is(b"hdel") || is(b"zrem") {
+    } else if is(b"hmget")
+        || is(b"sadd")
+        || is(b"srem")
+        || is(b"hdel")
+        || is(b"zrem")
+        || is(b"smismember")
+    {
         if n > MULTI_KEYS + 1 {
             return TYPE_MULTI;
         }
@@ -608,6 +614,7 @@ fn classify_command(cmd: Command<'_>) -> u16 {
             }
         }
     } else if is(b"zrangebyscore")
+        || is(b"zcount")
         || is(b"hgetall")
         || is(b"hkeys")
         || is(b"hvals")

@@ -37,7 +37,7 @@ pub(super) fn run<'d>(
             let count = a.iter().filter(|k| g.delete(k)).count();
             w.int(count as i64);
         }
-        b"exists" => {
+        b"exists" | b"touch" => {
             arity(n >= 1, nm)?;
             let mut g = lock(db, &mut held, a, false)?;
             let count = a.iter().filter(|k| g.get(k).is_some()).count();

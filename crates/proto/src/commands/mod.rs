@@ -360,9 +360,11 @@ const COMMANDS: &[(&str, i32)] = &[
     ("strlen", 2),
     ("getset", 3),
     ("getdel", 2),
+    ("getrange", 4),
     ("del", -2),
     ("unlink", -2),
     ("exists", -2),
+    ("touch", -2),
     ("expire", -3),
     ("pexpire", -3),
     ("expireat", -3),
@@ -396,6 +398,7 @@ const COMMANDS: &[(&str, i32)] = &[
     ("srem", -3),
     ("smembers", 2),
     ("sismember", 3),
+    ("smismember", -3),
     ("scard", 2),
     ("spop", -2),
     ("zadd", -4),
@@ -405,6 +408,10 @@ const COMMANDS: &[(&str, i32)] = &[
     ("zincrby", 4),
     ("zcard", 2),
     ("zpopmin", -2),
+    ("zpopmax", -2),
+    ("zrank", 3),
+    ("zrevrank", 3),
+    ("zcount", 4),
     ("zscore", 3),
 ];
 
@@ -552,12 +559,12 @@ fn run<'d>(
             transaction::run(name, a, db, session, w, held, point)
         }
         b"get" | b"set" | b"setex" | b"psetex" | b"setnx" | b"mget" | b"mset" | b"msetnx"
-        | b"getset" | b"getdel" => strings::run(name, a, db, w, held),
+        | b"getset" | b"getdel" | b"getrange" => strings::run(name, a, db, w, held),
         b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat" | b"append" => {
             counters::run(name, a, db, w, held)
         }
         b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" | b"del" | b"unlink" | b"exists"
-        | b"type" | b"keys" | b"scan" => keys::run(name, a, db, w, held, point),
+        | b"type" | b"keys" | b"scan" | b"touch" => keys::run(name, a, db, w, held, point),
         b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist" => {
             expiry::run(name, a, db, w, held)
         }
@@ -566,10 +573,11 @@ fn run<'d>(
         }
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
         | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" => hashes::run(name, a, db, w, held),
-        b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" => sets::run(name, a, db, w, held),
-        b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zrange" | b"zrangebyscore" => {
-            zsets::run(name, a, db, w, held)
+        b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" | b"smismember" => {
+            sets::run(name, a, db, w, held)
         }
+        b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
+        | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" => zsets::run(name, a, db, w, held),
         _ => {
             unknown(w, raw_name, a);
             Ok(())
@@ -970,6 +978,61 @@ mod tests {
             run_line(&db, &mut s, "HSETNX h f"),
             "-ERR wrong number of arguments for 'hsetnx' command\r\n"
         );
+    }
+
+    #[test]
+    fn getrange_touch_smismember_and_sorted_set_ranks_answer_as_redis() {
+        // redis-server 7.0.15's replies.
+        let db = Db::default();
+        let mut s = Session::default();
+        let r = |s: &mut Session, c: &str| run_line(&db, s, c);
+        assert_eq!(r(&mut s, "SET k Hello"), "+OK\r\n");
+        for (c, want) in [
+            ("GETRANGE k 0 3", "$4\r\nHell\r\n"),
+            ("GETRANGE k -3 -1", "$3\r\nllo\r\n"),
+            ("GETRANGE k 0 -1", "$5\r\nHello\r\n"),
+            ("GETRANGE k 10 100", "$0\r\n\r\n"),
+            ("GETRANGE k -1 -5", "$0\r\n\r\n"),
+            ("GETRANGE missing 0 1", "$0\r\n\r\n"),
+            (
+                "GETRANGE missing a 1",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            ("TOUCH k k missing", ":2\r\n"),
+        ] {
+            assert_eq!(r(&mut s, c), want, "{c}");
+        }
+        assert_eq!(r(&mut s, "SADD s a b"), ":2\r\n");
+        assert_eq!(r(&mut s, "SMISMEMBER s a x b"), "*3\r\n:1\r\n:0\r\n:1\r\n");
+        assert_eq!(r(&mut s, "SMISMEMBER missing a"), "*1\r\n:0\r\n");
+        assert_eq!(r(&mut s, "ZADD z 1 a 2 b 3 c"), ":3\r\n");
+        for (c, want) in [
+            ("ZRANK z a", ":0\r\n"),
+            ("ZRANK z c", ":2\r\n"),
+            ("ZREVRANK z a", ":2\r\n"),
+            ("ZRANK z x", "$-1\r\n"),
+            ("ZRANK missing a", "$-1\r\n"),
+            ("ZCOUNT z 2 +inf", ":2\r\n"),
+            ("ZCOUNT z (1 (3", ":1\r\n"),
+            ("ZCOUNT missing x 1", "-ERR min or max is not a float\r\n"),
+            ("ZPOPMAX z", "*2\r\n$1\r\nc\r\n$1\r\n3\r\n"),
+            (
+                "ZPOPMAX z 5",
+                "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\n1\r\n",
+            ),
+            ("ZPOPMAX z", "*0\r\n"),
+        ] {
+            assert_eq!(r(&mut s, c), want, "{c}");
+        }
+        for c in [
+            "GETRANGE s 0 1",
+            "SMISMEMBER k a",
+            "ZRANK k a",
+            "ZCOUNT k 0 1",
+            "ZPOPMAX k",
+        ] {
+            assert!(r(&mut s, c).starts_with("-WRONGTYPE"), "{c}");
+        }
     }
 
     #[test]

@@ -59,6 +59,19 @@ pub(super) fn run<'d>(
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
+        b"smismember" => {
+            arity(n >= 2, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let set = match g.get(a[0]).map(|e| &e.value) {
+                None => None,
+                Some(Value::Set(s)) => Some(s.members()),
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            w.array(n - 1);
+            for m in &a[1..] {
+                w.bool_int(set.is_some_and(|s| s.contains(*m)));
+            }
+        }
         b"spop" => {
             arity(n == 1 || n == 2, nm)?;
             let count = match a.get(1) {

@@ -26,6 +26,33 @@ pub(super) fn run<'d>(
             }
         }
         b"set" => set(a, db, &mut held, w)?,
+        b"getrange" => {
+            arity(n == 3, nm)?;
+            // Redis reads the offsets first, then the key.
+            let (start, end) = (int_arg(a[1])?, int_arg(a[2])?);
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let v: &[u8] = match g.get(a[0]).map(|e| &e.value) {
+                None => b"",
+                Some(Value::Str(v)) => v,
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            let len = v.len() as i64;
+            if start < 0 && end < 0 && start > end {
+                w.bulk(b"");
+                return Ok(());
+            }
+            let start = if start < 0 {
+                (len + start).max(0)
+            } else {
+                start
+            };
+            let end = if end < 0 { (len + end).max(0) } else { end }.min(len - 1);
+            if start > end || len == 0 {
+                w.bulk(b"");
+            } else {
+                w.bulk(&v[start as usize..=end as usize]);
+            }
+        }
         b"setex" | b"psetex" => {
             arity(n == 3, nm)?;
             let t = int_arg(a[1])?;

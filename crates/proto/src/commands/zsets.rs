@@ -50,7 +50,53 @@ pub(super) fn run<'d>(
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
-        b"zpopmin" => {
+        b"zrank" | b"zrevrank" => {
+            arity(n == 2, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let z = match g.get(a[0]).map(|e| &e.value) {
+                None => {
+                    w.nil();
+                    return Ok(());
+                }
+                Some(Value::ZSet(z)) => z,
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            match z.score(a[1]) {
+                None => w.nil(),
+                Some(sc) => {
+                    let below = z.ordered().range(..(Score(sc), Box::from(a[1]))).count();
+                    let rank = if name == b"zrank" {
+                        below
+                    } else {
+                        z.len() - 1 - below
+                    };
+                    w.int(rank as i64);
+                }
+            }
+        }
+        b"zcount" => {
+            arity(n == 3, nm)?;
+            // The bounds are read before the key is looked up, as Redis does.
+            let (lo, lo_ex) = score_bound(a[1])?;
+            let (hi, hi_ex) = score_bound(a[2])?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            match g.get(a[0]).map(|e| &e.value) {
+                None => w.int(0),
+                Some(Value::ZSet(z)) => {
+                    let count = z
+                        .ordered()
+                        .iter()
+                        .filter(|(s, _)| {
+                            (if lo_ex { s.0 > lo } else { s.0 >= lo })
+                                && (if hi_ex { s.0 < hi } else { s.0 <= hi })
+                        })
+                        .count();
+                    w.int(count as i64);
+                }
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            }
+        }
+        b"zpopmin" | b"zpopmax" => {
             arity(n == 1 || n == 2, nm)?;
             let count = match a.get(1) {
                 None => 1,
@@ -63,7 +109,15 @@ pub(super) fn run<'d>(
                 None => (false, Ok(Vec::new())),
                 Some(Value::ZSet(z)) => {
                     let k = count.min(z.len());
-                    let v: Vec<(Box<[u8]>, f64)> = (0..k).filter_map(|_| z.pop_min()).collect();
+                    let v: Vec<(Box<[u8]>, f64)> = (0..k)
+                        .filter_map(|_| {
+                            if name == b"zpopmin" {
+                                z.pop_min()
+                            } else {
+                                z.pop_max()
+                            }
+                        })
+                        .collect();
                     (k > 0, Ok(v))
                 }
                 Some(_) => (false, Err(Fail::Msg(WRONGTYPE))),
