@@ -149,6 +149,28 @@ impl List {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
+    /// Replaces element `i`; returns whether there is one.
+    pub fn set(&mut self, i: usize, v: &[u8]) -> bool {
+        let Some(slot) = self.items.get_mut(i) else {
+            return false;
+        };
+        self.bytes = self.bytes - element(slot.len()) + element(v.len());
+        *slot = v.into();
+        true
+    }
+    /// Keeps the elements `from..to` only (`to` past the end: to the end).
+    pub fn keep(&mut self, from: usize, to: usize) {
+        let to = to.min(self.items.len());
+        let from = from.min(to);
+        let mut dropped = 0;
+        for v in self.items.drain(to..) {
+            dropped += element(v.len());
+        }
+        for v in self.items.drain(..from) {
+            dropped += element(v.len());
+        }
+        self.bytes -= dropped;
+    }
 }
 
 /// A hash: fields, values and their estimated bytes.

@@ -37,6 +37,36 @@ pub(super) fn run<'d>(
             let count = a.iter().filter(|k| g.delete(k)).count();
             w.int(count as i64);
         }
+        b"rename" | b"renamenx" => {
+            arity(n == 2, nm)?;
+            let mut g = lock(db, &mut held, &a[..2], false)?;
+            if g.get(a[0]).is_none() {
+                return Err(Fail::Msg(b"ERR no such key"));
+            }
+            if a[0] == a[1] {
+                // Renamed to itself: nothing moves.
+                if name == b"rename" {
+                    w.ok();
+                } else {
+                    w.int(0);
+                }
+                return Ok(());
+            }
+            if name == b"renamenx" && g.get(a[1]).is_some() {
+                w.int(0);
+                return Ok(());
+            }
+            // The value moves with its deadline.
+            let entry = g.update(a[0], |slot| (true, slot.take()));
+            if let Some(e) = entry {
+                g.set(a[1], e);
+            }
+            if name == b"rename" {
+                w.ok();
+            } else {
+                w.int(1);
+            }
+        }
         b"exists" | b"touch" => {
             arity(n >= 1, nm)?;
             let mut g = lock(db, &mut held, a, false)?;

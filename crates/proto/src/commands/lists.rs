@@ -32,6 +32,54 @@ pub(super) fn run<'d>(
             })?;
             w.int(len as i64);
         }
+        b"lset" => {
+            arity(n == 3, nm)?;
+            let i = int_arg(a[1])?;
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            g.update(a[0], |slot| {
+                let Some(e) = slot.as_mut() else {
+                    return (false, Err(Fail::Msg(b"ERR no such key")));
+                };
+                let Value::List(l) = &mut e.value else {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                };
+                let i = if i < 0 { l.len() as i64 + i } else { i };
+                match usize::try_from(i).ok().filter(|&i| l.set(i, a[2])) {
+                    Some(_) => (true, Ok(())),
+                    None => (false, Err(Fail::Msg(b"ERR index out of range"))),
+                }
+            })?;
+            w.ok();
+        }
+        b"ltrim" => {
+            arity(n == 3, nm)?;
+            let (start, end) = (int_arg(a[1])?, int_arg(a[2])?);
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            g.update(a[0], |slot| {
+                let Some(e) = slot.as_mut() else {
+                    return (false, Ok(()));
+                };
+                let Value::List(l) = &mut e.value else {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                };
+                // Redis's arithmetic: negative offsets from the end; out of
+                // range empties the list (and so removes the key).
+                let len = l.len() as i64;
+                let start = if start < 0 {
+                    (len + start).max(0)
+                } else {
+                    start
+                };
+                let end = if end < 0 { len + end } else { end };
+                if start > end || start >= len {
+                    l.keep(0, 0);
+                } else {
+                    l.keep(start as usize, (end.min(len - 1) + 1) as usize);
+                }
+                (true, Ok(()))
+            })?;
+            w.ok();
+        }
         b"lpop" | b"rpop" => {
             arity(n == 1 || n == 2, nm)?;
             let count = match a.get(1) {

@@ -335,6 +335,7 @@ const COMMANDS: &[(&str, i32)] = &[
     ("info", -1),
     ("config", -2),
     ("dbsize", 1),
+    ("time", 1),
     ("flushdb", -1),
     ("flushall", -1),
     ("multi", 1),
@@ -365,6 +366,8 @@ const COMMANDS: &[(&str, i32)] = &[
     ("unlink", -2),
     ("exists", -2),
     ("touch", -2),
+    ("rename", 3),
+    ("renamenx", 3),
     ("expire", -3),
     ("pexpire", -3),
     ("expireat", -3),
@@ -382,6 +385,8 @@ const COMMANDS: &[(&str, i32)] = &[
     ("lrange", 4),
     ("llen", 2),
     ("lindex", 3),
+    ("lset", 4),
+    ("ltrim", 4),
     ("hset", -4),
     ("hmset", -4),
     ("hget", 3),
@@ -552,7 +557,7 @@ fn run<'d>(
         b"ping" | b"echo" | b"quit" | b"hello" | b"auth" | b"client" | b"select" | b"reset" => {
             connection::run(name, a, session, w)
         }
-        b"command" | b"info" | b"config" | b"dbsize" | b"flushdb" | b"flushall" => {
+        b"command" | b"info" | b"config" | b"dbsize" | b"flushdb" | b"flushall" | b"time" => {
             server::run(name, a, db, w, held, point)
         }
         b"multi" | b"discard" | b"exec" | b"watch" | b"unwatch" => {
@@ -564,11 +569,13 @@ fn run<'d>(
             counters::run(name, a, db, w, held)
         }
         b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" | b"del" | b"unlink" | b"exists"
-        | b"type" | b"keys" | b"scan" | b"touch" => keys::run(name, a, db, w, held, point),
+        | b"type" | b"keys" | b"scan" | b"touch" | b"rename" | b"renamenx" => {
+            keys::run(name, a, db, w, held, point)
+        }
         b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist" => {
             expiry::run(name, a, db, w, held)
         }
-        b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" => {
+        b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" | b"lset" | b"ltrim" => {
             lists::run(name, a, db, w, held)
         }
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
@@ -1033,6 +1040,37 @@ mod tests {
         ] {
             assert!(r(&mut s, c).starts_with("-WRONGTYPE"), "{c}");
         }
+    }
+
+    #[test]
+    fn lset_ltrim_rename_and_time_answer_as_redis() {
+        // redis-server 7.0.15's replies.
+        let db = Db::default();
+        let mut s = Session::default();
+        let r = |s: &mut Session, c: &str| run_line(&db, s, c);
+        for (c, want) in [
+            ("RPUSH l a b c d e", ":5\r\n"),
+            ("LSET l -1 E", "+OK\r\n"),
+            ("LSET l 10 x", "-ERR index out of range\r\n"),
+            ("LSET missing 0 x", "-ERR no such key\r\n"),
+            ("LTRIM l 1 -2", "+OK\r\n"),
+            ("LRANGE l 0 -1", "*3\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n"),
+            ("LTRIM l 5 10", "+OK\r\n"),
+            ("EXISTS l", ":0\r\n"),
+            ("SETEX t 100 v", "+OK\r\n"),
+            ("RENAME t t2", "+OK\r\n"),
+            ("TTL t2", ":100\r\n"),
+            ("RENAME t t3", "-ERR no such key\r\n"),
+            ("RENAMENX t2 t2", ":0\r\n"),
+            ("SET k v", "+OK\r\n"),
+            ("RENAMENX t2 k", ":0\r\n"),
+            ("RENAMENX t2 k2", ":1\r\n"),
+            ("GET k2", "$1\r\nv\r\n"),
+        ] {
+            assert_eq!(r(&mut s, c), want, "{c}");
+        }
+        let time = r(&mut s, "TIME");
+        assert!(time.starts_with("*2\r\n$10\r\n"), "{time}");
     }
 
     #[test]

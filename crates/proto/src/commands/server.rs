@@ -69,6 +69,15 @@ pub(super) fn run<'d>(
                 return Err(Fail::Owned(msg));
             }
         }
+        b"time" => {
+            arity(n == 0, nm)?;
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            w.array(2);
+            w.bulk(itoa::Buffer::new().format(t.as_secs()).as_bytes());
+            w.bulk(itoa::Buffer::new().format(t.subsec_micros()).as_bytes());
+        }
         b"dbsize" => {
             arity(n == 0, nm)?;
             w.int(db.len() as i64);
