@@ -77,8 +77,7 @@ pub(super) fn run<'d>(
         b"zcount" => {
             arity(n == 3, nm)?;
             // The bounds are read before the key is looked up, as Redis does.
-            let (lo, lo_ex) = score_bound(a[1])?;
-            let (hi, hi_ex) = score_bound(a[2])?;
+            let bounds = (score_bound(a[1])?, score_bound(a[2])?);
             let mut g = lock(db, &mut held, &a[..1], false)?;
             match g.get(a[0]).map(|e| &e.value) {
                 None => w.int(0),
@@ -86,10 +85,7 @@ pub(super) fn run<'d>(
                     let count = z
                         .ordered()
                         .iter()
-                        .filter(|(s, _)| {
-                            (if lo_ex { s.0 > lo } else { s.0 >= lo })
-                                && (if hi_ex { s.0 < hi } else { s.0 <= hi })
-                        })
+                        .filter(|(s, _)| within(s.0, bounds))
                         .count();
                     w.int(count as i64);
                 }
@@ -274,14 +270,11 @@ fn zrange<'d>(
         Some(Value::ZSet(z)) => z,
         Some(_) => return Err(Fail::Msg(WRONGTYPE)),
     };
-    let items: Vec<&(Score, Box<[u8]>)> = if let Some(((lo, lo_ex), (hi, hi_ex))) = scores {
+    let items: Vec<&(Score, Box<[u8]>)> = if let Some(bounds) = scores {
         let mut v: Vec<_> = z
             .ordered()
             .iter()
-            .filter(|(s, _)| {
-                (if lo_ex { s.0 > lo } else { s.0 >= lo })
-                    && (if hi_ex { s.0 < hi } else { s.0 <= hi })
-            })
+            .filter(|(s, _)| within(s.0, bounds))
             .collect();
         if rev {
             v.reverse();
@@ -317,6 +310,12 @@ fn zrange<'d>(
         }
     }
     Ok(())
+}
+
+/// Whether `score` lies within the bounds `((lo, lo exclusive), (hi, hi
+/// exclusive))` ([`score_bound`]).
+fn within(score: f64, ((lo, lo_ex), (hi, hi_ex)): ((f64, bool), (f64, bool))) -> bool {
+    (if lo_ex { score > lo } else { score >= lo }) && (if hi_ex { score < hi } else { score <= hi })
 }
 
 /// A ZRANGEBYSCORE bound: `(x` exclusive, `-inf`/`+inf`.
