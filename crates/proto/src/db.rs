@@ -149,6 +149,33 @@ impl List {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
+    /// Removes up to `limit` elements equal to `v`, from the head
+    /// (`from_head`) or the tail; returns how many.
+    pub fn remove_matching(&mut self, v: &[u8], from_head: bool, limit: usize) -> usize {
+        let mut removed = 0;
+        let mut kept = VecDeque::with_capacity(self.items.len());
+        let mut take = |item: Box<[u8]>, kept: &mut VecDeque<Box<[u8]>>, front: bool| {
+            if removed < limit && *item == *v {
+                removed += 1;
+            } else if front {
+                kept.push_front(item);
+            } else {
+                kept.push_back(item);
+            }
+        };
+        if from_head {
+            for item in self.items.drain(..) {
+                take(item, &mut kept, false);
+            }
+        } else {
+            for item in self.items.drain(..).rev() {
+                take(item, &mut kept, true);
+            }
+        }
+        self.items = kept;
+        self.bytes -= removed * element(v.len());
+        removed
+    }
     /// Replaces element `i`; returns whether there is one.
     pub fn set(&mut self, i: usize, v: &[u8]) -> bool {
         let Some(slot) = self.items.get_mut(i) else {

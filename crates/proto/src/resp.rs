@@ -605,7 +605,7 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         if n > MULTI_KEYS + 1 {
             return TYPE_MULTI;
         }
-    } else if is(b"lrange") || is(b"zrange") {
+    } else if is(b"lrange") || is(b"zrange") || is(b"zrevrange") {
         if n >= 3 {
             let start = args.nth(1).and_then(parse_i64);
             let stop = args.next().and_then(parse_i64);
@@ -615,6 +615,10 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         }
     } else if is(b"zrangebyscore")
         || is(b"zcount")
+        || is(b"sinter")
+        || is(b"sunion")
+        || is(b"sdiff")
+        || is(b"lrem")
         || is(b"hgetall")
         || is(b"hkeys")
         || is(b"hvals")

@@ -32,6 +32,70 @@ pub(super) fn run<'d>(
             })?;
             w.int(len as i64);
         }
+        b"lrem" => {
+            arity(n == 3, nm)?;
+            let count = int_arg(a[1])?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let removed = g.update(a[0], |slot| {
+                let Some(e) = slot.as_mut() else {
+                    return (false, Ok(0));
+                };
+                let Value::List(l) = &mut e.value else {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                };
+                // count > 0: the first `count` from the head; < 0: from the
+                // tail; 0: every one.
+                let limit = if count == 0 {
+                    usize::MAX
+                } else {
+                    count.unsigned_abs() as usize
+                };
+                let removed = l.remove_matching(a[2], count >= 0, limit);
+                (removed > 0, Ok(removed))
+            })?;
+            w.int(removed as i64);
+        }
+        b"lmove" | b"rpoplpush" => {
+            arity(if name == b"lmove" { n == 4 } else { n == 2 }, nm)?;
+            let side = |s: &[u8]| match s.to_ascii_uppercase().as_slice() {
+                b"LEFT" => Ok(true),
+                b"RIGHT" => Ok(false),
+                _ => Err(Fail::Msg(SYNTAX)),
+            };
+            let (from_left, to_left) = if name == b"lmove" {
+                (side(a[2])?, side(a[3])?)
+            } else {
+                (false, true)
+            };
+            let mut g = lock(db, &mut held, &a[..2], true)?;
+            match g.get(a[0]).map(|e| &e.value) {
+                None => {
+                    w.nil();
+                    return Ok(());
+                }
+                Some(Value::List(_)) => {}
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            }
+            if !matches!(g.get(a[1]).map(|e| &e.value), None | Some(Value::List(_))) {
+                return Err(Fail::Msg(WRONGTYPE));
+            }
+            let v = g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
+                Some(Value::List(l)) => (true, l.pop(from_left)),
+                _ => (false, None),
+            });
+            let Some(v) = v else {
+                w.nil();
+                return Ok(());
+            };
+            g.update(a[1], |slot| {
+                let e = slot.get_or_insert_with(|| Entry::new(Value::List(Box::default())));
+                if let Value::List(l) = &mut e.value {
+                    l.push(&v, to_left);
+                }
+                (true, ())
+            });
+            w.bulk(&v);
+        }
         b"lset" => {
             arity(n == 3, nm)?;
             let i = int_arg(a[1])?;

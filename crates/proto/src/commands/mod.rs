@@ -387,6 +387,9 @@ const COMMANDS: &[(&str, i32)] = &[
     ("lindex", 3),
     ("lset", 4),
     ("ltrim", 4),
+    ("lrem", 4),
+    ("lmove", 5),
+    ("rpoplpush", 3),
     ("hset", -4),
     ("hmset", -4),
     ("hget", 3),
@@ -404,6 +407,9 @@ const COMMANDS: &[(&str, i32)] = &[
     ("smembers", 2),
     ("sismember", 3),
     ("smismember", -3),
+    ("sinter", -2),
+    ("sunion", -2),
+    ("sdiff", -2),
     ("scard", 2),
     ("spop", -2),
     ("zadd", -4),
@@ -417,6 +423,7 @@ const COMMANDS: &[(&str, i32)] = &[
     ("zrank", 3),
     ("zrevrank", 3),
     ("zcount", 4),
+    ("zrevrange", -4),
     ("zscore", 3),
 ];
 
@@ -575,16 +582,16 @@ fn run<'d>(
         b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist" => {
             expiry::run(name, a, db, w, held)
         }
-        b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" | b"lset" | b"ltrim" => {
-            lists::run(name, a, db, w, held)
-        }
+        b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" | b"lset" | b"ltrim"
+        | b"lrem" | b"lmove" | b"rpoplpush" => lists::run(name, a, db, w, held),
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
         | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" => hashes::run(name, a, db, w, held),
-        b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" | b"smismember" => {
-            sets::run(name, a, db, w, held)
-        }
+        b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" | b"smismember" | b"sinter"
+        | b"sunion" | b"sdiff" => sets::run(name, a, db, w, held),
         b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
-        | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" => zsets::run(name, a, db, w, held),
+        | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange" => {
+            zsets::run(name, a, db, w, held)
+        }
         _ => {
             unknown(w, raw_name, a);
             Ok(())
@@ -1071,6 +1078,53 @@ mod tests {
         }
         let time = r(&mut s, "TIME");
         assert!(time.starts_with("*2\r\n$10\r\n"), "{time}");
+    }
+
+    #[test]
+    fn lrem_lmove_set_algebra_and_zrevrange_answer_as_redis() {
+        // redis-server 7.0.15's replies (set members sorted: no order is
+        // promised).
+        let db = Db::default();
+        let mut s = Session::default();
+        let r = |s: &mut Session, c: &str| run_line(&db, s, c);
+        let list = |items: &[&str]| {
+            let mut out = format!("*{}\r\n", items.len());
+            for i in items {
+                out.push_str(&format!("${}\r\n{i}\r\n", i.len()));
+            }
+            out
+        };
+        for (c, want) in [
+            ("RPUSH l a b a c a", ":5\r\n".to_string()),
+            ("LREM l -2 a", ":2\r\n".into()),
+            ("LRANGE l 0 -1", list(&["a", "b", "c"])),
+            ("LREM l 0 a", ":1\r\n".into()),
+            ("RPUSH q 1 2 3", ":3\r\n".into()),
+            ("RPOPLPUSH q r", "$1\r\n3\r\n".into()),
+            ("LMOVE q r LEFT RIGHT", "$1\r\n1\r\n".into()),
+            ("LRANGE r 0 -1", list(&["3", "1"])),
+            ("LMOVE q r UP LEFT", "-ERR syntax error\r\n".into()),
+            ("LMOVE missing r LEFT LEFT", "$-1\r\n".into()),
+            ("SADD s1 a b c", ":3\r\n".into()),
+            ("SADD s2 b c d", ":3\r\n".into()),
+            ("SDIFF s1 s2", "*1\r\n$1\r\na\r\n".into()),
+            ("SINTER s1 missing", "*0\r\n".into()),
+            ("ZADD z 1 a 2 b 3 c", ":3\r\n".into()),
+            ("ZREVRANGE z 0 -1", list(&["c", "b", "a"])),
+        ] {
+            assert_eq!(r(&mut s, c), want, "{c}");
+        }
+        let mut members: Vec<String> = r(&mut s, "SUNION s1 s2 missing")
+            .split("\r\n")
+            .filter(|l| !l.starts_with(['*', '$']) && !l.is_empty())
+            .map(String::from)
+            .collect();
+        members.sort();
+        assert_eq!(members, ["a", "b", "c", "d"]);
+        assert_eq!(r(&mut s, "SET str v"), "+OK\r\n");
+        for c in ["LMOVE q str LEFT LEFT", "SINTER str s1", "LREM str 1 a"] {
+            assert!(r(&mut s, c).starts_with("-WRONGTYPE"), "{c}");
+        }
     }
 
     #[test]

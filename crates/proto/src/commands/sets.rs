@@ -59,6 +59,46 @@ pub(super) fn run<'d>(
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
+        b"sinter" | b"sunion" | b"sdiff" => {
+            arity(n >= 1, nm)?;
+            let mut g = lock(db, &mut held, a, false)?;
+            let mut sets = Vec::with_capacity(n);
+            for k in a {
+                match g.get(k).map(|e| &e.value) {
+                    None => sets.push(None),
+                    // Copied: the guard lends one entry at a time.
+                    Some(Value::Set(s)) => sets.push(Some(s.members().clone())),
+                    Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+                }
+            }
+            let first = sets[0].as_ref();
+            let out: Vec<&Box<[u8]>> = match name {
+                b"sunion" => {
+                    let mut seen = std::collections::HashSet::new();
+                    sets.iter()
+                        .flatten()
+                        .flat_map(|s| s.iter())
+                        .filter(|m| seen.insert(*m))
+                        .collect()
+                }
+                b"sinter" => match first {
+                    Some(f) if sets.iter().all(Option::is_some) => f
+                        .iter()
+                        .filter(|m| sets[1..].iter().flatten().all(|s| s.contains(*m)))
+                        .collect(),
+                    _ => Vec::new(),
+                },
+                _ => first.map_or_else(Vec::new, |f| {
+                    f.iter()
+                        .filter(|m| !sets[1..].iter().flatten().any(|s| s.contains(*m)))
+                        .collect()
+                }),
+            };
+            w.set(out.len());
+            for m in out {
+                w.bulk(m);
+            }
+        }
         b"smismember" => {
             arity(n >= 2, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;

@@ -133,7 +133,7 @@ pub(super) fn run<'d>(
                 }
             }
         }
-        b"zrange" | b"zrangebyscore" => zrange(name, a, db, &mut held, w)?,
+        b"zrange" | b"zrangebyscore" | b"zrevrange" => zrange(name, a, db, &mut held, w)?,
         _ => unreachable!("routed to zsets by name"),
     }
     Ok(())
@@ -226,7 +226,9 @@ fn zrange<'d>(
 ) -> Res {
     arity(a.len() >= 3, std::str::from_utf8(name).unwrap_or("zrange"))?;
     let mut by_score = name == b"zrangebyscore";
-    let (mut withscores, mut rev) = (false, false);
+    // ZREVRANGE is ZRANGE ... REV (Redis parses LIMIT for it too, and then
+    // refuses it as for any rank range).
+    let (mut withscores, mut rev) = (false, name == b"zrevrange");
     let mut limit: Option<(i64, i64)> = None;
     let mut i = 3;
     while i < a.len() {
