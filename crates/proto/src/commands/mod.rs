@@ -39,6 +39,9 @@ use crate::resp::{RespError, parse};
 /// vector for them.
 type Args<'a> = smallvec::SmallVec<[&'a [u8]; 8]>;
 
+/// The longest string SETRANGE may make (Redis's proto-max-bulk-len).
+const MAX_STRING: usize = 512 << 20;
+
 /// Commands one `MULTI` may queue at most (a longer transaction is refused
 /// at `EXEC` with `EXECABORT`, its queue dropped as it grows).
 pub const MAX_QUEUED: usize = 10_000;
@@ -362,6 +365,8 @@ const COMMANDS: &[(&str, i32)] = &[
     ("getset", 3),
     ("getdel", 2),
     ("getrange", 4),
+    ("getex", -2),
+    ("setrange", 4),
     ("del", -2),
     ("unlink", -2),
     ("exists", -2),
@@ -410,6 +415,7 @@ const COMMANDS: &[(&str, i32)] = &[
     ("sinter", -2),
     ("sunion", -2),
     ("sdiff", -2),
+    ("smove", 4),
     ("scard", 2),
     ("spop", -2),
     ("zadd", -4),
@@ -571,7 +577,9 @@ fn run<'d>(
             transaction::run(name, a, db, session, w, held, point)
         }
         b"get" | b"set" | b"setex" | b"psetex" | b"setnx" | b"mget" | b"mset" | b"msetnx"
-        | b"getset" | b"getdel" | b"getrange" => strings::run(name, a, db, w, held),
+        | b"getset" | b"getdel" | b"getrange" | b"getex" | b"setrange" => {
+            strings::run(name, a, db, w, held)
+        }
         b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat" | b"append" => {
             counters::run(name, a, db, w, held)
         }
@@ -587,7 +595,7 @@ fn run<'d>(
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
         | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" => hashes::run(name, a, db, w, held),
         b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" | b"smismember" | b"sinter"
-        | b"sunion" | b"sdiff" => sets::run(name, a, db, w, held),
+        | b"sunion" | b"sdiff" | b"smove" => sets::run(name, a, db, w, held),
         b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
         | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange" => {
             zsets::run(name, a, db, w, held)
@@ -1125,6 +1133,44 @@ mod tests {
         for c in ["LMOVE q str LEFT LEFT", "SINTER str s1", "LREM str 1 a"] {
             assert!(r(&mut s, c).starts_with("-WRONGTYPE"), "{c}");
         }
+    }
+
+    #[test]
+    fn getex_setrange_and_smove_answer_as_redis() {
+        // redis-server 7.0.15's replies.
+        let db = Db::default();
+        let mut s = Session::default();
+        let r = |s: &mut Session, c: &str| run_line(&db, s, c);
+        for (c, want) in [
+            ("SET k Hello", "+OK\r\n"),
+            ("GETEX k EX 100", "$5\r\nHello\r\n"),
+            ("TTL k", ":100\r\n"),
+            ("GETEX k PERSIST", "$5\r\nHello\r\n"),
+            ("TTL k", ":-1\r\n"),
+            (
+                "GETEX k PX 0",
+                "-ERR invalid expire time in 'getex' command\r\n",
+            ),
+            ("GETEX k FOO 1", "-ERR syntax error\r\n"),
+            ("SETRANGE k 6 World", ":11\r\n"),
+            ("GET k", "$11\r\nHello\0World\r\n"),
+            ("SETRANGE n 3 ab", ":5\r\n"),
+            ("SETRANGE k -1 x", "-ERR offset is out of range\r\n"),
+            (
+                "SETRANGE k 536870912 x",
+                "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n",
+            ),
+            ("SADD s1 a b", ":2\r\n"),
+            ("SMOVE s1 s2 a", ":1\r\n"),
+            ("SMOVE s1 s2 x", ":0\r\n"),
+            ("SMOVE missing s2 a", ":0\r\n"),
+            ("SMOVE s1 s1 b", ":1\r\n"),
+            ("SISMEMBER s2 a", ":1\r\n"),
+        ] {
+            assert_eq!(r(&mut s, c), want, "{c}");
+        }
+        assert!(r(&mut s, "SMOVE s1 k b").starts_with("-WRONGTYPE"));
+        assert!(r(&mut s, "SETRANGE s1 0 x").starts_with("-WRONGTYPE"));
     }
 
     #[test]

@@ -99,6 +99,37 @@ pub(super) fn run<'d>(
                 w.bulk(m);
             }
         }
+        b"smove" => {
+            arity(n == 3, nm)?;
+            let mut g = lock(db, &mut held, &a[..2], true)?;
+            let src_has = match g.get(a[0]).map(|e| &e.value) {
+                None => {
+                    w.int(0);
+                    return Ok(());
+                }
+                Some(Value::Set(s)) => s.members().contains(a[2]),
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            if !matches!(g.get(a[1]).map(|e| &e.value), None | Some(Value::Set(_))) {
+                return Err(Fail::Msg(WRONGTYPE));
+            }
+            if a[0] == a[1] || !src_has {
+                w.bool_int(src_has);
+                return Ok(());
+            }
+            g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
+                Some(Value::Set(s)) => (s.remove(a[2]), ()),
+                _ => (false, ()),
+            });
+            g.update(a[1], |slot| {
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Set(Box::default())));
+                if let Value::Set(s) = &mut e.value {
+                    s.add(a[2]);
+                }
+                (true, ())
+            });
+            w.int(1);
+        }
         b"smismember" => {
             arity(n >= 2, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;

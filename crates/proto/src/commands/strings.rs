@@ -100,6 +100,79 @@ pub(super) fn run<'d>(
             }
             if name == b"msetnx" { w.int(1) } else { w.ok() }
         }
+        b"getex" => {
+            arity(n >= 1, nm)?;
+            // The options are read before the key, as Redis does.
+            let now = db.now_ms();
+            let deadline = match a[1..] {
+                [] => None,
+                [o] if o.eq_ignore_ascii_case(b"persist") => Some(0),
+                [o, t] => {
+                    let o = o.to_ascii_uppercase();
+                    if !matches!(o.as_slice(), b"EX" | b"PX" | b"EXAT" | b"PXAT") {
+                        return Err(Fail::Msg(SYNTAX));
+                    }
+                    let t = int_arg(t)?;
+                    Some(expire_time(t, o[0] == b'E', o.len() == 4, true, now, nm)?.max(1) as u64)
+                }
+                _ => return Err(Fail::Msg(SYNTAX)),
+            };
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let v = g.update(a[0], |slot| match slot.as_mut() {
+                None => (false, Ok(None)),
+                Some(e) => match &e.value {
+                    Value::Str(v) => {
+                        let v = v.clone();
+                        match deadline {
+                            Some(d) => {
+                                e.expire_ms = d;
+                                (true, Ok(Some(v)))
+                            }
+                            None => (false, Ok(Some(v))),
+                        }
+                    }
+                    _ => (false, Err(Fail::Msg(WRONGTYPE))),
+                },
+            })?;
+            match v {
+                Some(v) => w.bulk(&v),
+                None => w.nil(),
+            }
+        }
+        b"setrange" => {
+            arity(n == 3, nm)?;
+            let offset = int_arg(a[1])?;
+            let offset =
+                usize::try_from(offset).map_err(|_| Fail::Msg(b"ERR offset is out of range"))?;
+            // Redis's bound on a string (proto-max-bulk-len): checked before
+            // anything grows.
+            if offset.saturating_add(a[2].len()) > MAX_STRING {
+                return Err(Fail::Msg(
+                    b"ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+                ));
+            }
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            let len = g.update(a[0], |slot| {
+                let cur: &[u8] = match slot.as_ref().map(|e| &e.value) {
+                    None => b"",
+                    Some(Value::Str(v)) => v,
+                    Some(_) => return (false, Err(Fail::Msg(WRONGTYPE))),
+                };
+                if a[2].is_empty() {
+                    // Nothing written: no key made either.
+                    return (false, Ok(cur.len()));
+                }
+                let mut v = cur.to_vec();
+                if v.len() < offset + a[2].len() {
+                    v.resize(offset + a[2].len(), 0);
+                }
+                v[offset..offset + a[2].len()].copy_from_slice(a[2]);
+                let len = v.len();
+                set_str_keep_ttl(slot, &v);
+                (true, Ok(len))
+            })?;
+            w.int(len as i64);
+        }
         b"getset" | b"getdel" => {
             arity(n == if name == b"getset" { 2 } else { 1 }, nm)?;
             let mut g = lock(db, &mut held, &a[..1], name == b"getset")?;
