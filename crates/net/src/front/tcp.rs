@@ -86,6 +86,11 @@ pub struct TcpConfig {
     /// Consecutive complete commands of one connection and one type run as
     /// one job, this many at most (1: each command is its own job).
     pub max_batch: usize,
+    /// A batch's expected time at most: the commands' type's mean measured
+    /// service time times their count (as memcached's `-R` bounds what one
+    /// connection runs per event), so that a short job stays short for the
+    /// policy.
+    pub batch_budget: Duration,
 }
 
 /// The longest request (a job's length is 16 bits). One longer than a
@@ -144,10 +149,8 @@ pub const OUTPUT: (usize, usize) = (4096, 64 << 20);
 pub const IDLE_S: (u64, u64) = (1, 86_400);
 /// `--tcp-batch` (commands per job).
 pub const BATCH: (usize, usize) = (1, 256);
-/// A batch's expected time at most: the commands' type's mean measured
-/// service time times their count (as memcached's `-R` bounds what one
-/// connection runs per event): a short job stays short for the policy.
-pub const BATCH_BUDGET_NS: u64 = 20_000;
+/// [`TcpConfig::batch_budget`]'s range (µs).
+pub const BATCH_BUDGET_US: (u64, u64) = (1, 1_000_000);
 
 impl Default for TcpConfig {
     fn default() -> Self {
@@ -159,6 +162,7 @@ impl Default for TcpConfig {
             idle_timeout: Duration::from_secs(300),
             ordered: true,
             max_batch: 16,
+            batch_budget: Duration::from_micros(20),
         }
     }
 }
@@ -185,6 +189,13 @@ impl TcpConfig {
         within("--tcp-max-pipeline", self.max_pipeline, PIPELINE)?;
         within("--tcp-max-output", self.max_output, OUTPUT)?;
         within("--tcp-batch", self.max_batch, BATCH)?;
+        let us = self.batch_budget.as_micros();
+        if !(u128::from(BATCH_BUDGET_US.0)..=u128::from(BATCH_BUDGET_US.1)).contains(&us) {
+            return Err(format!(
+                "the batch budget must be in [{}us, {}us], not {us}us",
+                BATCH_BUDGET_US.0, BATCH_BUDGET_US.1
+            ));
+        }
         let s = self.idle_timeout.as_secs();
         if !(IDLE_S.0..=IDLE_S.1).contains(&s) {
             return Err(format!(
@@ -900,7 +911,7 @@ impl TcpFrontEnd {
 
     /// Admits (or answers) the request of `len` bytes at the front of
     /// connection `id`'s input, with the complete requests of its type right
-    /// after it (a batch: [`TcpConfig::max_batch`], [`BATCH_BUDGET_NS`], at
+    /// after it (a batch: [`TcpConfig::max_batch`], [`TcpConfig::batch_budget`], at
     /// most `budget` in all). Returns the bytes and requests taken; `None`:
     /// no request slot is free, nothing was taken.
     fn admit(
@@ -987,7 +998,7 @@ impl TcpFrontEnd {
     }
 
     /// How many commands of `type_id` one job may carry now: the setting,
-    /// and as many as fit [`BATCH_BUDGET_NS`] at the type's mean measured
+    /// and as many as fit [`TcpConfig::batch_budget`] at the type's mean measured
     /// service time (its declared one before any completed). Only where a
     /// job runs to completion on one worker (a preemptive executor runs
     /// each request on its own fiber).
@@ -1003,7 +1014,10 @@ impl TcpFrontEnd {
                 .map(|ns| ns as u64)
         });
         match mean {
-            Some(ns) => (BATCH_BUDGET_NS / ns.max(1)).clamp(1, self.cfg.max_batch as u64) as usize,
+            Some(ns) => {
+                let budget = self.cfg.batch_budget.as_nanos() as u64;
+                (budget / ns.max(1)).clamp(1, self.cfg.max_batch as u64) as usize
+            }
             None => 1,
         }
     }
@@ -1303,4 +1317,36 @@ pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     Ok(socket.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TcpConfig;
+    use std::time::Duration;
+
+    #[test]
+    fn batch_bounds_out_of_range_are_refused_in_one_line() {
+        assert!(TcpConfig::default().check().is_ok());
+        for bad in [
+            TcpConfig {
+                max_batch: 0,
+                ..TcpConfig::default()
+            },
+            TcpConfig {
+                max_batch: 257,
+                ..TcpConfig::default()
+            },
+            TcpConfig {
+                batch_budget: Duration::ZERO,
+                ..TcpConfig::default()
+            },
+            TcpConfig {
+                batch_budget: Duration::from_secs(2),
+                ..TcpConfig::default()
+            },
+        ] {
+            let e = bad.check().expect_err("out of range");
+            assert!(e.contains("batch") && !e.contains('\n'), "{e}");
+        }
+    }
 }

@@ -82,7 +82,9 @@ fn nutcracker(
         )
     };
     let log = dir.join("nutcracker.log");
+    let mut last_log = String::new();
     for _attempt in 0..5 {
+        std::fs::create_dir_all(&dir).unwrap();
         let at = || -> SocketAddr { format!("127.0.0.1:{}", free_port()).parse().unwrap() };
         let (redis_at, memcache_at) = (at(), at());
         let conf = dir.join("nutcracker.yml");
@@ -121,15 +123,11 @@ fn nutcracker(
         if listening {
             return (proxy, redis_at, memcache_at);
         }
-        let _ = proxy.child.kill();
-        let _ = proxy.child.wait();
-        // The next attempt writes its files into the same directory.
-        std::mem::forget(proxy);
+        last_log = std::fs::read_to_string(&log).unwrap_or_default();
+        // Killed, and its directory removed; the next attempt makes both again.
+        drop(proxy);
     }
-    panic!(
-        "nutcracker did not listen in 5 attempts; its log: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    panic!("nutcracker did not listen in 5 attempts; its last log: {last_log}");
 }
 
 /// A RESP connection to the proxy without the `redis` crate's connection
