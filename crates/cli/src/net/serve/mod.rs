@@ -221,6 +221,7 @@ impl TcpArgs {
                 Some(o) => anyhow::bail!("--tcp-order must be effects or replies, not '{o}'"),
             },
             max_batch: self.tcp_batch.unwrap_or(d.max_batch),
+            batch_budget: d.batch_budget,
         };
         cfg.check().map_err(anyhow::Error::msg)?;
         Ok(cfg)
