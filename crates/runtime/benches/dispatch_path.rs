@@ -165,6 +165,7 @@ impl Loopback {
                     sent: true,
                     preempted: false,
                     no_fiber: false,
+                    failed_in_job: (0, 0),
                     service_ns,
                     finished_ns: now,
                 };

@@ -62,6 +62,7 @@ fn echo(mut jobs: Consumer<Job>, mut done: Producer<Done>, stop: Arc<AtomicBool>
                     sent: true,
                     preempted: false,
                     no_fiber: false,
+                    failed_in_job: (0, 0),
                     service_ns: 0,
                     finished_ns: 0,
                 };

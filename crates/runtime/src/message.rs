@@ -50,6 +50,11 @@ pub struct Done {
     /// The request never started: no request slot or fiber stack was free
     /// (answered HANDLER_ERROR; `ok` is false).
     pub no_fiber: bool,
+    /// Of a job of several requests ([`Job::count`]), those answered
+    /// BAD_REQUEST and those answered HANDLER_ERROR (`ok` and `refused` then
+    /// say only whether any failed, and whether the first was a bad body); 0
+    /// for a job of one request.
+    pub failed_in_job: (u16, u16),
 }
 
 /// A request's state while it is queued or running.

@@ -359,46 +359,47 @@ impl Observer {
     ///
     /// A job of several requests ([`Slot::count`]) counts each: each left
     /// in the job's one reply, so each has its latency, and its service
-    /// time is its share of the job's. A failure of one of them counts the
-    /// job's every request as failed (one reply carries them all).
+    /// time is its share of the job's; each failed one
+    /// ([`Done::failed_in_job`]) counts as the refusal it was answered with.
     pub(crate) fn completed(&mut self, slot: &Slot, d: &Done, service_ns: u64) {
         let t = slot.true_type as usize;
         let n = u64::from(slot.count.max(1));
+        // Requests answered BAD_REQUEST and HANDLER_ERROR.
+        let (bad, failed) = if slot.count > 1 {
+            (u64::from(d.failed_in_job.0), u64::from(d.failed_in_job.1))
+        } else {
+            (u64::from(d.refused), u64::from(!d.ok && !d.refused))
+        };
+        let good = n.saturating_sub(bad + failed);
+        let sent = u64::from(d.sent);
         let tc = &mut self.by_type[t];
         tc.completed += n;
         tc.service_ns += service_ns;
-        tc.ok += n * u64::from(d.ok && d.sent);
-        tc.handler_errors += n * u64::from(!d.ok && !d.refused && d.sent);
-        tc.bad_bodies += n * u64::from(d.refused && d.sent);
-        tc.unsent += n * u64::from(!d.sent);
+        tc.ok += good * sent;
+        tc.handler_errors += failed * sent;
+        tc.bad_bodies += bad * sent;
+        tc.unsent += n * (1 - sent);
         self.counts.completed += n;
-        self.counts.handler_errors += n * u64::from(!d.ok && !d.refused);
+        self.counts.handler_errors += failed;
         self.counts.no_fiber += n * u64::from(d.no_fiber);
-        self.counts.bad_bodies += n * u64::from(d.refused);
-        self.counts.unsent += n * u64::from(!d.sent);
+        self.counts.bad_bodies += bad;
+        self.counts.unsent += n * (1 - sent);
         let each_ns = service_ns / n;
         let latency = d.finished_ns.saturating_sub(slot.scheduled_ns);
         // A failed handler or an answer that never left is an error
         // outcome, not a latency sample.
-        match (slot.measured, d.ok && d.sent) {
-            (false, _) => {}
-            (true, true) => {
-                for _ in 0..n {
-                    self.recorder.record(t, latency, each_ns);
-                }
+        let served = good * sent;
+        if slot.measured {
+            for _ in 0..served {
+                self.recorder.record(t, latency, each_ns);
             }
-            (true, false) => {
-                for _ in 0..n {
-                    self.recorder.record_error(t);
-                }
+            for _ in served..n {
+                self.recorder.record_error(t);
             }
         }
         // The series is a timeline: the warm-up belongs to it.
-        if let Some(series) = self.series.as_mut()
-            && d.ok
-            && d.sent
-        {
-            for _ in 0..n {
+        if let Some(series) = self.series.as_mut() {
+            for _ in 0..served {
                 series.recorder.record(
                     t,
                     d.finished_ns.saturating_sub(self.base),

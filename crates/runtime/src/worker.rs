@@ -51,6 +51,7 @@ fn finished(token: u32, outcome: &Result<(), HandlerError>, t0: u64, t1: u64) ->
         sent: false,
         preempted: false,
         no_fiber: false,
+        failed_in_job: (0, 0),
     }
 }
 
@@ -351,18 +352,32 @@ impl<IO: JobIo> WorkerParts<IO> {
     ) -> Option<Done> {
         response.clear();
         let t0 = self.clock.now_ns();
-        let (outcome, answer) = if job.count <= 1 {
+        let (answer, failed) = if job.count <= 1 {
             let o = handler.handle(
                 &mut RequestContext::new(job.type_id, self.io.request(job), response, self.index)
                     .with_session(self.io.session(job)),
             );
-            (o, o)
+            (o, None)
         } else {
             self.serve_batch(handler, job, response)
         };
         let t1 = self.clock.now_ns();
         let answer = fits(answer, response, self.io.max_response());
-        let mut done = finished(job.token, &outcome.and(answer), t0, t1);
+        let mut done = finished(
+            job.token,
+            &answer.and(failed.map_or(Ok(()), |f| f.0)),
+            t0,
+            t1,
+        );
+        if let Some((_, bad, errors)) = failed {
+            // A response too long for the I/O: every request is answered
+            // HANDLER_ERROR (`respond`).
+            done.failed_in_job = if answer.is_err() {
+                (0, job.count)
+            } else {
+                (bad, errors)
+            };
+        }
         if !self.control.begin_answer(self.index) {
             // Abandoned at the drain deadline: counted stranded, so it must
             // stay unanswered.
@@ -376,17 +391,22 @@ impl<IO: JobIo> WorkerParts<IO> {
 
     /// Runs the requests of a job of several ([`Job::count`]) in order, each
     /// answer appended to `response` (a failed one's refusal in its place).
-    /// Returns the first failure (for the counters) and the outcome to
-    /// deliver: `Ok`, since every request has its answer in `response`.
+    /// Returns the outcome to deliver (`Ok`: every request has its answer in
+    /// `response`) and, for the counters, the first failure and how many
+    /// requests were answered BAD_REQUEST and HANDLER_ERROR.
+    #[allow(clippy::type_complexity)]
     fn serve_batch<H: Handler>(
         &mut self,
         handler: &mut H,
         job: &Job,
         response: &mut Vec<u8>,
-    ) -> (Result<(), HandlerError>, Result<(), HandlerError>) {
+    ) -> (
+        Result<(), HandlerError>,
+        Option<(Result<(), HandlerError>, u16, u16)>,
+    ) {
         let session = self.io.session(job);
         let mut rest = self.io.request(job);
-        let mut first_failure = Ok(());
+        let (mut first_failure, mut bad, mut errors) = (Ok(()), 0u16, 0u16);
         while !rest.is_empty() {
             let n = self.io.first_request_len(rest).clamp(1, rest.len());
             let (one, after) = rest.split_at(n);
@@ -397,10 +417,14 @@ impl<IO: JobIo> WorkerParts<IO> {
             );
             if let Err(e) = r {
                 self.io.append_refusal(&e, response);
+                match e {
+                    HandlerError::BadBody(_) => bad += 1,
+                    HandlerError::Failed(_) => errors += 1,
+                }
                 first_failure = first_failure.and(Err(e));
             }
         }
-        (first_failure, Ok(()))
+        (Ok(()), Some((first_failure, bad, errors)))
     }
 
     /// The worker loop of SYNERGY and Tiny Quanta ([`crate::local`]): takes

@@ -178,6 +178,7 @@ impl Loopback {
                     sent: !matches!(outcome, Outcome::Unsent),
                     preempted: false,
                     no_fiber: false,
+                    failed_in_job: (0, 0),
                     service_ns,
                     finished_ns: self.now + service_ns,
                 };

@@ -391,3 +391,71 @@ fn a_pipeline_runs_as_jobs_of_several_commands_with_order_and_counts_kept() {
         }
     }
 }
+
+/// Answers `+OK` to each command and fails on `FAIL`.
+#[derive(Debug)]
+struct FailOnFail;
+
+impl psp_runtime::Handler for FailOnFail {
+    fn handle(
+        &mut self,
+        ctx: &mut psp_runtime::RequestContext<'_>,
+    ) -> Result<(), psp_runtime::HandlerError> {
+        if ctx.body.windows(4).any(|w| w == b"FAIL") {
+            return Err(psp_runtime::HandlerError::Failed("asked to"));
+        }
+        ctx.response.extend_from_slice(b"+OK\r\n");
+        Ok(())
+    }
+}
+
+impl psp_apps::Service for FailOnFail {
+    fn app(&self) -> &'static str {
+        "fail-on-fail"
+    }
+    fn handler(&self, _worker: usize) -> Box<dyn psp_runtime::Handler> {
+        Box::new(FailOnFail)
+    }
+    fn describe(&self) -> String {
+        "+OK, or a failure on FAIL".into()
+    }
+}
+
+/// One command of a batch that fails is answered with the refusal in its
+/// place, the others with their replies, and the counters say so: one
+/// HANDLER_ERROR, the rest ok (not the whole job failed).
+#[test]
+fn a_failed_command_in_a_batch_is_counted_alone() {
+    let s = common::server::start(
+        std::sync::Arc::new(FailOnFail),
+        common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
+        "c-fcfs",
+        DatapathKind::Tcp(
+            psp_proto::find("resp").expect("registered"),
+            TcpConfig {
+                batch_budget: Duration::from_secs(1),
+                ..TcpConfig::default()
+            },
+        ),
+        Default::default(),
+    );
+    let mut c = connect(&s);
+    let mut req = Vec::new();
+    for word in ["SET", "SET", "FAIL", "SET", "SET"] {
+        req.extend(cmd(&[word, "k", "v"]));
+    }
+    c.write_all(&req).unwrap();
+    let want = b"+OK\r\n+OK\r\n-ERR internal error\r\n+OK\r\n+OK\r\n";
+    assert_eq!(read_exactly(&mut c, want.len()), want);
+    drop(c);
+    let r = s.stop().unwrap();
+    assert_balanced(&r);
+    let counts = &r.dispatcher.counts;
+    assert_eq!(
+        (counts.completed, counts.handler_errors),
+        (5, 1),
+        "{counts:?}"
+    );
+    // The five went as one job: the failure is counted alone, not job-wide.
+    assert!(r.served_per_worker.iter().sum::<u64>() < 5, "{r:?}");
+}
