@@ -307,6 +307,8 @@ pub const TIMEOUT: Span = Span::new("--timeout", 10 * US, 60 * S);
 /// `psp serve --max-service`: the spin application's cap on the service time a
 /// request may ask for.
 pub const MAX_SERVICE: Span = Span::new("--max-service", US, HOUR);
+/// `--max-wait`: the longest a request may wait for its start (per type).
+pub const MAX_WAIT: Span = Span::new("--max-wait", US, HOUR);
 /// `psp load --calibrate`: the calibration run before the measured one.
 pub const CALIBRATE: Span = Span::new("--calibrate", 100 * MS, 60 * S);
 /// `psp sim --think`: closed-loop clients' mean think time.
@@ -464,6 +466,7 @@ const SPANS: &[Span] = &[
     SERVE_DURATION,
     STATS_INTERVAL,
     DRAIN_TIMEOUT,
+    MAX_WAIT,
     SERIES_WINDOW,
     TIMEOUT,
     MAX_SERVICE,
@@ -776,6 +779,50 @@ pub fn inline_worker(s: &str) -> Result<psp_runtime::InlineWorker> {
         .map_err(|e: String| anyhow::anyhow!("--inline-worker: {e}"))
 }
 
+/// `--max-wait`: per request type (in `types`' order), the longest a
+/// request may wait from its arrival to its start. `DUR` bounds every type,
+/// `TYPE=DUR,...` the types named (the others are unbounded), and
+/// `DUR,TYPE=DUR,...` every type with exceptions; `TYPE=none` leaves a type
+/// unbounded. Type names match without regard to case.
+///
+/// # Errors
+/// A duration out of [`MAX_WAIT`]'s range, an unknown or repeated type, two
+/// bare durations.
+pub fn max_wait(s: &str, types: &[String]) -> Result<Vec<Option<Duration>>> {
+    let mut every: Option<Option<Duration>> = None;
+    let mut named: Vec<Option<Option<Duration>>> = vec![None; types.len()];
+    for part in s.split(',').map(str::trim) {
+        let (name, value) = match part.split_once('=') {
+            Some((n, v)) => (Some(n.trim()), v.trim()),
+            None => (None, part),
+        };
+        let bound = if value.eq_ignore_ascii_case("none") {
+            None
+        } else {
+            Some(MAX_WAIT.parse(value)?)
+        };
+        match name {
+            None if every.is_some() => {
+                bail!("--max-wait: one duration for every type at most, not '{s}'")
+            }
+            None => every = Some(bound),
+            Some(n) => {
+                let Some(t) = types.iter().position(|t| t.eq_ignore_ascii_case(n)) else {
+                    bail!(
+                        "--max-wait: no request type '{n}' (types: {})",
+                        types.join(", ")
+                    )
+                };
+                if named[t].replace(bound).is_some() {
+                    bail!("--max-wait: type '{n}' given twice");
+                }
+            }
+        }
+    }
+    let every = every.flatten();
+    Ok(named.into_iter().map(|b| b.unwrap_or(every)).collect())
+}
+
 /// Smallest non-zero `--max-memory`.
 pub const MAX_MEMORY_MIN: usize = 1 << 20;
 /// Largest `--max-memory`.
@@ -836,6 +883,32 @@ mod tests {
         }
         assert!(maxmemory_policy("allkeys-lru").is_ok());
         assert!(maxmemory_policy("volatile-lru").is_err());
+    }
+
+    #[test]
+    fn max_wait_bounds_every_type_some_types_or_every_type_with_exceptions() {
+        let types: Vec<String> = ["short", "multi", "range"].map(String::from).to_vec();
+        let ms = |n| Some(Duration::from_millis(n));
+        assert_eq!(max_wait("50ms", &types).unwrap(), vec![ms(50); 3]);
+        assert_eq!(
+            max_wait("SHORT=1ms,range=2s", &types).unwrap(),
+            vec![ms(1), None, ms(2_000)]
+        );
+        assert_eq!(
+            max_wait("10ms, range=none", &types).unwrap(),
+            vec![ms(10), ms(10), None]
+        );
+        for (bad, says) in [
+            ("0s", "--max-wait must be in"),
+            ("3601s", "--max-wait must be in"),
+            ("get=1ms", "no request type 'get'"),
+            ("short=1ms,short=2ms", "given twice"),
+            ("1ms,2ms", "one duration"),
+            ("short=", "--max-wait"),
+        ] {
+            let e = max_wait(bad, &types).expect_err(bad).to_string();
+            assert!(e.contains(says) && !e.contains('\n'), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -53,6 +53,13 @@ pub struct RunArgs {
     /// Longest wait for in-flight requests after the last arrival.
     #[arg(long, allow_hyphen_values = true, default_value = "10s")]
     drain_timeout: String,
+    /// Longest a request may wait from its arrival to its start, past which
+    /// it is dropped unrun (counted shed) instead of served late: DUR for
+    /// every type, TYPE=DUR,... for the types named, DUR,TYPE=DUR,... for
+    /// every type with exceptions (TYPE=none: unbounded); 1us to 1h
+    /// [default: none].
+    #[arg(long, allow_hyphen_values = true)]
+    max_wait: Option<String>,
     /// Also simulate the same point and print the prediction beside the measurement.
     #[arg(long)]
     compare_sim: bool,
@@ -111,6 +118,8 @@ pub struct RunOptions {
     pub stats: Option<StatsConfig>,
     /// Longest drain.
     pub drain_timeout: Duration,
+    /// Per type, the longest wait for a start ([`RuntimeConfig::max_wait`]).
+    pub max_wait: Vec<Option<Duration>>,
 }
 
 impl Default for RunOptions {
@@ -122,6 +131,7 @@ impl Default for RunOptions {
             poll_yield: psp_runtime::PollYield::Off,
             stats: None,
             drain_timeout: Duration::from_secs(10),
+            max_wait: Vec::new(),
         }
     }
 }
@@ -161,6 +171,10 @@ pub fn run(a: RunArgs) -> Result<()> {
         poll_yield: limits::poll_yield(&a.poll_yield)?,
         stats,
         drain_timeout: limits::DRAIN_TIMEOUT.parse(&a.drain_timeout)?,
+        max_wait: match &a.max_wait {
+            Some(s) => limits::max_wait(s, &type_names(&workload))?,
+            None => Vec::new(),
+        },
     };
     let (mut point, counts, series) = measure(&workload, &app, &spec, &sim_cfg, &opts)?;
     if let (Some(stem), Some(series)) = (&a.series, &series) {
@@ -431,6 +445,7 @@ fn runtime_config(sim_cfg: &psp_sim::SimConfig, opts: &RunOptions) -> RuntimeCon
         poll_yield: opts.poll_yield,
         // `psp run` measures the paper's layout: every worker on a thread.
         inline_worker: psp_runtime::InlineWorker::Off,
+        max_wait: opts.max_wait.clone(),
     }
 }
 
@@ -460,6 +475,7 @@ fn run_extra(
         admitted_total: c.admitted,
         completed_total: c.completed,
         shed_total: c.shed,
+        expired: c.expired,
         handler_errors: c.handler_errors,
         no_fiber: c.no_fiber,
         bad_bodies: c.bad_bodies,

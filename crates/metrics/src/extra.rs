@@ -166,8 +166,12 @@ pub struct RunExtra {
     pub admitted_total: u64,
     /// Requests answered by a worker, warm-up included.
     pub completed_total: u64,
-    /// Requests shed at a full queue, warm-up included.
+    /// Requests shed at a full queue or expired (below), warm-up included.
     pub shed_total: u64,
+    /// Of `shed_total`, requests admitted whose turn came after their
+    /// type's queueing bound (`--max-wait`): dropped unrun.
+    #[serde(default)]
+    pub expired: u64,
     /// Completed requests whose handler failed.
     pub handler_errors: u64,
     /// Of `handler_errors`, those a preemptive run could not start (no
@@ -503,6 +507,11 @@ pub struct ServerSummary {
     pub shed_unanswered: u64,
     /// Completed requests whose handler failed.
     pub handler_errors: u64,
+    /// Admitted requests whose turn came after their type's queueing bound
+    /// (`--max-wait`): answered OVERLOADED by a worker, unrun (not in
+    /// `overloaded`, the front end's refusals).
+    #[serde(default)]
+    pub expired: u64,
     /// Of `handler_errors`, those a preemptive run could not start (no
     /// request slot or fiber stack free).
     #[serde(default)]

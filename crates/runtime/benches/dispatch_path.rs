@@ -91,6 +91,7 @@ impl Loopback {
             max_in_flight: QUEUE_CAPACITY,
             stats: None,
             workers_park,
+            max_wait_ns: Vec::new(),
         });
         Self {
             core,
@@ -141,6 +142,7 @@ impl Loopback {
             measured: true,
             len: p.len() as u16,
             count: 1,
+            deadline_ns: psp_runtime::NO_DEADLINE,
         };
         assert!(
             self.core.admit(token, slot, now),
@@ -166,6 +168,7 @@ impl Loopback {
                     preempted: false,
                     no_fiber: false,
                     failed_in_job: (0, 0),
+                    expired: false,
                     service_ns,
                     finished_ns: now,
                 };

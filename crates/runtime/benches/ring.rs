@@ -25,6 +25,7 @@ fn job(token: u32) -> Job {
         type_id: 0,
         len: 16,
         count: 1,
+        deadline_ns: psp_runtime::NO_DEADLINE,
     }
 }
 
@@ -63,6 +64,7 @@ fn echo(mut jobs: Consumer<Job>, mut done: Producer<Done>, stop: Arc<AtomicBool>
                     preempted: false,
                     no_fiber: false,
                     failed_in_job: (0, 0),
+                    expired: false,
                     service_ns: 0,
                     finished_ns: 0,
                 };

@@ -32,6 +32,7 @@ fn job(token: u32) -> Job {
         type_id: 0,
         len: 16,
         count: 1,
+        deadline_ns: psp_runtime::NO_DEADLINE,
     }
 }
 

@@ -69,6 +69,10 @@ pub struct CoreParts {
     /// protocol (a SeqCst fence and a flag check); workers that only spin or
     /// yield never need it.
     pub workers_park: bool,
+    /// Per type (by classified type id), the longest a request may wait
+    /// between its arrival and its start ([`NO_DEADLINE`](crate::NO_DEADLINE): unbounded); empty:
+    /// no type is bounded ([`crate::RuntimeConfig::max_wait`]).
+    pub max_wait_ns: Vec<u64>,
 }
 
 /// The policy, rings, slab and executor every front end shares, and the
@@ -101,6 +105,8 @@ pub struct DispatchCore {
     /// Every worker: with a decentralized executor, every completion ring is
     /// worth a look while requests are in flight.
     all_workers: WorkerSet,
+    /// Per type, the queueing bound ([`CoreParts::max_wait_ns`]).
+    max_wait_ns: Vec<u64>,
     /// The executor's [`Executor::decentralized`], read once: it is asked on
     /// every admission and completion.
     decentralized: bool,
@@ -131,6 +137,7 @@ impl DispatchCore {
             decentralized: executor.decentralized(),
             executor,
             all_workers: WorkerSet::range(0, n_workers),
+            max_wait_ns: parts.max_wait_ns,
             policy: parts.policy,
             jobs: parts.jobs,
             done: parts.done,
@@ -284,6 +291,11 @@ impl DispatchCore {
         self.observer
             .arrived(slot.true_type, slot.measured, slot.count);
         slot.req.token = token;
+        if let Some(&bound) = self.max_wait_ns.get(slot.req.type_id as usize) {
+            slot.deadline_ns = slot
+                .deadline_ns
+                .min(slot.scheduled_ns.saturating_add(bound));
+        }
         self.slots[token as usize] = slot;
         // A preemptive executor admits no more than its fiber slots.
         let taken = self.in_flight < self.admit_limit
@@ -336,9 +348,17 @@ impl DispatchCore {
                     self.preemptions[w as usize] += 1;
                     continue;
                 };
-                self.observer.completed(slot, &d, service_ns);
                 self.in_flight -= 1;
                 self.free.push(d.token);
+                if d.expired {
+                    // Answered OVERLOADED unrun: a shed, not a completion.
+                    self.observer.expired(slot);
+                    if !decentralized {
+                        self.policy.on_dropped(w, &slot.req, now);
+                    }
+                    continue;
+                }
+                self.observer.completed(slot, &d, service_ns);
                 if !decentralized {
                     self.policy.on_completion(w, &slot.req, service_ns, now);
                 }

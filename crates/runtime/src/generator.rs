@@ -14,7 +14,7 @@ use psp_workload::{Arrival, ArrivalSource};
 use crate::dispatcher::{ARRIVAL_BATCH, DispatchCore, FrontEnd};
 use crate::handler::{BodyEncoder, HandlerError};
 use crate::idle::{IdleStrategy, Idler, Wakeup};
-use crate::message::{Job, Slot};
+use crate::message::{Job, NO_DEADLINE, Slot};
 use crate::observer::DispatcherReport;
 use crate::pool::{GeneratedBody, MAX_GENERATED_BODY, TokenPool};
 use crate::worker::JobIo;
@@ -131,6 +131,7 @@ impl FrontEnd for Generator {
                         measured,
                         len: body.len,
                         count: 1,
+                        deadline_ns: NO_DEADLINE,
                     };
                     if !core.admit(token, slot, now) {
                         core.put_token(token);

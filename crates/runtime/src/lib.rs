@@ -89,7 +89,7 @@ pub use handler::{
     SyntheticEncoder,
 };
 pub use idle::{IdleStrategy, PollYield};
-pub use message::{Done, Job, RequestCounts, RuntimeError, Slot};
+pub use message::{Done, Job, NO_DEADLINE, RequestCounts, RuntimeError, Slot};
 pub use point::{Cause, Feedback, NoPreempt, PreemptFlag, Preemption, RunLimits};
 pub use preempt::ReclaimTimes;
 

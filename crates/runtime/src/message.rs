@@ -24,7 +24,14 @@ pub struct Job {
     /// Requests in the body (1, or several consecutive ones of one TCP
     /// connection, run as one job: [`Slot::count`]).
     pub count: u16,
+    /// The latest time (the run's one clock) at which the job may start
+    /// ([`Slot::deadline_ns`]); a worker that takes it later answers it
+    /// OVERLOADED without running it. [`NO_DEADLINE`]: none.
+    pub deadline_ns: u64,
 }
+
+/// No deadline: the job starts whenever its turn comes.
+pub const NO_DEADLINE: u64 = u64::MAX;
 
 /// A completion handed back to the dispatcher.
 #[derive(Debug, Clone, Copy)]
@@ -55,6 +62,10 @@ pub struct Done {
     /// say only whether any failed, and whether the first was a bad body); 0
     /// for a job of one request.
     pub failed_in_job: (u16, u16),
+    /// The job was not run: its turn came after its deadline
+    /// ([`Job::deadline_ns`]), and each of its requests was answered
+    /// OVERLOADED (`ok` is false, `service_ns` is 0).
+    pub expired: bool,
 }
 
 /// A request's state while it is queued or running.
@@ -77,6 +88,13 @@ pub struct Slot {
     /// policy schedules and profiles the job; the counters and latencies
     /// count each request.
     pub count: u16,
+    /// The latest time (the run's one clock) at which the request may start:
+    /// past it, the client has given up or the answer is worthless, and the
+    /// request is answered OVERLOADED instead of served late. A front end
+    /// sets it from what the client says ([`NO_DEADLINE`]: nothing);
+    /// admission lowers it to the type's queueing bound
+    /// ([`crate::RuntimeConfig::max_wait`]).
+    pub deadline_ns: u64,
 }
 
 impl Slot {
@@ -88,6 +106,7 @@ impl Slot {
             type_id: self.req.type_id,
             len: self.len,
             count: self.count,
+            deadline_ns: self.deadline_ns,
         }
     }
 
@@ -105,12 +124,13 @@ impl Slot {
         measured: false,
         len: 0,
         count: 1,
+        deadline_ns: NO_DEADLINE,
     };
 }
 
 /// What became of the valid requests the dispatcher saw. Every one ends in
 /// exactly one outcome: `arrived = shed + completed + stranded` once the run is
-/// over (`admitted = completed + stranded`).
+/// over (`admitted = completed + expired + stranded`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RequestCounts {
     /// Valid requests offered to the dispatcher (generated, or received and
@@ -118,8 +138,12 @@ pub struct RequestCounts {
     pub arrived: u64,
     /// Refused before running: no free slot or a full queue (the network front
     /// end answers them OVERLOADED or, past its reply budget, sheds them
-    /// unanswered).
+    /// unanswered), or admitted and expired (below).
     pub shed: u64,
+    /// Of `shed`, those admitted whose turn came after their deadline (their
+    /// type's queueing bound, [`crate::RuntimeConfig::max_wait`]): answered
+    /// OVERLOADED by the worker, never run.
+    pub expired: u64,
     /// Taken by the policy (queued, then run).
     pub admitted: u64,
     /// Run and answered: the handler returned, with success or an error.

@@ -346,6 +346,15 @@ impl Observer {
         }
     }
 
+    /// The admitted request in `slot` expired: its turn came after its
+    /// deadline, and the worker answered it OVERLOADED unrun. Counted shed
+    /// (each of a job's requests), and as a drop in the measured window.
+    #[inline]
+    pub(crate) fn expired(&mut self, slot: &Slot) {
+        self.shed(slot.true_type, slot.measured, slot.count.max(1));
+        self.counts.expired += u64::from(slot.count.max(1));
+    }
+
     /// An arrived request was admitted.
     #[inline]
     pub(crate) fn admitted(&mut self, count: u16) {

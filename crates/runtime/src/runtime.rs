@@ -54,6 +54,13 @@ pub struct RuntimeConfig {
     pub poll_yield: PollYield,
     /// Whether worker 0 runs on the dispatcher's thread.
     pub inline_worker: InlineWorker,
+    /// Per request type (in type order), the longest a request may wait
+    /// from its arrival to its start (`None`: unbounded; types past the
+    /// end: unbounded). A request whose turn comes later is answered
+    /// OVERLOADED by the worker that took it, unrun, and counted shed
+    /// ([`RequestCounts::expired`](crate::RequestCounts::expired)): under
+    /// overload, work is not done for clients that have given up.
+    pub max_wait: Vec<Option<Duration>>,
 }
 
 /// Whether worker 0 runs on the dispatcher's thread: the dispatcher then
@@ -128,6 +135,7 @@ impl Default for RuntimeConfig {
             series_window_ns: None,
             poll_yield: PollYield::Auto,
             inline_worker: InlineWorker::Off,
+            max_wait: Vec::new(),
         }
     }
 }
@@ -410,6 +418,15 @@ impl<H: Handler + 'static> Plan<H> {
                 max_in_flight,
                 stats: cfg.stats,
                 workers_park: matches!(cfg.idle, IdleStrategy::SpinPark { .. }),
+                max_wait_ns: cfg
+                    .max_wait
+                    .iter()
+                    .map(|w| {
+                        w.map_or(crate::NO_DEADLINE, |d| {
+                            u64::try_from(d.as_nanos()).unwrap_or(crate::NO_DEADLINE)
+                        })
+                    })
+                    .collect(),
             },
             control,
             executor: planned.core,

@@ -52,7 +52,17 @@ fn finished(token: u32, outcome: &Result<(), HandlerError>, t0: u64, t1: u64) ->
         preempted: false,
         no_fiber: false,
         failed_in_job: (0, 0),
+        expired: false,
     }
+}
+
+/// Why a job did not start.
+#[derive(Debug, Clone, Copy)]
+enum NotStarted {
+    /// Its turn came after its deadline ([`Job::deadline_ns`]).
+    Expired,
+    /// No request slot or fiber stack was free (why).
+    NoRoom(&'static str),
 }
 
 /// `outcome`, or a handler failure when the response is longer than the
@@ -108,6 +118,18 @@ pub trait JobIo: Send {
     /// answer, in order); by default nothing.
     fn append_refusal(&self, error: &HandlerError, response: &mut Vec<u8>) {
         let _ = (error, response);
+    }
+
+    /// Answers each request of `job` with the front end's OVERLOADED reply
+    /// (the protocol's busy answer): the job's turn came after its deadline
+    /// and it was not run. Returns whether the answer went out. By default a
+    /// handler failure, for an I/O without a busy answer.
+    fn refuse_expired(&mut self, job: &Job) -> bool {
+        self.respond(
+            job,
+            Err(HandlerError::Failed("waited past its queueing bound")),
+            &[],
+        )
     }
 }
 
@@ -352,6 +374,9 @@ impl<IO: JobIo> WorkerParts<IO> {
     ) -> Option<Done> {
         response.clear();
         let t0 = self.clock.now_ns();
+        if t0 > job.deadline_ns {
+            return self.refuse_start(job, NotStarted::Expired);
+        }
         let (answer, failed) = if job.count <= 1 {
             let o = handler.handle(
                 &mut RequestContext::new(job.type_id, self.io.request(job), response, self.index)
@@ -483,15 +508,19 @@ impl<IO: JobIo> WorkerParts<IO> {
         &mut self,
         g: &GreenWorker<H>,
         job: &Job,
-    ) -> Result<(HandlerFiber<H>, bool), &'static str> {
+    ) -> Result<(HandlerFiber<H>, bool), NotStarted> {
         // SAFETY: this worker owns the job's token from its pop (from the
         // dispatcher's ring or a queue) until it pushes the completion or
         // requeues the job.
         if let Some(f) = unsafe { g.suspended.take(job.token) } {
             return Ok((f, true));
         }
+        // Only a start can be too late: a started request runs to its end.
+        if self.clock.now_ns() > job.deadline_ns {
+            return Err(NotStarted::Expired);
+        }
         let Some(mut slot) = g.slots.pop() else {
-            return Err("no request slot free for a fiber");
+            return Err(NotStarted::NoRoom("no request slot free for a fiber"));
         };
         slot.load(job.type_id, self.index, self.io.request(job));
         slot.session = self.io.session(job);
@@ -503,25 +532,33 @@ impl<IO: JobIo> WorkerParts<IO> {
             Err(refused) => {
                 // The slot came from the queue: there is room.
                 let _ = g.slots.push(refused.work);
-                Err("no fiber stack free")
+                Err(NotStarted::NoRoom("no fiber stack free"))
             }
         }
     }
 
-    /// `job` could not start on a fiber (`why`: no slot or stack free): it
-    /// is answered with a handler error, counted like any other; `None`
-    /// when the run is abandoning answers.
-    fn refuse_start(&mut self, job: &Job, why: &'static str) -> Option<Done> {
+    /// `job` did not start: its turn came after its deadline (answered
+    /// OVERLOADED, counted shed) or no request slot or fiber stack was free
+    /// (answered with a handler error, counted like any other). `None` when
+    /// the run is abandoning answers.
+    fn refuse_start(&mut self, job: &Job, why: NotStarted) -> Option<Done> {
         let t = self.clock.now_ns();
-        let outcome = Err(HandlerError::Failed(why));
-        let mut done = Done {
-            no_fiber: true,
-            ..finished(job.token, &outcome, t, t)
+        let failed = match why {
+            NotStarted::Expired => "expired",
+            NotStarted::NoRoom(why) => why,
         };
+        let mut done = finished(job.token, &Err(HandlerError::Failed(failed)), t, t);
+        (done.expired, done.no_fiber) = (
+            matches!(why, NotStarted::Expired),
+            matches!(why, NotStarted::NoRoom(_)),
+        );
         if !self.control.begin_answer(self.index) {
             return None;
         }
-        done.sent = self.io.respond(job, outcome, &[]);
+        done.sent = match why {
+            NotStarted::Expired => self.io.refuse_expired(job),
+            NotStarted::NoRoom(why) => self.io.respond(job, Err(HandlerError::Failed(why)), &[]),
+        };
         Some(done)
     }
 

@@ -129,6 +129,7 @@ impl Loopback {
             max_in_flight: 256,
             stats: None,
             workers_park: false,
+            max_wait_ns: Vec::new(),
         });
         Self {
             core,
@@ -157,6 +158,7 @@ impl Loopback {
             measured: true,
             len: 0,
             count: 1,
+            deadline_ns: psp_runtime::NO_DEADLINE,
         };
         let admitted = self.core.admit(token, slot, self.now);
         if !admitted {
@@ -179,6 +181,7 @@ impl Loopback {
                     preempted: false,
                     no_fiber: false,
                     failed_in_job: (0, 0),
+                    expired: false,
                     service_ns,
                     finished_ns: self.now + service_ns,
                 };

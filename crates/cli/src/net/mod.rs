@@ -247,6 +247,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
         overloaded: n.overloaded,
         shed_unanswered: n.shed_unanswered,
         handler_errors: c.handler_errors,
+        expired: c.expired,
         no_fiber: c.no_fiber,
         bad_bodies: c.bad_bodies,
         reply_send_errors: n.reply_send_errors,

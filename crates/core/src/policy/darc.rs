@@ -867,6 +867,12 @@ impl Policy for Darc {
         }
     }
 
+    #[inline]
+    fn on_dropped(&mut self, worker: WorkerId, _req: &Request, _now: Nanos) {
+        // Nothing ran: the profile learns nothing.
+        self.free.insert(worker);
+    }
+
     #[inline(always)]
     fn next_action(&mut self, now: Nanos) -> Option<Action> {
         self.update_if_due(now);
@@ -1095,6 +1101,51 @@ mod tests {
             };
             p.on_completion(worker, &req, means_ns[t as usize], i);
         }
+    }
+
+    /// A request dropped unrun (past the executor's queueing bound) frees
+    /// its worker and teaches the profile nothing: DARC, DARC-lend and
+    /// SYNERGY stay in their warm-up however many are dropped, where the
+    /// same number of completions ends DARC's.
+    #[test]
+    fn a_dropped_request_frees_its_worker_and_is_not_profiled() {
+        for spec in ["darc:samples=20", "darc-lend:samples=20", "synergy"] {
+            let spec: PolicySpec = spec.parse().unwrap();
+            let mut p = spec.build(&ctx(2, &[1.0, 100.0])).unwrap();
+            for i in 0..200u64 {
+                let req = Request {
+                    id: i,
+                    token: 0,
+                    type_id: (i % 2) as TypeId,
+                    flow: 0,
+                    arrival_ns: i,
+                };
+                p.on_arrival(req, i).unwrap();
+                let Some(Action::Dispatch { worker, req, .. }) = p.next_action(i) else {
+                    panic!("{spec}: no dispatch to a free worker")
+                };
+                p.on_dropped(worker, &req, i);
+                assert_eq!(
+                    p.idle_workers().len(),
+                    2,
+                    "{spec}: the worker is free again"
+                );
+            }
+            if spec.to_string().starts_with("darc") {
+                assert!(
+                    p.stats().warming_up,
+                    "{spec}: learned from dropped requests"
+                );
+                assert!(p.reservation().is_none(), "{spec}");
+            }
+        }
+        let mut p = "darc:samples=20"
+            .parse::<PolicySpec>()
+            .unwrap()
+            .build(&ctx(2, &[1.0, 100.0]))
+            .unwrap();
+        serve_unqueued(p.as_mut(), 0, 200, &[1_000, 100_000], |i| (i % 2) as TypeId);
+        assert!(!p.stats().warming_up, "completions end the warm-up");
     }
 
     /// Perséphone Fig. 7's last phase: the short type stops arriving. Nobody

@@ -381,6 +381,12 @@ impl Policy for DarcLend {
     }
 
     #[inline]
+    fn on_dropped(&mut self, worker: WorkerId, req: &Request, now: Nanos) {
+        self.darc.on_dropped(worker, req, now);
+        self.lending.ended(worker);
+    }
+
+    #[inline]
     fn next_action(&mut self, now: Nanos) -> Option<Action> {
         if let Some(applied) = self.darc.update_if_due(now) {
             if let Some(f) = self.fair.as_mut() {

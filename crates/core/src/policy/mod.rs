@@ -205,6 +205,16 @@ pub trait Policy: Send {
     /// is free again.
     fn on_completion(&mut self, worker: WorkerId, req: &Request, service_ns: Nanos, now: Nanos);
 
+    /// `worker` took `req` and dropped it unrun: its turn came after its
+    /// deadline (the executor's queueing bound), so it was answered
+    /// OVERLOADED instead of served late; the worker is free again. No
+    /// service was measured: a policy that learns from service times must
+    /// not learn from this. The default is a completion of no service, right
+    /// for every policy that ignores `service_ns`.
+    fn on_dropped(&mut self, worker: WorkerId, req: &Request, now: Nanos) {
+        self.on_completion(worker, req, 0, now);
+    }
+
     /// The next dispatch or preemption, if any. Executors call it until `None`.
     fn next_action(&mut self, now: Nanos) -> Option<Action>;
 

@@ -663,6 +663,12 @@ impl Policy for Synergy {
         self.free.insert(worker);
     }
 
+    fn on_dropped(&mut self, worker: WorkerId, _req: &Request, _now: Nanos) {
+        // Nothing ran: the short average learns nothing.
+        self.long.remove(worker);
+        self.free.insert(worker);
+    }
+
     fn next_action(&mut self, now: Nanos) -> Option<Action> {
         if self.queued == 0 {
             return None;

@@ -113,17 +113,32 @@ impl<T: Transmit> JobIo for NetIo<T> {
 
     #[inline]
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
+        let status = match outcome {
+            // The worker turned a response above `max_response` into an error.
+            Ok(()) => Status::Ok,
+            Err(HandlerError::BadBody(_)) => Status::BadRequest,
+            Err(HandlerError::Failed(_)) => Status::HandlerError,
+        };
+        self.send(job, status, response)
+    }
+
+    fn refuse_expired(&mut self, job: &Job) -> bool {
+        self.send(job, Status::Overloaded, &[])
+    }
+}
+
+impl<T: Transmit> NetIo<T> {
+    /// Answers `job` with `status` and, when OK, `response` (otherwise the
+    /// protocol's body for the status), and hands its slot back.
+    #[inline]
+    fn send(&mut self, job: &Job, status: Status, response: &[u8]) -> bool {
         // SAFETY: as in `request`; the borrow handed out there has ended.
         let mut token = unsafe { PacketToken::from_raw(job.token) };
         let pkt = self.pool.get_mut(&mut token);
         let p = self.protocol;
-        let (status, body) = match outcome {
-            // The worker turned a response above `max_response` into an error.
-            Ok(()) => (Status::Ok, response),
-            Err(HandlerError::BadBody(_)) => (Status::BadRequest, p.error_body(Status::BadRequest)),
-            Err(HandlerError::Failed(_)) => {
-                (Status::HandlerError, p.error_body(Status::HandlerError))
-            }
+        let body = match status {
+            Status::Ok => response,
+            _ => p.error_body(status),
         };
         p.write_reply_header(pkt.data_mut(), status, body.len());
         let pkt = &*pkt;
@@ -452,6 +467,7 @@ impl<D: Datapath> NetFrontEnd<D> {
             measured: true,
             len: body_len,
             count: 1,
+            deadline_ns: psp_runtime::NO_DEADLINE,
         };
         let arrival = match &mut self.order {
             Some(o) => o.peers.arrive(PeerKey::of(&pkt.peer), token, slot),

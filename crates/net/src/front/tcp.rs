@@ -308,18 +308,32 @@ impl JobIo for TcpIo {
     }
 
     fn respond(&mut self, job: &Job, outcome: Result<(), HandlerError>, response: &[u8]) -> bool {
+        match outcome {
+            Ok(()) => self.send(job, Ok(response)),
+            Err(e) => self.send(job, Err(refusal_for(&e))),
+        }
+    }
+
+    fn refuse_expired(&mut self, job: &Job) -> bool {
+        self.send(job, Err(Refusal::Overloaded))
+    }
+}
+
+impl TcpIo {
+    /// Hands the net thread `job`'s answer: `response`, or `refusal` once
+    /// per request the job carries (each gets its answer).
+    fn send(&mut self, job: &Job, answer: Result<&[u8], Refusal>) -> bool {
         // SAFETY: as in `request`.
         let pkt = self
             .pool
             .get(unsafe { PacketToken::from_raw_ref(&job.token) });
         let mut bytes = self.stock.pop().unwrap_or_default();
         bytes.clear();
-        match outcome {
-            Ok(()) => bytes.extend_from_slice(response),
-            // One refusal per request the job carries: each gets its answer.
-            Err(e) => {
+        match answer {
+            Ok(response) => bytes.extend_from_slice(response),
+            Err(refusal) => {
                 for _ in 0..job.count.max(1) {
-                    self.protocol.refusal(refusal_for(&e), &mut bytes);
+                    self.protocol.refusal(refusal, &mut bytes);
                 }
             }
         }
@@ -981,6 +995,7 @@ impl TcpFrontEnd {
             measured: true,
             len: len as u16,
             count,
+            deadline_ns: psp_runtime::NO_DEADLINE,
         };
         match core.admit_packet(token, slot, now) {
             Ok(()) => {

@@ -56,21 +56,39 @@ pub fn start(
     datapath: DatapathKind,
     protocol: DatagramProtocol,
 ) -> Server {
+    start_with(service, types, policy, datapath, protocol, runtime())
+}
+
+/// The runtime of the tests' servers: 2 workers, a short drain, normal
+/// priority, threads that sleep when idle.
+pub fn runtime() -> RuntimeConfig {
+    RuntimeConfig {
+        workers: 2,
+        queue_capacity: 1024,
+        drain_timeout: Duration::from_secs(5),
+        raise_priority: false,
+        // Threads sleep when idle: no more spinning threads than cores.
+        idle: psp_runtime::IdleStrategy::SpinPark {
+            spin_us: 0,
+            park_us: 1_000,
+        },
+        ..RuntimeConfig::default()
+    }
+}
+
+/// As [`start`], on `runtime`.
+pub fn start_with(
+    service: Arc<dyn psp_apps::Service>,
+    types: Vec<TypeInfo>,
+    policy: &str,
+    datapath: DatapathKind,
+    protocol: DatagramProtocol,
+    runtime: RuntimeConfig,
+) -> Server {
     Server::start(ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         metrics: None,
-        runtime: RuntimeConfig {
-            workers: 2,
-            queue_capacity: 1024,
-            drain_timeout: Duration::from_secs(5),
-            raise_priority: false,
-            // Threads sleep when idle: no more spinning threads than cores.
-            idle: psp_runtime::IdleStrategy::SpinPark {
-                spin_us: 0,
-                park_us: 1_000,
-            },
-            ..RuntimeConfig::default()
-        },
+        runtime,
         policy: policy.parse().unwrap(),
         types,
         classifier: ClassifierKind::Header,

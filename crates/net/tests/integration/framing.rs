@@ -21,14 +21,7 @@ fn server() -> Server {
         runtime: RuntimeConfig {
             workers: 1,
             queue_capacity: 64,
-            drain_timeout: Duration::from_secs(5),
-            raise_priority: false,
-            // Threads sleep when idle: no more spinning threads than cores.
-            idle: psp_runtime::IdleStrategy::SpinPark {
-                spin_us: 0,
-                park_us: 1_000,
-            },
-            ..RuntimeConfig::default()
+            ..crate::common::server::runtime()
         },
         policy: "darc".parse().unwrap(),
         types: Workload::fixed("framing", &[("short", 20.0, 0.9), ("long", 200.0, 0.1)])

@@ -23,6 +23,17 @@ fn server(policy: &str, tcp: TcpConfig) -> Server {
     )
 }
 
+/// The in-memory store behind RESP, empty.
+fn mem_service() -> std::sync::Arc<dyn psp_apps::Service> {
+    std::sync::Arc::new(
+        psp_apps::memkv::MemService::start(
+            &psp_proto::resp::Resp,
+            psp_apps::memkv::MemConfig::default(),
+        )
+        .unwrap(),
+    )
+}
+
 fn connect(s: &Server) -> TcpStream {
     let c = TcpStream::connect(s.local_addr()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -72,9 +83,11 @@ fn assert_balanced(r: &ServerReport) {
         n.bad_request + n.unknown_type + c.arrived,
         "{n:?} {c:?}"
     );
-    assert_eq!(n.overloaded, c.shed, "{n:?} {c:?}");
-    assert_eq!(c.arrived, c.shed + c.admitted, "{c:?}");
-    assert_eq!(c.admitted, c.completed + c.stranded, "{c:?}");
+    // The others shed are the admitted ones a worker answered BUSY past
+    // their queueing bound (expired).
+    assert_eq!(n.overloaded + c.expired, c.shed, "{n:?} {c:?}");
+    assert_eq!(c.arrived + c.expired, c.shed + c.admitted, "{c:?}");
+    assert_eq!(c.admitted, c.completed + c.expired + c.stranded, "{c:?}");
     assert_eq!(c.stranded, 0, "{c:?}");
 }
 
@@ -325,13 +338,7 @@ fn connections_past_the_limit_are_answered_and_closed() {
 #[test]
 fn a_pipeline_runs_as_jobs_of_several_commands_with_order_and_counts_kept() {
     for (policy, batch) in [("c-fcfs", 16), ("darc:samples=20", 16), ("c-fcfs", 1)] {
-        let service: std::sync::Arc<dyn psp_apps::Service> = std::sync::Arc::new(
-            psp_apps::memkv::MemService::start(
-                &psp_proto::resp::Resp,
-                psp_apps::memkv::MemConfig::default(),
-            )
-            .unwrap(),
-        );
+        let service = mem_service();
         let s = common::server::start(
             service,
             common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
@@ -458,4 +465,52 @@ fn a_failed_command_in_a_batch_is_counted_alone() {
     );
     // The five went as one job: the failure is counted alone, not job-wide.
     assert!(r.served_per_worker.iter().sum::<u64>() < 5, "{r:?}");
+}
+
+#[test]
+fn a_command_past_its_types_queueing_bound_is_answered_busy_unrun() {
+    for policy in ["c-fcfs", "darc:samples=20"] {
+        let service = mem_service();
+        // The short type's bound is 0: a worker always takes a command
+        // after it arrived, so every short command expires; the range type
+        // is unbounded.
+        let s = common::server::start_with(
+            service,
+            common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
+            policy,
+            DatapathKind::Tcp(
+                psp_proto::find("resp").expect("registered"),
+                TcpConfig::default(),
+            ),
+            Default::default(),
+            psp_runtime::RuntimeConfig {
+                max_wait: vec![Some(Duration::ZERO), None, None],
+                ..common::server::runtime()
+            },
+        );
+        let mut c = connect(&s);
+        let mut req = Vec::new();
+        for _ in 0..10 {
+            req.extend(cmd(&["RPUSH", "l", "a"]));
+        }
+        req.extend(cmd(&["LRANGE", "l", "0", "-1"]));
+        c.write_all(&req).unwrap();
+        let busy = b"-BUSY server overloaded, request refused\r\n";
+        let mut want = busy.repeat(10);
+        // The pushes never ran: the list is empty.
+        want.extend_from_slice(b"*0\r\n");
+        let got = read_exactly(&mut c, want.len());
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "{policy}"
+        );
+        drop(c);
+        let r = s.stop().unwrap();
+        let cnt = &r.dispatcher.counts;
+        assert_eq!(cnt.expired, 10, "{policy}: {cnt:?}");
+        assert_eq!(cnt.completed, 1, "{policy}: {cnt:?}");
+        assert_eq!(r.net.overloaded, 0, "{policy}: {:?}", r.net);
+        assert_balanced(&r);
+    }
 }

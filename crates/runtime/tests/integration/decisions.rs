@@ -154,6 +154,7 @@ impl Executor for Runtime {
                     type_id: 0,
                     len: 0,
                     count: 1,
+                    deadline_ns: psp_runtime::NO_DEADLINE,
                 };
                 let ok = self.q.admit(flow, job).is_ok();
                 format!("arrive {id}: {}", if ok { "queued" } else { "refused" })

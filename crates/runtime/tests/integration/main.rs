@@ -10,4 +10,5 @@ mod decisions;
 mod green;
 mod hardening;
 mod inline;
+mod max_wait;
 mod steal;

@@ -52,6 +52,7 @@ fn hammer(workers: usize, flows: u16, jobs: u32, threshold: usize) -> Vec<u64> {
                 type_id: 0,
                 len: 0,
                 count: 1,
+                deadline_ns: psp_runtime::NO_DEADLINE,
             };
             let flow = (token.wrapping_mul(2_654_435_761) % u32::from(flows)) as u16;
             while let Err(back) = q.steer(flow, job) {

@@ -109,6 +109,13 @@ pub struct ServeArgs {
     /// Bound of each queue the policy keeps [default: 4096].
     #[arg(long, allow_hyphen_values = true)]
     queue_capacity: Option<usize>,
+    /// Longest a request may wait from its arrival to its start, past which
+    /// it is answered OVERLOADED unrun instead of served late (its client
+    /// has given up): DUR for every type (e.g. 50ms), TYPE=DUR,... for the
+    /// types named, DUR,TYPE=DUR,... for every type with exceptions
+    /// (TYPE=none: unbounded); 1us to 1h [default: none].
+    #[arg(long, allow_hyphen_values = true)]
+    max_wait: Option<String>,
     #[command(flatten)]
     #[serde(flatten)]
     app: AppArgs,

@@ -139,7 +139,11 @@ pub(super) fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
         queue_capacity,
     })?;
     limits::runtime_quantum(&policy)?;
-    let (runtime, classifier) = runtime(a, &f, &src, workers, queue_capacity)?;
+    let (mut runtime, classifier) = runtime(a, &f, &src, workers, queue_capacity)?;
+    let names = crate::app::type_names(&workload);
+    runtime.max_wait = src
+        .pick(&a.max_wait, &f.max_wait, |s| limits::max_wait(&s, &names))?
+        .unwrap_or_default();
     let duration = src.pick(&a.duration, &f.duration, |s| {
         limits::SERVE_DURATION.parse(&s)
     })?;
@@ -322,6 +326,7 @@ fn runtime(
         series_window_ns: None,
         poll_yield,
         inline_worker,
+        max_wait: Vec::new(),
     };
     Ok((runtime, classifier))
 }

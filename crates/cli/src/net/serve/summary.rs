@@ -96,7 +96,7 @@ pub(super) fn print(s: &ServerSummary, report: &ServerReport) {
         .dropped_by_os
         .map_or("unknown".to_string(), |d| d.to_string());
     println!(
-        "received {} | requests {} | admitted {} | completed {} (of which HANDLER_ERROR {}, BAD_REQUEST body {}) | stranded {} | OVERLOADED {} (+ {} shed unanswered) | BAD_REQUEST {} | UNKNOWN_TYPE {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
+        "received {} | requests {} | admitted {} | completed {} (of which HANDLER_ERROR {}, BAD_REQUEST body {}) | stranded {} | OVERLOADED {} (+ {} shed unanswered, + {} past --max-wait) | BAD_REQUEST {} | UNKNOWN_TYPE {} | truncated (dropped) {} | send errors {} | dropped by the OS (receive buffer full) {}",
         s.received,
         s.requests,
         s.admitted,
@@ -106,6 +106,7 @@ pub(super) fn print(s: &ServerSummary, report: &ServerReport) {
         s.stranded,
         s.overloaded,
         s.shed_unanswered,
+        s.expired,
         s.bad_request,
         s.unknown_type,
         s.truncated_dropped,
