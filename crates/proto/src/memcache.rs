@@ -15,16 +15,23 @@
 //!
 //! # Framing (both executors)
 //!
-//! * A command line is at most [`MAX_LINE`] bytes. The front ends bound a whole request
-//!   (line and data block): TCP at `--tcp-max-request` (65,535 bytes by default and at
-//!   most), UDP at one datagram of at most 2,048 bytes (an 8-byte frame header and the
-//!   request). A get
-//!   takes as many keys as its line holds ([`MAX_KEYS`] never binds first), e.g. 100 keys
-//!   of up to 19 bytes.
-//! * A malformed storage command line (wrong argument count, non-numeric field, bad key,
-//!   `<bytes>` above the limit) or a data block not followed by `\r\n` is a framing error,
-//!   not a `CLIENT_ERROR`: the data block cannot be delimited reliably, so the front end is
-//!   expected to close the connection. The same holds for bad keys on any command.
+//! * A command line is at most [`MAX_LINE`] bytes, but a get line (`get`, `gets`, `gat`,
+//!   `gats`: as many keys as it holds) may be as long as a whole request. The front ends
+//!   bound a whole request (line and data block): TCP at `--tcp-max-request` (65,535
+//!   bytes by default and at most), UDP at one datagram (an 8-byte frame header and the
+//!   request).
+//! * What memcached answers and then reads on after is answered the same way, and the
+//!   connection stays open: a line of the wrong shape (too few or too many tokens, `cas`
+//!   without its unique) is `ERROR` and a data block after it is read as the next
+//!   command; a key over [`MAX_KEY`] bytes or a bad field (flags, exptime, a negative or
+//!   non-numeric `<bytes>`, the cas unique) is `CLIENT_ERROR bad command line format`,
+//!   read the same way; a data block not followed by `\r\n` is `CLIENT_ERROR bad data
+//!   chunk` after its `<bytes>` and two more are read. With `noreply` last on the line,
+//!   a `CLIENT_ERROR` is not sent, as memcached's.
+//! * What memcached cannot read on after closes the connection (a framing error): a line
+//!   longer than its bound, and a `<bytes>` above the limit (memcached answers `SERVER_ERROR
+//!   object too large for cache` and skips the block; this server answers the same and
+//!   closes, since it does not read a request past its bound).
 //!
 //! # [`execute_db`]: memcached 1.6 over the in-memory database
 //!
@@ -90,10 +97,6 @@ use crate::db::{Db, DbConfig, Entry, Eviction, Full, Value};
 pub const MAX_LINE: usize = 2048;
 /// Longest key accepted, in bytes.
 pub const MAX_KEY: usize = 250;
-/// Most keys accepted on one `get`/`gets`/`gat`/`gats`: as many as [`MAX_LINE`] can
-/// hold (a key and its separating space take at least 2 bytes), so the line limit is the
-/// one that binds. memcached itself has no key count limit.
-pub const MAX_KEYS: usize = MAX_LINE / 2;
 
 /// Names of the scheduler request types returned by [`classify`].
 pub const TYPES: [&str; 2] = ["get", "multiget"];
@@ -103,21 +106,13 @@ pub const TYPE_MEAN_US: [f64; 2] = [2.0, 20.0];
 /// The reply to `version`.
 pub const VERSION: &str = "psp-1.0";
 
-/// Why a byte stream is not a sequence of memcached requests.
+/// Why a byte stream is not a sequence of memcached requests: what memcached itself
+/// cannot resynchronise after either (it closes the connection).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum McError {
-    /// A command line longer than [`MAX_LINE`] bytes (or no newline within that many bytes).
+    /// A command line other than a get longer than [`MAX_LINE`] bytes (or no newline
+    /// within that many bytes), or a get line longer than the request bound.
     LineTooLong,
-    /// A key longer than [`MAX_KEY`] bytes.
-    KeyTooLong,
-    /// A key containing a carriage return or a line feed.
-    BadKey,
-    /// More than [`MAX_KEYS`] keys on one `get`/`gets`/`gat`/`gats`.
-    TooManyKeys,
-    /// A non-numeric (or out of range) flags, exptime, bytes or cas field.
-    BadNumber,
-    /// A storage command with the wrong number of arguments.
-    BadCommandLine,
     /// A declared data block larger than the limit.
     TooLarge {
         /// The declared `<bytes>`.
@@ -125,8 +120,6 @@ pub enum McError {
         /// The limit it exceeds.
         max: usize,
     },
-    /// A data block not followed by `\r\n`.
-    BadDataChunk,
     /// [`execute`] was given something other than exactly one complete request.
     NotOneRequest,
 }
@@ -135,15 +128,9 @@ impl fmt::Display for McError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             McError::LineTooLong => write!(f, "command line longer than {MAX_LINE} bytes"),
-            McError::KeyTooLong => write!(f, "key longer than {MAX_KEY} bytes"),
-            McError::BadKey => write!(f, "key contains a line end"),
-            McError::TooManyKeys => write!(f, "more than {MAX_KEYS} keys"),
-            McError::BadNumber => write!(f, "non-numeric or out of range field"),
-            McError::BadCommandLine => write!(f, "bad command line format"),
             McError::TooLarge { declared, max } => {
                 write!(f, "data block of {declared} bytes exceeds {max}")
             }
-            McError::BadDataChunk => write!(f, "bad data chunk"),
             McError::NotOneRequest => write!(f, "not exactly one complete request"),
         }
     }
@@ -155,6 +142,14 @@ impl std::error::Error for McError {}
 // Framing
 // ---------------------------------------------------------------------------------------
 
+/// memcached's reply to a line it cannot parse as its command (too few or too many
+/// tokens, an unknown command).
+const ERROR: &[u8] = b"ERROR\r\n";
+/// memcached's reply to a bad key or field on a command it knows.
+const FORMAT_ERROR: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+/// memcached's reply to a data block not followed by `\r\n`.
+const CHUNK_ERROR: &[u8] = b"CLIENT_ERROR bad data chunk\r\n";
+
 /// One framed request.
 struct Frame<'a> {
     /// The command line without its terminator.
@@ -163,6 +158,22 @@ struct Frame<'a> {
     data: &'a [u8],
     /// Total length of the request in the buffer.
     len: usize,
+    /// The reply framing decided, when the request is one memcached answers with an
+    /// error and goes on after (empty: the error is suppressed by `noreply`).
+    error: Option<&'static [u8]>,
+}
+
+impl<'a> Frame<'a> {
+    /// The line alone, answered `error` (or nothing, when the line ends in `noreply`
+    /// and memcached would honour it), as memcached answers it before reading on.
+    fn refused(line: &'a [u8], len: usize, error: &'static [u8], quiet: bool) -> Self {
+        Frame {
+            line,
+            data: &[],
+            len,
+            error: Some(if quiet { b"" } else { error }),
+        }
+    }
 }
 
 /// Space-separated tokens of a command line (runs of spaces count as one separator).
@@ -170,20 +181,15 @@ fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
     line.split(|&b| b == b' ').filter(|t| !t.is_empty())
 }
 
-fn check_key(key: &[u8]) -> Result<(), McError> {
-    if key.len() > MAX_KEY {
-        return Err(McError::KeyTooLong);
-    }
-    // memcached's tokenizer splits on spaces only: a key may hold any other
-    // byte (memcaslap's start with 0x10 bytes), but never a line end.
-    if key.iter().any(|&b| b == b'\r' || b == b'\n') {
-        return Err(McError::BadKey);
-    }
-    Ok(())
+/// Whether memcached takes `key`: at most [`MAX_KEY`] bytes (its tokenizer splits on
+/// spaces only, so any other byte may be in a key).
+fn key_fits(key: &[u8]) -> bool {
+    key.len() <= MAX_KEY
 }
 
-/// Parses a non-empty all-digit decimal `u64`.
+/// Parses a non-empty decimal `u64`, with an optional `+` (as `strtoull`).
 fn parse_u64(t: &[u8]) -> Option<u64> {
+    let t = t.strip_prefix(b"+").unwrap_or(t);
     if t.is_empty() {
         return None;
     }
@@ -196,14 +202,20 @@ fn parse_u64(t: &[u8]) -> Option<u64> {
     })
 }
 
-/// Parses an optionally negative decimal `i64`.
+/// Parses an optionally signed decimal `i64`.
 fn parse_i64(t: &[u8]) -> Option<i64> {
     match t.split_first() {
-        Some((b'-', rest)) => parse_u64(rest)
+        Some((b'-', rest)) if !rest.starts_with(b"+") => parse_u64(rest)
             .and_then(|v| i64::try_from(v).ok())
             .map(|v| -v),
         _ => parse_u64(t).and_then(|v| i64::try_from(v).ok()),
     }
+}
+
+/// memcached's flags field: any 64-bit unsigned number, kept modulo 2^32 (memcached
+/// 1.6 parses it with `strtoul` and stores 32 bits).
+fn parse_flags(t: &[u8]) -> Option<u32> {
+    parse_u64(t).map(|v| v as u32)
 }
 
 fn is_storage(cmd: &[u8]) -> bool {
@@ -213,20 +225,34 @@ fn is_storage(cmd: &[u8]) -> bool {
     )
 }
 
+/// Whether `buf` starts a get line (`get`, `gets`, `gat`, `gats`), whose line memcached
+/// reads to its end however long.
+fn starts_get(buf: &[u8]) -> bool {
+    [&b"get "[..], b"gets ", b"gat ", b"gats "]
+        .iter()
+        .any(|c| buf.starts_with(c))
+}
+
 fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
-    let scan = &buf[..buf.len().min(MAX_LINE + 2)];
+    let limit = if starts_get(buf) {
+        max.max(MAX_LINE)
+    } else {
+        MAX_LINE
+    };
+    let scan = &buf[..buf.len().min(limit.saturating_add(2))];
     let Some(nl) = scan.iter().position(|&b| b == b'\n') else {
-        return if scan.len() == MAX_LINE + 2 {
+        return if scan.len() == limit.saturating_add(2) {
             Err(McError::LineTooLong)
         } else {
             Ok(None)
         };
     };
     let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
-    if line.len() > MAX_LINE {
+    if line.len() > limit {
         return Err(McError::LineTooLong);
     }
     let line_end = nl + 1;
+    let quiet = tokens(line).last() == Some(b"noreply");
     let mut toks = tokens(line);
     let cmd = toks.next().unwrap_or_default();
     if matches!(cmd, b"get" | b"gets" | b"gat" | b"gats") {
@@ -234,11 +260,8 @@ fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
             // gat/gats <exptime> <key>*: the exptime is checked by execution.
             toks.next();
         }
-        for (i, key) in toks.enumerate() {
-            if i == MAX_KEYS {
-                return Err(McError::TooManyKeys);
-            }
-            check_key(key)?;
+        if !toks.all(key_fits) {
+            return Ok(Some(Frame::refused(line, line_end, FORMAT_ERROR, false)));
         }
     } else if is_storage(cmd) {
         // key flags exptime bytes [cas unique] [noreply]
@@ -246,24 +269,28 @@ fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
         let mut n = 0;
         for t in toks {
             if n == args.len() {
-                return Err(McError::BadCommandLine);
+                n += 1;
+                break;
             }
             args[n] = t;
             n += 1;
         }
         let need = if cmd == b"cas" { 5 } else { 4 };
         if n != need && n != need + 1 {
-            return Err(McError::BadCommandLine);
+            // Not the command's shape: memcached's ERROR, and the data block (if
+            // any) is read as the next command.
+            return Ok(Some(Frame::refused(line, line_end, ERROR, false)));
         }
-        check_key(args[0])?;
-        parse_u64(args[1])
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or(McError::BadNumber)?;
-        parse_i64(args[2]).ok_or(McError::BadNumber)?;
-        let declared = parse_u64(args[3]).ok_or(McError::BadNumber)?;
-        if need == 5 {
-            parse_u64(args[4]).ok_or(McError::BadNumber)?;
+        let bytes = parse_i64(args[3]);
+        if !key_fits(args[0])
+            || parse_flags(args[1]).is_none()
+            || parse_i64(args[2]).is_none()
+            || bytes.is_none_or(|b| b < 0)
+            || (need == 5 && parse_u64(args[4]).is_none())
+        {
+            return Ok(Some(Frame::refused(line, line_end, FORMAT_ERROR, quiet)));
         }
+        let declared = bytes.unwrap_or_default() as u64;
         let too_large = McError::TooLarge { declared, max };
         let bytes = match usize::try_from(declared) {
             Ok(b) if b <= max => b,
@@ -271,28 +298,31 @@ fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
         };
         let data_end = line_end.checked_add(bytes).ok_or(too_large.clone())?;
         let end = data_end.checked_add(2).ok_or(too_large)?;
-        let have = buf.get(data_end..).unwrap_or_default();
-        let have = &have[..have.len().min(2)];
-        if have != &b"\r\n"[..have.len()] {
-            return Err(McError::BadDataChunk);
-        }
         if buf.len() < end {
             return Ok(None);
+        }
+        if &buf[data_end..end] != b"\r\n" {
+            // memcached reads the block and its two bytes, refuses it, and reads on
+            // after them.
+            return Ok(Some(Frame::refused(line, end, CHUNK_ERROR, quiet)));
         }
         return Ok(Some(Frame {
             line,
             data: &buf[line_end..data_end],
             len: end,
+            error: None,
         }));
     } else if matches!(cmd, b"delete" | b"incr" | b"decr" | b"touch")
         && let Some(key) = toks.next()
+        && !key_fits(key)
     {
-        check_key(key)?;
+        return Ok(Some(Frame::refused(line, line_end, FORMAT_ERROR, quiet)));
     }
     Ok(Some(Frame {
         line,
         data: &[],
         len: line_end,
+        error: None,
     }))
 }
 
@@ -306,10 +336,10 @@ fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
 ///
 /// # Errors
 ///
-/// A line longer than [`MAX_LINE`] bytes, a key longer than [`MAX_KEY`] bytes or holding
-/// a line end, more than [`MAX_KEYS`] keys on a get, a malformed storage command
-/// line (wrong argument count, non-numeric fields), `<bytes>` above `max`, or a data block
-/// not followed by `\r\n`. The stream cannot be resynchronised after an error.
+/// A line longer than its bound (a get line: `max`; any other: [`MAX_LINE`]) or a
+/// `<bytes>` above `max`. The stream cannot be resynchronised after an error. A request
+/// that memcached answers with an error and reads on after (see the module's framing
+/// rules) is a request: its execution answers the error.
 ///
 /// Never panics, never allocates, and runs in time linear in the bytes it looks at.
 pub fn request_len(buf: &[u8], max: usize) -> Result<Option<usize>, McError> {
@@ -396,6 +426,10 @@ pub fn execute<S: Store>(
         Some(f) if f.len == req.len() => f,
         _ => return Err(McError::NotOneRequest),
     };
+    if let Some(error) = frame.error {
+        out.extend_from_slice(error);
+        return Ok(());
+    }
     let mut toks = tokens(frame.line);
     let cmd = toks.next().unwrap_or_default();
     if cmd == b"get" || cmd == b"gets" {
@@ -515,7 +549,7 @@ fn storage<S: Store>(
 ) {
     // Framing has validated the line: key flags exptime bytes [cas] [noreply].
     let key = args[0];
-    let Some(flags) = parse_u64(args[1]).and_then(|v| u32::try_from(v).ok()) else {
+    let Some(flags) = parse_flags(args[1]) else {
         return out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
     };
     let is_cas = cmd == b"cas";
@@ -584,11 +618,12 @@ enum Arith {
     NonNumeric,
 }
 
-/// memcached's incr/decr of the stored number `data` (trailing spaces
-/// allowed) by `delta`: incr wraps at 2^64, decr stops at 0; `None` when
-/// `data` is not a number.
+/// memcached's incr/decr of the stored number `data` (spaces around it
+/// allowed, as `strtoull` skips leading ones and memcached pads a shrunk
+/// number with trailing ones) by `delta`: incr wraps at 2^64, decr stops at
+/// 0; `None` when `data` is not a number.
 fn arith_step(incr: bool, data: &[u8], delta: u64) -> Option<u64> {
-    let old = parse_u64(data.trim_ascii_end())?;
+    let old = parse_u64(data.trim_ascii())?;
     Some(if incr {
         old.wrapping_add(delta)
     } else {
@@ -708,6 +743,10 @@ pub fn execute_db(req: &[u8], db: &Db, out: &mut Vec<u8>) -> Result<(), McError>
         Some(f) if f.len == req.len() => f,
         _ => return Err(McError::NotOneRequest),
     };
+    if let Some(error) = frame.error {
+        out.extend_from_slice(error);
+        return Ok(());
+    }
     let mut toks = tokens(frame.line);
     let cmd = toks.next().unwrap_or_default();
     match cmd {
@@ -833,7 +872,7 @@ fn db_storage(cmd: &[u8], args: &[&[u8]], data: &[u8], db: &Db, out: &mut Vec<u8
     let key = args[0];
     let is_cas = cmd == b"cas";
     let quiet = noreply(args, if is_cas { 6 } else { 5 });
-    let flags = parse_u64(args[1]).and_then(|v| u32::try_from(v).ok());
+    let flags = parse_flags(args[1]);
     let exptime = parse_i64(args[2]);
     let expected = if is_cas { parse_u64(args[4]) } else { Some(0) };
     let (Some(flags), Some(exptime), Some(expected)) = (flags, exptime, expected) else {
@@ -1222,110 +1261,129 @@ mod tests {
             })
         );
         assert_eq!(
-            request_len(b"set k 0 0 18446744073709551615\r\n", MAX),
+            request_len(b"set k 0 0 9223372036854775807\r\n", MAX),
             Err(McError::TooLarge {
-                declared: u64::MAX,
+                declared: i64::MAX as u64,
                 max: MAX
             })
         );
-        assert_eq!(
-            request_len(b"set k 0 0 99999999999999999999\r\n", MAX),
-            Err(McError::BadNumber)
-        );
+        // Past a signed 64-bit number: memcached's CLIENT_ERROR, line alone.
+        for req in [
+            &b"set k 0 0 18446744073709551615\r\n"[..],
+            b"set k 0 0 99999999999999999999\r\n",
+        ] {
+            assert_eq!(request_len(req, MAX), Ok(Some(req.len())));
+        }
         // At the limit it is just incomplete.
         assert_eq!(request_len(b"set k 0 0 1048576\r\n", MAX), Ok(None));
         // usize::MAX as the limit must not overflow the end computation.
         assert_eq!(
-            request_len(b"set k 0 0 18446744073709551615\r\n", usize::MAX),
-            Err(McError::TooLarge {
-                declared: u64::MAX,
-                max: usize::MAX
-            })
+            request_len(b"set k 0 0 9223372036854775807\r\n", usize::MAX),
+            Ok(None)
         );
     }
 
+    /// What memcached 1.6 answers and then reads on after (each reply checked
+    /// side by side with memcached 1.6): the request is the line alone (or
+    /// the line and its block), answered with memcached's error, and the
+    /// stream stays in step.
     #[test]
-    fn malformed_requests_are_errors() {
+    fn errors_memcached_reads_on_after_are_requests_answered_in_step() {
         let k250 = "k".repeat(250);
         let k251 = "k".repeat(251);
         assert_eq!(
             request_len(format!("get {k250}\r\n").as_bytes(), MAX),
             Ok(Some(256))
         );
-        for req in [
-            format!("get {k251}\r\n"),
-            format!("get a {k251}\r\n"),
-            format!("set {k251} 0 0 1\r\n"),
-            format!("delete {k251}\r\n"),
-            format!("incr {k251} 1\r\n"),
-        ] {
-            assert_eq!(request_len(req.as_bytes(), MAX), Err(McError::KeyTooLong));
+        let format = "CLIENT_ERROR bad command line format\r\n";
+        let db = Db::new(DbConfig::default());
+        // (request, its length in the stream (0: its line), the reply)
+        let cases: Vec<(String, usize, &str)> = vec![
+            (format!("get {k251}\r\n"), 0, format),
+            (format!("get a {k251}\r\n"), 0, format),
+            (format!("gat 0 {k251}\r\n"), 0, format),
+            (format!("delete {k251}\r\n"), 0, format),
+            (format!("incr {k251} 1\r\n"), 0, format),
+            (format!("touch {k251} 1\r\n"), 0, format),
+            (format!("touch {k251} 1 noreply\r\n"), 0, ""),
+            // A storage line's errors leave its block to be read as a command.
+            (format!("set {k251} 0 0 1\r\nx\r\n"), 0, format),
+            ("set k x 0 1\r\nx\r\n".into(), 0, format),
+            ("set k -1 0 1\r\nx\r\n".into(), 0, format),
+            ("set k 18446744073709551616 0 1\r\n".into(), 0, format),
+            ("set k 0 x 1\r\n".into(), 0, format),
+            ("set k 0 0 1x\r\n".into(), 0, format),
+            ("set k 0 0 -1\r\n".into(), 0, format),
+            ("set k 0 0 -1 noreply\r\n".into(), 0, ""),
+            ("cas k 0 0 1 x\r\n".into(), 0, format),
+            ("set k 0 0\r\n".into(), 0, "ERROR\r\n"),
+            ("set\r\n".into(), 0, "ERROR\r\n"),
+            ("set k 0 0 1 noreply extra\r\nx\r\n".into(), 0, "ERROR\r\n"),
+            ("set k 0 0 1 2 3 4\r\n".into(), 0, "ERROR\r\n"),
+            ("cas k 0 0 1\r\nx\r\n".into(), 0, "ERROR\r\n"),
+            // A block not followed by its \r\n: read with two more bytes.
+            (
+                "set k 0 0 1\r\nxyz\r\n".into(),
+                16,
+                "CLIENT_ERROR bad data chunk\r\n",
+            ),
+            (
+                "set k 0 0 1\r\nx\nz".into(),
+                16,
+                "CLIENT_ERROR bad data chunk\r\n",
+            ),
+            ("set k 0 0 1 noreply\r\nxyz".into(), 24, ""),
+        ];
+        for (req, len, reply) in &cases {
+            let len = match *len {
+                0 => req.find('\n').expect("a line") + 1,
+                n => n,
+            };
+            let got = request_len(req.as_bytes(), MAX);
+            assert_eq!(got, Ok(Some(len)), "{req:?}");
+            assert_eq!(run_db(&db, &req.as_bytes()[..len]), *reply, "{req:?}");
         }
-        for req in [&b"get a\r\r\n"[..], b"set a\rb 0 0 1\r\n"] {
-            assert_eq!(request_len(req, MAX), Err(McError::BadKey), "{req:?}");
-        }
-        // Other control bytes are key bytes, as in memcached (memcaslap's
-        // keys start with 0x10 bytes).
+        assert!(db.is_empty(), "no error stored anything");
+        // A block not complete yet waits, even when its end will be wrong.
+        assert_eq!(request_len(b"set k 0 0 1\r\nxy", MAX), Ok(None));
+        // Flags are kept modulo 2^32, as memcached's; a `+` is a sign.
+        db_transcript(
+            &db,
+            &[
+                ("set f 4294967296 0 1\r\nx\r\n", "STORED\r\n"),
+                ("get f\r\n", "VALUE f 0 1\r\nx\r\nEND\r\n"),
+                ("set f 18446744073709551615 0 +1\r\ny\r\n", "STORED\r\n"),
+                ("get f\r\n", "VALUE f 4294967295 1\r\ny\r\nEND\r\n"),
+                // strtoull skips leading spaces: " 5" is a number.
+                ("set n 0 0 2\r\n 5\r\n", "STORED\r\n"),
+                ("incr n 100\r\n", "105\r\n"),
+            ],
+        );
+        // Any byte but a space or a line end is a key byte, as in memcached
+        // (memcaslap's keys start with 0x10 bytes).
         for req in [
             &b"get a\tb\r\n"[..],
             b"get a\x7f\r\n",
             b"get \x10\x10key\r\n",
+            b"get a\rb\r\n",
         ] {
             assert_eq!(request_len(req, MAX), Ok(Some(req.len())), "{req:?}");
         }
-        // As many keys as the line holds: 1,022 one-byte keys fill MAX_LINE.
-        let get_max = format!("get{}\r\n", " k".repeat(1022));
-        assert_eq!(get_max.len(), MAX_LINE + 1);
-        assert_eq!(
-            request_len(get_max.as_bytes(), MAX),
-            Ok(Some(get_max.len()))
+        // A get line is as long as a request may be: pymemcache's get_many of
+        // 100 keys of 20 bytes is one 2.1 kB line.
+        let many = format!(
+            "get{}\r\n",
+            (0..100).map(|i| format!(" key{i:017}")).collect::<String>()
         );
-        let gat_max = format!("gat 0{}\r\n", " k".repeat(1020));
+        assert!(many.len() > MAX_LINE);
+        assert_eq!(request_len(many.as_bytes(), MAX), Ok(Some(many.len())));
+        assert_eq!(run_db(&db, many.as_bytes()), "END\r\n");
+        let gat = format!("gat 0{}\r\n", " k".repeat(5_000));
+        assert_eq!(request_len(gat.as_bytes(), MAX), Ok(Some(gat.len())));
+        // ... up to the request bound.
         assert_eq!(
-            request_len(gat_max.as_bytes(), MAX),
-            Ok(Some(gat_max.len()))
-        );
-        assert_eq!(
-            request_len(format!("gets{}\r\n", " k".repeat(1023)).as_bytes(), MAX),
+            request_len(format!("gets{}\r\n", " k".repeat(1_500)).as_bytes(), 1_000),
             Err(McError::LineTooLong)
-        );
-        for req in [format!("gat 0 {k251}\r\n"), format!("gats 0 a {k251}\r\n")] {
-            assert_eq!(request_len(req.as_bytes(), MAX), Err(McError::KeyTooLong));
-        }
-        for req in [
-            "set k x 0 1\r\n",
-            "set k 4294967296 0 1\r\n",
-            "set k -1 0 1\r\n",
-            "set k 0 x 1\r\n",
-            "set k 0 0 1x\r\n",
-            "set k 0 0 -1\r\n",
-            "cas k 0 0 1 x\r\n",
-        ] {
-            assert_eq!(
-                request_len(req.as_bytes(), MAX),
-                Err(McError::BadNumber),
-                "{req}"
-            );
-        }
-        for req in [
-            "set k 0 0\r\n",
-            "set\r\n",
-            "set k 0 0 1 noreply extra\r\n",
-            "cas k 0 0 1\r\n",
-        ] {
-            assert_eq!(
-                request_len(req.as_bytes(), MAX),
-                Err(McError::BadCommandLine),
-                "{req}"
-            );
-        }
-        assert_eq!(
-            request_len(b"set k 0 0 1\r\nxyz", MAX),
-            Err(McError::BadDataChunk)
-        );
-        assert_eq!(
-            request_len(b"set k 0 0 1\r\nx\n", MAX),
-            Err(McError::BadDataChunk)
         );
     }
 
@@ -1676,10 +1734,6 @@ mod tests {
                 Err(McError::NotOneRequest)
             );
         }
-        assert_eq!(
-            execute(b"set k 0 0 1\r\nxy\r\n", &store, &mut out, &mut scratch),
-            Err(McError::BadDataChunk)
-        );
         assert_eq!(out, b"kept");
         assert!(store.is_empty());
     }
@@ -2250,9 +2304,11 @@ mod tests {
         ] {
             assert_eq!(execute_db(req, &db, &mut out), Err(McError::NotOneRequest));
         }
+        // A bad block's request ends two bytes after the block: one byte more
+        // is the next request's.
         assert_eq!(
             execute_db(b"set k 0 0 1\r\nxy\r\n", &db, &mut out),
-            Err(McError::BadDataChunk)
+            Err(McError::NotOneRequest)
         );
         assert_eq!(out, b"kept");
         assert!(db.is_empty());
