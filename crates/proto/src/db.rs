@@ -712,6 +712,14 @@ enum Held<'a> {
 }
 
 impl Held<'_> {
+    /// Whether shard `i` is locked.
+    fn holds(&self, i: usize) -> bool {
+        match self {
+            Held::One(j, _) => *j == i,
+            Held::Many(v) => v.binary_search_by_key(&i, |(s, _)| *s).is_ok(),
+        }
+    }
+
     /// Locked shard `i`, if held.
     fn find(&mut self, i: usize) -> Option<&mut Shard> {
         match self {
@@ -742,6 +750,12 @@ pub struct Guard<'a> {
 }
 
 impl Guard<'_> {
+    /// Whether this guard holds `key`'s shard (a command on `key` may run
+    /// under it).
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.locks.holds(self.db.shard_of(key))
+    }
+
     fn shard(&mut self, key: &[u8]) -> &mut Shard {
         let i = self.db.shard_of(key);
         self.locks

@@ -43,13 +43,13 @@ pub const MULTI_KEYS: usize = 8;
 pub const RANGE_SHORT: usize = 32;
 
 /// The scheduler's request types; [`classify`] returns an index into this array.
-pub const TYPES: [&str; 3] = ["short", "multi", "range"];
+pub const TYPES: [&str; 4] = ["short", "multi", "range", "script"];
 
 /// The mean service time (µs) each of [`TYPES`] is declared with when a
 /// server registers them: where DARC starts, before it measures (a GET on
 /// RocksDB takes a few µs; MGET/MSET of many keys and a long LRANGE tens to
 /// hundreds).
-pub const TYPE_MEAN_US: [f64; 3] = [2.0, 20.0, 100.0];
+pub const TYPE_MEAN_US: [f64; 4] = [2.0, 20.0, 100.0, 50.0];
 
 /// [`TYPES`] index of single-key and other cheap commands.
 pub const TYPE_SHORT: u16 = 0;
@@ -57,6 +57,10 @@ pub const TYPE_SHORT: u16 = 0;
 pub const TYPE_MULTI: u16 = 1;
 /// [`TYPES`] index of LRANGE over more than [`RANGE_SHORT`] elements.
 pub const TYPE_RANGE: u16 = 2;
+/// [`TYPES`] index of EVAL and EVALSHA: a Lua script, whose cost is its
+/// own (profiled as its own type, so DARC keeps slow scripts off the
+/// GETs' workers).
+pub const TYPE_SCRIPT: u16 = 3;
 
 /// Why a byte sequence is not a valid request.
 ///
@@ -587,6 +591,9 @@ fn classify_command(cmd: Command<'_>) -> u16 {
             _ => stop.saturating_sub(start).saturating_add(1) > RANGE_SHORT as i64,
         }
     };
+    if is(b"eval") || is(b"evalsha") {
+        return TYPE_SCRIPT;
+    }
     if is(b"mget") || is(b"del") || is(b"unlink") || is(b"exists") || is(b"touch") {
         if n > MULTI_KEYS {
             return TYPE_MULTI;

@@ -180,6 +180,43 @@ fn redis_semantics(policy: &str) {
     assert_eq!(aborted, None, "{policy}: EXEC after a WATCHed key changed");
     assert_eq!(c.get::<_, i64>("tx").unwrap(), 12);
 
+    // Lua scripts through the crate's Script (EVALSHA, EVAL on NOSCRIPT):
+    // each atomic, so a read-modify-write from several connections at once
+    // loses no update; and redis-py's Lock release (delete if the token is
+    // still ours).
+    let bump = redis::Script::new(
+        "local v = tonumber(redis.call('get', KEYS[1]) or '0') + 1; redis.call('set', KEYS[1], v); return v",
+    );
+    let bumpers: Vec<_> = (0..4)
+        .map(|_| {
+            let bump = bump.clone();
+            thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://{addr}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                for _ in 0..50 {
+                    let _: i64 = bump.key("scripted").invoke(&mut c).unwrap();
+                }
+            })
+        })
+        .collect();
+    for b in bumpers {
+        b.join().unwrap();
+    }
+    assert_eq!(
+        c.get::<_, i64>("scripted").unwrap(),
+        200,
+        "{policy}: scripts are atomic"
+    );
+    let release = redis::Script::new(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+    );
+    let () = c.set("lock", "token").unwrap();
+    let kept: i64 = release.key("lock").arg("other").invoke(&mut c).unwrap();
+    let freed: i64 = release.key("lock").arg("token").invoke(&mut c).unwrap();
+    assert_eq!((kept, freed), (0, 1), "{policy}: lock release");
+
     // A value larger than a packet buffer (requests up to 64 KiB).
     let big = vec![b'x'; 20_000];
     let () = c.set("big", &big).unwrap();

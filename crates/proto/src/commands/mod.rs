@@ -24,6 +24,7 @@ mod expiry;
 mod hashes;
 mod keys;
 mod lists;
+mod scripting;
 mod server;
 mod sets;
 mod strings;
@@ -322,134 +323,188 @@ impl<'d> std::ops::DerefMut for Locks<'_, 'd> {
     }
 }
 
-/// The commands this server knows: each (lowercase) name and its arity as
-/// Redis 7's command table gives it, counting the name (n: exactly n
-/// words; -n: at least n). A command inside `MULTI` with a wrong count is
-/// refused at once and its transaction aborted, as Redis does.
-const COMMANDS: &[(&str, i32)] = &[
-    ("ping", -1),
-    ("echo", 2),
-    ("quit", -1),
-    ("hello", -1),
-    ("auth", -2),
-    ("client", -2),
-    ("select", 2),
-    ("command", -1),
-    ("info", -1),
-    ("config", -2),
-    ("dbsize", 1),
-    ("time", 1),
-    ("flushdb", -1),
-    ("flushall", -1),
-    ("multi", 1),
-    ("exec", 1),
-    ("discard", 1),
-    ("watch", -2),
-    ("unwatch", 1),
-    ("reset", 1),
-    ("get", 2),
-    ("set", -3),
-    ("setex", 4),
-    ("psetex", 4),
-    ("setnx", 3),
-    ("mget", -2),
-    ("mset", -3),
-    ("msetnx", -3),
-    ("incr", 2),
-    ("incrby", 3),
-    ("decr", 2),
-    ("decrby", 3),
-    ("incrbyfloat", 3),
-    ("append", 3),
-    ("strlen", 2),
-    ("getset", 3),
-    ("getdel", 2),
-    ("getrange", 4),
-    ("getex", -2),
-    ("setrange", 4),
-    ("del", -2),
-    ("unlink", -2),
-    ("exists", -2),
-    ("touch", -2),
-    ("rename", 3),
-    ("renamenx", 3),
-    ("expire", -3),
-    ("pexpire", -3),
-    ("expireat", -3),
-    ("pexpireat", -3),
-    ("ttl", 2),
-    ("pttl", 2),
-    ("persist", 2),
-    ("type", 2),
-    ("scan", -2),
-    ("keys", 2),
-    ("lpush", -3),
-    ("rpush", -3),
-    ("lpop", -2),
-    ("rpop", -2),
-    ("lrange", 4),
-    ("llen", 2),
-    ("lindex", 3),
-    ("lset", 4),
-    ("ltrim", 4),
-    ("lrem", 4),
-    ("lmove", 5),
-    ("rpoplpush", 3),
-    ("hset", -4),
-    ("hmset", -4),
-    ("hget", 3),
-    ("hmget", -3),
-    ("hgetall", 2),
-    ("hkeys", 2),
-    ("hvals", 2),
-    ("hsetnx", 4),
-    ("hdel", -3),
-    ("hincrby", 4),
-    ("hlen", 2),
-    ("hexists", 3),
-    ("sadd", -3),
-    ("srem", -3),
-    ("smembers", 2),
-    ("sismember", 3),
-    ("smismember", -3),
-    ("sinter", -2),
-    ("sunion", -2),
-    ("sdiff", -2),
-    ("smove", 4),
-    ("scard", 2),
-    ("spop", -2),
-    ("zadd", -4),
-    ("zrange", -4),
-    ("zrangebyscore", -4),
-    ("zrem", -3),
-    ("zincrby", 4),
-    ("zcard", 2),
-    ("zpopmin", -2),
-    ("zpopmax", -2),
-    ("zrank", 3),
-    ("zrevrank", 3),
-    ("zcount", 4),
-    ("zrevrange", -4),
-    ("zscore", 3),
+/// A command as Redis 7's command table gives it (`COMMAND INFO`): its
+/// arity, counting the name (n: exactly n words; -n: at least n), and where
+/// its keys are (the first and last key's word, the name being word 0, the
+/// last -1 for "to the end", and the step; 0, 0, 0: no key, or keys found
+/// otherwise, as EVAL's after its key count).
+struct CommandSpec {
+    name: &'static str,
+    arity: i32,
+    first_key: u8,
+    last_key: i8,
+    key_step: u8,
+}
+
+impl CommandSpec {
+    const fn new(
+        name: &'static str,
+        arity: i32,
+        first_key: u8,
+        last_key: i8,
+        key_step: u8,
+    ) -> Self {
+        Self {
+            name,
+            arity,
+            first_key,
+            last_key,
+            key_step,
+        }
+    }
+
+    /// The keys among `args` (the words after the name).
+    fn keys<'a>(&self, args: &[&'a [u8]]) -> impl Iterator<Item = &'a [u8]> {
+        let first = usize::from(self.first_key);
+        let last = match self.last_key {
+            l if l < 0 => args.len(),
+            l => (l as usize).min(args.len()),
+        };
+        let words = if first == 0 {
+            &[][..]
+        } else {
+            args.get(first - 1..last).unwrap_or_default()
+        };
+        words
+            .iter()
+            .copied()
+            .step_by(usize::from(self.key_step.max(1)))
+    }
+}
+
+/// The commands this server knows, each (lowercase) as Redis 7's command
+/// table gives it ([`CommandSpec`]). A command inside `MULTI` with a wrong
+/// count is refused at once and its transaction aborted, as Redis does; a
+/// script may reach only the keys it declares, found by the key positions.
+const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new("ping", -1, 0, 0, 0),
+    CommandSpec::new("echo", 2, 0, 0, 0),
+    CommandSpec::new("quit", -1, 0, 0, 0),
+    CommandSpec::new("hello", -1, 0, 0, 0),
+    CommandSpec::new("auth", -2, 0, 0, 0),
+    CommandSpec::new("client", -2, 0, 0, 0),
+    CommandSpec::new("select", 2, 0, 0, 0),
+    CommandSpec::new("command", -1, 0, 0, 0),
+    CommandSpec::new("info", -1, 0, 0, 0),
+    CommandSpec::new("config", -2, 0, 0, 0),
+    CommandSpec::new("dbsize", 1, 0, 0, 0),
+    CommandSpec::new("time", 1, 0, 0, 0),
+    CommandSpec::new("flushdb", -1, 0, 0, 0),
+    CommandSpec::new("flushall", -1, 0, 0, 0),
+    CommandSpec::new("multi", 1, 0, 0, 0),
+    CommandSpec::new("exec", 1, 0, 0, 0),
+    CommandSpec::new("discard", 1, 0, 0, 0),
+    CommandSpec::new("watch", -2, 1, -1, 1),
+    CommandSpec::new("unwatch", 1, 0, 0, 0),
+    CommandSpec::new("reset", 1, 0, 0, 0),
+    CommandSpec::new("get", 2, 1, 1, 1),
+    CommandSpec::new("set", -3, 1, 1, 1),
+    CommandSpec::new("setex", 4, 1, 1, 1),
+    CommandSpec::new("psetex", 4, 1, 1, 1),
+    CommandSpec::new("setnx", 3, 1, 1, 1),
+    CommandSpec::new("mget", -2, 1, -1, 1),
+    CommandSpec::new("mset", -3, 1, -1, 2),
+    CommandSpec::new("msetnx", -3, 1, -1, 2),
+    CommandSpec::new("incr", 2, 1, 1, 1),
+    CommandSpec::new("incrby", 3, 1, 1, 1),
+    CommandSpec::new("decr", 2, 1, 1, 1),
+    CommandSpec::new("decrby", 3, 1, 1, 1),
+    CommandSpec::new("incrbyfloat", 3, 1, 1, 1),
+    CommandSpec::new("append", 3, 1, 1, 1),
+    CommandSpec::new("strlen", 2, 1, 1, 1),
+    CommandSpec::new("getset", 3, 1, 1, 1),
+    CommandSpec::new("getdel", 2, 1, 1, 1),
+    CommandSpec::new("getrange", 4, 1, 1, 1),
+    CommandSpec::new("getex", -2, 1, 1, 1),
+    CommandSpec::new("setrange", 4, 1, 1, 1),
+    CommandSpec::new("del", -2, 1, -1, 1),
+    CommandSpec::new("unlink", -2, 1, -1, 1),
+    CommandSpec::new("exists", -2, 1, -1, 1),
+    CommandSpec::new("touch", -2, 1, -1, 1),
+    CommandSpec::new("rename", 3, 1, 2, 1),
+    CommandSpec::new("renamenx", 3, 1, 2, 1),
+    CommandSpec::new("expire", -3, 1, 1, 1),
+    CommandSpec::new("pexpire", -3, 1, 1, 1),
+    CommandSpec::new("expireat", -3, 1, 1, 1),
+    CommandSpec::new("pexpireat", -3, 1, 1, 1),
+    CommandSpec::new("ttl", 2, 1, 1, 1),
+    CommandSpec::new("pttl", 2, 1, 1, 1),
+    CommandSpec::new("persist", 2, 1, 1, 1),
+    CommandSpec::new("type", 2, 1, 1, 1),
+    CommandSpec::new("scan", -2, 0, 0, 0),
+    CommandSpec::new("keys", 2, 0, 0, 0),
+    CommandSpec::new("lpush", -3, 1, 1, 1),
+    CommandSpec::new("rpush", -3, 1, 1, 1),
+    CommandSpec::new("lpop", -2, 1, 1, 1),
+    CommandSpec::new("rpop", -2, 1, 1, 1),
+    CommandSpec::new("lrange", 4, 1, 1, 1),
+    CommandSpec::new("llen", 2, 1, 1, 1),
+    CommandSpec::new("lindex", 3, 1, 1, 1),
+    CommandSpec::new("lset", 4, 1, 1, 1),
+    CommandSpec::new("ltrim", 4, 1, 1, 1),
+    CommandSpec::new("lrem", 4, 1, 1, 1),
+    CommandSpec::new("lmove", 5, 1, 2, 1),
+    CommandSpec::new("rpoplpush", 3, 1, 2, 1),
+    CommandSpec::new("hset", -4, 1, 1, 1),
+    CommandSpec::new("hmset", -4, 1, 1, 1),
+    CommandSpec::new("hget", 3, 1, 1, 1),
+    CommandSpec::new("hmget", -3, 1, 1, 1),
+    CommandSpec::new("hgetall", 2, 1, 1, 1),
+    CommandSpec::new("hkeys", 2, 1, 1, 1),
+    CommandSpec::new("hvals", 2, 1, 1, 1),
+    CommandSpec::new("hsetnx", 4, 1, 1, 1),
+    CommandSpec::new("hdel", -3, 1, 1, 1),
+    CommandSpec::new("hincrby", 4, 1, 1, 1),
+    CommandSpec::new("hlen", 2, 1, 1, 1),
+    CommandSpec::new("hexists", 3, 1, 1, 1),
+    CommandSpec::new("sadd", -3, 1, 1, 1),
+    CommandSpec::new("srem", -3, 1, 1, 1),
+    CommandSpec::new("smembers", 2, 1, 1, 1),
+    CommandSpec::new("sismember", 3, 1, 1, 1),
+    CommandSpec::new("smismember", -3, 1, 1, 1),
+    CommandSpec::new("sinter", -2, 1, -1, 1),
+    CommandSpec::new("sunion", -2, 1, -1, 1),
+    CommandSpec::new("sdiff", -2, 1, -1, 1),
+    CommandSpec::new("smove", 4, 1, 2, 1),
+    CommandSpec::new("scard", 2, 1, 1, 1),
+    CommandSpec::new("spop", -2, 1, 1, 1),
+    CommandSpec::new("zadd", -4, 1, 1, 1),
+    CommandSpec::new("zrange", -4, 1, 1, 1),
+    CommandSpec::new("zrangebyscore", -4, 1, 1, 1),
+    CommandSpec::new("zrem", -3, 1, 1, 1),
+    CommandSpec::new("zincrby", 4, 1, 1, 1),
+    CommandSpec::new("zcard", 2, 1, 1, 1),
+    CommandSpec::new("zpopmin", -2, 1, 1, 1),
+    CommandSpec::new("zpopmax", -2, 1, 1, 1),
+    CommandSpec::new("zrank", 3, 1, 1, 1),
+    CommandSpec::new("zrevrank", 3, 1, 1, 1),
+    CommandSpec::new("zcount", 4, 1, 1, 1),
+    CommandSpec::new("zrevrange", -4, 1, 1, 1),
+    CommandSpec::new("zscore", 3, 1, 1, 1),
+    CommandSpec::new("eval", -3, 0, 0, 0),
+    CommandSpec::new("evalsha", -3, 0, 0, 0),
+    CommandSpec::new("script", -2, 0, 0, 0),
 ];
 
 /// Whether `name` is a command this server runs (case-insensitive).
 pub fn known(name: &[u8]) -> bool {
     COMMANDS
         .iter()
-        .any(|(c, _)| name.eq_ignore_ascii_case(c.as_bytes()))
+        .any(|c| name.eq_ignore_ascii_case(c.name.as_bytes()))
+}
+
+/// The table's entry of command `name` (lowercase).
+fn spec(name: &[u8]) -> Option<&'static CommandSpec> {
+    COMMANDS.iter().find(|c| name == c.name.as_bytes())
 }
 
 /// Whether `words` words (the name counted) fit the arity of command
 /// `name` (lowercase; a known one).
 fn arity_fits(name: &[u8], words: usize) -> bool {
-    COMMANDS
-        .iter()
-        .find(|(c, _)| name == c.as_bytes())
-        .is_none_or(|&(_, a)| {
-            let n = a.unsigned_abs() as usize;
-            if a >= 0 { words == n } else { words >= n }
-        })
+    spec(name).is_none_or(|c| {
+        let n = c.arity.unsigned_abs() as usize;
+        if c.arity >= 0 { words == n } else { words >= n }
+    })
 }
 
 /// Runs one complete request against `db` for the connection whose state
@@ -570,6 +625,7 @@ fn run<'d>(
         b"ping" | b"echo" | b"quit" | b"hello" | b"auth" | b"client" | b"select" | b"reset" => {
             connection::run(name, a, session, w)
         }
+        b"eval" | b"evalsha" | b"script" => scripting::run(name, a, db, session, w, held),
         b"command" | b"info" | b"config" | b"dbsize" | b"flushdb" | b"flushall" | b"time" => {
             server::run(name, a, db, w, held, point)
         }
@@ -1176,10 +1232,23 @@ mod tests {
     #[test]
     fn every_command_has_redis_arity() {
         // Every known command has an arity, and the name counts.
-        for (name, a) in COMMANDS {
-            assert!(*a != 0, "{name}");
-            assert!(known(name.as_bytes()));
+        for c in COMMANDS {
+            assert!(c.arity != 0, "{}", c.name);
+            assert!(known(c.name.as_bytes()));
         }
+        let keys = |name: &str, args: &[&str]| -> Vec<String> {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            spec(name.as_bytes())
+                .unwrap()
+                .keys(&args)
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect()
+        };
+        assert_eq!(keys("get", &["k"]), ["k"]);
+        assert_eq!(keys("mset", &["a", "1", "b", "2"]), ["a", "b"]);
+        assert_eq!(keys("lmove", &["s", "d", "LEFT", "RIGHT"]), ["s", "d"]);
+        assert_eq!(keys("del", &["a", "b", "c"]), ["a", "b", "c"]);
+        assert!(keys("ping", &["x"]).is_empty());
         assert!(arity_fits(b"get", 2) && !arity_fits(b"get", 3) && !arity_fits(b"get", 1));
         assert!(arity_fits(b"del", 2) && arity_fits(b"del", 9) && !arity_fits(b"del", 1));
     }

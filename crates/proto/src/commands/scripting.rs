@@ -1,0 +1,589 @@
+//! EVAL, EVALSHA and SCRIPT LOAD/EXISTS/FLUSH: Lua 5.1 scripts as Redis 7
+//! runs them, with `redis.call`/`redis.pcall`, KEYS and ARGV, Redis's
+//! conversions both ways and its error texts.
+//!
+//! A script is atomic: it runs under the locks of the shards of the keys it
+//! declares (inside `EXEC`, under the transaction's), so no other command
+//! touches those keys meanwhile, and commands on other keys go on (where
+//! redis-server stops everything). A `redis.call` on a key it did not
+//! declare is refused (Redis requires the declaration too, and enforces it
+//! in a cluster); so are the commands that walk the keyspace or manage the
+//! connection. Each worker thread has its own Lua state, made on its first
+//! script, with the table, string and math libraries, and caches each
+//! script's compiled function by its SHA1. A script that runs past
+//! [`SCRIPT_TIME_LIMIT`] without having called Redis is stopped (Redis
+//! answers BUSY meanwhile and waits for `SCRIPT KILL`).
+//!
+//! It must not take locks beyond the declared keys', or call a preemption
+//! point while it holds them.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use mlua::{HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Value, VmState};
+use parking_lot::Mutex;
+
+use super::{Fail, Guard, Reply, Res, Session, lock, parse_i64, spec};
+use crate::db::Db;
+
+/// Scripts kept by SHA1 (`SCRIPT LOAD`, and every `EVAL`): past this many,
+/// the cache is emptied before the next is added (clients then get
+/// NOSCRIPT and send the script again, as after `SCRIPT FLUSH`).
+pub const MAX_SCRIPTS: usize = 10_000;
+
+/// How long a script may run without calling Redis before it is stopped.
+pub const SCRIPT_TIME_LIMIT: Duration = Duration::from_secs(5);
+
+/// Nesting of tables converted to a reply, at most (deeper: nil).
+const MAX_DEPTH: usize = 64;
+
+/// The scripts, by the hex SHA1 of their text: shared by every connection.
+static SCRIPTS: LazyLock<Mutex<HashMap<String, Arc<[u8]>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+thread_local! {
+    /// This worker thread's Lua state.
+    static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
+}
+
+const NOT_ALLOWED: &[u8] = b"ERR This Redis command is not allowed from script";
+
+/// EVAL, EVALSHA, SCRIPT.
+pub(super) fn run<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    session: &mut Session,
+    w: &mut Reply<'_>,
+    held: Option<&mut Guard<'d>>,
+) -> Res {
+    match name {
+        b"script" => script(a, w),
+        _ => eval(name == b"evalsha", a, db, session, w, held),
+    }
+}
+
+/// The hex SHA1 Redis names a script by.
+fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+/// Keeps `body` under `sha`.
+fn remember(sha: &str, body: &[u8]) {
+    let mut scripts = SCRIPTS.lock();
+    if !scripts.contains_key(sha) {
+        if scripts.len() >= MAX_SCRIPTS {
+            scripts.clear();
+        }
+        scripts.insert(sha.to_owned(), body.into());
+    }
+}
+
+fn script(a: &[&[u8]], w: &mut Reply<'_>) -> Res {
+    let sub = a[0].to_ascii_lowercase();
+    match (&sub[..], a.len()) {
+        (b"load", 2) => {
+            let sha = sha1_hex(a[1]);
+            remember(&sha, a[1]);
+            w.bulk(sha.as_bytes());
+        }
+        (b"exists", 2..) => {
+            let scripts = SCRIPTS.lock();
+            w.array(a.len() - 1);
+            for sha in &a[1..] {
+                let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+                w.int(i64::from(scripts.contains_key(&sha)));
+            }
+        }
+        (b"load", _) | (b"exists", _) => {
+            return Err(Fail::Owned(
+                format!(
+                    "ERR wrong number of arguments for 'script|{}' command",
+                    String::from_utf8_lossy(&sub)
+                )
+                .into_bytes(),
+            ));
+        }
+        (b"kill", 1) => return Err(Fail::Msg(b"NOTBUSY No scripts in execution right now.")),
+        (b"flush", _) => {
+            if a.len() > 2
+                || a.len() == 2
+                    && !a[1].eq_ignore_ascii_case(b"async")
+                    && !a[1].eq_ignore_ascii_case(b"sync")
+            {
+                return Err(Fail::Msg(
+                    b"ERR SCRIPT FLUSH only support SYNC|ASYNC option",
+                ));
+            }
+            SCRIPTS.lock().clear();
+            VM.with(|vm| {
+                if let Some(vm) = vm.borrow_mut().as_mut() {
+                    vm.functions.clear();
+                }
+            });
+            w.ok();
+        }
+        _ => {
+            return Err(Fail::Owned(
+                format!(
+                    "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
+                    String::from_utf8_lossy(a[0])
+                )
+                .into_bytes(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn eval<'d>(
+    by_sha: bool,
+    a: &[&[u8]],
+    db: &'d Db,
+    session: &mut Session,
+    w: &mut Reply<'_>,
+    mut held: Option<&mut Guard<'d>>,
+) -> Res {
+    let numkeys = parse_i64(a[1]).ok_or(Fail::Msg(super::NOT_INTEGER))?;
+    if numkeys < 0 {
+        return Err(Fail::Msg(b"ERR Number of keys can't be negative"));
+    }
+    let rest = &a[2..];
+    let numkeys = usize::try_from(numkeys).unwrap_or(usize::MAX);
+    if numkeys > rest.len() {
+        return Err(Fail::Msg(
+            b"ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    let (keys, argv) = rest.split_at(numkeys);
+    let (sha, body): (String, Arc<[u8]>) = if by_sha {
+        let sha = String::from_utf8_lossy(a[0]).to_ascii_lowercase();
+        match SCRIPTS.lock().get(&sha) {
+            Some(body) => (sha, body.clone()),
+            None => return Err(Fail::Msg(b"NOSCRIPT No matching script. Please use EVAL.")),
+        }
+    } else {
+        let sha = sha1_hex(a[0]);
+        remember(&sha, a[0]);
+        (sha, a[0].into())
+    };
+    let mut locks = lock(db, &mut held, keys, true)?;
+    VM.with(|vm| {
+        let mut vm = vm.borrow_mut();
+        let vm = match vm.as_mut() {
+            Some(vm) => vm,
+            None => vm.insert(Vm::new().map_err(lua_fail)?),
+        };
+        let mut ctx = Ctx {
+            guard: &mut locks,
+            db,
+            session,
+            scratch: Vec::new(),
+            failed: None,
+            calls: 0,
+        };
+        vm.run(&sha, &body, keys, argv, &mut ctx, w)
+    })
+}
+
+/// A Lua error that is not a script's: the state could not be set up.
+fn lua_fail(e: mlua::Error) -> Fail {
+    Fail::Owned(format!("ERR {e}").into_bytes())
+}
+
+/// What `redis.call` needs while a script runs.
+struct Ctx<'g, 'd> {
+    guard: &'g mut Guard<'d>,
+    db: &'d Db,
+    session: &'g mut Session,
+    /// A command's RESP2 reply, read back into Lua.
+    scratch: Vec<u8>,
+    /// The error a `redis.call` raised, and the script's line: the script's
+    /// reply if the error ends it.
+    failed: Option<(Vec<u8>, i64)>,
+    /// `redis.call`s so far (a script that called none may be stopped).
+    calls: u64,
+}
+
+/// One worker thread's Lua state.
+struct Vm {
+    lua: Lua,
+    /// Compiled scripts by SHA1.
+    functions: HashMap<String, mlua::Function>,
+    /// When the running script must stop, if it has not called Redis.
+    deadline: Rc<Cell<Option<Instant>>>,
+}
+
+impl Vm {
+    fn new() -> mlua::Result<Self> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        let redis = lua.create_table()?;
+        redis.set(
+            "status_reply",
+            lua.create_function(|lua, s: mlua::String| {
+                let t = lua.create_table()?;
+                t.set("ok", s)?;
+                Ok(t)
+            })?,
+        )?;
+        redis.set(
+            "error_reply",
+            lua.create_function(|lua, s: mlua::String| {
+                let t = lua.create_table()?;
+                t.set("err", s)?;
+                Ok(t)
+            })?,
+        )?;
+        redis.set(
+            "sha1hex",
+            lua.create_function(|_, s: mlua::String| Ok(sha1_hex(&s.as_bytes())))?,
+        )?;
+        redis.set("log", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+        for (i, level) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"]
+            .iter()
+            .enumerate()
+        {
+            redis.set(*level, i)?;
+        }
+        lua.globals().set("redis", redis)?;
+        let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
+        let watch = deadline.clone();
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(10_000),
+            move |_, _| match watch.get() {
+                Some(end) if Instant::now() > end => Err(mlua::Error::RuntimeError(
+                    "script ran past its time limit without calling Redis".into(),
+                )),
+                _ => Ok(VmState::Continue),
+            },
+        );
+        Ok(Self {
+            lua,
+            functions: HashMap::new(),
+            deadline,
+        })
+    }
+
+    /// Runs the script `body` (named `sha`) with `keys` and `argv`,
+    /// writing its reply.
+    fn run(
+        &mut self,
+        sha: &str,
+        body: &[u8],
+        keys: &[&[u8]],
+        argv: &[&[u8]],
+        ctx: &mut Ctx<'_, '_>,
+        w: &mut Reply<'_>,
+    ) -> Res {
+        let lua = &self.lua;
+        let f = match self.functions.get(sha) {
+            Some(f) => f.clone(),
+            None => {
+                let f = lua
+                    .load(body)
+                    .set_name("@user_script")
+                    .into_function()
+                    .map_err(|e| {
+                        Fail::Owned(
+                            format!("ERR Error compiling script (new function): {}", message(&e))
+                                .into_bytes(),
+                        )
+                    })?;
+                if self.functions.len() >= MAX_SCRIPTS {
+                    self.functions.clear();
+                }
+                self.functions.insert(sha.to_owned(), f.clone());
+                f
+            }
+        };
+        let list = |items: &[&[u8]]| -> mlua::Result<mlua::Table> {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, v) in items.iter().enumerate() {
+                t.raw_set(i + 1, lua.create_string(v)?)?;
+            }
+            Ok(t)
+        };
+        let globals = lua.globals();
+        globals
+            .set("KEYS", list(keys).map_err(lua_fail)?)
+            .map_err(lua_fail)?;
+        globals
+            .set("ARGV", list(argv).map_err(lua_fail)?)
+            .map_err(lua_fail)?;
+        let redis: mlua::Table = globals.get("redis").map_err(lua_fail)?;
+        self.deadline.set(Some(Instant::now() + SCRIPT_TIME_LIMIT));
+        let ctx = RefCell::new(ctx);
+        let deadline = &self.deadline;
+        let result = lua.scope(|scope| {
+            let call = |raise: bool| {
+                let ctx = &ctx;
+                scope.create_function_mut(move |lua, args: MultiValue| {
+                    deadline.set(None);
+                    let mut ctx = ctx.borrow_mut();
+                    redis_call(lua, &mut ctx, args, raise)
+                })
+            };
+            redis.set("call", call(true)?)?;
+            redis.set("pcall", call(false)?)?;
+            f.call::<Value>(())
+        });
+        self.deadline.set(None);
+        let ctx = ctx.into_inner();
+        match result {
+            Ok(v) => {
+                write_value(w, &v, 0);
+                Ok(())
+            }
+            Err(e) => {
+                let (msg, line) = match ctx.failed.take() {
+                    Some((msg, line)) => (msg, line),
+                    None => {
+                        let m = message(&e);
+                        let line = error_line(&m);
+                        (format!("ERR {m}").into_bytes(), line)
+                    }
+                };
+                let mut reply = msg;
+                reply.extend_from_slice(
+                    format!(" script: {sha}, on @user_script:{line}.").as_bytes(),
+                );
+                Err(Fail::Owned(reply))
+            }
+        }
+    }
+}
+
+/// The text of a Lua error, without mlua's wrapping and traceback.
+fn message(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => message(cause),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+    .lines()
+    .next()
+    .unwrap_or_default()
+    .to_owned()
+}
+
+/// The line in "user_script:LINE: ..." (0 when the message has none).
+fn error_line(m: &str) -> i64 {
+    m.split_once("user_script:")
+        .and_then(|(_, rest)| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `redis.call` (`raise`: an error reply raises a Lua error) or
+/// `redis.pcall` (it is returned as a table with `err`).
+fn redis_call(
+    lua: &Lua,
+    ctx: &mut Ctx<'_, '_>,
+    args: MultiValue,
+    raise: bool,
+) -> mlua::Result<Value> {
+    ctx.calls += 1;
+    let line = lua.inspect_stack(1).map_or(0, |d| i64::from(d.curr_line()));
+    // Redis's conversions: strings as they are, numbers as Lua writes them.
+    let mut words: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+    let mut bad_arg = false;
+    for v in args.iter() {
+        match v {
+            Value::String(s) => words.push(s.as_bytes().to_vec()),
+            Value::Integer(_) | Value::Number(_) => match lua.coerce_string(v.clone())? {
+                Some(s) => words.push(s.as_bytes().to_vec()),
+                None => bad_arg = true,
+            },
+            _ => bad_arg = true,
+        }
+    }
+    let fail = |ctx: &mut Ctx<'_, '_>, msg: &[u8]| -> mlua::Result<Value> {
+        if raise {
+            ctx.failed = Some((msg.to_vec(), line));
+            return Err(mlua::Error::RuntimeError(
+                String::from_utf8_lossy(msg).into_owned(),
+            ));
+        }
+        let t = lua.create_table()?;
+        t.set("err", lua.create_string(msg)?)?;
+        Ok(Value::Table(t))
+    };
+    if words.is_empty() {
+        return fail(
+            ctx,
+            b"ERR Please specify at least one argument for this redis lib call",
+        );
+    }
+    if bad_arg {
+        return fail(
+            ctx,
+            b"ERR Lua redis lib command arguments must be strings or integers",
+        );
+    }
+    let name = words[0].to_ascii_lowercase();
+    let args: Vec<&[u8]> = words[1..].iter().map(Vec::as_slice).collect();
+    let Some(command) = spec(&name) else {
+        return fail(ctx, b"ERR Unknown Redis command called from script");
+    };
+    if !super::arity_fits(&name, words.len()) {
+        return fail(
+            ctx,
+            b"ERR Wrong number of args calling Redis command from script",
+        );
+    }
+    if !allowed_in_scripts(&name) {
+        return fail(ctx, NOT_ALLOWED);
+    }
+    if command.keys(&args).any(|k| !ctx.guard.holds(k)) {
+        return fail(
+            ctx,
+            b"ERR Script attempted to access a key not declared in its KEYS (psp runs a script under the locks of its declared keys)",
+        );
+    }
+    let mut scratch = std::mem::take(&mut ctx.scratch);
+    scratch.clear();
+    let mut w = Reply {
+        out: &mut scratch,
+        resp3: false,
+    };
+    let r = super::run(
+        &name,
+        &words[0],
+        &args,
+        ctx.db,
+        ctx.session,
+        &mut w,
+        Some(&mut *ctx.guard),
+        &mut || {},
+    );
+    if let Err(f) = r {
+        w.out.clear();
+        super::write_fail(&mut w, f);
+    }
+    let value = if scratch.first() == Some(&b'-') {
+        let end = scratch.len().saturating_sub(2);
+        let msg = scratch[1..end].to_vec();
+        ctx.scratch = scratch;
+        return fail(ctx, &msg);
+    } else {
+        let mut at = 0;
+        read_reply(lua, &scratch, &mut at)
+    };
+    ctx.scratch = scratch;
+    value
+}
+
+/// Commands a script may call: not those that manage the connection or a
+/// transaction (Redis refuses them too), nor those that walk the keyspace
+/// (the script holds only its keys' shards).
+fn allowed_in_scripts(name: &[u8]) -> bool {
+    !matches!(
+        name,
+        b"eval"
+            | b"evalsha"
+            | b"script"
+            | b"multi"
+            | b"exec"
+            | b"discard"
+            | b"watch"
+            | b"unwatch"
+            | b"quit"
+            | b"reset"
+            | b"hello"
+            | b"auth"
+            | b"client"
+            | b"command"
+            | b"config"
+            | b"info"
+            | b"keys"
+            | b"scan"
+            | b"dbsize"
+            | b"flushdb"
+            | b"flushall"
+    )
+}
+
+/// A RESP2 reply at `at` in `b` as Redis hands it to Lua: integers as
+/// numbers, bulk strings as strings, a nil as false, arrays as tables, a
+/// status as `{ok = ...}` (an error never reaches here).
+fn read_reply(lua: &Lua, b: &[u8], at: &mut usize) -> mlua::Result<Value> {
+    let bad = || mlua::Error::RuntimeError("malformed reply".into());
+    let kind = *b.get(*at).ok_or_else(bad)?;
+    let nl = b[*at..]
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .ok_or_else(bad)?
+        + *at;
+    let line = &b[*at + 1..nl];
+    *at = nl + 2;
+    let num = || parse_i64(line).ok_or_else(bad);
+    match kind {
+        b'+' => {
+            let t = lua.create_table()?;
+            t.set("ok", lua.create_string(line)?)?;
+            Ok(Value::Table(t))
+        }
+        b':' => Ok(Value::Number(num()? as f64)),
+        b'$' => {
+            let n = num()?;
+            if n < 0 {
+                return Ok(Value::Boolean(false));
+            }
+            let n = n as usize;
+            let s = b.get(*at..*at + n).ok_or_else(bad)?;
+            *at += n + 2;
+            Ok(Value::String(lua.create_string(s)?))
+        }
+        b'*' => {
+            let n = num()?;
+            if n < 0 {
+                return Ok(Value::Boolean(false));
+            }
+            let t = lua.create_table()?;
+            for i in 0..n {
+                t.raw_set(i + 1, read_reply(lua, b, at)?)?;
+            }
+            Ok(Value::Table(t))
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// A script's result as Redis replies it: a number as an integer
+/// (truncated), a string as a bulk string, true as 1, false and nil as a
+/// nil, a table with `err` as an error, with `ok` as a status, else as an
+/// array of its elements up to the first nil.
+fn write_value(w: &mut Reply<'_>, v: &Value, depth: usize) {
+    match v {
+        Value::Boolean(true) => w.int(1),
+        Value::Integer(i) => w.int(*i),
+        Value::Number(n) => w.int(*n as i64),
+        Value::String(s) => w.bulk(&s.as_bytes()),
+        Value::Table(t) if depth < MAX_DEPTH => {
+            if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+                return w.error(&e.as_bytes());
+            }
+            if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+                return w.simple(&s.as_bytes());
+            }
+            let items: Vec<Value> = (1..)
+                .map_while(|i| match t.raw_get::<Value>(i) {
+                    Ok(Value::Nil) | Err(_) => None,
+                    Ok(v) => Some(v),
+                })
+                .collect();
+            w.array(items.len());
+            for item in &items {
+                write_value(w, item, depth + 1);
+            }
+        }
+        _ => w.nil(),
+    }
+}
