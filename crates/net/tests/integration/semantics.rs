@@ -216,6 +216,14 @@ fn redis_semantics(policy: &str) {
     let kept: i64 = release.key("lock").arg("other").invoke(&mut c).unwrap();
     let freed: i64 = release.key("lock").arg("token").invoke(&mut c).unwrap();
     assert_eq!((kept, freed), (0, 1), "{policy}: lock release");
+    // Lua's C recursion at its bound (pcall 180 deep): a script has a stack
+    // of its own, deeper than a preemptive worker's fiber stack.
+    let deep: i64 = redis::cmd("EVAL")
+        .arg("local function f(n) if n == 0 then return 0 end local ok, v = pcall(f, n - 1) return v + 1 end return f(180)")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(deep, 180, "{policy}: deep script");
 
     // A value larger than a packet buffer (requests up to 64 KiB).
     let big = vec![b'x'; 20_000];

@@ -14,8 +14,9 @@
 //! [`SCRIPT_TIME_LIMIT`] without having called Redis is stopped (Redis
 //! answers BUSY meanwhile and waits for `SCRIPT KILL`).
 //!
-//! It must not take locks beyond the declared keys', or call a preemption
-//! point while it holds them.
+//! Scripts run on a 1 MiB stack of their own (a worker may be a fiber with
+//! a 64 KiB one). It must not take locks beyond the declared keys', or call
+//! a preemption point while it holds them.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -36,6 +37,9 @@ pub const MAX_SCRIPTS: usize = 10_000;
 
 /// How long a script may run without calling Redis before it is stopped.
 pub const SCRIPT_TIME_LIMIT: Duration = Duration::from_secs(5);
+
+/// The stack a script runs on (Lua bounds its C recursion at 200 levels).
+const SCRIPT_STACK_BYTES: usize = 1 << 20;
 
 /// Nesting of tables converted to a reply, at most (deeper: nil).
 const MAX_DEPTH: usize = 64;
@@ -171,21 +175,25 @@ fn eval<'d>(
         (sha, a[0].into())
     };
     let mut locks = lock(db, &mut held, keys, true)?;
-    VM.with(|vm| {
-        let mut vm = vm.borrow_mut();
-        let vm = match vm.as_mut() {
-            Some(vm) => vm,
-            None => vm.insert(Vm::new().map_err(lua_fail)?),
-        };
-        let mut ctx = Ctx {
-            guard: &mut locks,
-            db,
-            session,
-            scratch: Vec::new(),
-            failed: None,
-            calls: 0,
-        };
-        vm.run(&sha, &body, keys, argv, &mut ctx, w)
+    // On a stack of its own: the worker may be a fiber whose stack Lua's C
+    // recursion (pcall, the parser: up to 200 levels) would overflow.
+    stacker::grow(SCRIPT_STACK_BYTES, || {
+        VM.with(|vm| {
+            let mut vm = vm.borrow_mut();
+            let vm = match vm.as_mut() {
+                Some(vm) => vm,
+                None => vm.insert(Vm::new().map_err(lua_fail)?),
+            };
+            let mut ctx = Ctx {
+                guard: &mut locks,
+                db,
+                session,
+                scratch: Vec::new(),
+                failed: None,
+                calls: 0,
+            };
+            vm.run(&sha, &body, keys, argv, &mut ctx, w)
+        })
     })
 }
 
