@@ -621,6 +621,9 @@ fn classify_command(cmd: Command<'_>) -> u16 {
             }
         }
     } else if is(b"zrangebyscore")
+        || is(b"zrevrangebyscore")
+        || is(b"zremrangebyscore")
+        || is(b"zremrangebyrank")
         || is(b"zcount")
         || is(b"sinter")
         || is(b"sunion")

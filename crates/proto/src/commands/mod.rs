@@ -481,6 +481,9 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zcount", 4, 1, 1, 1),
     CommandSpec::new("zrevrange", -4, 1, 1, 1),
     CommandSpec::new("zscore", 3, 1, 1, 1),
+    CommandSpec::new("zrevrangebyscore", -4, 1, 1, 1),
+    CommandSpec::new("zremrangebyscore", 4, 1, 1, 1),
+    CommandSpec::new("zremrangebyrank", 4, 1, 1, 1),
     CommandSpec::new("eval", -3, 0, 0, 0),
     CommandSpec::new("evalsha", -3, 0, 0, 0),
     CommandSpec::new("script", -2, 0, 0, 0),
@@ -653,7 +656,8 @@ fn run<'d>(
         b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" | b"smismember" | b"sinter"
         | b"sunion" | b"sdiff" | b"smove" => sets::run(name, a, db, w, held),
         b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
-        | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange" => {
+        | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange"
+        | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank" => {
             zsets::run(name, a, db, w, held)
         }
         _ => {

@@ -1,4 +1,5 @@
-//! Sorted sets: ZADD, ZINCRBY, ZSCORE, ZPOPMIN, ZRANGE, ZRANGEBYSCORE.
+//! Sorted sets: ZADD, ZINCRBY, ZSCORE, ZPOPMIN/MAX, ZRANK, ZCOUNT, ZRANGE and its
+//! BYSCORE/REV forms, ZREMRANGEBYSCORE, ZREMRANGEBYRANK.
 //!
 //! Each command is one arm of [`run`], which [`super::run`] calls by name;
 //! the arms keep Redis 7's replies and error texts.
@@ -133,7 +134,48 @@ pub(super) fn run<'d>(
                 }
             }
         }
-        b"zrange" | b"zrangebyscore" | b"zrevrange" => zrange(name, a, db, &mut held, w)?,
+        b"zrange" | b"zrangebyscore" | b"zrevrange" | b"zrevrangebyscore" => {
+            zrange(name, a, db, &mut held, w)?
+        }
+        b"zremrangebyscore" | b"zremrangebyrank" => {
+            arity(n == 3, nm)?;
+            // The range is read before the key is looked up, as Redis does.
+            let by_score = name == b"zremrangebyscore";
+            let (bounds, ranks) = if by_score {
+                (Some((score_bound(a[1])?, score_bound(a[2])?)), (0, 0))
+            } else {
+                (None, (int_arg(a[1])?, int_arg(a[2])?))
+            };
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let removed = g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
+                None => (false, Ok(0)),
+                Some(Value::ZSet(z)) => {
+                    let doomed: Vec<Box<[u8]>> = match bounds {
+                        Some(b) => z
+                            .ordered()
+                            .iter()
+                            .filter(|(s, _)| within(s.0, b))
+                            .map(|(_, m)| m.clone())
+                            .collect(),
+                        None => {
+                            let (s, e) = range(ranks.0, ranks.1, z.len());
+                            z.ordered()
+                                .iter()
+                                .skip(s)
+                                .take(e - s)
+                                .map(|(_, m)| m.clone())
+                                .collect()
+                        }
+                    };
+                    for m in &doomed {
+                        z.remove(m);
+                    }
+                    (!doomed.is_empty(), Ok(doomed.len()))
+                }
+                Some(_) => (false, Err(Fail::Msg(WRONGTYPE))),
+            })?;
+            w.int(removed as i64);
+        }
         _ => unreachable!("routed to zsets by name"),
     }
     Ok(())
@@ -142,6 +184,7 @@ pub(super) fn run<'d>(
 fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut Reply<'_>) -> Res {
     arity(a.len() >= 3, "zadd")?;
     let (mut nx, mut xx, mut ch, mut incr) = (false, false, false, false);
+    let (mut gt, mut lt) = (false, false);
     let mut i = 1;
     while i < a.len() {
         match a[i].to_ascii_uppercase().as_slice() {
@@ -149,7 +192,8 @@ fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut 
             b"XX" => xx = true,
             b"CH" => ch = true,
             b"INCR" => incr = true,
-            b"GT" | b"LT" => return Err(Fail::Msg(SYNTAX)),
+            b"GT" => gt = true,
+            b"LT" => lt = true,
             _ => break,
         }
         i += 1;
@@ -161,6 +205,11 @@ fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut 
     if nx && xx {
         return Err(Fail::Msg(
             b"ERR XX and NX options at the same time are not compatible",
+        ));
+    }
+    if (gt && lt) || (nx && (gt || lt)) {
+        return Err(Fail::Msg(
+            b"ERR GT, LT, and/or NX options at the same time are not compatible",
         ));
     }
     if incr && pairs.len() != 2 {
@@ -194,6 +243,13 @@ fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut 
                     Err(Fail::Msg(b"ERR resulting score is not a number (NaN)")),
                 );
             }
+            // GT/LT update an existing member only to a greater/lesser
+            // score; new members are added all the same.
+            if let Some(c) = cur
+                && ((gt && new <= c) || (lt && new >= c))
+            {
+                continue;
+            }
             if z.insert(m, new) {
                 added += 1;
             } else if cur != Some(new) {
@@ -225,10 +281,11 @@ fn zrange<'d>(
     w: &mut Reply<'_>,
 ) -> Res {
     arity(a.len() >= 3, std::str::from_utf8(name).unwrap_or("zrange"))?;
-    let mut by_score = name == b"zrangebyscore";
+    let mut by_score = name == b"zrangebyscore" || name == b"zrevrangebyscore";
     // ZREVRANGE is ZRANGE ... REV (Redis parses LIMIT for it too, and then
-    // refuses it as for any rank range).
-    let (mut withscores, mut rev) = (false, name == b"zrevrange");
+    // refuses it as for any rank range); ZREVRANGEBYSCORE KEY MAX MIN is
+    // ZRANGE KEY MAX MIN BYSCORE REV.
+    let (mut withscores, mut rev) = (false, name == b"zrevrange" || name == b"zrevrangebyscore");
     let mut limit: Option<(i64, i64)> = None;
     let mut i = 3;
     while i < a.len() {

@@ -1,17 +1,15 @@
-//! EVAL, EVALSHA and SCRIPT against a recorded reference: each line of
-//! `data/redis7-scripting.jsonl` is a command and redis-server 7.0.15's
-//! reply to it, recorded in order on one connection
-//! (`scripts/redis-script-transcript.py` records it again). Replayed in
-//! order on one session of a fresh store, every reply must be the same
-//! bytes.
+//! Commands against recorded references: each `data/redis7-*.jsonl` holds
+//! a case file's commands and redis-server 7.0.15's reply to each, recorded
+//! in order on one connection (`scripts/redis-transcript.py record
+//! data/NAME.cases.json PORT`). Replayed in order on one session of a fresh
+//! store, every reply must be the same bytes.
 
 use psp_proto::commands::{Session, execute};
 use psp_proto::db::Db;
 use psp_proto::resp::write_command;
 
-#[test]
-fn scripts_answer_byte_for_byte_as_redis_7() {
-    let transcript = include_str!("data/redis7-scripting.jsonl");
+/// Replays `transcript`; returns how many commands it checked.
+fn replay(name: &str, transcript: &str) -> usize {
     let db = Db::default();
     let mut session = Session::default();
     let mut checked = 0;
@@ -28,11 +26,23 @@ fn scripts_answer_byte_for_byte_as_redis_7() {
         assert_eq!(
             String::from_utf8_lossy(&out),
             String::from_utf8_lossy(&want),
-            "{args:?}"
+            "{name}: {args:?}"
         );
         checked += 1;
     }
-    assert!(checked > 40, "{checked} lines");
+    checked
+}
+
+#[test]
+fn scripts_answer_byte_for_byte_as_redis_7() {
+    let n = replay("scripting", include_str!("data/redis7-scripting.jsonl"));
+    assert!(n > 40, "{n} lines");
+}
+
+#[test]
+fn sorted_set_ranges_and_removals_answer_byte_for_byte_as_redis_7() {
+    let n = replay("commands", include_str!("data/redis7-commands.jsonl"));
+    assert!(n > 30, "{n} lines");
 }
 
 /// A script may reach only the keys it declares: it runs under their
