@@ -176,6 +176,11 @@ impl List {
         self.bytes -= removed * element(v.len());
         removed
     }
+    /// Inserts `v` at position `i` (`i` up to the length).
+    pub fn insert(&mut self, i: usize, v: &[u8]) {
+        self.bytes += element(v.len());
+        self.items.insert(i.min(self.items.len()), v.into());
+    }
     /// Replaces element `i`; returns whether there is one.
     pub fn set(&mut self, i: usize, v: &[u8]) -> bool {
         let Some(slot) = self.items.get_mut(i) else {

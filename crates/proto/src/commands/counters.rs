@@ -63,14 +63,10 @@ pub(super) fn run<'d>(
                     },
                     Some(_) => return (false, Err(Fail::Msg(WRONGTYPE))),
                 };
-                let new = cur + by;
-                if !new.is_finite() {
-                    return (
-                        false,
-                        Err(Fail::Msg(b"ERR increment would produce NaN or Infinity")),
-                    );
-                }
-                let s = fmt_double(new);
+                let s = match float_incr(cur, by) {
+                    Ok(s) => s,
+                    Err(f) => return (false, Err(f)),
+                };
                 set_str_keep_ttl(slot, s.as_bytes());
                 (true, Ok(s))
             })?;

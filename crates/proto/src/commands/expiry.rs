@@ -78,6 +78,18 @@ pub(super) fn run<'d>(
                 }
             }
         }
+        b"expiretime" | b"pexpiretime" => {
+            arity(n == 1, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            match g.get(a[0]) {
+                None => w.int(-2),
+                Some(e) if e.expire_ms == 0 => w.int(-1),
+                Some(e) => {
+                    let ms = e.expire_ms as i64;
+                    w.int(if name == b"expiretime" { ms / 1000 } else { ms });
+                }
+            }
+        }
         b"persist" => {
             arity(n == 1, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;

@@ -151,6 +151,37 @@ pub(super) fn run<'d>(
             })?;
             w.int(v);
         }
+        b"hincrbyfloat" => {
+            arity(n == 3, nm)?;
+            let by = parse_f64(a[2]).ok_or(Fail::Msg(NOT_FLOAT))?;
+            if !by.is_finite() {
+                return Err(Fail::Msg(b"ERR value is NaN or Infinity"));
+            }
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            let v = g.update(a[0], |slot| {
+                if !matches!(slot.as_ref().map(|e| &e.value), None | Some(Value::Hash(_))) {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                }
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Box::default())));
+                let Value::Hash(h) = &mut e.value else {
+                    return (false, Err(Fail::Msg(WRONGTYPE)));
+                };
+                let cur = match h.map().get(a[1]) {
+                    None => 0.0,
+                    Some(v) => match parse_f64(v) {
+                        Some(x) => x,
+                        None => return (false, Err(Fail::Msg(b"ERR hash value is not a float"))),
+                    },
+                };
+                let s = match float_incr(cur, by) {
+                    Ok(s) => s,
+                    Err(f) => return (false, Err(f)),
+                };
+                h.set(a[1], s.as_bytes());
+                (true, Ok(s))
+            })?;
+            w.bulk(v.as_bytes());
+        }
         _ => unreachable!("routed to hashes by name"),
     }
     Ok(())

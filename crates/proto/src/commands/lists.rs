@@ -214,6 +214,108 @@ pub(super) fn run<'d>(
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
+        b"lpos" => {
+            arity(n >= 2, nm)?;
+            // RANK, COUNT and MAXLEN are read before the key, as Redis does.
+            let (mut rank, mut count, mut maxlen) = (1i64, None, 0usize);
+            let mut i = 2;
+            while i < n {
+                let Some(v) = a.get(i + 1) else {
+                    return Err(Fail::Msg(SYNTAX));
+                };
+                match a[i].to_ascii_uppercase().as_slice() {
+                    b"RANK" => {
+                        rank = int_arg(v)?;
+                        if rank == 0 {
+                            return Err(Fail::Msg(
+                                b"ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
+                            ));
+                        }
+                    }
+                    b"COUNT" => {
+                        let c = int_arg(v)?;
+                        if c < 0 {
+                            return Err(Fail::Msg(b"ERR COUNT can't be negative"));
+                        }
+                        count = Some(c as usize);
+                    }
+                    b"MAXLEN" => {
+                        let m = int_arg(v)?;
+                        if m < 0 {
+                            return Err(Fail::Msg(b"ERR MAXLEN can't be negative"));
+                        }
+                        maxlen = m as usize;
+                    }
+                    _ => return Err(Fail::Msg(SYNTAX)),
+                }
+                i += 2;
+            }
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let found: Vec<usize> = match g.get(a[0]).map(|e| &e.value) {
+                None => Vec::new(),
+                Some(Value::List(l)) => {
+                    let items = l.items();
+                    let len = items.len();
+                    let scan = if maxlen == 0 { len } else { maxlen.min(len) };
+                    // COUNT 0: every match; none given: the first (one reply).
+                    let want = match count {
+                        Some(0) => usize::MAX,
+                        Some(c) => c,
+                        None => 1,
+                    };
+                    let skip = rank.unsigned_abs().saturating_sub(1);
+                    let hits = |i: &usize| *items[*i] == *a[1];
+                    if rank > 0 {
+                        (0..scan)
+                            .filter(hits)
+                            .skip(skip as usize)
+                            .take(want)
+                            .collect()
+                    } else {
+                        (len - scan..len)
+                            .rev()
+                            .filter(hits)
+                            .skip(skip as usize)
+                            .take(want)
+                            .collect()
+                    }
+                }
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            match count {
+                None => match found.first() {
+                    Some(&p) => w.int(p as i64),
+                    None => w.nil(),
+                },
+                Some(_) => {
+                    w.array(found.len());
+                    for p in found {
+                        w.int(p as i64);
+                    }
+                }
+            }
+        }
+        b"linsert" => {
+            arity(n == 4, nm)?;
+            let before = match a[1].to_ascii_uppercase().as_slice() {
+                b"BEFORE" => true,
+                b"AFTER" => false,
+                _ => return Err(Fail::Msg(SYNTAX)),
+            };
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            let len = g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
+                None => (false, Ok(0)),
+                Some(Value::List(l)) => match l.items().iter().position(|v| **v == *a[2]) {
+                    None => (false, Ok(-1)),
+                    Some(at) => {
+                        l.insert(if before { at } else { at + 1 }, a[3]);
+                        (true, Ok(l.len() as i64))
+                    }
+                },
+                Some(_) => (false, Err(Fail::Msg(WRONGTYPE))),
+            })?;
+            w.int(len);
+        }
         _ => unreachable!("routed to lists by name"),
     }
     Ok(())

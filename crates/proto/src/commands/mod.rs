@@ -353,6 +353,16 @@ impl CommandSpec {
         }
     }
 
+    /// Whether `words` words (the name counted) fit the arity.
+    fn fits(&self, words: usize) -> bool {
+        let n = self.arity.unsigned_abs() as usize;
+        if self.arity >= 0 {
+            words == n
+        } else {
+            words >= n
+        }
+    }
+
     /// The keys among `args` (the words after the name).
     fn keys<'a>(&self, args: &[&'a [u8]]) -> impl Iterator<Item = &'a [u8]> {
         let first = usize::from(self.first_key);
@@ -481,6 +491,16 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zcount", 4, 1, 1, 1),
     CommandSpec::new("zrevrange", -4, 1, 1, 1),
     CommandSpec::new("zscore", 3, 1, 1, 1),
+    CommandSpec::new("sinterstore", -3, 1, -1, 1),
+    CommandSpec::new("sunionstore", -3, 1, -1, 1),
+    CommandSpec::new("sdiffstore", -3, 1, -1, 1),
+    CommandSpec::new("srandmember", -2, 1, 1, 1),
+    CommandSpec::new("hincrbyfloat", 4, 1, 1, 1),
+    CommandSpec::new("lpos", -3, 1, 1, 1),
+    CommandSpec::new("linsert", 5, 1, 1, 1),
+    CommandSpec::new("expiretime", 2, 1, 1, 1),
+    CommandSpec::new("pexpiretime", 2, 1, 1, 1),
+    CommandSpec::new("wait", 3, 0, 0, 0),
     CommandSpec::new("zrevrangebyscore", -4, 1, 1, 1),
     CommandSpec::new("zremrangebyscore", 4, 1, 1, 1),
     CommandSpec::new("zremrangebyrank", 4, 1, 1, 1),
@@ -489,25 +509,23 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("script", -2, 0, 0, 0),
 ];
 
-/// Whether `name` is a command this server runs (case-insensitive).
+/// Whether `name` (lowercase) is a command this server runs.
 pub fn known(name: &[u8]) -> bool {
-    COMMANDS
-        .iter()
-        .any(|c| name.eq_ignore_ascii_case(c.name.as_bytes()))
+    spec(name).is_some()
 }
 
-/// The table's entry of command `name` (lowercase).
+/// The table's entry of command `name` (lowercase): one hash lookup, on
+/// every command's path.
 fn spec(name: &[u8]) -> Option<&'static CommandSpec> {
-    COMMANDS.iter().find(|c| name == c.name.as_bytes())
+    static BY_NAME: std::sync::LazyLock<hashbrown::HashMap<&'static [u8], &'static CommandSpec>> =
+        std::sync::LazyLock::new(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect());
+    BY_NAME.get(name).copied()
 }
 
 /// Whether `words` words (the name counted) fit the arity of command
 /// `name` (lowercase; a known one).
 fn arity_fits(name: &[u8], words: usize) -> bool {
-    spec(name).is_none_or(|c| {
-        let n = c.arity.unsigned_abs() as usize;
-        if c.arity >= 0 { words == n } else { words >= n }
-    })
+    spec(name).is_none_or(|c| c.fits(words))
 }
 
 /// Runs one complete request against `db` for the connection whose state
@@ -569,6 +587,15 @@ pub fn execute(
         queue.push(req.to_vec());
         session.multi_bytes += req.len();
         w.simple(b"QUEUED");
+        return Ok(());
+    }
+    // Every command's arity is checked here, from the table, before it
+    // runs (as Redis checks it): no command reads past its words.
+    if spec(name).is_some_and(|c| !c.fits(args.len() + 1)) {
+        write_fail(
+            &mut w,
+            Fail::Arity(String::from_utf8_lossy(name).into_owned()),
+        );
         return Ok(());
     }
     let start = w.out.len();
@@ -646,15 +673,28 @@ fn run<'d>(
         | b"type" | b"keys" | b"scan" | b"touch" | b"rename" | b"renamenx" => {
             keys::run(name, a, db, w, held, point)
         }
-        b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist" => {
-            expiry::run(name, a, db, w, held)
-        }
+        b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist"
+        | b"expiretime" | b"pexpiretime" => expiry::run(name, a, db, w, held),
         b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" | b"lset" | b"ltrim"
-        | b"lrem" | b"lmove" | b"rpoplpush" => lists::run(name, a, db, w, held),
+        | b"lrem" | b"lmove" | b"rpoplpush" | b"lpos" | b"linsert" => {
+            lists::run(name, a, db, w, held)
+        }
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
-        | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" => hashes::run(name, a, db, w, held),
+        | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" | b"hincrbyfloat" => {
+            hashes::run(name, a, db, w, held)
+        }
         b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" | b"smismember" | b"sinter"
-        | b"sunion" | b"sdiff" | b"smove" => sets::run(name, a, db, w, held),
+        | b"sunion" | b"sdiff" | b"smove" | b"sinterstore" | b"sunionstore" | b"sdiffstore"
+        | b"srandmember" => sets::run(name, a, db, w, held),
+        b"wait" => {
+            // No replicas: every write is on as many replicas as asked of
+            // none (Redis without replicas answers 0 at once).
+            arity(a.len() == 2, "wait")?;
+            int_arg(a[0])?;
+            int_arg(a[1])?;
+            w.int(0);
+            Ok(())
+        }
         b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
         | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange"
         | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank" => {
@@ -698,6 +738,16 @@ fn expire_time(
         return Err(invalid());
     }
     Ok(at)
+}
+
+/// INCRBYFLOAT's and HINCRBYFLOAT's step: `cur + by` as Redis writes it,
+/// refused when it is not a finite number.
+fn float_incr(cur: f64, by: f64) -> Result<String, Fail> {
+    let new = cur + by;
+    if !new.is_finite() {
+        return Err(Fail::Msg(b"ERR increment would produce NaN or Infinity"));
+    }
+    Ok(fmt_double(new))
 }
 
 /// Replaces a string value, keeping its deadline (INCR, APPEND keep a TTL).

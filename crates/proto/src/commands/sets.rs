@@ -1,9 +1,25 @@
-//! Sets: SADD, SREM, SMEMBERS, SISMEMBER, SPOP.
+//! Sets: SADD, SREM, SMEMBERS, SISMEMBER, SMISMEMBER, SCARD, SPOP, SRANDMEMBER,
+//! SMOVE, SINTER/SUNION/SDIFF and their STORE forms.
 //!
 //! Each command is one arm of [`run`], which [`super::run`] calls by name;
 //! the arms keep Redis 7's replies and error texts.
 
 use super::*;
+
+/// SRANDMEMBER's largest |count|: its reply holds that many members.
+const MAX_RANDOM_MEMBERS: u64 = 1_000_000;
+
+/// A seed for SRANDMEMBER's picks, different on every call.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish() | 1
+}
 
 /// Runs one of this family's commands (`name` is lowercase).
 pub(super) fn run<'d>(
@@ -59,11 +75,13 @@ pub(super) fn run<'d>(
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
-        b"sinter" | b"sunion" | b"sdiff" => {
-            arity(n >= 1, nm)?;
-            let mut g = lock(db, &mut held, a, false)?;
-            let mut sets = Vec::with_capacity(n);
-            for k in a {
+        b"sinter" | b"sunion" | b"sdiff" | b"sinterstore" | b"sunionstore" | b"sdiffstore" => {
+            let store = name.ends_with(b"store");
+            arity(n > usize::from(store), nm)?;
+            let mut g = lock(db, &mut held, a, store)?;
+            let sources = if store { &a[1..] } else { a };
+            let mut sets = Vec::with_capacity(sources.len());
+            for k in sources {
                 match g.get(k).map(|e| &e.value) {
                     None => sets.push(None),
                     // Copied: the guard lends one entry at a time.
@@ -72,8 +90,8 @@ pub(super) fn run<'d>(
                 }
             }
             let first = sets[0].as_ref();
-            let out: Vec<&Box<[u8]>> = match name {
-                b"sunion" => {
+            let out: Vec<&Box<[u8]>> = match &name[..5] {
+                b"sunio" => {
                     let mut seen = std::collections::HashSet::new();
                     sets.iter()
                         .flatten()
@@ -81,7 +99,7 @@ pub(super) fn run<'d>(
                         .filter(|m| seen.insert(*m))
                         .collect()
                 }
-                b"sinter" => match first {
+                b"sinte" => match first {
                     Some(f) if sets.iter().all(Option::is_some) => f
                         .iter()
                         .filter(|m| sets[1..].iter().flatten().all(|s| s.contains(*m)))
@@ -94,9 +112,89 @@ pub(super) fn run<'d>(
                         .collect()
                 }),
             };
-            w.set(out.len());
-            for m in out {
-                w.bulk(m);
+            if store {
+                // The result replaces the destination, whatever it held; an
+                // empty one deletes it.
+                let count = out.len();
+                let mut result = crate::db::Set::default();
+                for m in &out {
+                    result.add(m);
+                }
+                g.update(a[0], |slot| {
+                    let had = slot.is_some();
+                    *slot = (count > 0).then(|| Entry::new(Value::Set(Box::new(result))));
+                    (had || count > 0, ())
+                });
+                w.int(count as i64);
+            } else {
+                w.set(out.len());
+                for m in out {
+                    w.bulk(m);
+                }
+            }
+        }
+        b"srandmember" => {
+            arity(n == 1 || n == 2, nm)?;
+            let count = match a.get(1) {
+                None => None,
+                Some(c) => {
+                    let c = int_arg(c)?;
+                    if c == i64::MIN {
+                        return Err(Fail::Msg(
+                            b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                        ));
+                    }
+                    if c.unsigned_abs() > MAX_RANDOM_MEMBERS {
+                        return Err(Fail::Msg(b"ERR value is out of range"));
+                    }
+                    Some(c)
+                }
+            };
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let members: Vec<&Box<[u8]>> = match g.get(a[0]).map(|e| &e.value) {
+                None => Vec::new(),
+                Some(Value::Set(s)) => s.members().iter().collect(),
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            let mut rng = random_seed();
+            let mut pick = |len: usize| {
+                // xorshift64*: cheap, and good enough to pick members.
+                rng ^= rng >> 12;
+                rng ^= rng << 25;
+                rng ^= rng >> 27;
+                (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % len
+            };
+            match count {
+                None => match members.len() {
+                    0 => w.nil(),
+                    len => w.bulk(members[pick(len)]),
+                },
+                Some(c) if c >= 0 => {
+                    // Distinct members: a partial shuffle.
+                    let mut members = members;
+                    let k = (c as usize).min(members.len());
+                    for i in 0..k {
+                        let j = i + pick(members.len() - i);
+                        members.swap(i, j);
+                    }
+                    w.array(k);
+                    for m in &members[..k] {
+                        w.bulk(m);
+                    }
+                }
+                Some(c) => {
+                    // With repetitions: |count| picks.
+                    if members.is_empty() {
+                        w.array(0);
+                    } else {
+                        let k = c.unsigned_abs() as usize;
+                        w.array(k);
+                        for _ in 0..k {
+                            let m = members[pick(members.len())];
+                            w.bulk(m);
+                        }
+                    }
+                }
             }
         }
         b"smove" => {
