@@ -663,6 +663,9 @@ pub struct TcpSummary {
     /// Times a connection was not read because its window or its waiting
     /// output was full (backpressure).
     pub paused: u64,
+    /// Times a blocking command (BLPOP, ...) found nothing and was parked.
+    #[serde(default)]
+    pub parked: u64,
 }
 
 /// One type's server-side latency.

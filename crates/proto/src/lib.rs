@@ -16,6 +16,7 @@
 //! request on the net thread. The in-memory store ([`db`]) keeps its own
 //! locks; the sockets and buffers belong to the front end that calls in.
 
+pub mod blocking;
 pub mod commands;
 pub mod db;
 pub mod memcache;
@@ -89,6 +90,21 @@ pub trait Protocol: Send + Sync {
 
     /// Appends the protocol's reply for `refusal` to `out`.
     fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>);
+
+    /// Whether `req` (one complete request) may answer with a block reply
+    /// ([`blocking`]): it then runs as a job of its own, never batched with
+    /// the commands around it. None by default.
+    fn may_block(&self, req: &[u8]) -> bool {
+        let _ = req;
+        false
+    }
+
+    /// A count that changes whenever a parked command may have something
+    /// to take ([`blocking::wakes`]); a front end admits its parked
+    /// commands again when it moves. Constant by default (nothing blocks).
+    fn wake_generation(&self) -> u64 {
+        0
+    }
 
     /// The name a service running the protocol's commands reports (`redis`).
     fn service_name(&self) -> &'static str;

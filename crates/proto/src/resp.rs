@@ -705,6 +705,18 @@ impl crate::Protocol for Resp {
         &TYPES
     }
 
+    fn may_block(&self, req: &[u8]) -> bool {
+        parse(req).is_ok_and(|c| {
+            [&b"blpop"[..], b"brpop", b"blmove", b"brpoplpush"]
+                .iter()
+                .any(|b| c.raw_name.eq_ignore_ascii_case(b))
+        })
+    }
+
+    fn wake_generation(&self) -> u64 {
+        crate::blocking::wakes()
+    }
+
     fn type_mean_us(&self) -> &'static [f64] {
         &TYPE_MEAN_US
     }

@@ -414,6 +414,21 @@ struct Conn {
     /// bytes would reset the connection and lose the last reply).
     lingering: bool,
     last_active: Instant,
+    /// A blocking command found nothing and waits, parked here (holding no
+    /// worker and no slot): its reply's place is `seq`'s, and the
+    /// connection's later commands wait behind it (`executing` stays set).
+    parked: Option<Parked>,
+}
+
+/// A parked blocking command ([`psp_proto::blocking`]).
+struct Parked {
+    /// Its reply's place in the connection's order.
+    seq: u64,
+    /// When to answer `timeout_reply` (Unix ms; 0: never).
+    deadline_ms: u64,
+    timeout_reply: Vec<u8>,
+    /// The command, admitted again when a write may have served it.
+    request: Vec<u8>,
 }
 
 impl Conn {
@@ -487,6 +502,12 @@ pub struct TcpFrontEnd {
     busy_idler: Idler,
     seq: u64,
     last_sweep: Instant,
+    /// Connections with a parked command, in the order they parked (with
+    /// their generation: a closed one is skipped).
+    parked: Vec<(u32, u32)>,
+    /// The protocol's wake count when the parked commands were last
+    /// admitted again ([`Protocol::wake_generation`]).
+    wakes_seen: u64,
     snapshots: Option<SnapshotPublisher>,
     started: Option<std::sync::mpsc::Sender<()>>,
     declared_ns: Vec<Option<f64>>,
@@ -557,6 +578,8 @@ impl TcpFrontEnd {
             }),
             seq: 0,
             last_sweep: Instant::now(),
+            parked: Vec::new(),
+            wakes_seen: 0,
             snapshots,
             started: Some(started),
             declared_ns,
@@ -580,6 +603,20 @@ impl TcpFrontEnd {
                     continue;
                 }
                 let c = self.conns[id].as_mut().expect("live");
+                if let Some(b) = psp_proto::blocking::read(&r.bytes) {
+                    // Nothing to take yet: parked, its place kept, the
+                    // connection's turn not over.
+                    c.parked = Some(Parked {
+                        seq: r.seq,
+                        deadline_ms: b.deadline_ms,
+                        timeout_reply: b.timeout_reply.to_vec(),
+                        request: b.request.to_vec(),
+                    });
+                    self.parked.push((r.conn, r.generation));
+                    self.tcp.parked += 1;
+                    let _ = self.lanes[lane].1.push(r.bytes);
+                    continue;
+                }
                 let at = (r.seq - c.write_seq) as usize;
                 c.window[at] = Some((Some(lane), r.bytes));
                 // Its turn is over: the next request (already in the input,
@@ -735,6 +772,7 @@ impl TcpFrontEnd {
                         peer_closed: false,
                         lingering: false,
                         last_active: Instant::now(),
+                        parked: None,
                     });
                     self.to_read.push_back(id);
                 }
@@ -949,7 +987,11 @@ impl TcpFrontEnd {
             self.refuse_in_order(id, Refusal::UnknownType);
             return Some((len, 1));
         }
-        let max = self.batch_limit(core, type_id).min(budget.max(1));
+        let max = if self.protocol.may_block(&c.input[..len]) {
+            1
+        } else {
+            self.batch_limit(core, type_id).min(budget.max(1))
+        };
         let c = self.conns[id as usize].as_mut().expect("open");
         let (len, count) = batch(
             self.protocol,
@@ -962,41 +1004,15 @@ impl TcpFrontEnd {
         );
         c.class_state = state;
         let c = self.conns[id as usize].as_mut().expect("open");
-        // The token's large buffer goes with it. It is kept only while its
-        // requests are large: what stays allocated is bounded by the large
-        // requests in flight, not by every token ever used.
-        let big = self.large.get_mut(&mut token);
-        if len > PACKET_BYTES {
-            big.clear();
-            big.extend_from_slice(&c.input[..len]);
-        } else if big.capacity() != 0 {
-            *big = Vec::new();
-        }
-        let index = token.index();
-        let pkt = self.pool.get_mut(&mut token);
-        if len <= PACKET_BYTES {
-            pkt.data_mut()[..len].copy_from_slice(&c.input[..len]);
-        }
-        pkt.len = len;
-        pkt.conn = id;
-        pkt.generation = c.generation;
-        pkt.seq = c.next_seq;
         self.seq += 1;
-        let slot = Slot {
-            req: Request {
-                id: self.seq,
-                token: index,
-                type_id,
-                flow: c.flow,
-                arrival_ns: now,
-            },
-            true_type: type_id,
-            scheduled_ns: now,
-            measured: true,
-            len: len as u16,
-            count,
-            deadline_ns: psp_runtime::NO_DEADLINE,
-        };
+        let slot = load_request(
+            &self.large,
+            &self.pool,
+            &mut token,
+            &c.input[..len],
+            (id, c, c.next_seq),
+            (self.seq, type_id, count, now),
+        );
         match core.admit_packet(token, slot, now) {
             Ok(()) => {
                 c.next_seq += 1;
@@ -1048,6 +1064,107 @@ impl TcpFrontEnd {
         }
     }
 
+    /// Answers the parked commands whose deadline passed with their
+    /// timeout reply and, when a write may have served them (the
+    /// protocol's wake count moved), admits the others again, in the order
+    /// they parked, as new requests (each scheduled like any other). One
+    /// that finds nothing again parks again. Returns whether it did
+    /// anything.
+    fn unpark(&mut self, core: &mut DispatchCore, now: u64) -> bool {
+        if self.parked.is_empty() {
+            return false;
+        }
+        let wakes = self.protocol.wake_generation();
+        let woken = wakes != self.wakes_seen;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut worked = false;
+        let mut all_admitted = true;
+        let mut i = 0;
+        while i < self.parked.len() {
+            let (id, generation) = self.parked[i];
+            let Some(c) = self
+                .conns
+                .get_mut(id as usize)
+                .and_then(Option::as_mut)
+                .filter(|c| c.generation == generation && c.parked.is_some())
+            else {
+                self.parked.remove(i);
+                continue;
+            };
+            let p = c.parked.as_ref().expect("parked");
+            if p.deadline_ms != 0 && now_ms >= p.deadline_ms {
+                let p = c.parked.take().expect("parked");
+                let at = (p.seq - c.write_seq) as usize;
+                c.window[at] = Some((None, p.timeout_reply));
+                c.executing = false;
+                self.parked.remove(i);
+                self.flush(id);
+                worked = true;
+                continue;
+            }
+            if woken {
+                match self.readmit(core, id, now) {
+                    Some(true) => {
+                        self.parked.remove(i);
+                        worked = true;
+                        continue;
+                    }
+                    Some(false) => {
+                        self.parked.remove(i);
+                        worked = true;
+                        self.flush(id);
+                        continue;
+                    }
+                    // No request slot free: next pass.
+                    None => all_admitted = false,
+                }
+            }
+            i += 1;
+        }
+        if woken && all_admitted {
+            self.wakes_seen = wakes;
+        }
+        worked
+    }
+
+    /// Admits connection `id`'s parked command again, at its place.
+    /// `Some(true)`: admitted; `Some(false)`: refused (answered OVERLOADED
+    /// at its place); `None`: no request slot free, it stays parked.
+    fn readmit(&mut self, core: &mut DispatchCore, id: u32, now: u64) -> Option<bool> {
+        let mut token = core.take_packet()?;
+        let c = self.conns[id as usize].as_mut().expect("open");
+        let p = c.parked.take().expect("parked");
+        // Classified afresh, the connection's state untouched (a blocking
+        // command is not part of a transaction's count).
+        let mut state = 0;
+        let type_id = self.protocol.classify(&p.request, &mut state);
+        self.seq += 1;
+        self.net.received += 1;
+        let slot = load_request(
+            &self.large,
+            &self.pool,
+            &mut token,
+            &p.request,
+            (id, c, p.seq),
+            (self.seq, type_id, 1, now),
+        );
+        match core.admit_packet(token, slot, now) {
+            Ok(()) => Some(true),
+            Err(token) => {
+                core.put_packet(token);
+                self.net.overloaded += 1;
+                let mut busy = Vec::new();
+                self.protocol.refusal(Refusal::Overloaded, &mut busy);
+                let at = (p.seq - c.write_seq) as usize;
+                c.window[at] = Some((None, busy));
+                c.executing = false;
+                Some(false)
+            }
+        }
+    }
+
     fn sweep_idle(&mut self) {
         let now = Instant::now();
         if now.duration_since(self.last_sweep) < SWEEP {
@@ -1065,6 +1182,54 @@ impl TcpFrontEnd {
                 self.close(id);
             }
         }
+    }
+}
+
+/// Loads `request` (one or a batch of `count`) into `token`'s buffers, as
+/// the request of place `seq` of connection `conn` (`id`), and returns its
+/// slot (request `req_id`, of type `type_id`, arrived at `now`). The
+/// token's large buffer goes with it: it is kept only while its requests
+/// are large, so what stays allocated is bounded by the large requests in
+/// flight, not by every token ever used.
+fn load_request(
+    large: &LargeBodies,
+    pool: &PacketPool,
+    token: &mut PacketToken,
+    request: &[u8],
+    (id, conn, seq): (u32, &Conn, u64),
+    (req_id, type_id, count, now): (u64, u16, u16, u64),
+) -> Slot {
+    let len = request.len();
+    let big = large.get_mut(token);
+    if len > PACKET_BYTES {
+        big.clear();
+        big.extend_from_slice(request);
+    } else if big.capacity() != 0 {
+        *big = Vec::new();
+    }
+    let index = token.index();
+    let pkt = pool.get_mut(token);
+    if len <= PACKET_BYTES {
+        pkt.data_mut()[..len].copy_from_slice(request);
+    }
+    pkt.len = len;
+    pkt.conn = id;
+    pkt.generation = conn.generation;
+    pkt.seq = seq;
+    Slot {
+        req: Request {
+            id: req_id,
+            token: index,
+            type_id,
+            flow: conn.flow,
+            arrival_ns: now,
+        },
+        true_type: type_id,
+        scheduled_ns: now,
+        measured: true,
+        len: len as u16,
+        count,
+        deadline_ns: psp_runtime::NO_DEADLINE,
     }
 }
 
@@ -1096,7 +1261,9 @@ fn batch(
             _ => break,
         };
         let mut after = *state;
-        if protocol.classify(&rest[..next], &mut after) != type_id {
+        if protocol.classify(&rest[..next], &mut after) != type_id
+            || protocol.may_block(&rest[..next])
+        {
             break;
         }
         *state = after;
@@ -1186,6 +1353,7 @@ impl FrontEnd for TcpFrontEnd {
 
     fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
         let mut worked = self.take_replies();
+        worked |= self.unpark(core, now);
         self.to_read.extend(self.starved.drain(..));
         if self
             .poll

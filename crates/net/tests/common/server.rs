@@ -111,3 +111,22 @@ pub fn types(names: &[&str], means_us: &[f64]) -> Vec<TypeInfo> {
         })
         .collect()
 }
+
+/// `service` behind `policy` speaking RESP over TCP with `tcp`, on
+/// `runtime`: the Redis tests' server.
+#[allow(dead_code)] // not every test binary serves RESP
+pub fn resp(
+    service: Arc<dyn psp_apps::Service>,
+    policy: &str,
+    tcp: psp_net::tcp::TcpConfig,
+    runtime: RuntimeConfig,
+) -> Server {
+    start_with(
+        service,
+        types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
+        policy,
+        DatapathKind::Tcp(psp_proto::find("resp").expect("registered"), tcp),
+        DatagramProtocol::default(),
+        runtime,
+    )
+}

@@ -387,15 +387,11 @@ fn rocksdb_semantics(policy: &str) {
         },
     )
     .unwrap();
-    let s = common::server::start(
+    let s = common::server::resp(
         Arc::new(service),
-        common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
         policy,
-        DatapathKind::Tcp(
-            psp_proto::find("resp").expect("registered"),
-            TcpConfig::default(),
-        ),
-        Default::default(),
+        TcpConfig::default(),
+        common::server::runtime(),
     );
     let mut c = redis_conn(&s, false);
     assert_pipeline_order(&mut c, policy);

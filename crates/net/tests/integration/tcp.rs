@@ -9,17 +9,16 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use psp_net::tcp::TcpConfig;
-use psp_net::{DatapathKind, Server, ServerReport};
+use psp_net::{Server, ServerReport};
 
 use crate::common;
 
 fn server(policy: &str, tcp: TcpConfig) -> Server {
-    common::server::start(
+    common::server::resp(
         common::server::kv_service(&psp_proto::resp::Resp),
-        common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
         policy,
-        DatapathKind::Tcp(psp_proto::find("resp").expect("registered"), tcp),
-        Default::default(),
+        tcp,
+        common::server::runtime(),
     )
 }
 
@@ -339,22 +338,18 @@ fn connections_past_the_limit_are_answered_and_closed() {
 fn a_pipeline_runs_as_jobs_of_several_commands_with_order_and_counts_kept() {
     for (policy, batch) in [("c-fcfs", 16), ("darc:samples=20", 16), ("c-fcfs", 1)] {
         let service = mem_service();
-        let s = common::server::start(
+        let s = common::server::resp(
             service,
-            common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
             policy,
-            DatapathKind::Tcp(
-                psp_proto::find("resp").expect("registered"),
-                TcpConfig {
-                    max_batch: batch,
-                    // Count-bound only: on a loaded machine a descheduled
-                    // worker inflates the measured mean, and the time bound
-                    // would then keep batches at one command.
-                    batch_budget: Duration::from_secs(1),
-                    ..TcpConfig::default()
-                },
-            ),
-            Default::default(),
+            TcpConfig {
+                max_batch: batch,
+                // Count-bound only: on a loaded machine a descheduled
+                // worker inflates the measured mean, and the time bound
+                // would then keep batches at one command.
+                batch_budget: Duration::from_secs(1),
+                ..TcpConfig::default()
+            },
+            common::server::runtime(),
         );
         let mut c = connect(&s);
         let mut sent = 0u64;
@@ -433,18 +428,14 @@ impl psp_apps::Service for FailOnFail {
 /// HANDLER_ERROR, the rest ok (not the whole job failed).
 #[test]
 fn a_failed_command_in_a_batch_is_counted_alone() {
-    let s = common::server::start(
+    let s = common::server::resp(
         std::sync::Arc::new(FailOnFail),
-        common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
         "c-fcfs",
-        DatapathKind::Tcp(
-            psp_proto::find("resp").expect("registered"),
-            TcpConfig {
-                batch_budget: Duration::from_secs(1),
-                ..TcpConfig::default()
-            },
-        ),
-        Default::default(),
+        TcpConfig {
+            batch_budget: Duration::from_secs(1),
+            ..TcpConfig::default()
+        },
+        common::server::runtime(),
     );
     let mut c = connect(&s);
     let mut req = Vec::new();
@@ -474,15 +465,10 @@ fn a_command_past_its_types_queueing_bound_is_answered_busy_unrun() {
         // The short type's bound is 0: a worker always takes a command
         // after it arrived, so every short command expires; the range type
         // is unbounded.
-        let s = common::server::start_with(
+        let s = common::server::resp(
             service,
-            common::server::types(&psp_proto::resp::TYPES, &psp_proto::resp::TYPE_MEAN_US),
             policy,
-            DatapathKind::Tcp(
-                psp_proto::find("resp").expect("registered"),
-                TcpConfig::default(),
-            ),
-            Default::default(),
+            TcpConfig::default(),
             psp_runtime::RuntimeConfig {
                 max_wait: vec![Some(Duration::ZERO), None, None],
                 ..common::server::runtime()
@@ -511,6 +497,72 @@ fn a_command_past_its_types_queueing_bound_is_answered_busy_unrun() {
         assert_eq!(cnt.expired, 10, "{policy}: {cnt:?}");
         assert_eq!(cnt.completed, 1, "{policy}: {cnt:?}");
         assert_eq!(r.net.overloaded, 0, "{policy}: {:?}", r.net);
+        assert_balanced(&r);
+    }
+}
+
+/// BLPOP, BRPOP and BLMOVE on empty lists park the connection (holding no
+/// worker: other clients are served meanwhile), are admitted again when a
+/// push comes (one that still finds nothing parks again), keep the
+/// connection's later commands behind them, and answer Redis's null at
+/// their timeout.
+#[test]
+fn blocking_commands_park_until_a_push_or_their_timeout() {
+    for policy in ["c-fcfs", "darc:samples=20"] {
+        let s = common::server::resp(
+            mem_service(),
+            policy,
+            TcpConfig::default(),
+            common::server::runtime(),
+        );
+        // Two waiters: the first on q, with a GET pipelined behind its
+        // BLPOP; the second on two other lists.
+        let mut first = connect(&s);
+        first
+            .write_all(&[cmd(&["BLPOP", "q", "0"]), cmd(&["GET", "after"])].concat())
+            .unwrap();
+        let mut second = connect(&s);
+        second
+            .write_all(&cmd(&["BRPOP", "other", "q2", "0"]))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        // Meanwhile another client is served (both workers are free).
+        let mut pusher = connect(&s);
+        pusher.write_all(&cmd(&["SET", "after", "v"])).unwrap();
+        assert_eq!(read_exactly(&mut pusher, 5), b"+OK\r\n");
+        assert_eq!(
+            unread_bytes(&first),
+            0,
+            "{policy}: parked, nothing answered"
+        );
+        pusher.write_all(&cmd(&["RPUSH", "q", "a"])).unwrap();
+        assert_eq!(read_exactly(&mut pusher, 4), b":1\r\n");
+        // The first takes it, and its GET then runs; the second, woken
+        // too, finds nothing and parks again.
+        let want = b"*2\r\n$1\r\nq\r\n$1\r\na\r\n$1\r\nv\r\n";
+        assert_eq!(read_exactly(&mut first, want.len()), want, "{policy}");
+        pusher.write_all(&cmd(&["LPUSH", "q2", "b"])).unwrap();
+        assert_eq!(read_exactly(&mut pusher, 4), b":1\r\n");
+        let want = b"*2\r\n$2\r\nq2\r\n$1\r\nb\r\n";
+        assert_eq!(read_exactly(&mut second, want.len()), want, "{policy}");
+        // A timeout answers Redis's null, after about its time.
+        let t = Instant::now();
+        second
+            .write_all(&cmd(&["BLMOVE", "q", "d", "LEFT", "RIGHT", "0.2"]))
+            .unwrap();
+        assert_eq!(read_exactly(&mut second, 5), b"*-1\r\n", "{policy}");
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(190) && waited < Duration::from_secs(3),
+            "{policy}: {waited:?}"
+        );
+        drop((first, second, pusher));
+        let r = s.stop().unwrap();
+        // first, second, second again (woken by the push to q), BLMOVE;
+        // more when other tests' pushes (the wake count is the process's)
+        // wake them in between.
+        let parked = r.net.tcp.as_ref().unwrap().parked;
+        assert!(parked >= 4, "{policy}: {parked}");
         assert_balanced(&r);
     }
 }

@@ -5,6 +5,38 @@
 
 use super::*;
 
+/// A blocking command's timeout (seconds, fractions allowed; 0: forever)
+/// in ms, read as Redis reads it.
+fn block_timeout(t: &[u8]) -> Result<u64, Fail> {
+    let secs = std::str::from_utf8(t)
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+        .filter(|v| !v.is_nan())
+        .ok_or(Fail::Msg(b"ERR timeout is not a float or out of range"))?;
+    if secs < 0.0 {
+        return Err(Fail::Msg(b"ERR timeout is negative"));
+    }
+    let ms = (secs * 1000.0).ceil();
+    if ms > i64::MAX as f64 / 2.0 {
+        return Err(Fail::Msg(b"ERR timeout is out of range"));
+    }
+    Ok(ms as u64)
+}
+
+/// The command found nothing and may wait: the front end parks it
+/// ([`crate::blocking`]) until `timeout_ms` from `now_ms` (0: forever),
+/// then answers Redis's null.
+fn block(timeout_ms: u64, now_ms: u64, resp3: bool) -> Fail {
+    Fail::Block {
+        deadline_ms: if timeout_ms == 0 {
+            0
+        } else {
+            now_ms.saturating_add(timeout_ms)
+        },
+        timeout_reply: if resp3 { b"_\r\n" } else { b"*-1\r\n" },
+    }
+}
+
 /// Runs one of this family's commands (`name` is lowercase).
 pub(super) fn run<'d>(
     name: &[u8],
@@ -30,7 +62,40 @@ pub(super) fn run<'d>(
                 }
                 (true, Ok(l.len()))
             })?;
+            crate::blocking::wake();
             w.int(len as i64);
+        }
+        b"blpop" | b"brpop" => {
+            arity(n >= 2, nm)?;
+            let timeout = block_timeout(a[n - 1])?;
+            let keys = &a[..n - 1];
+            let blocks = held.is_none();
+            let mut g = lock(db, &mut held, keys, false)?;
+            // The first key, in the order given, whose list has an element.
+            for k in keys {
+                match g.get(k).map(|e| &e.value) {
+                    None => continue,
+                    Some(Value::List(_)) => {}
+                    Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+                }
+                let v = g.update(k, |slot| match slot.as_mut().map(|e| &mut e.value) {
+                    Some(Value::List(l)) => (true, l.pop(name == b"blpop")),
+                    _ => (false, None),
+                });
+                if let Some(v) = v {
+                    w.array(2);
+                    w.bulk(k);
+                    w.bulk(&v);
+                    return Ok(());
+                }
+            }
+            // Inside a transaction or a script nothing can come: the
+            // timeout's reply at once, as Redis.
+            if !blocks {
+                w.nil_array();
+                return Ok(());
+            }
+            return Err(block(timeout, g.now_ms, w.resp3));
         }
         b"lrem" => {
             arity(n == 3, nm)?;
@@ -55,21 +120,33 @@ pub(super) fn run<'d>(
             })?;
             w.int(removed as i64);
         }
-        b"lmove" | b"rpoplpush" => {
-            arity(if name == b"lmove" { n == 4 } else { n == 2 }, nm)?;
+        b"lmove" | b"rpoplpush" | b"blmove" | b"brpoplpush" => {
+            let moves = name == b"lmove" || name == b"blmove";
+            let blocking = name[0] == b'b';
+            let words = if moves { 4 } else { 2 } + usize::from(blocking);
+            arity(n == words, nm)?;
             let side = |s: &[u8]| match s.to_ascii_uppercase().as_slice() {
                 b"LEFT" => Ok(true),
                 b"RIGHT" => Ok(false),
                 _ => Err(Fail::Msg(SYNTAX)),
             };
-            let (from_left, to_left) = if name == b"lmove" {
+            let (from_left, to_left) = if moves {
                 (side(a[2])?, side(a[3])?)
             } else {
                 (false, true)
             };
+            let timeout = if blocking {
+                Some(block_timeout(a[n - 1])?)
+            } else {
+                None
+            };
+            let blocks = blocking && held.is_none();
             let mut g = lock(db, &mut held, &a[..2], true)?;
             match g.get(a[0]).map(|e| &e.value) {
                 None => {
+                    if let (true, Some(t)) = (blocks, timeout) {
+                        return Err(block(t, g.now_ms, w.resp3));
+                    }
                     w.nil();
                     return Ok(());
                 }
@@ -94,6 +171,7 @@ pub(super) fn run<'d>(
                 }
                 (true, ())
             });
+            crate::blocking::wake();
             w.bulk(&v);
         }
         b"lset" => {
@@ -314,6 +392,9 @@ pub(super) fn run<'d>(
                 },
                 Some(_) => (false, Err(Fail::Msg(WRONGTYPE))),
             })?;
+            if len > 0 {
+                crate::blocking::wake();
+            }
             w.int(len);
         }
         _ => unreachable!("routed to lists by name"),

@@ -258,6 +258,13 @@ enum Fail {
     Arity(String),
     Msg(&'static [u8]),
     Owned(Vec<u8>),
+    /// A blocking command found nothing: it is parked until `deadline_ms`
+    /// (Unix ms; 0: never), then answered `timeout_reply`
+    /// ([`crate::blocking`]).
+    Block {
+        deadline_ms: u64,
+        timeout_reply: &'static [u8],
+    },
 }
 
 type Res = Result<(), Fail>;
@@ -366,8 +373,10 @@ impl CommandSpec {
     /// The keys among `args` (the words after the name).
     fn keys<'a>(&self, args: &[&'a [u8]]) -> impl Iterator<Item = &'a [u8]> {
         let first = usize::from(self.first_key);
+        // A negative last key counts from the end (-1: the last word, -2:
+        // the one before it, as BLPOP's timeout follows its keys).
         let last = match self.last_key {
-            l if l < 0 => args.len(),
+            l if l < 0 => (args.len() + 1).saturating_sub(l.unsigned_abs() as usize),
             l => (l as usize).min(args.len()),
         };
         let words = if first == 0 {
@@ -501,6 +510,10 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("expiretime", 2, 1, 1, 1),
     CommandSpec::new("pexpiretime", 2, 1, 1, 1),
     CommandSpec::new("wait", 3, 0, 0, 0),
+    CommandSpec::new("blpop", -3, 1, -2, 1),
+    CommandSpec::new("brpop", -3, 1, -2, 1),
+    CommandSpec::new("blmove", 6, 1, 2, 1),
+    CommandSpec::new("brpoplpush", 4, 1, 2, 1),
     CommandSpec::new("zrevrangebyscore", -4, 1, 1, 1),
     CommandSpec::new("zremrangebyscore", 4, 1, 1, 1),
     CommandSpec::new("zremrangebyrank", 4, 1, 1, 1),
@@ -600,9 +613,19 @@ pub fn execute(
     }
     let start = w.out.len();
     let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
-    if let Err(f) = r {
-        w.out.truncate(start);
-        write_fail(&mut w, f);
+    match r {
+        Ok(()) => {}
+        Err(Fail::Block {
+            deadline_ms,
+            timeout_reply,
+        }) => {
+            w.out.truncate(start);
+            crate::blocking::write(w.out, deadline_ms, timeout_reply, req);
+        }
+        Err(f) => {
+            w.out.truncate(start);
+            write_fail(&mut w, f);
+        }
     }
     Ok(())
 }
@@ -614,6 +637,9 @@ fn write_fail(w: &mut Reply<'_>, f: Fail) {
         }
         Fail::Msg(m) => w.error(m),
         Fail::Owned(m) => w.error(&m),
+        // Only a connection's own command blocks (never one inside EXEC or
+        // a script): elsewhere it is its timeout.
+        Fail::Block { timeout_reply, .. } => w.raw(timeout_reply),
     }
 }
 
@@ -676,9 +702,8 @@ fn run<'d>(
         b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist"
         | b"expiretime" | b"pexpiretime" => expiry::run(name, a, db, w, held),
         b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" | b"lset" | b"ltrim"
-        | b"lrem" | b"lmove" | b"rpoplpush" | b"lpos" | b"linsert" => {
-            lists::run(name, a, db, w, held)
-        }
+        | b"lrem" | b"lmove" | b"rpoplpush" | b"lpos" | b"linsert" | b"blpop" | b"brpop"
+        | b"blmove" | b"brpoplpush" => lists::run(name, a, db, w, held),
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
         | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" | b"hincrbyfloat" => {
             hashes::run(name, a, db, w, held)
