@@ -766,6 +766,23 @@ impl crate::Protocol for Resp {
         preempt: &mut dyn FnMut(),
     ) -> Result<(), &'static str> {
         let mut s = sessions.take(session);
+        // CLIENT LIST reads every connection's session: answered here, where
+        // the table is.
+        if parse(req).is_ok_and(|c| {
+            let mut args = c.args;
+            c.raw_name.eq_ignore_ascii_case(b"client")
+                && args.len() == 1
+                && args.next().is_some_and(|a| a.eq_ignore_ascii_case(b"list"))
+        }) {
+            let list = sessions.client_list(&s);
+            sessions.put(s);
+            out.push(b'$');
+            out.extend_from_slice(list.len().to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(&list);
+            out.extend_from_slice(b"\r\n");
+            return Ok(());
+        }
         let r = crate::commands::execute(req, db, &mut s, out, preempt);
         sessions.put(s);
         r.map_err(|_| NOT_A_COMMAND)

@@ -566,3 +566,35 @@ fn blocking_commands_park_until_a_push_or_their_timeout() {
         assert_balanced(&r);
     }
 }
+
+/// redis-py as users run it (Debian's python3-redis, installed by
+/// scripts/deps.sh): its Lock, register_script, CLIENT LIST and a consumer
+/// parked in BLPOP (tests/frameworks/redis_frameworks.py), under c-fcfs and
+/// the default policy's family.
+#[test]
+fn redis_py_lock_scripts_and_a_blocked_consumer_run_against_psp_serve() {
+    for policy in ["c-fcfs", "darc-fair:samples=20"] {
+        let s = common::server::resp(
+            mem_service(),
+            policy,
+            TcpConfig::default(),
+            common::server::runtime(),
+        );
+        let out = std::process::Command::new("/usr/bin/python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/frameworks/redis_frameworks.py"
+            ))
+            .arg(s.local_addr().port().to_string())
+            .output()
+            .expect("python3 runs (scripts/deps.sh installs python3-redis)");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{policy}: {text}");
+        assert!(text.contains("blpop ok"), "{policy}: {text}");
+        drop(s.stop().unwrap());
+    }
+}

@@ -144,6 +144,36 @@ impl Sessions {
         }
     }
 
+    /// `CLIENT LIST`'s reply for the connection of `current`: a line per
+    /// connection that has run a command (its id, name and protocol, in
+    /// Redis's `key=value` form; a connection closed since is listed until
+    /// its index is reused: the table does not see connections close).
+    pub fn client_list(&self, current: &Session) -> Vec<u8> {
+        let line = |out: &mut Vec<u8>, id: u64, name: Option<&[u8]>, resp3: bool| {
+            out.extend_from_slice(
+                format!("id={} addr=unknown:0 laddr=unknown:0 fd=-1 name=", id >> 32).as_bytes(),
+            );
+            out.extend_from_slice(name.unwrap_or_default());
+            out.extend_from_slice(
+                format!(
+                    " age=0 idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 cmd=client|list user=default redir=-1 resp={}\n",
+                    if resp3 { 3 } else { 2 }
+                )
+                .as_bytes(),
+            );
+        };
+        let mut out = Vec::new();
+        for slot in self.slots.iter() {
+            let slot = slot.lock();
+            if slot.id == current.id {
+                line(&mut out, current.id, current.name.as_deref(), current.resp3);
+            } else if let Some(s) = &slot.session {
+                line(&mut out, s.id, s.name.as_deref(), s.resp3);
+            }
+        }
+        out
+    }
+
     /// Brings back a session taken by [`Sessions::take`] (one of a
     /// connection that has since closed is dropped).
     pub fn put(&self, session: Box<Session>) {
