@@ -643,7 +643,10 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         || is(b"flushdb")
     {
         return TYPE_RANGE;
-    } else if is(b"scan") {
+    } else if is(b"scan") || is(b"hscan") || is(b"sscan") || is(b"zscan") {
+        if !is(b"scan") {
+            let _key = args.next();
+        }
         let _cursor = args.next();
         while let (Some(opt), Some(v)) = (args.next(), args.next()) {
             if opt.eq_ignore_ascii_case(b"count")

@@ -101,7 +101,111 @@ pub(super) fn run<'d>(
             }
         }
         b"scan" => scan(a, db, &mut held, w, point)?,
+        b"hscan" | b"sscan" | b"zscan" => scan_collection(name, a, db, &mut held, w)?,
         _ => unreachable!("routed to keys by name"),
+    }
+    Ok(())
+}
+
+/// A SCAN-family cursor.
+fn scan_cursor(s: &[u8]) -> Result<u64, Fail> {
+    std::str::from_utf8(s)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(Fail::Msg(b"ERR invalid cursor"))
+}
+
+/// What a SCAN-family call asks past its cursor.
+struct ScanOptions<'a> {
+    pattern: Option<&'a [u8]>,
+    count: usize,
+    /// SCAN's TYPE (lowercase).
+    type_name: Option<Vec<u8>>,
+}
+
+/// The MATCH, COUNT and (`with_type`: SCAN's) TYPE options in `opts`.
+fn scan_options<'a>(opts: &[&'a [u8]], with_type: bool) -> Result<ScanOptions<'a>, Fail> {
+    let mut o = ScanOptions {
+        pattern: None,
+        count: SCAN_DEFAULT_COUNT,
+        type_name: None,
+    };
+    for pair in opts.chunks(2) {
+        let [name, value] = pair else {
+            return Err(Fail::Msg(SYNTAX));
+        };
+        match name.to_ascii_uppercase().as_slice() {
+            b"MATCH" => o.pattern = Some(value),
+            b"COUNT" => {
+                let c = int_arg(value)?;
+                if c < 1 {
+                    return Err(Fail::Msg(SYNTAX));
+                }
+                o.count = (c as usize).min(SCAN_MAX_COUNT);
+            }
+            b"TYPE" if with_type => o.type_name = Some(value.to_ascii_lowercase()),
+            _ => return Err(Fail::Msg(SYNTAX)),
+        }
+    }
+    Ok(o)
+}
+
+/// Collections up to this many elements answer HSCAN/SSCAN/ZSCAN in one
+/// call, cursor 0, whatever the COUNT (Redis's compact encodings, up to
+/// its default 128 entries, do the same).
+const SCAN_WHOLE: usize = 128;
+
+/// HSCAN, SSCAN, ZSCAN: the cursor is a position in the collection's
+/// iteration order (a hash map's for hashes and sets, the scores' for
+/// sorted sets); an element present for the whole scan is returned unless
+/// the collection grew (rehashed) between two calls.
+fn scan_collection<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    held: &mut Option<&mut Guard<'d>>,
+    w: &mut Reply<'_>,
+) -> Res {
+    let cursor = usize::try_from(scan_cursor(a[1])?).unwrap_or(usize::MAX);
+    let ScanOptions { pattern, count, .. } = scan_options(&a[2..], false)?;
+    let mut g = lock(db, held, &a[..1], false)?;
+    // Each element as the words it is answered with (a field and its
+    // value, a member and its score, a member).
+    let items: Vec<Vec<Vec<u8>>> = match (name, g.get(a[0]).map(|e| &e.value)) {
+        (_, None) => Vec::new(),
+        (b"hscan", Some(Value::Hash(h))) => h
+            .map()
+            .iter()
+            .map(|(f, v)| vec![f.to_vec(), v.to_vec()])
+            .collect(),
+        (b"sscan", Some(Value::Set(s))) => s.members().iter().map(|m| vec![m.to_vec()]).collect(),
+        (b"zscan", Some(Value::ZSet(z))) => z
+            .ordered()
+            .iter()
+            .map(|(sc, m)| vec![m.to_vec(), fmt_double(sc.0).into_bytes()])
+            .collect(),
+        _ => return Err(Fail::Msg(WRONGTYPE)),
+    };
+    let (from, to) = if items.len() <= SCAN_WHOLE {
+        (0, items.len())
+    } else {
+        (
+            cursor.min(items.len()),
+            cursor.saturating_add(count).min(items.len()),
+        )
+    };
+    let next = if to >= items.len() { 0 } else { to };
+    let page: Vec<&Vec<Vec<u8>>> = items[from..to]
+        .iter()
+        .filter(|words| pattern.is_none_or(|p| glob_match(p, &words[0])))
+        .collect();
+    w.array(2);
+    w.bulk(next.to_string().as_bytes());
+    w.array(page.iter().map(|words| words.len()).sum());
+    for words in page {
+        for word in words {
+            w.bulk(word);
+        }
     }
     Ok(())
 }
@@ -114,32 +218,12 @@ fn scan<'d>(
     point: &mut dyn FnMut(),
 ) -> Res {
     arity(!a.is_empty(), "scan")?;
-    let cursor: u64 = std::str::from_utf8(a[0])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or(Fail::Msg(b"ERR invalid cursor"))?;
-    let (mut pattern, mut count, mut ty): (Option<&[u8]>, usize, Option<Vec<u8>>) =
-        (None, SCAN_DEFAULT_COUNT, None);
-    let mut i = 1;
-    while i < a.len() {
-        let o = a[i].to_ascii_uppercase();
-        if i + 1 >= a.len() {
-            return Err(Fail::Msg(SYNTAX));
-        }
-        match o.as_slice() {
-            b"MATCH" => pattern = Some(a[i + 1]),
-            b"COUNT" => {
-                let c = int_arg(a[i + 1])?;
-                if c < 1 {
-                    return Err(Fail::Msg(SYNTAX));
-                }
-                count = (c as usize).min(SCAN_MAX_COUNT);
-            }
-            b"TYPE" => ty = Some(a[i + 1].to_ascii_lowercase()),
-            _ => return Err(Fail::Msg(SYNTAX)),
-        }
-        i += 2;
-    }
+    let cursor = scan_cursor(a[0])?;
+    let ScanOptions {
+        pattern,
+        count,
+        type_name: ty,
+    } = scan_options(&a[1..], true)?;
     // The cursor: shard in the high 16 bits, position in the shard below.
     let mut shard = (cursor >> 48) as usize;
     let mut pos = (cursor & ((1 << 48) - 1)) as usize;

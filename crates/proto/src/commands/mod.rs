@@ -540,6 +540,9 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("expiretime", 2, 1, 1, 1),
     CommandSpec::new("pexpiretime", 2, 1, 1, 1),
     CommandSpec::new("wait", 3, 0, 0, 0),
+    CommandSpec::new("hscan", -3, 1, 1, 1),
+    CommandSpec::new("sscan", -3, 1, 1, 1),
+    CommandSpec::new("zscan", -3, 1, 1, 1),
     CommandSpec::new("blpop", -3, 1, -2, 1),
     CommandSpec::new("brpop", -3, 1, -2, 1),
     CommandSpec::new("blmove", 6, 1, 2, 1),
@@ -726,9 +729,8 @@ fn run<'d>(
             counters::run(name, a, db, w, held)
         }
         b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" | b"del" | b"unlink" | b"exists"
-        | b"type" | b"keys" | b"scan" | b"touch" | b"rename" | b"renamenx" => {
-            keys::run(name, a, db, w, held, point)
-        }
+        | b"type" | b"keys" | b"scan" | b"touch" | b"rename" | b"renamenx" | b"hscan"
+        | b"sscan" | b"zscan" => keys::run(name, a, db, w, held, point),
         b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist"
         | b"expiretime" | b"pexpiretime" => expiry::run(name, a, db, w, held),
         b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" | b"lset" | b"ltrim"
@@ -1360,6 +1362,40 @@ mod tests {
         assert!(keys("ping", &["x"]).is_empty());
         assert!(arity_fits(b"get", 2) && !arity_fits(b"get", 3) && !arity_fits(b"get", 1));
         assert!(arity_fits(b"del", 2) && arity_fits(b"del", 9) && !arity_fits(b"del", 1));
+    }
+
+    #[test]
+    fn hscan_sscan_zscan_walk_a_big_collection_once() {
+        let db = Db::default();
+        let mut s = Session::default();
+        for i in 0..300 {
+            run_line(&db, &mut s, &format!("HSET h f{i} v{i}"));
+            run_line(&db, &mut s, &format!("SADD s m{i}"));
+            run_line(&db, &mut s, &format!("ZADD z {i} m{i}"));
+        }
+        for (cmd, words_per_item) in [("HSCAN h", 2), ("SSCAN s", 1), ("ZSCAN z", 2)] {
+            let (mut cursor, mut seen, mut calls) = ("0".to_string(), Vec::new(), 0);
+            loop {
+                let reply = run_line(&db, &mut s, &format!("{cmd} {cursor} COUNT 50"));
+                let lines: Vec<&str> = reply.split("\r\n").collect();
+                // *2, $n, cursor, *m, then $len/word pairs.
+                cursor = lines[2].to_string();
+                let words: Vec<&str> = lines[4..].iter().skip(1).step_by(2).copied().collect();
+                seen.extend(words.iter().step_by(words_per_item).map(|w| w.to_string()));
+                calls += 1;
+                if cursor == "0" {
+                    break;
+                }
+            }
+            let n = seen.len();
+            seen.sort();
+            seen.dedup();
+            assert_eq!((n, seen.len()), (300, 300), "{cmd}: each element once");
+            assert_eq!(
+                calls, 6,
+                "{cmd}: COUNT 50 pages of a 300-element collection"
+            );
+        }
     }
 
     #[test]
