@@ -486,6 +486,8 @@ pub struct Db {
     evict_cursor: AtomicUsize,
     start: Instant,
     start_unix_ms: u64,
+    /// What ran on it, per command (`INFO commandstats`, `SLOWLOG`).
+    commands: crate::commands::CommandStats,
 }
 
 impl std::fmt::Debug for Db {
@@ -541,7 +543,13 @@ impl Db {
             evict_cursor: AtomicUsize::new(0),
             start: Instant::now(),
             start_unix_ms,
+            commands: crate::commands::CommandStats::default(),
         }
+    }
+
+    /// The commands' statistics.
+    pub fn commands(&self) -> &crate::commands::CommandStats {
+        &self.commands
     }
 
     /// The settings.

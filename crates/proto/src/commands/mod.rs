@@ -27,11 +27,14 @@ mod lists;
 mod scripting;
 mod server;
 mod sets;
+mod slowlog;
 mod strings;
 mod transaction;
 mod zsets;
 
 use parking_lot::Mutex;
+
+pub use slowlog::CommandStats;
 
 use crate::db::{Db, Entry, Full, Guard, Score, Value, ZSet};
 use crate::resp::{RespError, parse};
@@ -540,6 +543,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("expiretime", 2, 1, 1, 1),
     CommandSpec::new("pexpiretime", 2, 1, 1, 1),
     CommandSpec::new("wait", 3, 0, 0, 0),
+    CommandSpec::new("slowlog", -2, 0, 0, 0),
     CommandSpec::new("hscan", -3, 1, 1, 1),
     CommandSpec::new("sscan", -3, 1, 1, 1),
     CommandSpec::new("zscan", -3, 1, 1, 1),
@@ -563,8 +567,19 @@ pub fn known(name: &[u8]) -> bool {
 /// The table's entry of command `name` (lowercase): one hash lookup, on
 /// every command's path.
 fn spec(name: &[u8]) -> Option<&'static CommandSpec> {
-    static BY_NAME: std::sync::LazyLock<hashbrown::HashMap<&'static [u8], &'static CommandSpec>> =
-        std::sync::LazyLock::new(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect());
+    spec_index(name).map(|i| &COMMANDS[i])
+}
+
+/// The table's index of command `name` (lowercase).
+fn spec_index(name: &[u8]) -> Option<usize> {
+    static BY_NAME: std::sync::LazyLock<hashbrown::HashMap<&'static [u8], usize>> =
+        std::sync::LazyLock::new(|| {
+            COMMANDS
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.name.as_bytes(), i))
+                .collect()
+        });
     BY_NAME.get(name).copied()
 }
 
@@ -645,7 +660,16 @@ pub fn execute(
         return Ok(());
     }
     let start = w.out.len();
+    let t0 = std::time::Instant::now();
     let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
+    if let Some(index) = spec_index(name) {
+        db.commands().record(
+            index,
+            t0.elapsed().as_micros() as u64,
+            r.is_err() || w.out.get(start) == Some(&b'-'),
+            (cmd.raw_name, &args),
+        );
+    }
     match r {
         Ok(()) => {}
         Err(Fail::Block {
@@ -715,6 +739,7 @@ fn run<'d>(
             connection::run(name, a, session, w)
         }
         b"eval" | b"evalsha" | b"script" => scripting::run(name, a, db, session, w, held),
+        b"slowlog" => slowlog::slowlog(a, db, w),
         b"command" | b"info" | b"config" | b"dbsize" | b"flushdb" | b"flushall" | b"time" => {
             server::run(name, a, db, w, held, point)
         }
@@ -1362,6 +1387,45 @@ mod tests {
         assert!(keys("ping", &["x"]).is_empty());
         assert!(arity_fits(b"get", 2) && !arity_fits(b"get", 3) && !arity_fits(b"get", 1));
         assert!(arity_fits(b"del", 2) && arity_fits(b"del", 9) && !arity_fits(b"del", 1));
+    }
+
+    #[test]
+    fn slowlog_and_commandstats_answer_in_redis_form() {
+        let db = Db::default();
+        let mut s = Session::default();
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG GET slowlog-log-slower-than"),
+            "*2\r\n$23\r\nslowlog-log-slower-than\r\n$5\r\n10000\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG SET slowlog-log-slower-than 0"),
+            "+OK\r\n"
+        );
+        assert_eq!(run_line(&db, &mut s, "SLOWLOG RESET"), "+OK\r\n");
+        run_line(&db, &mut s, "SET a b");
+        run_line(&db, &mut s, "INCR a");
+        // Every command is slower than 0 µs: SLOWLOG RESET, SET, INCR (the
+        // latest entry is SLOWLOG LEN itself, id 4: CONFIG SET was 0).
+        assert_eq!(run_line(&db, &mut s, "SLOWLOG LEN"), ":3\r\n");
+        let last = run_line(&db, &mut s, "SLOWLOG GET 1");
+        assert!(last.starts_with("*1\r\n*6\r\n:4\r\n:"), "{last}");
+        assert!(
+            last.ends_with("*2\r\n$7\r\nSLOWLOG\r\n$3\r\nLEN\r\n$0\r\n\r\n$0\r\n\r\n"),
+            "{last}"
+        );
+        assert!(run_line(&db, &mut s, "SLOWLOG GET -2").contains("greater than or equal to -1"));
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG SET slowlog-max-len 1"),
+            "+OK\r\n"
+        );
+        assert_eq!(run_line(&db, &mut s, "SLOWLOG LEN"), ":1\r\n");
+        let stats = run_line(&db, &mut s, "INFO commandstats");
+        assert!(stats.contains("# Commandstats\r\n"), "{stats}");
+        assert!(
+            stats.contains("cmdstat_incr:calls=1,") && stats.contains("failed_calls=1\r\n"),
+            "INCR of a non-number failed once: {stats}"
+        );
+        assert!(run_line(&db, &mut s, "CONFIG SET nosuch 1").starts_with("-ERR Unknown option"));
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub(super) fn run<'d>(
                 w.array(0);
             }
         }
+        b"info"
+            if a.first()
+                .is_some_and(|s| s.eq_ignore_ascii_case(b"commandstats")) =>
+        {
+            w.bulk(super::slowlog::commandstats(db).as_bytes());
+        }
         b"info" => {
             let s = db.stats();
             let text = format!(
@@ -55,12 +61,30 @@ pub(super) fn run<'d>(
                         pairs.push(("save", String::new()));
                     } else if p.eq_ignore_ascii_case(b"appendonly") {
                         pairs.push(("appendonly", "no".into()));
+                    } else {
+                        super::slowlog::config_get(db, p, &mut pairs);
                     }
                 }
                 w.map(pairs.len());
                 for (k, v) in pairs {
                     w.bulk(k.as_bytes());
                     w.bulk(v.as_bytes());
+                }
+            } else if a[0].eq_ignore_ascii_case(b"set") && n == 3 {
+                match super::slowlog::config_set(db, a[1], a[2]) {
+                    Some(r) => {
+                        r?;
+                        w.ok();
+                    }
+                    None => {
+                        return Err(Fail::Owned(
+                            format!(
+                                "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+                                String::from_utf8_lossy(a[1])
+                            )
+                            .into_bytes(),
+                        ));
+                    }
                 }
             } else {
                 let mut msg = b"ERR unknown subcommand '".to_vec();

@@ -1,0 +1,224 @@
+//! What Redis users read to find their big commands: per command, calls,
+//! time and failures (`INFO commandstats`), and the commands slower than a
+//! bound (`SLOWLOG GET/LEN/RESET`, with `slowlog-log-slower-than` and
+//! `slowlog-max-len` in `CONFIG GET/SET`), in Redis 7's formats.
+//!
+//! The counters are the database's ([`Db::commands`]): a command's run is
+//! timed around its execution (its lock waits included, as Redis's time
+//! includes nothing but the command itself). Recording takes a few
+//! atomics; only a slow command takes the log's lock.
+
+use std::collections::VecDeque;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use super::{COMMANDS, Fail, Reply, Res, int_arg};
+use crate::db::Db;
+
+/// Arguments of a slow log entry kept at most (Redis's).
+const LOGGED_ARGS: usize = 32;
+/// Bytes of an argument kept in a slow log entry (Redis's).
+const LOGGED_BYTES: usize = 128;
+/// The slow log's longest length (`CONFIG SET slowlog-max-len`).
+pub const MAX_SLOWLOG_LEN: i64 = 1 << 20;
+
+/// The database's command statistics.
+#[derive(Debug)]
+pub struct CommandStats {
+    /// Per command of the table (by index): calls, µs, failed calls.
+    counters: OnceLock<Box<[[AtomicU64; 3]]>>,
+    slowlog: Mutex<VecDeque<SlowEntry>>,
+    next_id: AtomicU64,
+    /// µs; negative: log nothing; 0: log everything (Redis's default 10 ms).
+    slower_than_us: AtomicI64,
+    max_len: AtomicUsize,
+}
+
+#[derive(Debug, Clone)]
+struct SlowEntry {
+    id: u64,
+    unix_s: u64,
+    us: u64,
+    args: Vec<Vec<u8>>,
+}
+
+impl Default for CommandStats {
+    fn default() -> Self {
+        Self {
+            counters: OnceLock::new(),
+            slowlog: Mutex::new(VecDeque::new()),
+            next_id: AtomicU64::new(0),
+            slower_than_us: AtomicI64::new(10_000),
+            max_len: AtomicUsize::new(128),
+        }
+    }
+}
+
+impl CommandStats {
+    fn counters(&self) -> &[[AtomicU64; 3]] {
+        self.counters
+            .get_or_init(|| (0..COMMANDS.len()).map(|_| Default::default()).collect())
+    }
+
+    /// Command `index` of the table, `name` with `args`, ran for `us` µs;
+    /// `failed`: it answered an error. Allocates only for a slow one.
+    pub(super) fn record(
+        &self,
+        index: usize,
+        us: u64,
+        failed: bool,
+        (name, args): (&[u8], &[&[u8]]),
+    ) {
+        let c = &self.counters()[index];
+        c[0].fetch_add(1, Ordering::Relaxed);
+        c[1].fetch_add(us, Ordering::Relaxed);
+        c[2].fetch_add(u64::from(failed), Ordering::Relaxed);
+        let bound = self.slower_than_us.load(Ordering::Relaxed);
+        if bound < 0 || (us as i64) < bound {
+            return;
+        }
+        let args: Vec<&[u8]> = std::iter::once(name).chain(args.iter().copied()).collect();
+        let mut kept: Vec<Vec<u8>> = args
+            .iter()
+            .take(if args.len() > LOGGED_ARGS {
+                LOGGED_ARGS - 1
+            } else {
+                LOGGED_ARGS
+            })
+            .map(|a| {
+                if a.len() > LOGGED_BYTES {
+                    let mut v = a[..LOGGED_BYTES].to_vec();
+                    v.extend_from_slice(
+                        format!("... ({} more bytes)", a.len() - LOGGED_BYTES).as_bytes(),
+                    );
+                    v
+                } else {
+                    a.to_vec()
+                }
+            })
+            .collect();
+        if args.len() > LOGGED_ARGS {
+            kept.push(
+                format!("... ({} more arguments)", args.len() - LOGGED_ARGS + 1).into_bytes(),
+            );
+        }
+        let entry = SlowEntry {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            us,
+            args: kept,
+        };
+        let mut log = self.slowlog.lock();
+        log.push_front(entry);
+        log.truncate(self.max_len.load(Ordering::Relaxed));
+    }
+}
+
+/// SLOWLOG GET [count] / LEN / RESET.
+pub(super) fn slowlog(a: &[&[u8]], db: &Db, w: &mut Reply<'_>) -> Res {
+    let stats = db.commands();
+    match (a[0].to_ascii_lowercase().as_slice(), a.len()) {
+        (b"get", 1 | 2) => {
+            let count = match a.get(1) {
+                None => 10,
+                Some(c) => match int_arg(c) {
+                    Ok(-1) => usize::MAX,
+                    Ok(c) if c >= 0 => c as usize,
+                    _ => {
+                        return Err(Fail::Msg(
+                            b"ERR count should be greater than or equal to -1",
+                        ));
+                    }
+                },
+            };
+            let log = stats.slowlog.lock();
+            let n = count.min(log.len());
+            w.array(n);
+            for e in log.iter().take(n) {
+                w.array(6);
+                w.int(e.id as i64);
+                w.int(e.unix_s as i64);
+                w.int(e.us as i64);
+                w.array(e.args.len());
+                for arg in &e.args {
+                    w.bulk(arg);
+                }
+                w.bulk(b"");
+                w.bulk(b"");
+            }
+        }
+        (b"len", 1) => w.int(stats.slowlog.lock().len() as i64),
+        (b"reset", 1) => {
+            stats.slowlog.lock().clear();
+            w.ok();
+        }
+        _ => {
+            let mut msg = b"ERR unknown subcommand '".to_vec();
+            msg.extend_from_slice(&a[0][..a[0].len().min(128)]);
+            msg.extend_from_slice(b"'. Try SLOWLOG HELP.");
+            return Err(Fail::Owned(msg));
+        }
+    }
+    Ok(())
+}
+
+/// `CONFIG GET`'s slow log settings among `(name, value)` pairs.
+pub(super) fn config_get(db: &Db, name: &[u8], pairs: &mut Vec<(&'static str, String)>) {
+    let s = db.commands();
+    if name.eq_ignore_ascii_case(b"slowlog-log-slower-than") {
+        pairs.push((
+            "slowlog-log-slower-than",
+            s.slower_than_us.load(Ordering::Relaxed).to_string(),
+        ));
+    } else if name.eq_ignore_ascii_case(b"slowlog-max-len") {
+        pairs.push((
+            "slowlog-max-len",
+            s.max_len.load(Ordering::Relaxed).to_string(),
+        ));
+    }
+}
+
+/// `CONFIG SET` of a slow log setting; `None`: not one.
+pub(super) fn config_set(db: &Db, name: &[u8], value: &[u8]) -> Option<Res> {
+    let s = db.commands();
+    let v = int_arg(value);
+    if name.eq_ignore_ascii_case(b"slowlog-log-slower-than") {
+        return Some(v.map(|v| s.slower_than_us.store(v, Ordering::Relaxed)));
+    }
+    if name.eq_ignore_ascii_case(b"slowlog-max-len") {
+        return Some(v.and_then(|v| {
+            if !(0..=MAX_SLOWLOG_LEN).contains(&v) {
+                return Err(Fail::Owned(
+                    format!("ERR CONFIG SET failed (possibly related to argument 'slowlog-max-len') - argument must be between 0 and {MAX_SLOWLOG_LEN} inclusive").into_bytes(),
+                ));
+            }
+            s.max_len.store(v as usize, Ordering::Relaxed);
+            s.slowlog.lock().truncate(v as usize);
+            Ok(())
+        }));
+    }
+    None
+}
+
+/// `INFO commandstats`'s section: a line per command that ran.
+pub(super) fn commandstats(db: &Db) -> String {
+    let mut out = String::from("# Commandstats\r\n");
+    for (spec, c) in COMMANDS.iter().zip(db.commands().counters()) {
+        let calls = c[0].load(Ordering::Relaxed);
+        if calls == 0 {
+            continue;
+        }
+        let us = c[1].load(Ordering::Relaxed);
+        out.push_str(&format!(
+            "cmdstat_{}:calls={calls},usec={us},usec_per_call={:.2},rejected_calls=0,failed_calls={}\r\n",
+            spec.name,
+            us as f64 / calls as f64,
+            c[2].load(Ordering::Relaxed)
+        ));
+    }
+    out
+}
