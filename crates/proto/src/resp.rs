@@ -709,6 +709,20 @@ impl crate::Protocol for Resp {
     }
 
     fn may_block(&self, req: &[u8]) -> bool {
+        // On the network thread for every command: most names are decided
+        // by their first letter, without a parse (`*N\r\n$L\r\nNAME`,
+        // or an inline command).
+        let first = match req.first() {
+            Some(b'*') => {
+                let mut lines = req.splitn(3, |&b| b == b'\n');
+                let (_, _) = (lines.next(), lines.next());
+                lines.next().and_then(|name| name.first().copied())
+            }
+            other => other.copied(),
+        };
+        if !matches!(first, Some(b'b' | b'B')) {
+            return false;
+        }
         parse(req).is_ok_and(|c| {
             [&b"blpop"[..], b"brpop", b"blmove", b"brpoplpush"]
                 .iter()

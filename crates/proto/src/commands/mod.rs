@@ -652,7 +652,8 @@ pub fn execute(
     }
     // Every command's arity is checked here, from the table, before it
     // runs (as Redis checks it): no command reads past its words.
-    if spec(name).is_some_and(|c| !c.fits(args.len() + 1)) {
+    let index = spec_index(name);
+    if index.is_some_and(|i| !COMMANDS[i].fits(args.len() + 1)) {
         write_fail(
             &mut w,
             Fail::Arity(String::from_utf8_lossy(name).into_owned()),
@@ -662,7 +663,7 @@ pub fn execute(
     let start = w.out.len();
     let t0 = std::time::Instant::now();
     let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
-    if let Some(index) = spec_index(name) {
+    if let Some(index) = index {
         db.commands().record(
             index,
             t0.elapsed().as_micros() as u64,
