@@ -724,9 +724,16 @@ impl crate::Protocol for Resp {
             return false;
         }
         parse(req).is_ok_and(|c| {
-            [&b"blpop"[..], b"brpop", b"blmove", b"brpoplpush"]
-                .iter()
-                .any(|b| c.raw_name.eq_ignore_ascii_case(b))
+            [
+                &b"blpop"[..],
+                b"brpop",
+                b"blmove",
+                b"brpoplpush",
+                b"bzpopmin",
+                b"bzpopmax",
+            ]
+            .iter()
+            .any(|b| c.raw_name.eq_ignore_ascii_case(b))
         })
     }
 

@@ -501,7 +501,7 @@ fn a_command_past_its_types_queueing_bound_is_answered_busy_unrun() {
     }
 }
 
-/// BLPOP, BRPOP and BLMOVE on empty lists park the connection (holding no
+/// BLPOP, BRPOP, BLMOVE (and BZPOPMIN on a sorted set) park the connection (holding no
 /// worker: other clients are served meanwhile), are admitted again when a
 /// push comes (one that still finds nothing parks again), keep the
 /// connection's later commands behind them, and answer Redis's null at
@@ -556,13 +556,20 @@ fn blocking_commands_park_until_a_push_or_their_timeout() {
             waited >= Duration::from_millis(190) && waited < Duration::from_secs(3),
             "{policy}: {waited:?}"
         );
+        // A sorted set's blocking pop, woken by a ZADD.
+        second.write_all(&cmd(&["BZPOPMIN", "zq", "0"])).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        pusher.write_all(&cmd(&["ZADD", "zq", "5", "m"])).unwrap();
+        assert_eq!(read_exactly(&mut pusher, 4), b":1\r\n");
+        let want = b"*3\r\n$2\r\nzq\r\n$1\r\nm\r\n$1\r\n5\r\n";
+        assert_eq!(read_exactly(&mut second, want.len()), want, "{policy}");
         drop((first, second, pusher));
         let r = s.stop().unwrap();
-        // first, second, second again (woken by the push to q), BLMOVE;
-        // more when other tests' pushes (the wake count is the process's)
-        // wake them in between.
+        // first, second, second again (woken by the push to q), BLMOVE,
+        // BZPOPMIN; more when other tests' pushes (the wake count is the
+        // process's) wake them in between.
         let parked = r.net.tcp.as_ref().unwrap().parked;
-        assert!(parked >= 4, "{policy}: {parked}");
+        assert!(parked >= 5, "{policy}: {parked}");
         assert_balanced(&r);
     }
 }

@@ -5,38 +5,6 @@
 
 use super::*;
 
-/// A blocking command's timeout (seconds, fractions allowed; 0: forever)
-/// in ms, read as Redis reads it.
-fn block_timeout(t: &[u8]) -> Result<u64, Fail> {
-    let secs = std::str::from_utf8(t)
-        .ok()
-        .and_then(|t| t.parse::<f64>().ok())
-        .filter(|v| !v.is_nan())
-        .ok_or(Fail::Msg(b"ERR timeout is not a float or out of range"))?;
-    if secs < 0.0 {
-        return Err(Fail::Msg(b"ERR timeout is negative"));
-    }
-    let ms = (secs * 1000.0).ceil();
-    if ms > i64::MAX as f64 / 2.0 {
-        return Err(Fail::Msg(b"ERR timeout is out of range"));
-    }
-    Ok(ms as u64)
-}
-
-/// The command found nothing and may wait: the front end parks it
-/// ([`crate::blocking`]) until `timeout_ms` from `now_ms` (0: forever),
-/// then answers Redis's null.
-fn block(timeout_ms: u64, now_ms: u64, resp3: bool) -> Fail {
-    Fail::Block {
-        deadline_ms: if timeout_ms == 0 {
-            0
-        } else {
-            now_ms.saturating_add(timeout_ms)
-        },
-        timeout_reply: if resp3 { b"_\r\n" } else { b"*-1\r\n" },
-    }
-}
-
 /// Runs one of this family's commands (`name` is lowercase).
 pub(super) fn run<'d>(
     name: &[u8],
@@ -72,22 +40,16 @@ pub(super) fn run<'d>(
             let blocks = held.is_none();
             let mut g = lock(db, &mut held, keys, false)?;
             // The first key, in the order given, whose list has an element.
-            for k in keys {
-                match g.get(k).map(|e| &e.value) {
-                    None => continue,
-                    Some(Value::List(_)) => {}
-                    Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-                }
-                let v = g.update(k, |slot| match slot.as_mut().map(|e| &mut e.value) {
-                    Some(Value::List(l)) => (true, l.pop(name == b"blpop")),
-                    _ => (false, None),
-                });
-                if let Some(v) = v {
-                    w.array(2);
-                    w.bulk(k);
-                    w.bulk(&v);
-                    return Ok(());
-                }
+            let left = name == b"blpop";
+            let popped = take_first(&mut g, keys, |v| match v {
+                Value::List(l) => Some(l.pop(left)),
+                _ => None,
+            })?;
+            if let Some((k, v)) = popped {
+                w.array(2);
+                w.bulk(k);
+                w.bulk(&v);
+                return Ok(());
             }
             // Inside a transaction or a script nothing can come: the
             // timeout's reply at once, as Redis.

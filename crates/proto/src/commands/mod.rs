@@ -551,6 +551,8 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("brpop", -3, 1, -2, 1),
     CommandSpec::new("blmove", 6, 1, 2, 1),
     CommandSpec::new("brpoplpush", 4, 1, 2, 1),
+    CommandSpec::new("bzpopmin", -3, 1, -2, 1),
+    CommandSpec::new("bzpopmax", -3, 1, -2, 1),
     CommandSpec::new("zrevrangebyscore", -4, 1, 1, 1),
     CommandSpec::new("zremrangebyscore", 4, 1, 1, 1),
     CommandSpec::new("zremrangebyrank", 4, 1, 1, 1),
@@ -780,9 +782,8 @@ fn run<'d>(
         }
         b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
         | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange"
-        | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank" => {
-            zsets::run(name, a, db, w, held)
-        }
+        | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank" | b"bzpopmin"
+        | b"bzpopmax" => zsets::run(name, a, db, w, held),
         _ => {
             unknown(w, raw_name, a);
             Ok(())
@@ -821,6 +822,61 @@ fn expire_time(
         return Err(invalid());
     }
     Ok(at)
+}
+
+/// A blocking command's timeout (seconds, fractions allowed; 0: forever)
+/// in ms, read as Redis reads it.
+fn block_timeout(t: &[u8]) -> Result<u64, Fail> {
+    let secs = std::str::from_utf8(t)
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+        .filter(|v| !v.is_nan())
+        .ok_or(Fail::Msg(b"ERR timeout is not a float or out of range"))?;
+    if secs < 0.0 {
+        return Err(Fail::Msg(b"ERR timeout is negative"));
+    }
+    let ms = (secs * 1000.0).ceil();
+    if ms > i64::MAX as f64 / 2.0 {
+        return Err(Fail::Msg(b"ERR timeout is out of range"));
+    }
+    Ok(ms as u64)
+}
+
+/// The command found nothing and may wait: the front end parks it
+/// ([`crate::blocking`]) until `timeout_ms` from `now_ms` (0: forever),
+/// then answers Redis's null.
+fn block(timeout_ms: u64, now_ms: u64, resp3: bool) -> Fail {
+    Fail::Block {
+        deadline_ms: if timeout_ms == 0 {
+            0
+        } else {
+            now_ms.saturating_add(timeout_ms)
+        },
+        timeout_reply: if resp3 { b"_\r\n" } else { b"*-1\r\n" },
+    }
+}
+
+/// The blocking pops' search: the first of `keys`, in order, from whose
+/// value `take` takes an element (a missing key is skipped; `take` answers
+/// `None` for a value of another type: WRONGTYPE).
+fn take_first<'k, T>(
+    g: &mut Guard<'_>,
+    keys: &[&'k [u8]],
+    take: impl Fn(&mut Value) -> Option<Option<T>>,
+) -> Result<Option<(&'k [u8], T)>, Fail> {
+    for &k in keys {
+        let taken = g.update(k, |slot| match slot.as_mut().map(|e| &mut e.value) {
+            None => (false, Ok(None)),
+            Some(v) => match take(v) {
+                None => (false, Err(Fail::Msg(WRONGTYPE))),
+                Some(t) => (t.is_some(), Ok(t)),
+            },
+        })?;
+        if let Some(t) = taken {
+            return Ok(Some((k, t)));
+        }
+    }
+    Ok(None)
 }
 
 /// INCRBYFLOAT's and HINCRBYFLOAT's step: `cur + by` as Redis writes it,

@@ -37,6 +37,7 @@ pub(super) fn run<'d>(
                 z.insert(a[2], new);
                 (true, Ok(new))
             })?;
+            crate::blocking::wake();
             w.double(v);
         }
         b"zscore" => {
@@ -92,6 +93,31 @@ pub(super) fn run<'d>(
                 }
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
+        }
+        b"bzpopmin" | b"bzpopmax" => {
+            arity(n >= 2, nm)?;
+            let timeout = block_timeout(a[n - 1])?;
+            let keys = &a[..n - 1];
+            let blocks = held.is_none();
+            let mut g = lock(db, &mut held, keys, false)?;
+            // The first key, in the order given, whose sorted set has a member.
+            let min = name == b"bzpopmin";
+            let popped = take_first(&mut g, keys, |v| match v {
+                Value::ZSet(z) => Some(if min { z.pop_min() } else { z.pop_max() }),
+                _ => None,
+            })?;
+            if let Some((k, (m, sc))) = popped {
+                w.array(3);
+                w.bulk(k);
+                w.bulk(&m);
+                w.double(sc);
+                return Ok(());
+            }
+            if !blocks {
+                w.nil_array();
+                return Ok(());
+            }
+            return Err(block(timeout, g.now_ms, w.resp3));
         }
         b"zpopmin" | b"zpopmax" => {
             arity(n == 1 || n == 2, nm)?;
@@ -262,6 +288,10 @@ fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut 
             Ok((if ch { added + changed } else { added }, last)),
         )
     })?;
+    if r.0 > 0 || r.1.is_some() {
+        // A member added or changed: a parked BZPOPMIN may take it.
+        crate::blocking::wake();
+    }
     if incr {
         match r.1 {
             Some(s) => w.double(s),
