@@ -142,6 +142,26 @@ pub fn parse_samples(text: &str) -> Result<Vec<Sample<'_>>, ScrapeError> {
         .collect()
 }
 
+/// The server's policy from a psp serve exposition (`psp_server_info`'s
+/// `policy` label); `None` for a server that does not say it.
+pub fn parse_server_policy(text: &str) -> Option<String> {
+    parse_samples(text)
+        .ok()?
+        .iter()
+        .find(|s| s.name == "psp_server_info")
+        .and_then(|s| s.label("policy").map(str::to_string))
+}
+
+/// The policy of the psp serve whose metrics are at `addr` (`/metrics`).
+///
+/// # Errors
+/// As [`fetch_exposition`]; `Ok(None)` when it does not say.
+pub fn fetch_server_policy(addr: SocketAddr) -> Result<Option<String>, ScrapeError> {
+    Ok(parse_server_policy(&fetch_exposition(&format!(
+        "http://{addr}/metrics"
+    ))?))
+}
+
 /// Each type's service times from a Prometheus text exposition, in the order
 /// the types first appear (the server writes them in type order). Comments
 /// (`# HELP`, `# TYPE`, `# EOF`, ...) and blank lines are skipped; every other
@@ -324,6 +344,22 @@ fn parse_labels<'a>(
 mod tests {
     use super::*;
     use crate::exporter::{Capacity, encode};
+
+    #[test]
+    fn the_servers_policy_reads_back_from_its_exposition() {
+        let snap = psp_runtime::Snapshot::new(1, 0, 0);
+        let cap = Capacity {
+            policy: "darc-fair:samples=20,mech=none".into(),
+            ..Capacity::default()
+        };
+        let text = encode(&snap, &["GET".into()], 1.0, None, &cap);
+        assert_eq!(
+            parse_server_policy(&text).as_deref(),
+            Some("darc-fair:samples=20,mech=none"),
+            "{text}"
+        );
+        assert_eq!(parse_server_policy("# nothing\nother_metric 1\n"), None);
+    }
 
     fn measured(name: &str, count: u64, sum_s: f64) -> MeasuredService {
         MeasuredService {

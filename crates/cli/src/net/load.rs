@@ -26,9 +26,10 @@ pub struct LoadArgs {
     point: PointArgs,
     #[command(flatten)]
     offered: OfferedLoad,
-    /// The server's policy, recorded in the report (the client cannot see it).
-    #[arg(long, default_value = "unknown")]
-    policy: String,
+    /// The server's policy, recorded in the report [default: the one the
+    /// server's metrics name, with --server-profile; else "unknown"].
+    #[arg(long)]
+    policy: Option<String>,
     /// Datapath: udp (kernel sockets, one per flow) or xdp (AF_XDP on the
     /// interface towards --server, which must be a neighbour; flow i sends
     /// from port 47000 + i; needs root).
@@ -238,7 +239,16 @@ pub fn load(a: LoadArgs) -> Result<()> {
         write_samples(path, &cfg, &rep)?;
         eprintln!("wrote {}", path.display());
     }
-    let mut point = rep.to_point(&cfg, &a.policy, point.workers());
+    // The policy the report names: given, else the server's own.
+    let policy = match (&a.policy, &a.server_profile) {
+        (Some(p), _) => p.clone(),
+        (None, Some(addr)) => parse_addr(addr, "--server-profile")
+            .ok()
+            .and_then(|addr| psp_net::scrape::fetch_server_policy(addr).ok().flatten())
+            .unwrap_or_else(|| "unknown".into()),
+        (None, None) => "unknown".into(),
+    };
+    let mut point = rep.to_point(&cfg, &policy, point.workers());
     // Nothing answered: the report still prints (every request a timeout),
     // and the run fails, so that a script does not read it as a result.
     let unanswered = rep.responses.iter().sum::<u64>() == 0 && rep.scheduled > 0;

@@ -50,6 +50,9 @@ pub struct MetricsSource {
     /// Each type's declared mean service time in ns (the workload's), in type
     /// order (`psp_declared_service_seconds`).
     pub declared_service_ns: Vec<Option<f64>>,
+    /// The policy, as its canonical name (`psp_server_info`'s `policy`
+    /// label: a client's report names the policy it measured).
+    pub policy: String,
 }
 
 /// A running exporter: stops (and closes its connections) when dropped.
@@ -107,6 +110,7 @@ fn scrape(source: &mut MetricsSource) -> String {
         &Capacity {
             workers: source.workers,
             declared_service_ns: source.declared_service_ns.clone(),
+            policy: source.policy.clone(),
         },
     )
 }
@@ -119,6 +123,8 @@ pub struct Capacity {
     pub workers: usize,
     /// Each type's declared mean service time in ns, in type order.
     pub declared_service_ns: Vec<Option<f64>>,
+    /// The policy's canonical name (`psp_server_info`).
+    pub policy: String,
 }
 
 /// The text exposition of `snapshot` (`type_names` label its types).
@@ -267,6 +273,14 @@ impl Collector for SnapshotCollector {
             MetricType::Gauge,
         )?
         .encode_gauge(&self.uptime_s)?;
+        enc.encode_descriptor(
+            "psp_server_info",
+            "The server's policy (label policy), always 1",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_family(&[("policy", self.capacity.policy.as_str())])?
+        .encode_gauge(&1i64)?;
         // Prometheus's standard process metric: with the completions'
         // rate, the server's CPU time per request.
         enc.encode_descriptor(

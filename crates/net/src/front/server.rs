@@ -325,6 +325,7 @@ impl Server {
                     dropped_by_os,
                     workers: cfg.runtime.workers,
                     declared_service_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
+                    policy: cfg.policy.to_string(),
                 };
                 let exporter = Exporter::start(listener, source).map_err(thread_err)?;
                 (Some(exporter), Some(publisher))
