@@ -102,6 +102,29 @@ pub(super) fn run<'d>(
         }
         b"scan" => scan(a, db, &mut held, w, point)?,
         b"hscan" | b"sscan" | b"zscan" => scan_collection(name, a, db, &mut held, w)?,
+        b"memory" => {
+            // MEMORY USAGE key [SAMPLES n]: the store's own estimate of the
+            // entry (key, value and bookkeeping), the figure its memory
+            // bound counts; Redis's counts its allocator's sizes.
+            if !a[0].eq_ignore_ascii_case(b"usage") {
+                let mut msg = b"ERR unknown subcommand '".to_vec();
+                msg.extend_from_slice(&a[0][..a[0].len().min(128)]);
+                msg.extend_from_slice(b"'. Try MEMORY HELP.");
+                return Err(Fail::Owned(msg));
+            }
+            arity(n == 2 || n == 4, "memory|usage")?;
+            if n == 4 {
+                if !a[2].eq_ignore_ascii_case(b"samples") {
+                    return Err(Fail::Msg(SYNTAX));
+                }
+                int_arg(a[3])?;
+            }
+            let mut g = lock(db, &mut held, &a[1..2], false)?;
+            match g.get(a[1]) {
+                Some(e) => w.int(e.mem(a[1].len()) as i64),
+                None => w.nil(),
+            }
+        }
         _ => unreachable!("routed to keys by name"),
     }
     Ok(())

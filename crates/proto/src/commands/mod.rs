@@ -544,6 +544,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("pexpiretime", 2, 1, 1, 1),
     CommandSpec::new("wait", 3, 0, 0, 0),
     CommandSpec::new("slowlog", -2, 0, 0, 0),
+    CommandSpec::new("memory", -2, 0, 0, 0),
     CommandSpec::new("hscan", -3, 1, 1, 1),
     CommandSpec::new("sscan", -3, 1, 1, 1),
     CommandSpec::new("zscan", -3, 1, 1, 1),
@@ -758,7 +759,7 @@ fn run<'d>(
         }
         b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" | b"del" | b"unlink" | b"exists"
         | b"type" | b"keys" | b"scan" | b"touch" | b"rename" | b"renamenx" | b"hscan"
-        | b"sscan" | b"zscan" => keys::run(name, a, db, w, held, point),
+        | b"sscan" | b"zscan" | b"memory" => keys::run(name, a, db, w, held, point),
         b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist"
         | b"expiretime" | b"pexpiretime" => expiry::run(name, a, db, w, held),
         b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" | b"lset" | b"ltrim"
@@ -1483,6 +1484,17 @@ mod tests {
             "INCR of a non-number failed once: {stats}"
         );
         assert!(run_line(&db, &mut s, "CONFIG SET nosuch 1").starts_with("-ERR Unknown option"));
+        // MEMORY USAGE: the store's estimate, growing with the value.
+        run_line(&db, &mut s, "SET small x");
+        run_line(&db, &mut s, &format!("SET big {}", "x".repeat(1000)));
+        let usage = |s: &mut Session, k: &str| -> i64 {
+            run_line(&db, s, &format!("MEMORY USAGE {k}"))[1..]
+                .trim_end()
+                .parse()
+                .unwrap()
+        };
+        let (small, big) = (usage(&mut s, "small"), usage(&mut s, "big"));
+        assert!(small > 1 && big >= small + 990, "{small} {big}");
     }
 
     #[test]

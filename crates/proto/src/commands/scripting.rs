@@ -490,7 +490,8 @@ fn redis_call(
 
 /// Commands a script may call: not those that manage the connection or a
 /// transaction (Redis refuses them too), nor those that walk the keyspace
-/// (the script holds only its keys' shards).
+/// or reach a key the table does not place (MEMORY USAGE): the script holds
+/// only its declared keys' shards.
 fn allowed_in_scripts(name: &[u8]) -> bool {
     !matches!(
         name,
@@ -515,6 +516,7 @@ fn allowed_in_scripts(name: &[u8]) -> bool {
             | b"dbsize"
             | b"flushdb"
             | b"flushall"
+            | b"memory"
     )
 }
 
