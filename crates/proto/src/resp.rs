@@ -622,6 +622,9 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         }
     } else if is(b"zrangebyscore")
         || is(b"zrevrangebyscore")
+        || is(b"zrangebylex")
+        || is(b"zrevrangebylex")
+        || is(b"zlexcount")
         || is(b"zremrangebyscore")
         || is(b"zremrangebyrank")
         || is(b"zcount")

@@ -552,6 +552,9 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("brpop", -3, 1, -2, 1),
     CommandSpec::new("blmove", 6, 1, 2, 1),
     CommandSpec::new("brpoplpush", 4, 1, 2, 1),
+    CommandSpec::new("zrangebylex", -4, 1, 1, 1),
+    CommandSpec::new("zrevrangebylex", -4, 1, 1, 1),
+    CommandSpec::new("zlexcount", 4, 1, 1, 1),
     CommandSpec::new("bzpopmin", -3, 1, -2, 1),
     CommandSpec::new("bzpopmax", -3, 1, -2, 1),
     CommandSpec::new("zrevrangebyscore", -4, 1, 1, 1),
@@ -784,7 +787,9 @@ fn run<'d>(
         b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
         | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange"
         | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank" | b"bzpopmin"
-        | b"bzpopmax" => zsets::run(name, a, db, w, held),
+        | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex" | b"zlexcount" => {
+            zsets::run(name, a, db, w, held)
+        }
         _ => {
             unknown(w, raw_name, a);
             Ok(())

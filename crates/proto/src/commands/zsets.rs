@@ -76,10 +76,14 @@ pub(super) fn run<'d>(
                 }
             }
         }
-        b"zcount" => {
+        b"zcount" | b"zlexcount" => {
             arity(n == 3, nm)?;
             // The bounds are read before the key is looked up, as Redis does.
-            let bounds = (score_bound(a[1])?, score_bound(a[2])?);
+            let (scores, lex) = if name == b"zcount" {
+                (Some((score_bound(a[1])?, score_bound(a[2])?)), None)
+            } else {
+                (None, Some((lex_bound(a[1])?, lex_bound(a[2])?)))
+            };
             let mut g = lock(db, &mut held, &a[..1], false)?;
             match g.get(a[0]).map(|e| &e.value) {
                 None => w.int(0),
@@ -87,7 +91,10 @@ pub(super) fn run<'d>(
                     let count = z
                         .ordered()
                         .iter()
-                        .filter(|(s, _)| within(s.0, bounds))
+                        .filter(|(s, m)| {
+                            scores.is_none_or(|b| within(s.0, b))
+                                && lex.as_ref().is_none_or(|b| within_lex(m, b))
+                        })
                         .count();
                     w.int(count as i64);
                 }
@@ -160,9 +167,8 @@ pub(super) fn run<'d>(
                 }
             }
         }
-        b"zrange" | b"zrangebyscore" | b"zrevrange" | b"zrevrangebyscore" => {
-            zrange(name, a, db, &mut held, w)?
-        }
+        b"zrange" | b"zrangebyscore" | b"zrevrange" | b"zrevrangebyscore" | b"zrangebylex"
+        | b"zrevrangebylex" => zrange(name, a, db, &mut held, w)?,
         b"zremrangebyscore" | b"zremrangebyrank" => {
             arity(n == 3, nm)?;
             // The range is read before the key is looked up, as Redis does.
@@ -312,16 +318,21 @@ fn zrange<'d>(
 ) -> Res {
     arity(a.len() >= 3, std::str::from_utf8(name).unwrap_or("zrange"))?;
     let mut by_score = name == b"zrangebyscore" || name == b"zrevrangebyscore";
+    let mut by_lex = name == b"zrangebylex" || name == b"zrevrangebylex";
     // ZREVRANGE is ZRANGE ... REV (Redis parses LIMIT for it too, and then
     // refuses it as for any rank range); ZREVRANGEBYSCORE KEY MAX MIN is
     // ZRANGE KEY MAX MIN BYSCORE REV.
-    let (mut withscores, mut rev) = (false, name == b"zrevrange" || name == b"zrevrangebyscore");
+    let (mut withscores, mut rev) = (
+        false,
+        name == b"zrevrange" || name == b"zrevrangebyscore" || name == b"zrevrangebylex",
+    );
     let mut limit: Option<(i64, i64)> = None;
     let mut i = 3;
     while i < a.len() {
         match a[i].to_ascii_uppercase().as_slice() {
             b"WITHSCORES" => withscores = true,
             b"BYSCORE" if name == b"zrange" => by_score = true,
+            b"BYLEX" if name == b"zrange" => by_lex = true,
             b"REV" if name == b"zrange" => rev = true,
             b"LIMIT" if i + 2 < a.len() => {
                 limit = Some((int_arg(a[i + 1])?, int_arg(a[i + 2])?));
@@ -334,7 +345,15 @@ fn zrange<'d>(
     // Redis checks the arguments before it looks the key up: LIMIT with a
     // count needs BYSCORE (its offset alone is ignored by rank), then the
     // range must read.
-    if !by_score && limit.is_some_and(|(_, count)| count != -1) {
+    if by_score && by_lex {
+        return Err(Fail::Msg(SYNTAX));
+    }
+    if by_lex && withscores {
+        return Err(Fail::Msg(
+            b"ERR syntax error, WITHSCORES not supported in combination with BYLEX",
+        ));
+    }
+    if !by_score && !by_lex && limit.is_some_and(|(_, count)| count != -1) {
         return Err(Fail::Msg(
             b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
         ));
@@ -345,7 +364,13 @@ fn zrange<'d>(
     } else {
         None
     };
-    let ranks = if by_score {
+    let lex = if by_lex {
+        let (lo, hi) = if rev { (a[2], a[1]) } else { (a[1], a[2]) };
+        Some((lex_bound(lo)?, lex_bound(hi)?))
+    } else {
+        None
+    };
+    let ranks = if by_score || by_lex {
         (0, 0)
     } else {
         (int_arg(a[1])?, int_arg(a[2])?)
@@ -359,11 +384,14 @@ fn zrange<'d>(
         Some(Value::ZSet(z)) => z,
         Some(_) => return Err(Fail::Msg(WRONGTYPE)),
     };
-    let items: Vec<&(Score, Box<[u8]>)> = if let Some(bounds) = scores {
+    let items: Vec<&(Score, Box<[u8]>)> = if scores.is_some() || lex.is_some() {
         let mut v: Vec<_> = z
             .ordered()
             .iter()
-            .filter(|(s, _)| within(s.0, bounds))
+            .filter(|(s, m)| {
+                scores.is_none_or(|b| within(s.0, b))
+                    && lex.as_ref().is_none_or(|b| within_lex(m, b))
+            })
             .collect();
         if rev {
             v.reverse();
@@ -405,6 +433,53 @@ fn zrange<'d>(
 /// exclusive))` ([`score_bound`]).
 fn within(score: f64, ((lo, lo_ex), (hi, hi_ex)): ((f64, bool), (f64, bool))) -> bool {
     (if lo_ex { score > lo } else { score >= lo }) && (if hi_ex { score < hi } else { score <= hi })
+}
+
+/// A lexicographic range bound: `[x` inclusive, `(x` exclusive, `-` the
+/// least, `+` the greatest.
+#[derive(Debug, Clone)]
+enum Lex<'a> {
+    Min,
+    Max,
+    At(&'a [u8], bool),
+}
+
+/// A ZRANGEBYLEX bound, as Redis reads it.
+fn lex_bound(s: &[u8]) -> Result<Lex<'_>, Fail> {
+    match s {
+        b"-" => Ok(Lex::Min),
+        b"+" => Ok(Lex::Max),
+        [b'[', rest @ ..] => Ok(Lex::At(rest, false)),
+        [b'(', rest @ ..] => Ok(Lex::At(rest, true)),
+        _ => Err(Fail::Msg(b"ERR min or max not valid string range item")),
+    }
+}
+
+/// Whether member `m` lies within the lexicographic bounds `(lo, hi)`.
+fn within_lex(m: &[u8], (lo, hi): &(Lex<'_>, Lex<'_>)) -> bool {
+    let above = match lo {
+        Lex::Min => true,
+        Lex::Max => false,
+        Lex::At(v, ex) => {
+            if *ex {
+                m > *v
+            } else {
+                m >= *v
+            }
+        }
+    };
+    let below = match hi {
+        Lex::Min => false,
+        Lex::Max => true,
+        Lex::At(v, ex) => {
+            if *ex {
+                m < *v
+            } else {
+                m <= *v
+            }
+        }
+    };
+    above && below
 }
 
 /// A ZRANGEBYSCORE bound: `(x` exclusive, `-inf`/`+inf`.
