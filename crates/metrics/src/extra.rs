@@ -666,6 +666,10 @@ pub struct TcpSummary {
     /// Times a blocking command (BLPOP, ...) found nothing and was parked.
     #[serde(default)]
     pub parked: u64,
+    /// Parked commands answered their timeout reply by the front end (no
+    /// run of theirs answered them).
+    #[serde(default)]
+    pub parked_timeouts: u64,
 }
 
 /// One type's server-side latency.

@@ -8,6 +8,16 @@ use psp_proto::commands::{Session, execute};
 use psp_proto::db::Db;
 use psp_proto::resp::write_command;
 
+/// Runs the command of `args` on `session`; its reply as text.
+fn run_words(db: &Db, session: &mut Session, args: &[&str]) -> String {
+    let words: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    let mut req = Vec::new();
+    write_command(&words, &mut req);
+    let mut out = Vec::new();
+    execute(&req, db, session, &mut out, &mut || {}).expect("one request");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Replays `transcript`; returns how many commands it checked.
 fn replay(name: &str, transcript: &str) -> usize {
     let db = Db::default();
@@ -52,14 +62,7 @@ fn sorted_set_ranges_and_removals_answer_byte_for_byte_as_redis_7() {
 fn a_script_reaching_an_undeclared_key_is_refused_and_changes_nothing() {
     let db = Db::default();
     let mut session = Session::default();
-    let mut run = |args: &[&str]| {
-        let words: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let mut req = Vec::new();
-        write_command(&words, &mut req);
-        let mut out = Vec::new();
-        execute(&req, &db, &mut session, &mut out, &mut || {}).expect("one request");
-        String::from_utf8_lossy(&out).into_owned()
-    };
+    let mut run = |args: &[&str]| run_words(&db, &mut session, args);
     // Keys spread over shards: at least one is not the declared key's.
     let reply = (0..64)
         .map(|i| {
@@ -75,4 +78,23 @@ fn a_script_reaching_an_undeclared_key_is_refused_and_changes_nothing() {
         .expect("some key of another shard");
     assert!(reply.contains("not declared in its KEYS"), "{reply}");
     assert!(reply.contains("on @user_script:1."), "{reply}");
+}
+
+/// A script's memory is bounded: one that grows without end gets Lua's
+/// error reply, and the next script runs.
+#[test]
+fn a_script_past_its_memory_bound_is_an_error_and_the_next_runs() {
+    let db = Db::default();
+    let mut session = Session::default();
+    let mut run = |args: &[&str]| run_words(&db, &mut session, args);
+    let reply = run(&[
+        "EVAL",
+        "local t = {} for i = 1, 1000 do t[i] = string.rep('x', 1000000) .. i end return #t",
+        "0",
+    ]);
+    assert!(
+        reply.starts_with("-ERR") && reply.contains("memory"),
+        "{reply}"
+    );
+    assert_eq!(run(&["EVAL", "return 1", "0"]), ":1\r\n");
 }

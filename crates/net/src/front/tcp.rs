@@ -1100,6 +1100,7 @@ impl TcpFrontEnd {
                 c.window[at] = Some((None, p.timeout_reply));
                 c.executing = false;
                 self.parked.remove(i);
+                self.tcp.parked_timeouts += 1;
                 self.flush(id);
                 worked = true;
                 continue;

@@ -10,7 +10,8 @@
 //! in a cluster); so are the commands that walk the keyspace or manage the
 //! connection. Each worker thread has its own Lua state, made on its first
 //! script, with the table, string and math libraries, and caches each
-//! script's compiled function by its SHA1. A script that runs past
+//! script's compiled function by its SHA1, in at most
+//! [`SCRIPT_MEMORY_BYTES`]. A script that runs past
 //! [`SCRIPT_TIME_LIMIT`] without having called Redis is stopped (Redis
 //! answers BUSY meanwhile and waits for `SCRIPT KILL`).
 //!
@@ -37,6 +38,10 @@ pub const MAX_SCRIPTS: usize = 10_000;
 
 /// How long a script may run without calling Redis before it is stopped.
 pub const SCRIPT_TIME_LIMIT: Duration = Duration::from_secs(5);
+
+/// The memory one worker thread's Lua state may hold (scripts and their
+/// data together).
+pub const SCRIPT_MEMORY_BYTES: usize = 64 << 20;
 
 /// The stack a script runs on (Lua bounds its C recursion at 200 levels).
 const SCRIPT_STACK_BYTES: usize = 1 << 20;
@@ -231,6 +236,9 @@ impl Vm {
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
         )?;
+        // A script's memory is bounded: past it, its allocation fails with
+        // Lua's "not enough memory", an error reply.
+        lua.set_memory_limit(SCRIPT_MEMORY_BYTES)?;
         let redis = lua.create_table()?;
         redis.set(
             "status_reply",

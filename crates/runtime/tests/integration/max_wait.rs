@@ -76,10 +76,9 @@ fn a_request_whose_turn_comes_past_its_bound_is_dropped_unrun_and_counted() {
         assert_eq!(c.stranded, 0, "{policy}: {c:?}");
         assert_eq!(c.handler_errors, 0, "{policy}: {c:?}");
         // No request started past its bound: at most three could start in
-        // time (a slower machine starts fewer, never more); the first always
-        // does.
+        // time (a slower or loaded machine starts fewer, never more).
         assert!(
-            (1..=3).contains(&c.completed),
+            c.completed <= 3,
             "{policy}: {} served of {BURST}: {c:?}",
             c.completed
         );

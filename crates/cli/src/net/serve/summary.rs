@@ -163,7 +163,7 @@ pub(super) fn print(s: &ServerSummary, report: &ServerReport) {
     }
     if let Some(t) = &s.tcp {
         println!(
-            "tcp: connections accepted {} (refused at the limit {}) | closed: by the peer {}, after a bad request {}, idle {}, on an I/O error {} | replies to closed connections {} | paused for backpressure {} | blocking commands parked {}",
+            "tcp: connections accepted {} (refused at the limit {}) | closed: by the peer {}, after a bad request {}, idle {}, on an I/O error {} | replies to closed connections {} | paused for backpressure {} | blocking commands parked {} (timed out {})",
             t.accepted,
             t.refused,
             t.closed_by_peer,
@@ -172,7 +172,8 @@ pub(super) fn print(s: &ServerSummary, report: &ServerReport) {
             t.closed_on_io_error,
             t.replies_to_closed,
             t.paused,
-            t.parked
+            t.parked,
+            t.parked_timeouts
         );
     }
 }
