@@ -32,7 +32,8 @@ Set-up: scripts/compare-deps.sh (redis-server, memcached and the clients),
 cargo build --release.
 Environment: PSP (target/release/psp), CORES (0,1), WORKERS (2), PORT (7400),
   SYSTEMS (redis: "psp:darc psp:c-fcfs psp:synergy redis redis:io-threads=2";
-  memcached: "psp:darc psp:c-fcfs psp:synergy memcached"), PSP_ARGS (more
+  memcached: "psp:darc psp:c-fcfs psp:synergy memcached"; a +flag=value
+  suffix adds a psp serve flag: psp:darc+inline-worker=off), PSP_ARGS (more
   psp serve flags, e.g. "--poll-yield off"),
   redis: GETS (GET requests per run, 100000), LRANGES (4000), CLIENTS (20
   GET clients; the LRANGE client has 4);
@@ -79,9 +80,12 @@ def taskset(cmd):
 def server_cmd(system):
     if system.startswith("psp:"):
         protocol = "resp" if kind == "redis" else "memcache-udp"
+        # A +flag=value suffix adds --flag value (psp:c-fcfs+inline-worker=off).
+        policy, *flags = system[4:].split("+")
+        extra = [a for f in flags for a in ("--" + f.split("=")[0], f.split("=", 1)[1])]
         return [psp, "serve", "--protocol", protocol, "--address", f"127.0.0.1:{port}",
-                "--workers", workers, "--policy", system[4:],
-                "--no-raise-priority", "--json"] + psp_args
+                "--workers", workers, "--policy", policy,
+                "--no-raise-priority", "--json"] + extra + psp_args
     if system.startswith("redis"):
         cmd = ["redis-server", "--port", port, "--save", "", "--appendonly", "no"]
         if ":" in system:

@@ -115,6 +115,9 @@ pub struct DispatchCore {
     tick_ns: Option<u64>,
     next_tick: u64,
     observer: Observer,
+    /// Worker 0 when it runs on this thread ([`crate::InlineWorker`]): a job
+    /// the policy gives it is served the moment it is dispatched.
+    inline: Option<Box<dyn ServeInline + Send>>,
 }
 
 impl DispatchCore {
@@ -151,7 +154,14 @@ impl DispatchCore {
             busy: WorkerSet::EMPTY,
             running: vec![None; n_workers],
             preemptions: vec![0; n_workers],
+            inline: None,
         }
+    }
+
+    /// Puts worker 0 on this thread: from now on each job the policy gives
+    /// it is served at once, inside [`dispatch`](Self::dispatch).
+    pub(crate) fn serve_worker_0_inline(&mut self, worker: Box<dyn ServeInline + Send>) {
+        self.inline = Some(worker);
     }
 
     /// Records a time series with windows of `window_ns` from the statistics'
@@ -380,6 +390,15 @@ impl DispatchCore {
     #[inline]
     pub fn dispatch(&mut self, now: u64) -> WorkerSet {
         let mut dispatched = WorkerSet::EMPTY;
+        // With worker 0 on this thread, its job runs as soon as it is
+        // dispatched, so worker 0 is free again for the policy's next
+        // decision: what the policy places on it (under DARC, the shortest
+        // types) runs where it was read, with no hand-off, and the worker
+        // threads get a job only when worker 0 is not the policy's choice.
+        // Serving stops for this call past `INLINE_PASS_NS`: later jobs
+        // then wait in worker 0's ring (its next pass serves them) or go
+        // to the other workers, and the input is read again.
+        let (start, mut now) = (now, now);
         while let Some(action) = self.policy.next_action(now) {
             match action {
                 Action::Dispatch {
@@ -402,6 +421,14 @@ impl DispatchCore {
                     self.running[worker as usize] = Some(self.slots[req.token as usize].true_type);
                     self.busy.insert(worker);
                     dispatched.insert(worker);
+                    if worker == 0
+                        && now.saturating_sub(start) < INLINE_PASS_NS
+                        && let Some(w) = self.inline.as_mut()
+                        && let Some(finished) = w.serve_pending()
+                    {
+                        now = now.max(finished);
+                        self.complete(now);
+                    }
                 }
                 Action::Preempt { worker } => self.executor.order_preemption(worker, now),
             }
@@ -427,6 +454,22 @@ impl DispatchCore {
     pub fn feed_workers(&mut self, now: u64) -> bool {
         let done = self.complete(now);
         !self.dispatch(now).is_empty() | done
+    }
+
+    /// Worker 0's jobs that wait in its ring when it runs on this thread
+    /// (dispatched past a call's budget), one after another, each
+    /// completed (and the next dispatched) at once, until none waits or
+    /// [`INLINE_PASS_NS`] passed since `now`. Returns whether it served any.
+    fn serve_inline_backlog(&mut self, now: u64) -> bool {
+        let mut served = false;
+        while let Some(finished) = self.inline.as_mut().and_then(|w| w.serve_pending()) {
+            served = true;
+            self.feed_workers(finished.max(now));
+            if finished.saturating_sub(now) >= INLINE_PASS_NS {
+                break;
+            }
+        }
+        served
     }
 
     /// Time's hooks, once per pass of the loop: the policy's tick when due,
@@ -652,7 +695,6 @@ pub(crate) fn dispatch_loop<F: FrontEnd>(
     me: &Wakeup,
     clock: Clock,
     drain_timeout: Duration,
-    mut inline: Option<&mut dyn ServeInline>,
 ) -> (F::Report, LoopEnd) {
     let control = core.control.clone();
     front.begin(&mut core, clock.now_ns());
@@ -671,16 +713,8 @@ pub(crate) fn dispatch_loop<F: FrontEnd>(
         worked |= core.feed_workers(now);
 
         // Worker 0's jobs, when it runs on this thread.
-        if let Some(w) = inline.as_deref_mut() {
-            while w.serve_pending() {
-                worked = true;
-                let after = clock.now_ns();
-                core.feed_workers(after);
-                if after.saturating_sub(now) >= INLINE_PASS_NS {
-                    break;
-                }
-            }
-        }
+        // (Those dispatched past a budget wait in its ring.)
+        worked |= core.serve_inline_backlog(now);
 
         // 4. Reservation log, live statistics and snapshots.
         core.observe(now, worked);

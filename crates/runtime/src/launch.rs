@@ -23,7 +23,7 @@ use crate::handler::Handler;
 use crate::idle::{IdleStrategy, Wakeup};
 use crate::local::LocalQueues;
 use crate::message::{Done, RuntimeError};
-use crate::worker::{InlineWorkerParts, ServeInline, WorkerParts, WorkerThread};
+use crate::worker::{InlineWorkerParts, WorkerParts, WorkerThread};
 
 /// How long workers get to exit once released, beyond which a worker still
 /// inside its handler is abandoned (left running, reported) instead of joined:
@@ -389,7 +389,7 @@ pub(crate) fn run_dispatcher<H: Handler + 'static, F: FrontEnd + Send>(
                 let control = setup.parts.control.clone();
                 // Worker 0 on this thread: the dispatcher's own wake-up
                 // handle is its (it never sleeps with a job of its own).
-                let mut inline = inline.map(|w| {
+                let inline = inline.map(|w| {
                     workers.insert(0, me.clone());
                     InlineWorkerParts {
                         ring: w.ring,
@@ -412,6 +412,9 @@ pub(crate) fn run_dispatcher<H: Handler + 'static, F: FrontEnd + Send>(
                     ..setup.parts
                 };
                 let mut core = DispatchCore::with_executor(parts, setup.executor);
+                if let Some(w) = inline {
+                    core.serve_worker_0_inline(Box::new(w));
+                }
                 if let Some(window) = setup.series_window_ns {
                     core.record_series(window);
                 }
@@ -421,7 +424,6 @@ pub(crate) fn run_dispatcher<H: Handler + 'static, F: FrontEnd + Send>(
                     &me,
                     setup.clock,
                     setup.drain_timeout,
-                    inline.as_mut().map(|w| w as &mut dyn ServeInline),
                 ))
             })
             .map_err(spawn_err)?;

@@ -261,27 +261,28 @@ pub(crate) struct InlineWorkerParts<H: Handler, IO: JobIo> {
 /// What the dispatch loop asks of worker 0 on its own thread.
 pub(crate) trait ServeInline {
     /// Serves the job waiting for worker 0, if any, and pushes its
-    /// completion; returns whether there was one.
-    fn serve_pending(&mut self) -> bool;
+    /// completion; returns when it finished (the run's clock), `None` if
+    /// none waited.
+    fn serve_pending(&mut self) -> Option<u64>;
 }
 
 impl<H: Handler, IO: JobIo> ServeInline for InlineWorkerParts<H, IO> {
     #[inline]
-    fn serve_pending(&mut self) -> bool {
-        let Ok(job) = self.ring.pop() else {
-            return false;
-        };
+    fn serve_pending(&mut self) -> Option<u64> {
+        let job = self.ring.pop().ok()?;
         let p = &mut self.parts;
         // `None`: abandoned at the drain deadline, unanswered.
-        if let Some(done) = p.serve_direct(&mut self.handler, &job, &mut self.response) {
-            // One job at a time, completed by the same thread before the
-            // next: the ring always has room.
-            if p.done.push(done).is_err() {
-                panic!("worker 0's completion ring is full: its jobs run one at a time");
-            }
-            p.control.answered(p.index);
+        let Some(done) = p.serve_direct(&mut self.handler, &job, &mut self.response) else {
+            return Some(p.clock.now_ns());
+        };
+        let finished = done.finished_ns;
+        // One job at a time, completed by the same thread before the
+        // next: the ring always has room.
+        if p.done.push(done).is_err() {
+            panic!("worker 0's completion ring is full: its jobs run one at a time");
         }
-        true
+        p.control.answered(p.index);
+        Some(finished)
     }
 }
 

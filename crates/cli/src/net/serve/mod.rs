@@ -98,12 +98,12 @@ pub struct ServeArgs {
     #[arg(long)]
     poll_yield: Option<String>,
     /// Whether worker 0 runs on the dispatcher's thread (which then serves
-    /// the jobs the policy gives worker 0 itself, with no hand-off): auto
-    /// (when the server's threads would outnumber its cores, under a policy
-    /// that runs requests to completion: c-fcfs, fp, edf, the DARC family),
-    /// on, or off (every worker on its own thread, the paper's layout; on 2
-    /// shared cores it served pipelines and long commands faster)
-    /// [default: off].
+    /// each job the policy gives worker 0 the moment it is dispatched, with
+    /// no hand-off: under DARC, the shortest types run where they were
+    /// read): auto (when the server's threads would outnumber its cores,
+    /// under a policy that runs requests to completion: c-fcfs, fp, edf, the
+    /// DARC family), on, or off (every worker on its own thread, the
+    /// paper's layout) [default: auto].
     #[arg(long)]
     inline_worker: Option<String>,
     /// Bound of each queue the policy keeps [default: 4096].
