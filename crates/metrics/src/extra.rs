@@ -214,7 +214,7 @@ pub struct RunExtra {
     /// Workers still in their handler after the drain deadline (left running).
     #[serde(default)]
     pub abandoned_workers: Vec<usize>,
-    /// Whether threads were pinned.
+    /// Whether every thread was pinned (a floating dispatcher: no).
     pub pinned: bool,
     /// Whether polling passes yielded the core (threads outnumbered cores,
     /// or `--poll-yield on`).
@@ -563,7 +563,7 @@ pub struct ServerSummary {
     /// SYNERGY's or Tiny Quanta's counters, for those executors.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalCounters>,
-    /// Whether threads were pinned.
+    /// Whether every thread was pinned (a floating dispatcher: no).
     pub pinned: bool,
     /// Whether polling passes yielded the core.
     #[serde(default)]
@@ -571,6 +571,10 @@ pub struct ServerSummary {
     /// Whether worker 0 ran on the dispatcher's thread (`--inline-worker`).
     #[serde(default)]
     pub inline_worker: bool,
+    /// Each thread and its core, one line ("dispatcher and worker 0 on
+    /// core 0, worker 1 on core 1 (2 threads, 2 cores)").
+    #[serde(default)]
+    pub threads: String,
     /// The server process's CPU time (user + system, all threads) per
     /// completed request, µs (`None`: none completed).
     #[serde(default)]

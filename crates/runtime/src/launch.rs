@@ -133,9 +133,12 @@ impl Pinning {
         Ok(Self(cores))
     }
 
-    /// Whether threads are pinned.
-    pub(crate) fn pinned(&self) -> bool {
-        self.0.is_some()
+    /// Each thread's core (dispatcher first; `None`: it floats), or `None`
+    /// when nothing is pinned.
+    pub(crate) fn cores(&self) -> Option<Vec<Option<usize>>> {
+        self.0
+            .as_ref()
+            .map(|list| list.iter().map(|c| c.map(|c| c.id)).collect())
     }
 
     /// The core of the dispatcher's thread.

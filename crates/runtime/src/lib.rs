@@ -109,7 +109,9 @@ pub use observer::{
     service_off,
 };
 #[cfg(not(loom))]
-pub use runtime::{InlineWorker, RunReport, RuntimeConfig, max_in_flight, run, start};
+pub use runtime::{
+    InlineWorker, RunReport, RuntimeConfig, describe_threads, max_in_flight, run, start,
+};
 #[cfg(not(loom))]
 pub use snapshot::{
     Loan, PUBLISH_INTERVAL, Snapshot, SnapshotPublisher, SnapshotReader, TypeSnapshot,

@@ -156,12 +156,15 @@ pub struct RunReport<R = DispatcherReport> {
     /// SYNERGY's or Tiny Quanta's counters (preemptions, renewals, steals,
     /// wait-queue passes, congestion episodes), for those executors.
     pub local: Option<LocalStats>,
-    /// Whether threads were pinned.
+    /// Whether every thread was pinned (a floating dispatcher: no;
+    /// `threads` says which thread is where).
     pub pinned: bool,
     /// Whether polling passes yielded the core (`PollYield`).
     pub polls_yield: bool,
     /// Whether worker 0 ran on the dispatcher's thread ([`InlineWorker`]).
     pub inline_worker: bool,
+    /// Each thread and its core, one line ([`describe_threads`]).
+    pub threads: String,
     /// Wall time of the run.
     pub wall: Duration,
 }
@@ -240,6 +243,7 @@ where
         executor,
         mut workers,
         local,
+        threads,
     } = Plan::new(cfg, spec, types, &mut make_handler)?;
     let started = Instant::now();
 
@@ -313,9 +317,12 @@ where
         },
         abandoned_workers: joined.abandoned,
         local,
-        pinned: pinning.pinned(),
+        pinned: pinning
+            .cores()
+            .is_some_and(|c| c.iter().all(Option::is_some)),
         polls_yield,
         inline_worker: inline,
+        threads,
         wall: started.elapsed(),
     })
 }
@@ -343,6 +350,8 @@ struct Plan<H> {
     workers: Vec<(WorkerExec<H>, Producer<Done>)>,
     /// The local executors' queues.
     local: Option<Arc<LocalQueues>>,
+    /// Each thread and its core, one line.
+    threads: String,
 }
 
 impl<H: Handler + 'static> Plan<H> {
@@ -362,24 +371,14 @@ impl<H: Handler + 'static> Plan<H> {
             queue_capacity: cfg.queue_capacity,
         };
         let policy = spec.build(&ctx)?;
-        let pinning = Pinning::plan(cfg.workers, cfg.cores.as_deref())?;
-        let inline = cfg
-            .inline_worker
-            .resolve(&policy.execution(), cfg.workers, pinning.distinct_cores())
-            .map_err(RuntimeError::Unsupported)?;
-        // With worker 0 on the dispatcher's thread, the other workers' threads
-        // take the cores after the dispatcher's.
-        let cores_shared = inline && cfg.workers + 1 > pinning.distinct_cores();
-        let pinning = if inline {
-            Pinning::plan(cfg.workers - 1, cfg.cores.as_deref())?
-        } else {
-            pinning
-        };
-        let threads = cfg.workers + 1 - usize::from(inline);
-        // Threads that poll hold off the ones they wait for when they
-        // outnumber the cores they run on: then each polling pass yields
-        // (`PollYield`).
-        let polls_yield = cfg.poll_yield.resolve(threads, pinning.distinct_cores());
+        let layout = ThreadLayout::plan(cfg, &policy.execution())?;
+        let threads = layout.describe(cfg.workers);
+        let ThreadLayout {
+            pinning,
+            inline,
+            cores_shared,
+            polls_yield,
+        } = layout;
         crate::idle::set_polls_yield(polls_yield);
         let max_in_flight = max_in_flight(cfg, ctx.types.len());
         let clock = Clock::new();
@@ -432,8 +431,107 @@ impl<H: Handler + 'static> Plan<H> {
             executor: planned.core,
             workers: planned.workers.into_iter().zip(done_tx).collect(),
             local: planned.local,
+            threads,
         })
     }
+}
+
+/// Where a run's threads go: their cores, whether worker 0 runs on the
+/// dispatcher's thread, and whether polling passes yield.
+struct ThreadLayout {
+    pinning: Pinning,
+    inline: bool,
+    /// Whether worker 0 is inline because the threads would otherwise
+    /// outnumber the cores.
+    cores_shared: bool,
+    polls_yield: bool,
+}
+
+impl ThreadLayout {
+    fn plan(
+        cfg: &RuntimeConfig,
+        execution: &psp_core::policy::Execution,
+    ) -> Result<Self, RuntimeError> {
+        let pinning = Pinning::plan(cfg.workers, cfg.cores.as_deref())?;
+        let inline = cfg
+            .inline_worker
+            .resolve(execution, cfg.workers, pinning.distinct_cores())
+            .map_err(RuntimeError::Unsupported)?;
+        // With worker 0 on the dispatcher's thread, the other workers' threads
+        // take the cores after the dispatcher's.
+        let cores_shared = inline && cfg.workers + 1 > pinning.distinct_cores();
+        let pinning = if inline {
+            Pinning::plan(cfg.workers - 1, cfg.cores.as_deref())?
+        } else {
+            pinning
+        };
+        let threads = cfg.workers + 1 - usize::from(inline);
+        // Threads that poll hold off the ones they wait for when they
+        // outnumber the cores they run on: then each polling pass yields
+        // (`PollYield`).
+        let polls_yield = cfg.poll_yield.resolve(threads, pinning.distinct_cores());
+        Ok(Self {
+            pinning,
+            inline,
+            cores_shared,
+            polls_yield,
+        })
+    }
+
+    /// One line: each thread and its core, e.g. "dispatcher and worker 0 on
+    /// core 0, worker 1 on core 1 (2 threads, 2 cores)".
+    fn describe(&self, workers: usize) -> String {
+        let first = usize::from(self.inline);
+        let mut names = vec![if self.inline {
+            "dispatcher and worker 0".to_string()
+        } else {
+            "dispatcher".to_string()
+        }];
+        names.extend((first..workers).map(|w| format!("worker {w}")));
+        let cores = self.pinning.cores();
+        let mut parts = Vec::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            parts.push(
+                match cores.as_ref().and_then(|c| c.get(i).copied().flatten()) {
+                    Some(core) => format!("{name} on core {core}"),
+                    None => format!("{name} floating"),
+                },
+            );
+        }
+        let mut line = format!(
+            "{} ({} threads, {} cores",
+            parts.join(", "),
+            names.len(),
+            self.pinning.distinct_cores()
+        );
+        if self.polls_yield {
+            line.push_str("; polling passes yield");
+        }
+        line.push(')');
+        line
+    }
+}
+
+/// Where the threads of a run of `cfg` under `spec` would go, as one line
+/// (the same plan [`start`] makes): each thread and its core, e.g.
+/// "dispatcher and worker 0 on core 0, worker 1 on core 1 (2 threads, 2
+/// cores)". What `psp serve`'s banner shows.
+///
+/// # Errors
+/// A policy that cannot be built, a bad core list, an inline worker the
+/// policy does not allow.
+pub fn describe_threads(
+    cfg: &RuntimeConfig,
+    spec: &PolicySpec,
+    types: Vec<TypeInfo>,
+) -> Result<String, RuntimeError> {
+    let ctx = PolicyContext {
+        workers: cfg.workers,
+        types,
+        queue_capacity: cfg.queue_capacity,
+    };
+    let policy = spec.build(&ctx)?;
+    Ok(ThreadLayout::plan(cfg, &policy.execution())?.describe(cfg.workers))
 }
 
 /// `n` single-producer, single-consumer rings of `capacity`, their two ends

@@ -272,6 +272,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
         pinned: s.pinned,
         polls_yield: s.polls_yield,
         inline_worker: s.inline_worker,
+        threads: s.threads.clone(),
         cpu_us_per_request: (c.completed > 0)
             .then(|| s.process_cpu.as_secs_f64() * 1e6 / c.completed as f64),
         wall_s: s.wall.as_secs_f64(),

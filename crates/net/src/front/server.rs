@@ -137,6 +137,8 @@ pub struct ServerReport {
     pub polls_yield: bool,
     /// Whether worker 0 ran on the dispatcher's thread.
     pub inline_worker: bool,
+    /// Each thread and its core, one line.
+    pub threads: String,
     /// How long the server ran.
     pub wall: Duration,
     /// The CPU time (user + system) the process spent while the server ran,
@@ -410,6 +412,7 @@ impl Server {
             pinned: r.pinned,
             polls_yield: r.polls_yield,
             inline_worker: r.inline_worker,
+            threads: r.threads,
             wall: r.wall,
             process_cpu: process_cpu().saturating_sub(self.cpu_at_start),
         })

@@ -113,3 +113,26 @@ fn a_preemptive_policy_cannot_put_worker_0_on_the_dispatchers_thread() {
         );
     }
 }
+
+#[test]
+fn the_thread_layout_names_each_thread_and_its_core() {
+    let w = Workload::fixed("mix", &[("short", 5.0, 0.9), ("long", 50.0, 0.1)]);
+    let describe = |inline: InlineWorker, cores: Vec<usize>| {
+        let cfg = RuntimeConfig {
+            inline_worker: inline,
+            cores: Some(cores),
+            ..cfg(2)
+        };
+        psp_runtime::describe_threads(&cfg, &"c-fcfs".parse().unwrap(), w.type_infos())
+            .expect("a layout")
+    };
+    // Three threads on two cores: worker 0 moves onto the dispatcher's.
+    assert_eq!(
+        describe(InlineWorker::Auto, vec![0, 1, 1]),
+        "dispatcher and worker 0 on core 0, worker 1 on core 1 (2 threads, 2 cores)"
+    );
+    assert_eq!(
+        describe(InlineWorker::Off, vec![0, 1, 1]),
+        "dispatcher on core 0, worker 0 on core 1, worker 1 on core 1 (3 threads, 2 cores; polling passes yield)"
+    );
+}

@@ -301,6 +301,9 @@ fn file_keys() -> Vec<String> {
 pub fn serve(a: ServeArgs) -> Result<()> {
     let plan = plan::serve_plan(&a)?;
     let cfg = plan.cfg.clone();
+    // Where the threads go, before they start: the same plan the runtime
+    // makes (an error here is the one the start would give).
+    let threads = psp_runtime::describe_threads(&cfg.runtime, &cfg.policy, cfg.types.clone())?;
     let server = Server::start(plan.cfg)?;
     let stop = server.stop_flag();
     stop_on_signals(&stop)?;
@@ -308,7 +311,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         format!(" | metrics on http://{a}/metrics")
     });
     let line = format!(
-        "psp serve: listening on {}://{}{metrics} | policy {} | {} workers | workload {} ({} types) | app {} | Ctrl-C drains and stops",
+        "psp serve: listening on {}://{}{metrics} | policy {} | {} workers | workload {} ({} types) | app {} | threads: {threads} | Ctrl-C drains and stops",
         cfg.datapath.name(),
         server.local_addr(),
         cfg.policy,

@@ -25,6 +25,9 @@ fn utilization_line(s: &ServerSummary) -> String {
     if s.inline_worker {
         line.push_str(" | worker 0 ran on the dispatcher's thread");
     }
+    if !s.threads.is_empty() {
+        line.push_str(&format!(" | threads: {}", s.threads));
+    }
     line
 }
 
