@@ -347,6 +347,11 @@ pub trait Service: Send + Sync + Debug {
     }
     /// What is being served, for humans (e.g. the database's path and size).
     fn describe(&self) -> String;
+    /// The store's sizes, where a protocol front end may read them to type
+    /// each command by what it will touch (the in-memory store's).
+    fn sizes(&self) -> Option<psp_proto::StoreSizes> {
+        None
+    }
     /// Once serving is over: the application's own check of its state, for
     /// humans (TPC-C's consistency conditions), if it has one.
     fn finish(&self) -> Option<String> {

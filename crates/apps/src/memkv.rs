@@ -88,6 +88,10 @@ impl Service for MemService {
         })
     }
 
+    fn sizes(&self) -> Option<psp_proto::StoreSizes> {
+        Some(psp_proto::StoreSizes(self.db.clone()))
+    }
+
     fn describe(&self) -> String {
         let c = self.db.config();
         let bound = if c.max_memory == 0 {

@@ -385,6 +385,17 @@ pub enum Value {
 }
 
 impl Value {
+    /// Its elements: a collection's length, 1 for a string.
+    pub fn elements(&self) -> usize {
+        match self {
+            Value::Str(_) => 1,
+            Value::List(l) => l.len(),
+            Value::Hash(h) => h.len(),
+            Value::Set(s) => s.len(),
+            Value::ZSet(z) => z.len(),
+        }
+    }
+
     /// The name `TYPE` answers.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -722,6 +733,19 @@ enum Held<'a> {
     /// Inline up to 8: a command over a few keys allocates nothing to
     /// lock them.
     Many(smallvec::SmallVec<[(usize, MutexGuard<'a, Shard>); 8]>),
+}
+
+impl crate::Sizes for Db {
+    fn elements(&self, key: &[u8]) -> usize {
+        // One shard lock and one lookup, on the network thread, only for
+        // the commands whose cost grows with their key.
+        let shard = self.shards[self.shard_of(key)].0.lock();
+        shard.map.get(key).map_or(0, |e| e.value.elements())
+    }
+
+    fn keys(&self) -> usize {
+        self.len()
+    }
 }
 
 impl Held<'_> {

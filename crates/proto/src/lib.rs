@@ -25,6 +25,36 @@ mod store;
 
 pub use store::{DynStore, KvStore};
 
+/// What a classifier may ask a store about sizes, cheaply, on the network
+/// thread: how many elements a key holds, how many keys there are. An
+/// estimate for scheduling (the data may change before the command runs).
+pub trait Sizes: Send + Sync {
+    /// The elements of `key`'s value: a list's, hash's, set's or sorted
+    /// set's length, 1 for a string, 0 for no key.
+    fn elements(&self, key: &[u8]) -> usize;
+    /// The keys in the store.
+    fn keys(&self) -> usize;
+}
+
+/// A shared [`Sizes`] (the store's), comparable by identity: what a front
+/// end's settings carry.
+#[derive(Clone)]
+pub struct StoreSizes(pub std::sync::Arc<dyn Sizes>);
+
+impl PartialEq for StoreSizes {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for StoreSizes {}
+
+impl std::fmt::Debug for StoreSizes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreSizes")
+    }
+}
+
 use Transport::{Tcp, Udp};
 use db::{Db, DbConfig, Eviction};
 
@@ -87,6 +117,16 @@ pub trait Protocol: Send + Sync {
     /// `types().len()` or more is a type the server does not know. Never
     /// allocates.
     fn classify(&self, req: &[u8], state: &mut u32) -> u16;
+
+    /// [`classify`](Self::classify) where the store's sizes are known: a
+    /// protocol whose commands' cost grows with what they touch (Redis's
+    /// HGETALL, SMEMBERS, LRANGE, KEYS) types each by the elements it will
+    /// walk, read from `sizes` (a small HGETALL stays with the GETs; one
+    /// of a 100,000-field hash is big). By default the same as `classify`.
+    fn classify_sized(&self, req: &[u8], state: &mut u32, sizes: &dyn Sizes) -> u16 {
+        let _ = sizes;
+        self.classify(req, state)
+    }
 
     /// Appends the protocol's reply for `refusal` to `out`.
     fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>);

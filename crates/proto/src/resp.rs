@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
 
-use crate::Refusal;
+use crate::{Refusal, Sizes};
 
 /// Most arguments (command name included) one request may carry.
 pub const MAX_ARGS: usize = 1024;
@@ -42,14 +42,18 @@ pub const MULTI_KEYS: usize = 8;
 /// LRANGE whose requested span may exceed this many elements is "range".
 pub const RANGE_SHORT: usize = 32;
 
+/// Elements past which a command that walks them is "big" ([`TYPE_BIG`]),
+/// where the store's sizes are known ([`classify_sized`]).
+pub const BIG_ELEMENTS: usize = 10_000;
+
 /// The scheduler's request types; [`classify`] returns an index into this array.
-pub const TYPES: [&str; 4] = ["short", "multi", "range", "script"];
+pub const TYPES: [&str; 5] = ["short", "multi", "range", "script", "big"];
 
 /// The mean service time (µs) each of [`TYPES`] is declared with when a
 /// server registers them: where DARC starts, before it measures (a GET on
 /// RocksDB takes a few µs; MGET/MSET of many keys and a long LRANGE tens to
 /// hundreds).
-pub const TYPE_MEAN_US: [f64; 4] = [2.0, 20.0, 100.0, 50.0];
+pub const TYPE_MEAN_US: [f64; 5] = [2.0, 20.0, 100.0, 50.0, 2_000.0];
 
 /// [`TYPES`] index of single-key and other cheap commands.
 pub const TYPE_SHORT: u16 = 0;
@@ -61,6 +65,11 @@ pub const TYPE_RANGE: u16 = 2;
 /// own (profiled as its own type, so DARC keeps slow scripts off the
 /// GETs' workers).
 pub const TYPE_SCRIPT: u16 = 3;
+/// [`TYPES`] index of a command that walks more than [`BIG_ELEMENTS`]
+/// elements (a `KEYS *` of a big keyspace, the HGETALL of a 100,000-field
+/// hash): known only where the store's sizes are ([`classify_sized`]), so
+/// that DARC profiles it apart from the range commands of tens of µs.
+pub const TYPE_BIG: u16 = 4;
 
 /// Why a byte sequence is not a valid request.
 ///
@@ -662,6 +671,92 @@ fn classify_command(cmd: Command<'_>) -> u16 {
     TYPE_SHORT
 }
 
+/// The elements `cmd` will walk, from the store's `sizes`, for the commands
+/// whose cost grows with their keys (`None`: a command whose cost its name
+/// and arguments tell, or one whose size is not read).
+fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes) -> Option<usize> {
+    let name = cmd.raw_name;
+    let mut args = cmd.args.clone();
+    let is = |s: &[u8]| name.eq_ignore_ascii_case(s);
+    let first_key = |args: &mut Args<'_>| args.next().map(|k| sizes.elements(k));
+    if is(b"lrange") || is(b"zrange") || is(b"zrevrange") {
+        let len = first_key(&mut args)? as i64;
+        let (start, stop) = (
+            args.next().and_then(parse_i64),
+            args.next().and_then(parse_i64),
+        );
+        // A BYSCORE/BYLEX range, or bounds that do not parse: at most the
+        // key's length.
+        let (Some(start), Some(stop)) = (start, stop) else {
+            return Some(len as usize);
+        };
+        let at = |i: i64| if i < 0 { (len + i).max(0) } else { i };
+        let (from, to) = (at(start), at(stop).min(len - 1));
+        return Some(if to >= from {
+            (to - from + 1) as usize
+        } else {
+            0
+        });
+    }
+    if is(b"hgetall")
+        || is(b"hkeys")
+        || is(b"hvals")
+        || is(b"smembers")
+        || is(b"lpos")
+        || is(b"linsert")
+        || is(b"lrem")
+        || is(b"zrangebyscore")
+        || is(b"zrevrangebyscore")
+        || is(b"zrangebylex")
+        || is(b"zrevrangebylex")
+        || is(b"zremrangebyscore")
+        || is(b"zremrangebyrank")
+    {
+        return first_key(&mut args);
+    }
+    if is(b"sinter") || is(b"sunion") || is(b"sdiff") || is(b"sintercard") {
+        return Some(args.take(MULTI_KEYS * 4).map(|k| sizes.elements(k)).sum());
+    }
+    if is(b"sinterstore") || is(b"sunionstore") || is(b"sdiffstore") {
+        let _destination = args.next();
+        return Some(args.take(MULTI_KEYS * 4).map(|k| sizes.elements(k)).sum());
+    }
+    if is(b"del") || is(b"unlink") {
+        // Freeing a big value walks it too (Redis's lazy free exists for
+        // it); a DEL of many small keys keeps its type by count.
+        let n: usize = args.take(MULTI_KEYS + 1).map(|k| sizes.elements(k)).sum();
+        return (n > BIG_ELEMENTS).then_some(n);
+    }
+    if is(b"keys") || is(b"flushall") || is(b"flushdb") {
+        return Some(sizes.keys());
+    }
+    None
+}
+
+/// The type of `req` where the store's sizes are known: as
+/// [`classify_in_stream`], but a command whose cost grows with its keys
+/// (LRANGE, ZRANGE, HGETALL, SMEMBERS, SUNION, KEYS, DEL of a big value,
+/// ...) is typed by the elements it will walk: [`TYPE_SHORT`] up to
+/// [`RANGE_SHORT`], [`TYPE_RANGE`] up to [`BIG_ELEMENTS`], [`TYPE_BIG`]
+/// past it. Inside `MULTI` nothing is read (the commands are only queued).
+pub fn classify_sized(req: &[u8], state: &mut u32, sizes: &dyn Sizes) -> u16 {
+    let in_transaction = *state != 0;
+    let by_name = classify_in_stream(req, state);
+    if in_transaction || by_name == TYPE_SCRIPT {
+        return by_name;
+    }
+    let Ok(cmd) = parse(req) else {
+        return by_name;
+    };
+    match elements_touched(&cmd, sizes) {
+        None => by_name,
+        Some(n) if n > BIG_ELEMENTS => TYPE_BIG,
+        Some(n) if n > RANGE_SHORT => TYPE_RANGE.max(by_name),
+        Some(_) if by_name == TYPE_RANGE => TYPE_SHORT,
+        Some(_) => by_name,
+    }
+}
+
 /// [`classify`] for a request of a connection whose transaction state is
 /// `state` (0 outside `MULTI`; inside, one more than the commands queued),
 /// updated here: commands queued after `MULTI` are short (they are only
@@ -761,6 +856,10 @@ impl crate::Protocol for Resp {
 
     fn classify(&self, req: &[u8], state: &mut u32) -> u16 {
         classify_in_stream(req, state)
+    }
+
+    fn classify_sized(&self, req: &[u8], state: &mut u32, sizes: &dyn crate::Sizes) -> u16 {
+        classify_sized(req, state, sizes)
     }
 
     fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>) {
@@ -1872,5 +1971,106 @@ mod tests {
         ] {
             assert_eq!(parse_i64(s.as_bytes()), v, "{s:?}");
         }
+    }
+
+    /// A store of known sizes: key -> elements.
+    struct FixedSizes(&'static [(&'static str, usize)], usize);
+
+    impl Sizes for FixedSizes {
+        fn elements(&self, key: &[u8]) -> usize {
+            self.0
+                .iter()
+                .find(|(k, _)| k.as_bytes() == key)
+                .map_or(0, |&(_, n)| n)
+        }
+        fn keys(&self) -> usize {
+            self.1
+        }
+    }
+
+    fn array(words: &[&str]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", words.len()).into_bytes();
+        for w in words {
+            out.extend_from_slice(format!("${}\r\n{w}\r\n", w.len()).as_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn a_command_is_typed_by_the_elements_it_will_walk_where_sizes_are_known() {
+        let sizes = FixedSizes(
+            &[
+                ("small", 3),
+                ("mid", 500),
+                ("huge", 100_000),
+                ("s1", 6_000),
+                ("s2", 6_000),
+            ],
+            200_000,
+        );
+        let sized = |words: &[&str]| classify_sized(&array(words), &mut 0, &sizes);
+        let by_name = |words: &[&str]| classify_in_stream(&array(words), &mut 0);
+        for (words, expected) in [
+            (&["HGETALL", "small"][..], TYPE_SHORT),
+            (&["HGETALL", "mid"], TYPE_RANGE),
+            (&["HGETALL", "huge"], TYPE_BIG),
+            (&["SMEMBERS", "small"], TYPE_SHORT),
+            (&["SMEMBERS", "huge"], TYPE_BIG),
+            (&["LRANGE", "huge", "0", "-1"], TYPE_BIG),
+            (&["LRANGE", "huge", "0", "9"], TYPE_SHORT),
+            (&["LRANGE", "huge", "-100", "-1"], TYPE_RANGE),
+            (&["LRANGE", "small", "0", "-1"], TYPE_SHORT),
+            (&["ZRANGE", "huge", "-inf", "+inf", "BYSCORE"], TYPE_BIG),
+            (&["SUNION", "s1", "s2"], TYPE_BIG),
+            (&["SUNIONSTORE", "huge", "small", "small"], TYPE_SHORT),
+            (&["SINTER", "small", "mid"], TYPE_RANGE),
+            (&["KEYS", "*"], TYPE_BIG),
+            (&["DEL", "huge"], TYPE_BIG),
+            (&["DEL", "small"], TYPE_SHORT),
+            (&["GET", "huge"], TYPE_SHORT),
+            (
+                &["MGET", "a", "b", "c", "d", "e", "f", "g", "h", "i"],
+                TYPE_MULTI,
+            ),
+            (&["EVAL", "return 1", "0"], TYPE_SCRIPT),
+        ] {
+            assert_eq!(sized(words), expected, "{words:?}");
+        }
+        // Without sizes, by name as before: every HGETALL is "range".
+        assert_eq!(by_name(&["HGETALL", "small"]), TYPE_RANGE);
+        assert_eq!(by_name(&["HGETALL", "huge"]), TYPE_RANGE);
+        // Inside MULTI a command is only queued: nothing is read.
+        let mut state = 0;
+        assert_eq!(
+            classify_sized(&array(&["MULTI"]), &mut state, &sizes),
+            TYPE_SHORT
+        );
+        assert_eq!(
+            classify_sized(&array(&["HGETALL", "huge"]), &mut state, &sizes),
+            TYPE_SHORT
+        );
+    }
+
+    #[test]
+    fn the_in_memory_store_answers_sizes() {
+        let db = crate::db::Db::default();
+        let sessions = crate::commands::Sessions::new(1);
+        let mut out = Vec::new();
+        for words in [&["RPUSH", "l", "a", "b", "c"][..], &["SET", "s", "v"]] {
+            crate::Protocol::execute_db(
+                &Resp,
+                &array(words),
+                &db,
+                &sessions,
+                0,
+                &mut out,
+                &mut || {},
+            )
+            .unwrap();
+        }
+        assert_eq!(Sizes::elements(&db, b"l"), 3);
+        assert_eq!(Sizes::elements(&db, b"s"), 1);
+        assert_eq!(Sizes::elements(&db, b"none"), 0);
+        assert_eq!(Sizes::keys(&db), 2);
     }
 }

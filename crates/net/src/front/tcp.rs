@@ -53,7 +53,7 @@ use psp_runtime::{
     SnapshotPublisher,
 };
 
-use psp_proto::Protocol;
+use psp_proto::{Protocol, Sizes};
 
 use super::CoreTokens as _;
 use crate::pool::{PACKET_BYTES, PacketPool, PacketToken};
@@ -91,6 +91,10 @@ pub struct TcpConfig {
     /// connection runs per event), so that a short job stays short for the
     /// policy.
     pub batch_budget: Duration,
+    /// The store's sizes, when the protocol may read them to type a
+    /// command by what it will touch ([`Protocol::classify_sized`]): the
+    /// in-memory store's; `None` types by name and arguments only.
+    pub sizes: Option<psp_proto::StoreSizes>,
 }
 
 /// The longest request (a job's length is 16 bits). One longer than a
@@ -163,6 +167,7 @@ impl Default for TcpConfig {
             ordered: true,
             max_batch: 16,
             batch_budget: Duration::from_micros(20),
+            sizes: None,
         }
     }
 }
@@ -978,7 +983,11 @@ impl TcpFrontEnd {
         // The state moves on only with the request (not when it must wait
         // for a slot and is classified again).
         let mut state = c.class_state;
-        let type_id = self.protocol.classify(&c.input[..len], &mut state);
+        let typing = Typing {
+            protocol: self.protocol,
+            sizes: self.cfg.sizes.as_ref().map(|s| &*s.0),
+        };
+        let type_id = typing.classify(&c.input[..len], &mut state);
         let mut token = core.take_packet()?;
         if type_id >= self.n_types {
             self.conns[id as usize].as_mut().expect("open").class_state = state;
@@ -994,7 +1003,7 @@ impl TcpFrontEnd {
         };
         let c = self.conns[id as usize].as_mut().expect("open");
         let (len, count) = batch(
-            self.protocol,
+            &typing,
             &c.input[..c.filled],
             len,
             type_id,
@@ -1241,7 +1250,7 @@ fn load_request(
 /// buffer (a batch never needs a large body; a lone large request may).
 /// Returns its bytes and requests; `state` moves on over the batch.
 fn batch(
-    protocol: &dyn Protocol,
+    typing: &Typing<'_>,
     input: &[u8],
     first: usize,
     type_id: u16,
@@ -1254,16 +1263,16 @@ fn batch(
         let rest = &input[len..];
         // A separator between requests ends the batch (it is skipped
         // before the next cut).
-        if protocol.ignorable_prefix(rest) > 0 {
+        if typing.protocol.ignorable_prefix(rest) > 0 {
             break;
         }
-        let next = match protocol.request_len(rest, max_request) {
+        let next = match typing.protocol.request_len(rest, max_request) {
             Ok(Some(n)) if len + n <= PACKET_BYTES => n,
             _ => break,
         };
         let mut after = *state;
-        if protocol.classify(&rest[..next], &mut after) != type_id
-            || protocol.may_block(&rest[..next])
+        if typing.classify(&rest[..next], &mut after) != type_id
+            || typing.protocol.may_block(&rest[..next])
         {
             break;
         }
@@ -1272,6 +1281,22 @@ fn batch(
         count += 1;
     }
     (len, count)
+}
+
+/// How a request gets its type: by the protocol, and by the store's sizes
+/// where they are known ([`TcpConfig::sizes`]).
+struct Typing<'a> {
+    protocol: &'a dyn Protocol,
+    sizes: Option<&'a dyn Sizes>,
+}
+
+impl Typing<'_> {
+    fn classify(&self, req: &[u8], state: &mut u32) -> u16 {
+        match self.sizes {
+            Some(s) => self.protocol.classify_sized(req, state, s),
+            None => self.protocol.classify(req, state),
+        }
+    }
 }
 
 /// Blocks until a connection (`poll_fd`), a reply (`wake`) or `also` may be

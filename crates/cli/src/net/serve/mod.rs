@@ -229,6 +229,7 @@ impl TcpArgs {
             },
             max_batch: self.tcp_batch.unwrap_or(d.max_batch),
             batch_budget: d.batch_budget,
+            sizes: None,
         };
         cfg.check().map_err(anyhow::Error::msg)?;
         Ok(cfg)

@@ -157,6 +157,12 @@ pub(super) fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     // Last: the application opens and loads its database (or calibrates its
     // spin, 50 ms).
     let service = service(a, &f, &src, &front, &app_args, &workload, max_service_ns)?;
+    // A protocol over the in-memory store types each command by what it
+    // will touch (its key's elements), read from the store.
+    let mut datapath = front.datapath;
+    if let DatapathKind::Tcp(_, t) = &mut datapath {
+        t.sizes = service.sizes();
+    }
     Ok(ServePlan {
         cfg: ServerConfig {
             addr: front.addr,
@@ -167,7 +173,7 @@ pub(super) fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
             classifier,
             app_classifier: None,
             handlers: psp_apps::handler_factory(service.clone(), policy.feedback_threshold_ns()),
-            datapath: front.datapath,
+            datapath,
             protocol: front.dgram,
         },
         service,
