@@ -34,6 +34,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -375,13 +376,13 @@ pub enum Value {
     /// A string (also memcached's items).
     Str(Box<[u8]>),
     /// A list.
-    List(Box<List>),
+    List(Arc<List>),
     /// A hash.
-    Hash(Box<Hash>),
+    Hash(Arc<Hash>),
     /// A set.
-    Set(Box<Set>),
+    Set(Arc<Set>),
     /// A sorted set.
-    ZSet(Box<ZSet>),
+    ZSet(Arc<ZSet>),
 }
 
 impl Value {

@@ -2262,7 +2262,7 @@ mod tests {
         list.push(b"x", true);
         db.lock_one(b"l", true)
             .unwrap()
-            .set(b"l", Entry::new(Value::List(Box::new(list))));
+            .set(b"l", Entry::new(Value::List(std::sync::Arc::new(list))));
         db_transcript(
             &db,
             &[

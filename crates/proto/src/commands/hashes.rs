@@ -4,6 +4,7 @@
 //! the arms keep Redis 7's replies and error texts.
 
 use super::*;
+use std::sync::Arc;
 
 /// Runs one of this family's commands (`name` is lowercase).
 pub(super) fn run<'d>(
@@ -20,11 +21,14 @@ pub(super) fn run<'d>(
             arity(n >= 3 && n % 2 == 1, nm)?;
             let mut g = lock(db, &mut held, &a[..1], true)?;
             let added = g.update(a[0], |slot| {
-                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Box::default())));
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Arc::default())));
                 let Value::Hash(h) = &mut e.value else {
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
-                let added = a[1..].chunks(2).filter(|fv| h.set(fv[0], fv[1])).count();
+                let added = a[1..]
+                    .chunks(2)
+                    .filter(|fv| Arc::make_mut(h).set(fv[0], fv[1]))
+                    .count();
                 (true, Ok(added))
             })?;
             if name == b"hmset" {
@@ -65,8 +69,10 @@ pub(super) fn run<'d>(
         }
         b"hgetall" => {
             arity(n == 1, nm)?;
-            let mut g = lock(db, &mut held, &a[..1], false)?;
-            match g.get(a[0]).map(|e| &e.value) {
+            // The value's snapshot (an `Arc` clone) under the lock, walked
+            // after it: a big value holds its shard for O(1), not its walk.
+            let value = snapshot(db, &mut held, a[0])?;
+            match value.as_ref() {
                 None => w.map(0),
                 Some(Value::Hash(h)) => {
                     w.map(h.len());
@@ -80,8 +86,10 @@ pub(super) fn run<'d>(
         }
         b"hkeys" | b"hvals" => {
             arity(n == 1, nm)?;
-            let mut g = lock(db, &mut held, &a[..1], false)?;
-            match g.get(a[0]).map(|e| &e.value) {
+            // The value's snapshot (an `Arc` clone) under the lock, walked
+            // after it: a big value holds its shard for O(1), not its walk.
+            let value = snapshot(db, &mut held, a[0])?;
+            match value.as_ref() {
                 None => w.array(0),
                 Some(Value::Hash(h)) => {
                     w.array(h.len());
@@ -96,14 +104,14 @@ pub(super) fn run<'d>(
             arity(n == 3, nm)?;
             let mut g = lock(db, &mut held, &a[..1], true)?;
             let added = g.update(a[0], |slot| {
-                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Box::default())));
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Arc::default())));
                 let Value::Hash(h) = &mut e.value else {
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
                 if h.map().contains_key(a[1]) {
                     return (false, Ok(false));
                 }
-                (true, Ok(h.set(a[1], a[2])))
+                (true, Ok(Arc::make_mut(h).set(a[1], a[2])))
             })?;
             w.int(i64::from(added));
         }
@@ -114,10 +122,10 @@ pub(super) fn run<'d>(
                 let r = match slot.as_mut().map(|e| &mut e.value) {
                     None => 0,
                     Some(Value::Hash(h)) if name == b"hdel" => {
-                        a[1..].iter().filter(|f| h.remove(f)).count()
+                        a[1..].iter().filter(|f| Arc::make_mut(h).remove(f)).count()
                     }
                     Some(Value::ZSet(z)) if name == b"zrem" => {
-                        a[1..].iter().filter(|m| z.remove(m)).count()
+                        a[1..].iter().filter(|m| Arc::make_mut(z).remove(m)).count()
                     }
                     Some(_) => return (false, Err(Fail::Msg(WRONGTYPE))),
                 };
@@ -130,7 +138,7 @@ pub(super) fn run<'d>(
             let by = int_arg(a[2])?;
             let mut g = lock(db, &mut held, &a[..1], true)?;
             let v = g.update(a[0], |slot| {
-                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Box::default())));
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Arc::default())));
                 let Value::Hash(h) = &mut e.value else {
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
@@ -146,7 +154,7 @@ pub(super) fn run<'d>(
                 let Some(new) = cur.checked_add(by) else {
                     return (false, Err(Fail::Msg(OVERFLOW)));
                 };
-                h.set(a[1], itoa::Buffer::new().format(new).as_bytes());
+                Arc::make_mut(h).set(a[1], itoa::Buffer::new().format(new).as_bytes());
                 (true, Ok(new))
             })?;
             w.int(v);
@@ -162,7 +170,7 @@ pub(super) fn run<'d>(
                 if !matches!(slot.as_ref().map(|e| &e.value), None | Some(Value::Hash(_))) {
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 }
-                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Box::default())));
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Hash(Arc::default())));
                 let Value::Hash(h) = &mut e.value else {
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
@@ -177,7 +185,7 @@ pub(super) fn run<'d>(
                     Ok(s) => s,
                     Err(f) => return (false, Err(f)),
                 };
-                h.set(a[1], s.as_bytes());
+                Arc::make_mut(h).set(a[1], s.as_bytes());
                 (true, Ok(s))
             })?;
             w.bulk(v.as_bytes());

@@ -4,6 +4,7 @@
 //! the arms keep Redis 7's replies and error texts.
 
 use super::*;
+use std::sync::Arc;
 
 /// Runs one of this family's commands (`name` is lowercase).
 pub(super) fn run<'d>(
@@ -21,12 +22,12 @@ pub(super) fn run<'d>(
             let left = name == b"lpush";
             let mut g = lock(db, &mut held, &a[..1], true)?;
             let len = g.update(a[0], |slot| {
-                let e = slot.get_or_insert_with(|| Entry::new(Value::List(Box::default())));
+                let e = slot.get_or_insert_with(|| Entry::new(Value::List(Arc::default())));
                 let Value::List(l) = &mut e.value else {
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
                 for v in &a[1..] {
-                    l.push(v, left);
+                    Arc::make_mut(l).push(v, left);
                 }
                 (true, Ok(l.len()))
             })?;
@@ -42,7 +43,7 @@ pub(super) fn run<'d>(
             // The first key, in the order given, whose list has an element.
             let left = name == b"blpop";
             let popped = take_first(&mut g, keys, |v| match v {
-                Value::List(l) => Some(l.pop(left)),
+                Value::List(l) => Some(Arc::make_mut(l).pop(left)),
                 _ => None,
             })?;
             if let Some((k, v)) = popped {
@@ -77,7 +78,7 @@ pub(super) fn run<'d>(
                 } else {
                     count.unsigned_abs() as usize
                 };
-                let removed = l.remove_matching(a[2], count >= 0, limit);
+                let removed = Arc::make_mut(l).remove_matching(a[2], count >= 0, limit);
                 (removed > 0, Ok(removed))
             })?;
             w.int(removed as i64);
@@ -119,7 +120,7 @@ pub(super) fn run<'d>(
                 return Err(Fail::Msg(WRONGTYPE));
             }
             let v = g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
-                Some(Value::List(l)) => (true, l.pop(from_left)),
+                Some(Value::List(l)) => (true, Arc::make_mut(l).pop(from_left)),
                 _ => (false, None),
             });
             let Some(v) = v else {
@@ -127,9 +128,9 @@ pub(super) fn run<'d>(
                 return Ok(());
             };
             g.update(a[1], |slot| {
-                let e = slot.get_or_insert_with(|| Entry::new(Value::List(Box::default())));
+                let e = slot.get_or_insert_with(|| Entry::new(Value::List(Arc::default())));
                 if let Value::List(l) = &mut e.value {
-                    l.push(&v, to_left);
+                    Arc::make_mut(l).push(&v, to_left);
                 }
                 (true, ())
             });
@@ -148,7 +149,10 @@ pub(super) fn run<'d>(
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
                 let i = if i < 0 { l.len() as i64 + i } else { i };
-                match usize::try_from(i).ok().filter(|&i| l.set(i, a[2])) {
+                match usize::try_from(i)
+                    .ok()
+                    .filter(|&i| Arc::make_mut(l).set(i, a[2]))
+                {
                     Some(_) => (true, Ok(())),
                     None => (false, Err(Fail::Msg(b"ERR index out of range"))),
                 }
@@ -176,9 +180,9 @@ pub(super) fn run<'d>(
                 };
                 let end = if end < 0 { len + end } else { end };
                 if start > end || start >= len {
-                    l.keep(0, 0);
+                    Arc::make_mut(l).keep(0, 0);
                 } else {
-                    l.keep(start as usize, (end.min(len - 1) + 1) as usize);
+                    Arc::make_mut(l).keep(start as usize, (end.min(len - 1) + 1) as usize);
                 }
                 (true, Ok(()))
             })?;
@@ -204,7 +208,7 @@ pub(super) fn run<'d>(
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
                 let k = count.unwrap_or(1).min(l.len());
-                let v: Vec<Box<[u8]>> = (0..k).filter_map(|_| l.pop(left)).collect();
+                let v: Vec<Box<[u8]>> = (0..k).filter_map(|_| Arc::make_mut(l).pop(left)).collect();
                 (k > 0, Ok(Some(v)))
             })?;
             match (count, popped) {
@@ -222,8 +226,10 @@ pub(super) fn run<'d>(
         b"lrange" => {
             arity(n == 3, nm)?;
             let (start, stop) = (int_arg(a[1])?, int_arg(a[2])?);
-            let mut g = lock(db, &mut held, &a[..1], false)?;
-            match g.get(a[0]).map(|e| &e.value) {
+            // The value's snapshot (an `Arc` clone) under the lock, walked
+            // after it: a big value holds its shard for O(1), not its walk.
+            let value = snapshot(db, &mut held, a[0])?;
+            match value.as_ref() {
                 None => w.array(0),
                 Some(Value::List(l)) => {
                     let (s, e) = range(start, stop, l.len());
@@ -348,7 +354,7 @@ pub(super) fn run<'d>(
                 Some(Value::List(l)) => match l.items().iter().position(|v| **v == *a[2]) {
                     None => (false, Ok(-1)),
                     Some(at) => {
-                        l.insert(if before { at } else { at + 1 }, a[3]);
+                        Arc::make_mut(l).insert(if before { at } else { at + 1 }, a[3]);
                         (true, Ok(l.len() as i64))
                     }
                 },

@@ -5,6 +5,7 @@
 //! the arms keep Redis 7's replies and error texts.
 
 use super::*;
+use std::sync::Arc;
 
 /// SRANDMEMBER's largest |count|: its reply holds that many members.
 const MAX_RANDOM_MEMBERS: u64 = 1_000_000;
@@ -40,13 +41,19 @@ pub(super) fn run<'d>(
                 if !add && slot.is_none() {
                     return (false, Ok(0));
                 }
-                let e = slot.get_or_insert_with(|| Entry::new(Value::Set(Box::default())));
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Set(Arc::default())));
                 let Value::Set(s) = &mut e.value else {
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
                 let c = a[1..]
                     .iter()
-                    .filter(|m| if add { s.add(m) } else { s.remove(m) })
+                    .filter(|m| {
+                        if add {
+                            Arc::make_mut(s).add(m)
+                        } else {
+                            Arc::make_mut(s).remove(m)
+                        }
+                    })
                     .count();
                 (c > 0, Ok(c))
             })?;
@@ -54,8 +61,10 @@ pub(super) fn run<'d>(
         }
         b"smembers" => {
             arity(n == 1, nm)?;
-            let mut g = lock(db, &mut held, &a[..1], false)?;
-            match g.get(a[0]).map(|e| &e.value) {
+            // The value's snapshot (an `Arc` clone) under the lock, walked
+            // after it: a big value holds its shard for O(1), not its walk.
+            let value = snapshot(db, &mut held, a[0])?;
+            match value.as_ref() {
                 None => w.set(0),
                 Some(Value::Set(s)) => {
                     w.set(s.len());
@@ -78,16 +87,22 @@ pub(super) fn run<'d>(
         b"sinter" | b"sunion" | b"sdiff" | b"sinterstore" | b"sunionstore" | b"sdiffstore" => {
             let store = name.ends_with(b"store");
             arity(n > usize::from(store), nm)?;
-            let mut g = lock(db, &mut held, a, store)?;
+            let mut g = Some(lock(db, &mut held, a, store)?);
             let sources = if store { &a[1..] } else { a };
             let mut sets = Vec::with_capacity(sources.len());
             for k in sources {
-                match g.get(k).map(|e| &e.value) {
+                match g.as_mut().and_then(|g| g.get(k)).map(|e| &e.value) {
                     None => sets.push(None),
-                    // Copied: the guard lends one entry at a time.
-                    Some(Value::Set(s)) => sets.push(Some(s.members().clone())),
+                    // Shared (an `Arc` clone): the guard lends one entry
+                    // at a time.
+                    Some(Value::Set(s)) => sets.push(Some(Arc::clone(s))),
                     Some(_) => return Err(Fail::Msg(WRONGTYPE)),
                 }
+            }
+            if !store {
+                // Only read from here: the sources are walked unlocked
+                // (see `snapshot`).
+                g = None;
             }
             let first = sets[0].as_ref();
             let out: Vec<&Box<[u8]>> = match &name[..5] {
@@ -95,20 +110,22 @@ pub(super) fn run<'d>(
                     let mut seen = std::collections::HashSet::new();
                     sets.iter()
                         .flatten()
-                        .flat_map(|s| s.iter())
+                        .flat_map(|s| s.members().iter())
                         .filter(|m| seen.insert(*m))
                         .collect()
                 }
                 b"sinte" => match first {
                     Some(f) if sets.iter().all(Option::is_some) => f
+                        .members()
                         .iter()
-                        .filter(|m| sets[1..].iter().flatten().all(|s| s.contains(*m)))
+                        .filter(|m| sets[1..].iter().flatten().all(|s| s.members().contains(*m)))
                         .collect(),
                     _ => Vec::new(),
                 },
                 _ => first.map_or_else(Vec::new, |f| {
-                    f.iter()
-                        .filter(|m| !sets[1..].iter().flatten().any(|s| s.contains(*m)))
+                    f.members()
+                        .iter()
+                        .filter(|m| !sets[1..].iter().flatten().any(|s| s.members().contains(*m)))
                         .collect()
                 }),
             };
@@ -120,9 +137,10 @@ pub(super) fn run<'d>(
                 for m in &out {
                     result.add(m);
                 }
+                let g = g.as_mut().expect("a STORE form keeps its locks");
                 g.update(a[0], |slot| {
                     let had = slot.is_some();
-                    *slot = (count > 0).then(|| Entry::new(Value::Set(Box::new(result))));
+                    *slot = (count > 0).then(|| Entry::new(Value::Set(Arc::new(result))));
                     (had || count > 0, ())
                 });
                 w.int(count as i64);
@@ -216,13 +234,13 @@ pub(super) fn run<'d>(
                 return Ok(());
             }
             g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
-                Some(Value::Set(s)) => (s.remove(a[2]), ()),
+                Some(Value::Set(s)) => (Arc::make_mut(s).remove(a[2]), ()),
                 _ => (false, ()),
             });
             g.update(a[1], |slot| {
-                let e = slot.get_or_insert_with(|| Entry::new(Value::Set(Box::default())));
+                let e = slot.get_or_insert_with(|| Entry::new(Value::Set(Arc::default())));
                 if let Value::Set(s) = &mut e.value {
-                    s.add(a[2]);
+                    Arc::make_mut(s).add(a[2]);
                 }
                 (true, ())
             });
@@ -256,7 +274,7 @@ pub(super) fn run<'d>(
                 None => (false, Ok(Vec::new())),
                 Some(Value::Set(s)) => {
                     let k = count.unwrap_or(1).min(s.len());
-                    let v: Vec<Box<[u8]>> = (0..k).filter_map(|_| s.pop()).collect();
+                    let v: Vec<Box<[u8]>> = (0..k).filter_map(|_| Arc::make_mut(s).pop()).collect();
                     (k > 0, Ok(v))
                 }
                 Some(_) => (false, Err(Fail::Msg(WRONGTYPE))),

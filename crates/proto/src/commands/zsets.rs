@@ -5,6 +5,7 @@
 //! the arms keep Redis 7's replies and error texts.
 
 use super::*;
+use std::sync::Arc;
 
 /// Runs one of this family's commands (`name` is lowercase).
 pub(super) fn run<'d>(
@@ -23,7 +24,7 @@ pub(super) fn run<'d>(
             let by = parse_f64(a[1]).ok_or(Fail::Msg(NOT_FLOAT))?;
             let mut g = lock(db, &mut held, &a[..1], true)?;
             let v = g.update(a[0], |slot| {
-                let e = slot.get_or_insert_with(|| Entry::new(Value::ZSet(Box::default())));
+                let e = slot.get_or_insert_with(|| Entry::new(Value::ZSet(Arc::default())));
                 let Value::ZSet(z) = &mut e.value else {
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
@@ -34,7 +35,7 @@ pub(super) fn run<'d>(
                         Err(Fail::Msg(b"ERR resulting score is not a number (NaN)")),
                     );
                 }
-                z.insert(a[2], new);
+                Arc::make_mut(z).insert(a[2], new);
                 (true, Ok(new))
             })?;
             crate::blocking::wake();
@@ -110,7 +111,11 @@ pub(super) fn run<'d>(
             // The first key, in the order given, whose sorted set has a member.
             let min = name == b"bzpopmin";
             let popped = take_first(&mut g, keys, |v| match v {
-                Value::ZSet(z) => Some(if min { z.pop_min() } else { z.pop_max() }),
+                Value::ZSet(z) => Some(if min {
+                    Arc::make_mut(z).pop_min()
+                } else {
+                    Arc::make_mut(z).pop_max()
+                }),
                 _ => None,
             })?;
             if let Some((k, (m, sc))) = popped {
@@ -142,9 +147,9 @@ pub(super) fn run<'d>(
                     let v: Vec<(Box<[u8]>, f64)> = (0..k)
                         .filter_map(|_| {
                             if name == b"zpopmin" {
-                                z.pop_min()
+                                Arc::make_mut(z).pop_min()
                             } else {
-                                z.pop_max()
+                                Arc::make_mut(z).pop_max()
                             }
                         })
                         .collect();
@@ -200,7 +205,7 @@ pub(super) fn run<'d>(
                         }
                     };
                     for m in &doomed {
-                        z.remove(m);
+                        Arc::make_mut(z).remove(m);
                     }
                     (!doomed.is_empty(), Ok(doomed.len()))
                 }
@@ -258,7 +263,7 @@ fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut 
         if xx && slot.is_none() {
             return (false, Ok((0, None)));
         }
-        let e = slot.get_or_insert_with(|| Entry::new(Value::ZSet(Box::<ZSet>::default())));
+        let e = slot.get_or_insert_with(|| Entry::new(Value::ZSet(Arc::<ZSet>::default())));
         let Value::ZSet(z) = &mut e.value else {
             return (false, Err(Fail::Msg(WRONGTYPE)));
         };
@@ -282,7 +287,7 @@ fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut 
             {
                 continue;
             }
-            if z.insert(m, new) {
+            if Arc::make_mut(z).insert(m, new) {
                 added += 1;
             } else if cur != Some(new) {
                 changed += 1;
@@ -375,8 +380,9 @@ fn zrange<'d>(
     } else {
         (int_arg(a[1])?, int_arg(a[2])?)
     };
-    let mut g = lock(db, held, &a[..1], false)?;
-    let z = match g.get(a[0]).map(|e| &e.value) {
+    // Walked after the lock (see `snapshot`).
+    let value = snapshot(db, held, a[0])?;
+    let z = match value.as_ref() {
         None => {
             w.array(0);
             return Ok(());
