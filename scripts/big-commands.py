@@ -19,7 +19,9 @@ table on stdout (medians over runs, with the range).
 
 Environment: PSP (target/release/psp), CORES (0,1), WORKERS (2), PORT
 (7403), RUNS (3), SYSTEMS ("psp psp:c-fcfs redis": psp is psp serve's
-default policy, psp:P policy P), GETS (100000), CLIENTS (16), BIG (40),
+default policy, psp:P policy P), PSP_ARGS (more psp serve flags; psp
+serve raises its dispatcher's priority, as it does by default: run as
+root or with CAP_SYS_NICE), GETS (100000), CLIENTS (16), BIG (40),
 COMMANDS (all: keys,hgetall,smembers,lrange,sunion,zrange), SMALL (1: the
 same mix over small keys: a 3-field hash, 10-element list and set, ...).
 Set-up: scripts/compare-deps.sh, cargo build --release.
@@ -64,7 +66,7 @@ def taskset(cmd):
 def server_cmd(system):
     if system.startswith("psp"):
         cmd = [psp, "serve", "--protocol", "resp", "--address", f"127.0.0.1:{port}",
-               "--workers", workers, "--no-raise-priority"]
+               "--workers", workers] + os.environ.get("PSP_ARGS", "").split()
         if ":" in system:
             cmd += ["--policy", system.split(":", 1)[1]]
         return cmd
