@@ -102,7 +102,7 @@ def load():
     data = bytearray()
     for i in range(100_000):
         data += resp(["SET", f"key:{i}", "v" * 16])
-    chunk = 500  # at most 1,002 words a command (psp serve takes 1,024)
+    chunk = 1000
     for start_at in range(0, n_big, chunk):
         ids = range(start_at, min(start_at + chunk, n_big))
         data += resp(["HSET", "big:hash"] + [x for i in ids for x in (f"f{i}", "v")])
