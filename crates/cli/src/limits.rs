@@ -779,6 +779,21 @@ pub fn inline_worker(s: &str) -> Result<psp_runtime::InlineWorker> {
         .map_err(|e: String| anyhow::anyhow!("--inline-worker: {e}"))
 }
 
+/// `--tcp-size-classes SHORT,BIG`: the elements up to which a command that
+/// walks its keys is `short`, and past which it is `big`.
+///
+/// # Errors
+/// Not two integers, or out of range (one line).
+pub fn size_classes(s: &str) -> Result<psp_proto::SizeBounds> {
+    let parsed = s
+        .split_once(',')
+        .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+    let Some((short, big)) = parsed else {
+        anyhow::bail!("--tcp-size-classes must be SHORT,BIG (two integers), not '{s}'");
+    };
+    psp_proto::SizeBounds::new(short, big).map_err(|e| anyhow::anyhow!("--tcp-size-classes: {e}"))
+}
+
 /// `--max-wait`: per request type (in `types`' order), the longest a
 /// request may wait from its arrival to its start. `DUR` bounds every type,
 /// `TYPE=DUR,...` the types named (the others are unbounded), and
@@ -871,6 +886,27 @@ pub fn maxmemory_policy(s: &str) -> Result<psp_proto::db::Eviction> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn size_classes_are_two_ordered_bounds_in_range() {
+        let b = size_classes("4, 1000").unwrap();
+        assert_eq!((b.short, b.big), (4, 1000));
+        for bad in [
+            "0,10",
+            "10,10",
+            "11,10",
+            "1,1000000001",
+            "32",
+            "a,b",
+            "1,2,3",
+        ] {
+            let e = size_classes(bad).expect_err(bad).to_string();
+            assert!(
+                e.starts_with("--tcp-size-classes") && !e.contains('\n'),
+                "{bad}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn max_memory_sizes_and_their_range() {

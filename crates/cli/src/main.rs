@@ -54,7 +54,7 @@ enum Command {
     Profile(profile::ProfileArgs),
     /// Serve requests: the runtime behind a network front end (UDP, AF_XDP, or
     /// TCP speaking Redis's RESP or memcached's protocol).
-    Serve(net::ServeArgs),
+    Serve(Box<net::ServeArgs>),
     /// Open-loop Poisson client against a server: one measured point.
     Load(net::LoadArgs),
     /// Live terminal view of a running `psp serve --metrics ADDR`: per type
@@ -707,7 +707,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Calibrate => cmd_calibrate(),
         Command::Profile(a) => profile::run(a),
-        Command::Serve(a) => net::serve(a),
+        Command::Serve(a) => net::serve(*a),
         Command::Load(a) => net::load(a),
         Command::Top(a) => cmd_top(a),
         Command::Echo(a) => net::echo(a),

@@ -36,6 +36,46 @@ pub trait Sizes: Send + Sync {
     fn keys(&self) -> usize;
 }
 
+/// The size classes of the commands whose cost grows with their keys
+/// ([`Protocol::classify_sized`]): up to `short` elements such a command is
+/// typed with the cheap commands, up to `big` as a range, past it as big.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeBounds {
+    /// Elements up to which a command is short.
+    pub short: usize,
+    /// Elements past which a command is big.
+    pub big: usize,
+}
+
+impl SizeBounds {
+    /// The range each bound may take (`psp serve --size-classes`):
+    /// 1 <= short < big <= 10^9.
+    pub const MAX: usize = 1_000_000_000;
+
+    /// The bounds, checked.
+    ///
+    /// # Errors
+    /// Out of range, or `short` not below `big` (one line).
+    pub fn new(short: usize, big: usize) -> Result<Self, String> {
+        if short == 0 || short >= big || big > Self::MAX {
+            return Err(format!(
+                "size classes must be SHORT,BIG with 1 <= SHORT < BIG <= {}, not {short},{big}",
+                Self::MAX
+            ));
+        }
+        Ok(Self { short, big })
+    }
+}
+
+impl Default for SizeBounds {
+    fn default() -> Self {
+        Self {
+            short: resp::RANGE_SHORT,
+            big: resp::BIG_ELEMENTS,
+        }
+    }
+}
+
 /// A shared [`Sizes`] (the store's), comparable by identity: what a front
 /// end's settings carry.
 #[derive(Clone)]
@@ -123,8 +163,14 @@ pub trait Protocol: Send + Sync {
     /// HGETALL, SMEMBERS, LRANGE, KEYS) types each by the elements it will
     /// walk, read from `sizes` (a small HGETALL stays with the GETs; one
     /// of a 100,000-field hash is big). By default the same as `classify`.
-    fn classify_sized(&self, req: &[u8], state: &mut u32, sizes: &dyn Sizes) -> u16 {
-        let _ = sizes;
+    fn classify_sized(
+        &self,
+        req: &[u8],
+        state: &mut u32,
+        sizes: &dyn Sizes,
+        bounds: SizeBounds,
+    ) -> u16 {
+        let _ = (sizes, bounds);
         self.classify(req, state)
     }
 

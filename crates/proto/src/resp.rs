@@ -676,7 +676,7 @@ fn classify_command(cmd: Command<'_>) -> u16 {
 /// The elements `cmd` will walk, from the store's `sizes`, for the commands
 /// whose cost grows with their keys (`None`: a command whose cost its name
 /// and arguments tell, or one whose size is not read).
-fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes) -> Option<usize> {
+fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes, big: usize) -> Option<usize> {
     let name = cmd.raw_name;
     let mut args = cmd.args.clone();
     let is = |s: &[u8]| name.eq_ignore_ascii_case(s);
@@ -727,7 +727,7 @@ fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes) -> Option<usize> {
         // Freeing a big value walks it too (Redis's lazy free exists for
         // it); a DEL of many small keys keeps its type by count.
         let n: usize = args.take(MULTI_KEYS + 1).map(|k| sizes.elements(k)).sum();
-        return (n > BIG_ELEMENTS).then_some(n);
+        return (n > big).then_some(n);
     }
     if is(b"keys") || is(b"flushall") || is(b"flushdb") {
         return Some(sizes.keys());
@@ -741,7 +741,12 @@ fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes) -> Option<usize> {
 /// ...) is typed by the elements it will walk: [`TYPE_SHORT`] up to
 /// [`RANGE_SHORT`], [`TYPE_RANGE`] up to [`BIG_ELEMENTS`], [`TYPE_BIG`]
 /// past it. Inside `MULTI` nothing is read (the commands are only queued).
-pub fn classify_sized(req: &[u8], state: &mut u32, sizes: &dyn Sizes) -> u16 {
+pub fn classify_sized(
+    req: &[u8],
+    state: &mut u32,
+    sizes: &dyn Sizes,
+    bounds: crate::SizeBounds,
+) -> u16 {
     let in_transaction = *state != 0;
     let by_name = classify_in_stream(req, state);
     if in_transaction || by_name == TYPE_SCRIPT {
@@ -750,10 +755,10 @@ pub fn classify_sized(req: &[u8], state: &mut u32, sizes: &dyn Sizes) -> u16 {
     let Ok(cmd) = parse(req) else {
         return by_name;
     };
-    match elements_touched(&cmd, sizes) {
+    match elements_touched(&cmd, sizes, bounds.big) {
         None => by_name,
-        Some(n) if n > BIG_ELEMENTS => TYPE_BIG,
-        Some(n) if n > RANGE_SHORT => TYPE_RANGE.max(by_name),
+        Some(n) if n > bounds.big => TYPE_BIG,
+        Some(n) if n > bounds.short => TYPE_RANGE.max(by_name),
         Some(_) if by_name == TYPE_RANGE => TYPE_SHORT,
         Some(_) => by_name,
     }
@@ -860,8 +865,14 @@ impl crate::Protocol for Resp {
         classify_in_stream(req, state)
     }
 
-    fn classify_sized(&self, req: &[u8], state: &mut u32, sizes: &dyn crate::Sizes) -> u16 {
-        classify_sized(req, state, sizes)
+    fn classify_sized(
+        &self,
+        req: &[u8],
+        state: &mut u32,
+        sizes: &dyn crate::Sizes,
+        bounds: crate::SizeBounds,
+    ) -> u16 {
+        classify_sized(req, state, sizes, bounds)
     }
 
     fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>) {
@@ -2013,7 +2024,8 @@ mod tests {
             ],
             200_000,
         );
-        let sized = |words: &[&str]| classify_sized(&array(words), &mut 0, &sizes);
+        let sized =
+            |words: &[&str]| classify_sized(&array(words), &mut 0, &sizes, Default::default());
         let by_name = |words: &[&str]| classify_in_stream(&array(words), &mut 0);
         for (words, expected) in [
             (&["HGETALL", "small"][..], TYPE_SHORT),
@@ -2041,17 +2053,28 @@ mod tests {
         ] {
             assert_eq!(sized(words), expected, "{words:?}");
         }
+        // Other bounds move the classes.
+        let tight = crate::SizeBounds::new(2, 5).unwrap();
+        let with = |words: &[&str]| classify_sized(&array(words), &mut 0, &sizes, tight);
+        assert_eq!(with(&["HGETALL", "small"]), TYPE_RANGE);
+        assert_eq!(with(&["HGETALL", "mid"]), TYPE_BIG);
+        assert_eq!(with(&["DEL", "mid"]), TYPE_BIG);
         // Without sizes, by name as before: every HGETALL is "range".
         assert_eq!(by_name(&["HGETALL", "small"]), TYPE_RANGE);
         assert_eq!(by_name(&["HGETALL", "huge"]), TYPE_RANGE);
         // Inside MULTI a command is only queued: nothing is read.
         let mut state = 0;
         assert_eq!(
-            classify_sized(&array(&["MULTI"]), &mut state, &sizes),
+            classify_sized(&array(&["MULTI"]), &mut state, &sizes, Default::default()),
             TYPE_SHORT
         );
         assert_eq!(
-            classify_sized(&array(&["HGETALL", "huge"]), &mut state, &sizes),
+            classify_sized(
+                &array(&["HGETALL", "huge"]),
+                &mut state,
+                &sizes,
+                Default::default()
+            ),
             TYPE_SHORT
         );
     }

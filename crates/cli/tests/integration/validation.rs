@@ -924,6 +924,14 @@ fn store_options_are_checked_before_start() {
             serve(&["--protocol", "resp", "--tcp-batch", "257"]),
             "--tcp-batch",
         ),
+        (
+            serve(&["--protocol", "resp", "--tcp-size-classes", "500,500"]),
+            "--tcp-size-classes",
+        ),
+        (
+            serve(&["--protocol", "resp", "--tcp-size-classes", "32"]),
+            "--tcp-size-classes",
+        ),
         (serve(&["--inline-worker", "sometimes"]), "--inline-worker"),
         (
             serve(&["--inline-worker", "on", "--policy", "ts"]),

@@ -95,6 +95,8 @@ pub struct TcpConfig {
     /// command by what it will touch ([`Protocol::classify_sized`]): the
     /// in-memory store's; `None` types by name and arguments only.
     pub sizes: Option<psp_proto::StoreSizes>,
+    /// The size classes by which `sizes` types a command.
+    pub size_bounds: psp_proto::SizeBounds,
 }
 
 /// The longest request (a job's length is 16 bits). One longer than a
@@ -168,6 +170,7 @@ impl Default for TcpConfig {
             max_batch: 16,
             batch_budget: Duration::from_micros(20),
             sizes: None,
+            size_bounds: psp_proto::SizeBounds::default(),
         }
     }
 }
@@ -986,6 +989,7 @@ impl TcpFrontEnd {
         let typing = Typing {
             protocol: self.protocol,
             sizes: self.cfg.sizes.as_ref().map(|s| &*s.0),
+            bounds: self.cfg.size_bounds,
         };
         let type_id = typing.classify(&c.input[..len], &mut state);
         let mut token = core.take_packet()?;
@@ -1288,12 +1292,13 @@ fn batch(
 struct Typing<'a> {
     protocol: &'a dyn Protocol,
     sizes: Option<&'a dyn Sizes>,
+    bounds: psp_proto::SizeBounds,
 }
 
 impl Typing<'_> {
     fn classify(&self, req: &[u8], state: &mut u32) -> u16 {
         match self.sizes {
-            Some(s) => self.protocol.classify_sized(req, state, s),
+            Some(s) => self.protocol.classify_sized(req, state, s, self.bounds),
             None => self.protocol.classify(req, state),
         }
     }

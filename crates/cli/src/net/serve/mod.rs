@@ -194,6 +194,13 @@ pub struct TcpArgs {
     /// 1: each command is its own job. Order and atomicity are unchanged.
     #[arg(long, allow_hyphen_values = true)]
     pub tcp_batch: Option<usize>,
+    /// TCP over the in-memory store: the size classes of the commands
+    /// whose cost grows with their keys (HGETALL, SMEMBERS, LRANGE, KEYS,
+    /// ...), as SHORT,BIG elements, 1 <= SHORT < BIG <= 10^9 [default:
+    /// 32,10000]: up to SHORT such a command is typed `short`, up to BIG
+    /// `range`, past it `big`.
+    #[arg(long)]
+    pub tcp_size_classes: Option<String>,
 }
 
 or_each_missing!(TcpArgs {
@@ -203,7 +210,8 @@ or_each_missing!(TcpArgs {
     tcp_max_output,
     tcp_idle_timeout,
     tcp_order,
-    tcp_batch
+    tcp_batch,
+    tcp_size_classes
 });
 
 impl TcpArgs {
@@ -230,6 +238,10 @@ impl TcpArgs {
             max_batch: self.tcp_batch.unwrap_or(d.max_batch),
             batch_budget: d.batch_budget,
             sizes: None,
+            size_bounds: match &self.tcp_size_classes {
+                Some(s) => limits::size_classes(s)?,
+                None => d.size_bounds,
+            },
         };
         cfg.check().map_err(anyhow::Error::msg)?;
         Ok(cfg)
@@ -244,6 +256,7 @@ impl TcpArgs {
             || self.tcp_idle_timeout.is_some()
             || self.tcp_order.is_some()
             || self.tcp_batch.is_some()
+            || self.tcp_size_classes.is_some()
     }
 }
 
