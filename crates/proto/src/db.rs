@@ -884,9 +884,15 @@ impl Guard<'_> {
 
     /// Removes `key`; returns whether a live entry was there.
     pub fn delete(&mut self, key: &[u8]) -> bool {
+        self.remove(key).is_some()
+    }
+
+    /// Removes `key`, handing its entry back: the caller may drop it after
+    /// the lock (a big value's free walks every element).
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         self.update(key, |slot| {
-            let was = slot.take().is_some();
-            (was, was)
+            let e = slot.take();
+            (e.is_some(), e)
         })
     }
 

@@ -6,6 +6,10 @@
 use super::*;
 
 /// Runs one of this family's commands (`name` is lowercase).
+/// Elements past which DEL frees a value after its lock (Redis's lazy-free
+/// threshold).
+const LAZY_FREE_ELEMENTS: usize = 64;
+
 pub(super) fn run<'d>(
     name: &[u8],
     a: &[&[u8]],
@@ -33,8 +37,23 @@ pub(super) fn run<'d>(
         }
         b"del" | b"unlink" => {
             arity(n >= 1, nm)?;
-            let mut g = lock(db, &mut held, a, false)?;
-            let count = a.iter().filter(|k| g.delete(k)).count();
+            // A big value is freed after its shard's lock is released (as
+            // Redis frees one lazily): the free walks every element.
+            let mut freed = Vec::new();
+            let count = {
+                let mut g = lock(db, &mut held, a, false)?;
+                a.iter()
+                    .filter(|k| match g.remove(k) {
+                        Some(e) if e.value.elements() > LAZY_FREE_ELEMENTS => {
+                            freed.push(e);
+                            true
+                        }
+                        Some(_) => true,
+                        None => false,
+                    })
+                    .count()
+            };
+            drop(freed);
             w.int(count as i64);
         }
         b"rename" | b"renamenx" => {

@@ -1034,6 +1034,21 @@ mod tests {
     }
 
     #[test]
+    fn a_big_value_deleted_is_gone_and_its_bytes_given_back() {
+        let db = Db::default();
+        let mut s = Session::default();
+        let items: Vec<String> = (0..200).map(|i| format!("e{i}")).collect();
+        run_line(&db, &mut s, &format!("RPUSH l {}", items.join(" ")));
+        run_line(&db, &mut s, "SET small v");
+        assert!(db.used() > 0);
+        // One freed after the lock (200 elements), one under it.
+        assert_eq!(run_line(&db, &mut s, "DEL l small missing"), ":2\r\n");
+        assert_eq!(run_line(&db, &mut s, "EXISTS l small"), ":0\r\n");
+        let stats = db.stats();
+        assert_eq!((stats.keys, stats.used), (0, 0));
+    }
+
+    #[test]
     fn a_snapshot_is_one_consistent_view_and_a_writer_copies_before_it_changes() {
         let db = Db::default();
         let mut s = Session::default();
