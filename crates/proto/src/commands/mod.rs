@@ -544,6 +544,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("pexpiretime", 2, 1, 1, 1),
     CommandSpec::new("wait", 3, 0, 0, 0),
     CommandSpec::new("slowlog", -2, 0, 0, 0),
+    CommandSpec::new("latency", -2, 0, 0, 0),
     CommandSpec::new("memory", -2, 0, 0, 0),
     CommandSpec::new("hscan", -3, 1, 1, 1),
     CommandSpec::new("sscan", -3, 1, 1, 1),
@@ -762,6 +763,7 @@ fn run<'d>(
         }
         b"eval" | b"evalsha" | b"script" => scripting::run(name, a, db, session, w, held),
         b"slowlog" => slowlog::slowlog(a, db, w),
+        b"latency" => slowlog::latency(a, db, w),
         b"command" | b"info" | b"config" | b"dbsize" | b"flushdb" | b"flushall" | b"time" => {
             server::run(name, a, db, w, held, point)
         }
@@ -1031,6 +1033,47 @@ mod tests {
         let mut out = Vec::new();
         execute(&req, db, s, &mut out, &mut || {}).expect("valid");
         String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn the_latency_monitor_records_commands_past_its_threshold() {
+        let db = Db::default();
+        let mut s = Session::default();
+        // A script of a few million steps: milliseconds on any machine.
+        let run_slow = |s: &mut Session| {
+            let words: [&[u8]; 3] = [
+                b"EVAL",
+                b"local t = 0 for i = 1, 5000000 do t = t + i end return t",
+                b"0",
+            ];
+            let mut req = Vec::new();
+            write_command(&words, &mut req);
+            let mut out = Vec::new();
+            execute(&req, &db, s, &mut out, &mut || {}).expect("valid");
+            assert!(out.starts_with(b":"), "{}", String::from_utf8_lossy(&out));
+        };
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG GET latency-monitor-threshold"),
+            "*2\r\n$25\r\nlatency-monitor-threshold\r\n$1\r\n0\r\n"
+        );
+        // Off by default: nothing recorded.
+        run_slow(&mut s);
+        assert_eq!(run_line(&db, &mut s, "LATENCY LATEST"), "*0\r\n");
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG SET latency-monitor-threshold 1"),
+            "+OK\r\n"
+        );
+        run_slow(&mut s);
+        let latest = run_line(&db, &mut s, "LATENCY LATEST");
+        assert!(
+            latest.starts_with("*1\r\n*4\r\n$7\r\ncommand\r\n:"),
+            "{latest}"
+        );
+        let history = run_line(&db, &mut s, "LATENCY HISTORY command");
+        assert!(history.starts_with("*1\r\n*2\r\n:"), "{history}");
+        assert_eq!(run_line(&db, &mut s, "LATENCY RESET"), ":1\r\n");
+        assert_eq!(run_line(&db, &mut s, "LATENCY LATEST"), "*0\r\n");
+        assert!(run_line(&db, &mut s, "LATENCY DOCTOR").starts_with("-ERR unknown subcommand"));
     }
 
     #[test]

@@ -54,7 +54,24 @@ pub struct CommandStats {
     /// µs; negative: log nothing; 0: log everything (Redis's default 10 ms).
     slower_than_us: AtomicI64,
     max_len: AtomicUsize,
+    /// The latency monitor's threshold, ms (0: off, Redis's default).
+    latency_threshold_ms: AtomicU64,
+    /// The "command" event's samples (LATENCY LATEST / HISTORY).
+    latency: Mutex<LatencyEvent>,
 }
+
+/// One latency event's record, as Redis's latency monitor keeps it: a
+/// sample per second (the worst of that second), the newest
+/// [`LATENCY_SAMPLES`], and the worst ever.
+#[derive(Debug, Default)]
+struct LatencyEvent {
+    /// (Unix s, ms), oldest first.
+    samples: VecDeque<(u64, u64)>,
+    max_ms: u64,
+}
+
+/// Samples a latency event keeps (Redis's `LATENCY_TS_LEN`).
+const LATENCY_SAMPLES: usize = 160;
 
 #[derive(Debug, Clone)]
 struct SlowEntry {
@@ -72,6 +89,8 @@ impl Default for CommandStats {
             next_id: AtomicU64::new(0),
             slower_than_us: AtomicI64::new(10_000),
             max_len: AtomicUsize::new(128),
+            latency_threshold_ms: AtomicU64::new(0),
+            latency: Mutex::new(LatencyEvent::default()),
         }
     }
 }
@@ -111,6 +130,10 @@ impl CommandStats {
         if failed {
             c[2].fetch_add(1, Ordering::Relaxed);
         }
+        let threshold = self.latency_threshold_ms.load(Ordering::Relaxed);
+        if threshold > 0 && us / 1000 >= threshold {
+            self.latency_sample(unix_now(), us / 1000);
+        }
         let bound = self.slower_than_us.load(Ordering::Relaxed);
         if bound < 0 || (us as i64) < bound {
             return;
@@ -142,9 +165,7 @@ impl CommandStats {
         }
         let entry = SlowEntry {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            unix_s: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            unix_s: unix_now(),
             us,
             args: kept,
         };
@@ -152,6 +173,83 @@ impl CommandStats {
         log.push_front(entry);
         log.truncate(self.max_len.load(Ordering::Relaxed));
     }
+}
+
+impl CommandStats {
+    /// A "command" latency event of `ms` at `unix_s`: the second's worst.
+    fn latency_sample(&self, unix_s: u64, ms: u64) {
+        let mut e = self.latency.lock();
+        e.max_ms = e.max_ms.max(ms);
+        match e.samples.back_mut() {
+            Some((t, worst)) if *t == unix_s => *worst = (*worst).max(ms),
+            _ => {
+                if e.samples.len() == LATENCY_SAMPLES {
+                    e.samples.pop_front();
+                }
+                e.samples.push_back((unix_s, ms));
+            }
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// LATENCY LATEST / HISTORY event / RESET [event ...]: Redis's latency
+/// monitor, over one event, "command" (a command that ran for
+/// `latency-monitor-threshold` ms or more; 0, the default, monitors
+/// nothing).
+pub(super) fn latency(a: &[&[u8]], db: &Db, w: &mut Reply<'_>) -> Res {
+    let stats = db.commands();
+    let is_command = |e: &[u8]| e.eq_ignore_ascii_case(b"command");
+    match (a[0].to_ascii_lowercase().as_slice(), a.len()) {
+        (b"latest", 1) => {
+            let e = stats.latency.lock();
+            match e.samples.back() {
+                None => w.array(0),
+                Some(&(t, ms)) => {
+                    w.array(1);
+                    w.array(4);
+                    w.bulk(b"command");
+                    w.int(t as i64);
+                    w.int(ms as i64);
+                    w.int(e.max_ms as i64);
+                }
+            }
+        }
+        (b"history", 2) => {
+            let e = stats.latency.lock();
+            if !is_command(a[1]) {
+                w.array(0);
+                return Ok(());
+            }
+            w.array(e.samples.len());
+            for &(t, ms) in &e.samples {
+                w.array(2);
+                w.int(t as i64);
+                w.int(ms as i64);
+            }
+        }
+        (b"reset", _) => {
+            let mut e = stats.latency.lock();
+            let named = a.len() == 1 || a[1..].iter().any(|x| is_command(x));
+            let reset = named && !e.samples.is_empty();
+            if reset {
+                *e = LatencyEvent::default();
+            }
+            w.int(i64::from(reset));
+        }
+        _ => {
+            let mut msg = b"ERR unknown subcommand '".to_vec();
+            msg.extend_from_slice(&a[0][..a[0].len().min(128)]);
+            msg.extend_from_slice(b"'. Try LATENCY HELP.");
+            return Err(Fail::Owned(msg));
+        }
+    }
+    Ok(())
 }
 
 /// SLOWLOG GET [count] / LEN / RESET.
@@ -215,6 +313,11 @@ pub(super) fn config_get(db: &Db, name: &[u8], pairs: &mut Vec<(&'static str, St
             "slowlog-max-len",
             s.max_len.load(Ordering::Relaxed).to_string(),
         ));
+    } else if name.eq_ignore_ascii_case(b"latency-monitor-threshold") {
+        pairs.push((
+            "latency-monitor-threshold",
+            s.latency_threshold_ms.load(Ordering::Relaxed).to_string(),
+        ));
     }
 }
 
@@ -224,6 +327,17 @@ pub(super) fn config_set(db: &Db, name: &[u8], value: &[u8]) -> Option<Res> {
     let v = int_arg(value);
     if name.eq_ignore_ascii_case(b"slowlog-log-slower-than") {
         return Some(v.map(|v| s.slower_than_us.store(v, Ordering::Relaxed)));
+    }
+    if name.eq_ignore_ascii_case(b"latency-monitor-threshold") {
+        return Some(v.and_then(|v| {
+            if !(0..=i64::from(i32::MAX)).contains(&v) {
+                return Err(Fail::Owned(
+                    b"ERR CONFIG SET failed (possibly related to argument 'latency-monitor-threshold') - argument must be between 0 and 9223372036854775807 inclusive".to_vec(),
+                ));
+            }
+            s.latency_threshold_ms.store(v as u64, Ordering::Relaxed);
+            Ok(())
+        }));
     }
     if name.eq_ignore_ascii_case(b"slowlog-max-len") {
         return Some(v.and_then(|v| {
