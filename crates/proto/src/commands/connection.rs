@@ -156,12 +156,7 @@ fn client(a: &[&[u8]], session: &mut Session, w: &mut Reply<'_>) -> Res {
             );
             w.bulk(&s);
         }
-        _ => {
-            let mut msg = b"ERR unknown subcommand '".to_vec();
-            msg.extend_from_slice(&a[0][..a[0].len().min(128)]);
-            msg.extend_from_slice(b"'. Try CLIENT HELP.");
-            return Err(Fail::Owned(msg));
-        }
+        _ => return Err(unknown_subcommand(a[0], "CLIENT")),
     }
     Ok(())
 }

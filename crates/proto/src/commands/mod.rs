@@ -731,6 +731,15 @@ fn lock<'g, 'd>(
     }
 }
 
+/// Redis's reply to an unknown subcommand `sub` of `command` (its first
+/// 128 bytes quoted).
+fn unknown_subcommand(sub: &[u8], command: &str) -> Fail {
+    let mut msg = b"ERR unknown subcommand '".to_vec();
+    msg.extend_from_slice(&sub[..sub.len().min(128)]);
+    msg.extend_from_slice(format!("'. Try {command} HELP.").as_bytes());
+    Fail::Owned(msg)
+}
+
 /// A copy of `key`'s live value taken under its shard's lock, which is
 /// released before the caller walks it: a collection is shared (`Arc`), so
 /// the copy is O(1), and a writer that comes meanwhile copies the value

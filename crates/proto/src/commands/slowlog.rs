@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use super::{COMMANDS, Fail, Reply, Res, int_arg};
+use super::{COMMANDS, Fail, Reply, Res, int_arg, unknown_subcommand};
 use crate::db::Db;
 
 /// Arguments of a slow log entry kept at most (Redis's).
@@ -242,12 +242,7 @@ pub(super) fn latency(a: &[&[u8]], db: &Db, w: &mut Reply<'_>) -> Res {
             }
             w.int(i64::from(reset));
         }
-        _ => {
-            let mut msg = b"ERR unknown subcommand '".to_vec();
-            msg.extend_from_slice(&a[0][..a[0].len().min(128)]);
-            msg.extend_from_slice(b"'. Try LATENCY HELP.");
-            return Err(Fail::Owned(msg));
-        }
+        _ => return Err(unknown_subcommand(a[0], "LATENCY")),
     }
     Ok(())
 }
@@ -290,12 +285,7 @@ pub(super) fn slowlog(a: &[&[u8]], db: &Db, w: &mut Reply<'_>) -> Res {
             stats.slowlog.lock().clear();
             w.ok();
         }
-        _ => {
-            let mut msg = b"ERR unknown subcommand '".to_vec();
-            msg.extend_from_slice(&a[0][..a[0].len().min(128)]);
-            msg.extend_from_slice(b"'. Try SLOWLOG HELP.");
-            return Err(Fail::Owned(msg));
-        }
+        _ => return Err(unknown_subcommand(a[0], "SLOWLOG")),
     }
     Ok(())
 }
