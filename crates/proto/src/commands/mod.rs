@@ -1086,6 +1086,27 @@ mod tests {
     }
 
     #[test]
+    fn latencystats_give_each_commands_percentiles_in_redis_form() {
+        let db = Db::default();
+        let mut s = Session::default();
+        for _ in 0..10 {
+            run_line(&db, &mut s, "SET k v");
+        }
+        let stats = run_line(&db, &mut s, "INFO latencystats");
+        assert!(stats.contains("# Latencystats\r\n"), "{stats}");
+        let line = stats
+            .lines()
+            .find(|l| l.starts_with("latency_percentiles_usec_set:"))
+            .expect("SET ran");
+        let fields: Vec<&str> = line.split(':').nth(1).unwrap().split(',').collect();
+        assert_eq!(fields.len(), 3, "{line}");
+        for (f, name) in fields.iter().zip(["p50=", "p99=", "p99.9="]) {
+            assert!(f.starts_with(name) && f.ends_with(".000"), "{line}");
+        }
+        assert!(!stats.contains("usec_get:"), "GET never ran: {stats}");
+    }
+
+    #[test]
     fn a_big_value_deleted_is_gone_and_its_bytes_given_back() {
         let db = Db::default();
         let mut s = Session::default();

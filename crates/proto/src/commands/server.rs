@@ -30,6 +30,12 @@ pub(super) fn run<'d>(
         {
             w.bulk(super::slowlog::commandstats(db).as_bytes());
         }
+        b"info"
+            if a.first()
+                .is_some_and(|s| s.eq_ignore_ascii_case(b"latencystats")) =>
+        {
+            w.bulk(super::slowlog::latencystats(db).as_bytes());
+        }
         b"info" => {
             let s = db.stats();
             let text = format!(

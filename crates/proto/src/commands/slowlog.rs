@@ -58,6 +58,32 @@ pub struct CommandStats {
     latency_threshold_ms: AtomicU64,
     /// The "command" event's samples (LATENCY LATEST / HISTORY).
     latency: Mutex<LatencyEvent>,
+    /// Per command of the table, a histogram of its run times
+    /// (`INFO latencystats`): [`LATENCY_BUCKETS`] counters each.
+    histograms: OnceLock<Box<[AtomicU64]>>,
+}
+
+/// Buckets of a run-time histogram: exact below 8 µs, then 8 per power of
+/// two (within 12.5%), up to 2^41 µs.
+const LATENCY_BUCKETS: usize = 320;
+
+/// The bucket of `us` µs.
+fn bucket(us: u64) -> usize {
+    if us < 8 {
+        return us as usize;
+    }
+    let e = 63 - us.leading_zeros() as usize; // floor(log2), >= 3
+    let sub = ((us >> (e - 3)) & 7) as usize;
+    (8 * (e - 2) + sub).min(LATENCY_BUCKETS - 1)
+}
+
+/// The largest µs value of bucket `i` (what a percentile reports).
+fn bucket_top(i: usize) -> u64 {
+    if i < 8 {
+        return i as u64;
+    }
+    let (e, sub) = (i / 8 + 2, (i % 8) as u64);
+    ((8 + sub + 1) << (e - 3)) - 1
 }
 
 /// One latency event's record, as Redis's latency monitor keeps it: a
@@ -91,6 +117,7 @@ impl Default for CommandStats {
             max_len: AtomicUsize::new(128),
             latency_threshold_ms: AtomicU64::new(0),
             latency: Mutex::new(LatencyEvent::default()),
+            histograms: OnceLock::new(),
         }
     }
 }
@@ -102,6 +129,36 @@ impl CommandStats {
                 .map(|_| Counters::default())
                 .collect()
         })
+    }
+
+    fn histograms(&self) -> &[AtomicU64] {
+        self.histograms.get_or_init(|| {
+            (0..COMMANDS.len() * LATENCY_BUCKETS)
+                .map(|_| AtomicU64::new(0))
+                .collect()
+        })
+    }
+
+    /// Command `index`'s run times at `quantiles` (µs, each the top of
+    /// its bucket); `None`: it never ran.
+    fn percentiles<const N: usize>(&self, index: usize, quantiles: [f64; N]) -> Option<[u64; N]> {
+        let h = &self.histograms()[index * LATENCY_BUCKETS..(index + 1) * LATENCY_BUCKETS];
+        let counts: Vec<u64> = h.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        Some(quantiles.map(|q| {
+            let rank = ((q * total as f64).ceil() as u64).max(1);
+            let mut seen = 0;
+            for (i, &c) in counts.iter().enumerate() {
+                seen += c;
+                if seen >= rank {
+                    return bucket_top(i);
+                }
+            }
+            bucket_top(LATENCY_BUCKETS - 1)
+        }))
     }
 
     /// Command `index`'s counters summed over the stripes.
@@ -130,6 +187,7 @@ impl CommandStats {
         if failed {
             c[2].fetch_add(1, Ordering::Relaxed);
         }
+        self.histograms()[index * LATENCY_BUCKETS + bucket(us)].fetch_add(1, Ordering::Relaxed);
         let threshold = self.latency_threshold_ms.load(Ordering::Relaxed);
         if threshold > 0 && us / 1000 >= threshold {
             self.latency_sample(unix_now(), us / 1000);
@@ -344,6 +402,22 @@ pub(super) fn config_set(db: &Db, name: &[u8], value: &[u8]) -> Option<Res> {
     None
 }
 
+/// `INFO latencystats`'s section: per command that ran, its run time's
+/// p50, p99 and p99.9 (µs, Redis's form; each the top of a histogram
+/// bucket, within 12.5%).
+pub(super) fn latencystats(db: &Db) -> String {
+    let mut out = String::from("# Latencystats\r\n");
+    for (index, spec) in COMMANDS.iter().enumerate() {
+        if let Some([p50, p99, p999]) = db.commands().percentiles(index, [0.5, 0.99, 0.999]) {
+            out.push_str(&format!(
+                "latency_percentiles_usec_{}:p50={p50}.000,p99={p99}.000,p99.9={p999}.000\r\n",
+                spec.name
+            ));
+        }
+    }
+    out
+}
+
 /// `INFO commandstats`'s section: a line per command that ran.
 pub(super) fn commandstats(db: &Db) -> String {
     let mut out = String::from("# Commandstats\r\n");
@@ -360,4 +434,20 @@ pub(super) fn commandstats(db: &Db) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_time_falls_in_a_bucket_whose_top_is_within_an_eighth_above_it() {
+        for us in (0..5_000u64).chain([65_535, 1 << 20, 123_456_789, 1 << 40]) {
+            let top = bucket_top(bucket(us));
+            assert!(top >= us && top - us <= us / 8, "{us} -> {top}");
+            assert!(bucket(us) < LATENCY_BUCKETS);
+        }
+        // Monotone: a longer time never lands in an earlier bucket.
+        assert!((1..100_000u64).all(|us| bucket(us) >= bucket(us - 1)));
+    }
 }
