@@ -737,11 +737,12 @@ enum Held<'a> {
 }
 
 impl crate::Sizes for Db {
-    fn elements(&self, key: &[u8]) -> usize {
-        // One shard lock and one lookup, on the network thread, only for
-        // the commands whose cost grows with their key.
-        let shard = self.shards[self.shard_of(key)].0.lock();
-        shard.map.get(key).map_or(0, |e| e.value.elements())
+    fn elements(&self, key: &[u8]) -> Option<usize> {
+        // One lookup, on the network thread, only for the commands whose
+        // cost grows with their key; never a wait behind a worker holding
+        // the shard.
+        let shard = self.shards[self.shard_of(key)].0.try_lock()?;
+        Some(shard.map.get(key).map_or(0, |e| e.value.elements()))
     }
 
     fn keys(&self) -> usize {

@@ -30,8 +30,10 @@ pub use store::{DynStore, KvStore};
 /// estimate for scheduling (the data may change before the command runs).
 pub trait Sizes: Send + Sync {
     /// The elements of `key`'s value: a list's, hash's, set's or sorted
-    /// set's length, 1 for a string, 0 for no key.
-    fn elements(&self, key: &[u8]) -> usize;
+    /// set's length, 1 for a string, 0 for no key; `None` when it cannot be
+    /// read without waiting (the network thread never waits for a lock:
+    /// the command is then typed by name).
+    fn elements(&self, key: &[u8]) -> Option<usize>;
     /// The keys in the store.
     fn keys(&self) -> usize;
 }

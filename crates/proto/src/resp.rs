@@ -680,16 +680,20 @@ fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes, big: usize) -> Option<
     let name = cmd.raw_name;
     let mut args = cmd.args.clone();
     let is = |s: &[u8]| name.eq_ignore_ascii_case(s);
-    let first_key = |args: &mut Args<'_>| args.next().map(|k| sizes.elements(k));
+    // The sources' sum (at most 4 x MULTI_KEYS looked up); `None` if one
+    // is not known now.
+    let sum = |keys: Args<'_>| keys.take(MULTI_KEYS * 4).map(|k| sizes.elements(k)).sum();
     if is(b"lrange") || is(b"zrange") || is(b"zrevrange") {
-        let len = first_key(&mut args)? as i64;
+        let len = sizes.elements(args.next()?)? as i64;
         let (start, stop) = (
             args.next().and_then(parse_i64),
             args.next().and_then(parse_i64),
         );
         // A BYSCORE/BYLEX range, or bounds that do not parse: at most the
         // key's length.
-        let (Some(start), Some(stop)) = (start, stop) else {
+        let by_rank =
+            !args.any(|a| a.eq_ignore_ascii_case(b"byscore") || a.eq_ignore_ascii_case(b"bylex"));
+        let (Some(start), Some(stop), true) = (start, stop, by_rank) else {
             return Some(len as usize);
         };
         let at = |i: i64| if i < 0 { (len + i).max(0) } else { i };
@@ -714,19 +718,23 @@ fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes, big: usize) -> Option<
         || is(b"zremrangebyscore")
         || is(b"zremrangebyrank")
     {
-        return first_key(&mut args);
+        return sizes.elements(args.next()?);
     }
-    if is(b"sinter") || is(b"sunion") || is(b"sdiff") || is(b"sintercard") {
-        return Some(args.take(MULTI_KEYS * 4).map(|k| sizes.elements(k)).sum());
+    if is(b"sinter") || is(b"sunion") || is(b"sdiff") {
+        return sum(args);
     }
-    if is(b"sinterstore") || is(b"sunionstore") || is(b"sdiffstore") {
-        let _destination = args.next();
-        return Some(args.take(MULTI_KEYS * 4).map(|k| sizes.elements(k)).sum());
+    if is(b"sinterstore") || is(b"sunionstore") || is(b"sdiffstore") || is(b"sintercard") {
+        // The destination, or SINTERCARD's key count, is not a source.
+        let _first = args.next();
+        return sum(args);
     }
     if is(b"del") || is(b"unlink") {
         // Freeing a big value walks it too (Redis's lazy free exists for
         // it); a DEL of many small keys keeps its type by count.
-        let n: usize = args.take(MULTI_KEYS + 1).map(|k| sizes.elements(k)).sum();
+        let n: usize = args
+            .take(MULTI_KEYS + 1)
+            .map(|k| sizes.elements(k))
+            .sum::<Option<usize>>()?;
         return (n > big).then_some(n);
     }
     if is(b"keys") || is(b"flushall") || is(b"flushdb") {
@@ -747,21 +755,7 @@ pub fn classify_sized(
     sizes: &dyn Sizes,
     bounds: crate::SizeBounds,
 ) -> u16 {
-    let in_transaction = *state != 0;
-    let by_name = classify_in_stream(req, state);
-    if in_transaction || by_name == TYPE_SCRIPT {
-        return by_name;
-    }
-    let Ok(cmd) = parse(req) else {
-        return by_name;
-    };
-    match elements_touched(&cmd, sizes, bounds.big) {
-        None => by_name,
-        Some(n) if n > bounds.big => TYPE_BIG,
-        Some(n) if n > bounds.short => TYPE_RANGE.max(by_name),
-        Some(_) if by_name == TYPE_RANGE => TYPE_SHORT,
-        Some(_) => by_name,
-    }
+    classify_stream(req, state, Some((sizes, bounds)))
 }
 
 /// [`classify`] for a request of a connection whose transaction state is
@@ -770,6 +764,16 @@ pub fn classify_sized(
 /// queued), and `EXEC` runs them all, so it is [`TYPE_MULTI`] when more than
 /// [`MULTI_KEYS`] are queued.
 pub fn classify_in_stream(req: &[u8], state: &mut u32) -> u16 {
+    classify_stream(req, state, None)
+}
+
+/// [`classify_in_stream`], refined by the store's sizes where given
+/// ([`classify_sized`]): one parse either way.
+fn classify_stream(
+    req: &[u8],
+    state: &mut u32,
+    sized: Option<(&dyn Sizes, crate::SizeBounds)>,
+) -> u16 {
     let Ok(cmd) = parse(req) else {
         return TYPE_SHORT;
     };
@@ -778,7 +782,17 @@ pub fn classify_in_stream(req: &[u8], state: &mut u32) -> u16 {
         if is(b"multi") {
             *state = 1;
         }
-        return classify_command(cmd);
+        let by_name = classify_command(cmd.clone());
+        let Some((sizes, bounds)) = sized.filter(|_| by_name != TYPE_SCRIPT) else {
+            return by_name;
+        };
+        return match elements_touched(&cmd, sizes, bounds.big) {
+            None => by_name,
+            Some(n) if n > bounds.big => TYPE_BIG,
+            Some(n) if n > bounds.short => TYPE_RANGE.max(by_name),
+            Some(_) if by_name == TYPE_RANGE => TYPE_SHORT,
+            Some(_) => by_name,
+        };
     }
     if is(b"exec") {
         let queued = *state - 1;
@@ -1993,11 +2007,13 @@ mod tests {
     struct FixedSizes(&'static [(&'static str, usize)], usize);
 
     impl Sizes for FixedSizes {
-        fn elements(&self, key: &[u8]) -> usize {
-            self.0
-                .iter()
-                .find(|(k, _)| k.as_bytes() == key)
-                .map_or(0, |&(_, n)| n)
+        fn elements(&self, key: &[u8]) -> Option<usize> {
+            Some(
+                self.0
+                    .iter()
+                    .find(|(k, _)| k.as_bytes() == key)
+                    .map_or(0, |&(_, n)| n),
+            )
         }
         fn keys(&self) -> usize {
             self.1
@@ -2039,6 +2055,8 @@ mod tests {
             (&["LRANGE", "small", "0", "-1"], TYPE_SHORT),
             (&["ZRANGE", "huge", "-inf", "+inf", "BYSCORE"], TYPE_BIG),
             (&["SUNION", "s1", "s2"], TYPE_BIG),
+            (&["SINTERCARD", "2", "s1", "s2"], TYPE_BIG),
+            (&["ZRANGE", "huge", "0", "9", "BYSCORE"], TYPE_BIG),
             (&["SUNIONSTORE", "huge", "small", "small"], TYPE_SHORT),
             (&["SINTER", "small", "mid"], TYPE_RANGE),
             (&["KEYS", "*"], TYPE_BIG),
@@ -2059,6 +2077,19 @@ mod tests {
         assert_eq!(with(&["HGETALL", "small"]), TYPE_RANGE);
         assert_eq!(with(&["HGETALL", "mid"]), TYPE_BIG);
         assert_eq!(with(&["DEL", "mid"]), TYPE_BIG);
+        // A size that cannot be read without waiting: typed by name.
+        struct Busy;
+        impl Sizes for Busy {
+            fn elements(&self, _: &[u8]) -> Option<usize> {
+                None
+            }
+            fn keys(&self) -> usize {
+                0
+            }
+        }
+        let busy = |words: &[&str]| classify_sized(&array(words), &mut 0, &Busy, tight);
+        assert_eq!(busy(&["HGETALL", "small"]), TYPE_RANGE);
+        assert_eq!(busy(&["DEL", "huge"]), TYPE_SHORT);
         // Without sizes, by name as before: every HGETALL is "range".
         assert_eq!(by_name(&["HGETALL", "small"]), TYPE_RANGE);
         assert_eq!(by_name(&["HGETALL", "huge"]), TYPE_RANGE);
@@ -2096,9 +2127,9 @@ mod tests {
             )
             .unwrap();
         }
-        assert_eq!(Sizes::elements(&db, b"l"), 3);
-        assert_eq!(Sizes::elements(&db, b"s"), 1);
-        assert_eq!(Sizes::elements(&db, b"none"), 0);
+        assert_eq!(Sizes::elements(&db, b"l"), Some(3));
+        assert_eq!(Sizes::elements(&db, b"s"), Some(1));
+        assert_eq!(Sizes::elements(&db, b"none"), Some(0));
         assert_eq!(Sizes::keys(&db), 2);
     }
 }

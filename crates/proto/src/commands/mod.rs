@@ -1068,6 +1068,10 @@ mod tests {
         // Off by default: nothing recorded.
         run_slow(&mut s);
         assert_eq!(run_line(&db, &mut s, "LATENCY LATEST"), "*0\r\n");
+        assert!(
+            run_line(&db, &mut s, "CONFIG SET latency-monitor-threshold -1")
+                .starts_with("-ERR CONFIG SET failed")
+        );
         assert_eq!(
             run_line(&db, &mut s, "CONFIG SET latency-monitor-threshold 1"),
             "+OK\r\n"

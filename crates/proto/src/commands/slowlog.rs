@@ -378,7 +378,7 @@ pub(super) fn config_set(db: &Db, name: &[u8], value: &[u8]) -> Option<Res> {
     }
     if name.eq_ignore_ascii_case(b"latency-monitor-threshold") {
         return Some(v.and_then(|v| {
-            if !(0..=i64::from(i32::MAX)).contains(&v) {
+            if v < 0 {
                 return Err(Fail::Owned(
                     b"ERR CONFIG SET failed (possibly related to argument 'latency-monitor-threshold') - argument must be between 0 and 9223372036854775807 inclusive".to_vec(),
                 ));
