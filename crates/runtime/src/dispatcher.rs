@@ -164,6 +164,18 @@ impl DispatchCore {
         self.inline = Some(worker);
     }
 
+    /// Sends the answers worker 0 holds when it runs on this thread
+    /// ([`JobIo::hold_answers`](crate::JobIo::hold_answers)): the loop
+    /// calls it once a pass, and a front end before it reads into free
+    /// packets (a held answer is in its request's packet, free once its
+    /// job completed).
+    #[inline]
+    pub fn flush_inline(&mut self) {
+        if let Some(w) = self.inline.as_mut() {
+            w.flush();
+        }
+    }
+
     /// Records a time series with windows of `window_ns` from the statistics'
     /// time zero: per window, each type's latency percentiles and the
     /// reservation in force (as the simulator's `--series` does). Each
@@ -715,6 +727,7 @@ pub(crate) fn dispatch_loop<F: FrontEnd>(
         // Worker 0's jobs, when it runs on this thread.
         // (Those dispatched past a budget wait in its ring.)
         worked |= core.serve_inline_backlog(now);
+        core.flush_inline();
 
         // 4. Reservation log, live statistics and snapshots.
         core.observe(now, worked);
@@ -742,6 +755,7 @@ pub(crate) fn dispatch_loop<F: FrontEnd>(
         }
         front.idle(&core, me, now, worked);
     };
+    core.flush_inline();
     // The final counts (stranded included) for a reader still looking.
     core.publish_snapshot(clock.now_ns(), true, |out| front.fill_snapshot(out));
     (front.finish(core.finish()), end)

@@ -23,7 +23,7 @@ use crate::handler::Handler;
 use crate::idle::{IdleStrategy, Wakeup};
 use crate::local::LocalQueues;
 use crate::message::{Done, RuntimeError};
-use crate::worker::{InlineWorkerParts, WorkerParts, WorkerThread};
+use crate::worker::{InlineWorkerParts, JobIo as _, WorkerParts, WorkerThread};
 
 /// How long workers get to exit once released, beyond which a worker still
 /// inside its handler is abandoned (left running, reported) instead of joined:
@@ -392,8 +392,9 @@ pub(crate) fn run_dispatcher<H: Handler + 'static, F: FrontEnd + Send>(
                 let control = setup.parts.control.clone();
                 // Worker 0 on this thread: the dispatcher's own wake-up
                 // handle is its (it never sleeps with a job of its own).
-                let inline = inline.map(|w| {
+                let inline = inline.map(|mut w| {
                     workers.insert(0, me.clone());
+                    w.io.hold_answers();
                     InlineWorkerParts {
                         ring: w.ring,
                         handler: w.handler,

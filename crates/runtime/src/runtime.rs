@@ -73,8 +73,10 @@ pub struct RuntimeConfig {
 /// shortest types as it reserves any worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum InlineWorker {
-    /// When the run's threads would outnumber the cores they may run on
-    /// (and the policy allows it).
+    /// When the run's threads would take every core they may run on, or
+    /// outnumber them (and the policy allows it): then no core is left for
+    /// the kernel's network work and the clients, and a hand-off costs a
+    /// wake-up.
     Auto,
     /// Always (a policy that does not allow it is refused).
     On,
@@ -113,7 +115,7 @@ impl InlineWorker {
         let central = matches!(execution, psp_core::policy::Execution::Central);
         match self {
             InlineWorker::Off => Ok(false),
-            InlineWorker::Auto => Ok(central && workers + 1 > cores),
+            InlineWorker::Auto => Ok(central && workers + 1 >= cores),
             InlineWorker::On if central => Ok(true),
             InlineWorker::On => Err(
                 "worker 0 can run on the dispatcher's thread only under a policy whose dispatcher decides every dispatch and runs each request to completion (c-fcfs, fp, edf, darc, darc-fair, ...)".into(),
@@ -334,8 +336,8 @@ struct Plan<H> {
     polls_yield: bool,
     /// Whether worker 0 runs on the dispatcher's thread.
     inline: bool,
-    /// Whether it does because the threads would otherwise outnumber the
-    /// cores: the other workers then sleep as soon as they are idle.
+    /// Whether it does because the threads would otherwise take every core:
+    /// the other workers then sleep as soon as they are idle.
     cores_shared: bool,
     /// The run's one clock: arrivals, receive times and completions all
     /// read it.
@@ -441,8 +443,8 @@ impl<H: Handler + 'static> Plan<H> {
 struct ThreadLayout {
     pinning: Pinning,
     inline: bool,
-    /// Whether worker 0 is inline because the threads would otherwise
-    /// outnumber the cores.
+    /// Whether worker 0 is inline because the threads would otherwise take
+    /// every core.
     cores_shared: bool,
     polls_yield: bool,
 }
@@ -459,7 +461,7 @@ impl ThreadLayout {
             .map_err(RuntimeError::Unsupported)?;
         // With worker 0 on the dispatcher's thread, the other workers' threads
         // take the cores after the dispatcher's.
-        let cores_shared = inline && cfg.workers + 1 > pinning.distinct_cores();
+        let cores_shared = inline && cfg.workers + 1 >= pinning.distinct_cores();
         let pinning = if inline {
             Pinning::plan(cfg.workers - 1, cfg.cores.as_deref())?
         } else {
@@ -567,9 +569,11 @@ mod tests {
     fn worker_0_goes_on_the_dispatchers_thread_only_where_cores_are_short_or_asked() {
         let central = Execution::Central;
         let preemptive = Execution::CentralPreemptive;
-        // Auto: when the dispatcher and the workers would outnumber the cores.
+        // Auto: when the dispatcher and the workers would take every core.
         assert_eq!(InlineWorker::Auto.resolve(&central, 2, 2), Ok(true));
-        assert_eq!(InlineWorker::Auto.resolve(&central, 1, 2), Ok(false));
+        assert_eq!(InlineWorker::Auto.resolve(&central, 1, 2), Ok(true));
+        assert_eq!(InlineWorker::Auto.resolve(&central, 1, 3), Ok(false));
+        assert_eq!(InlineWorker::Auto.resolve(&central, 15, 16), Ok(true));
         assert_eq!(InlineWorker::Auto.resolve(&central, 14, 16), Ok(false));
         // Never for a policy that preempts, and `on` says why.
         assert_eq!(InlineWorker::Auto.resolve(&preemptive, 2, 2), Ok(false));

@@ -131,6 +131,16 @@ pub trait JobIo: Send {
             &[],
         )
     }
+
+    /// From now on, may hold answers until [`flush`](Self::flush): worker 0
+    /// on the dispatcher's thread, whose answers of one pass of the loop
+    /// can leave in one system call. By default each answer leaves at once.
+    fn hold_answers(&mut self) {}
+
+    /// Sends the answers held; one that cannot leave is the I/O's to count.
+    /// The dispatch loop calls it at the end of each pass, before its input
+    /// is read again. By default nothing is held.
+    fn flush(&mut self) {}
 }
 
 /// Where the general worker loop takes its jobs.
@@ -264,6 +274,9 @@ pub(crate) trait ServeInline {
     /// completion; returns when it finished (the run's clock), `None` if
     /// none waited.
     fn serve_pending(&mut self) -> Option<u64>;
+
+    /// Sends the answers its I/O holds ([`JobIo::flush`]).
+    fn flush(&mut self);
 }
 
 impl<H: Handler, IO: JobIo> ServeInline for InlineWorkerParts<H, IO> {
@@ -283,6 +296,11 @@ impl<H: Handler, IO: JobIo> ServeInline for InlineWorkerParts<H, IO> {
         }
         p.control.answered(p.index);
         Some(finished)
+    }
+
+    #[inline]
+    fn flush(&mut self) {
+        self.parts.io.flush();
     }
 }
 

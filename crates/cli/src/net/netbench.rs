@@ -14,7 +14,7 @@ use psp_net::client::{Progress, run_load};
 use psp_net::echo::EchoServer;
 use psp_net::server::DatapathKind;
 use psp_net::{ClassifierKind, Server, ServerConfig};
-use psp_runtime::{IdleStrategy, RuntimeConfig};
+use psp_runtime::{IdleStrategy, InlineWorker, RuntimeConfig};
 use psp_sim::{SimConfig, Workload};
 use serde_json::json;
 
@@ -43,6 +43,11 @@ pub struct NetbenchArgs {
     /// psp serve's idle strategy: spin, yield, park or park:SPIN_US.
     #[arg(long, default_value = "park")]
     idle: String,
+    /// Whether psp serve runs worker 0 on its dispatcher's thread: auto
+    /// (where its threads would take every core: with the default one
+    /// worker on 2 cores, one thread, as the echo server's), on or off.
+    #[arg(long, default_value = "auto")]
+    inline_worker: String,
     /// Largest tolerated fraction of lost requests for a rate to count as sustained.
     #[arg(long, allow_hyphen_values = true, default_value_t = 0.001)]
     max_loss: f64,
@@ -94,6 +99,7 @@ struct Bench {
     rates: Vec<f64>,
     spec: PolicySpec,
     idle: IdleStrategy,
+    inline_worker: InlineWorker,
     duration_ns: u64,
     workload: Workload,
     sim: SimConfig,
@@ -120,6 +126,7 @@ fn plan(a: &mut NetbenchArgs) -> Result<Bench> {
     limits::WORKERS.check(a.workers)?;
     let spec: PolicySpec = a.policy.parse()?;
     let idle = limits::idle(&a.idle)?;
+    let inline_worker = limits::inline_worker(&a.inline_worker)?;
     let duration_ns = limits::DURATION.parse_ns(&a.duration)?;
     limits::MAX_LOSS.check(a.max_loss)?;
     a.client.check()?;
@@ -192,6 +199,7 @@ fn plan(a: &mut NetbenchArgs) -> Result<Bench> {
         rates,
         spec,
         idle,
+        inline_worker,
         duration_ns,
         workload,
         sim,
@@ -216,15 +224,7 @@ fn measure_rows(a: &NetbenchArgs, b: &Bench) -> Result<Vec<serde_json::Value>> {
             };
             for kind in ["psp-serve", "echo"] {
                 let (addr, stop) = in_ns(b.srv_ns.as_deref(), || {
-                    netbench_server(
-                        kind,
-                        datapath,
-                        b.addr,
-                        a.workers,
-                        b.idle,
-                        b.spec.clone(),
-                        &b.workload,
-                    )
+                    netbench_server(kind, datapath, a.workers, b)
                 })??;
                 let mut lc = load_config(
                     addr,
@@ -353,12 +353,10 @@ type StopServer = Box<dyn FnOnce() -> Result<serde_json::Value> + Send>;
 fn netbench_server(
     kind: &str,
     datapath: &DatapathKind,
-    addr: SocketAddr,
     workers: usize,
-    idle: IdleStrategy,
-    spec: PolicySpec,
-    workload: &Workload,
+    b: &Bench,
 ) -> Result<(SocketAddr, StopServer)> {
+    let (addr, workload) = (b.addr, &b.workload);
     Ok(match (kind, datapath) {
         ("psp-serve", _) => {
             let s = Server::start(ServerConfig {
@@ -366,12 +364,13 @@ fn netbench_server(
                 metrics: None,
                 runtime: RuntimeConfig {
                     workers,
-                    idle,
+                    idle: b.idle,
+                    inline_worker: b.inline_worker,
                     // As the echo server's threads: normal priority.
                     raise_priority: false,
                     ..RuntimeConfig::default()
                 },
-                policy: spec,
+                policy: b.spec.clone(),
                 types: workload.type_infos(),
                 classifier: ClassifierKind::Header,
                 app_classifier: None,

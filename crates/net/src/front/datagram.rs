@@ -28,7 +28,7 @@
 //! policy behind the core does), or reach a packet but through its token.
 
 use std::io::{self, Write as _};
-use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -44,7 +44,7 @@ use super::counters::{DatapathReport, NetCounters};
 use super::server::{ServeResult, ServerConfig, begin_serving, run};
 use crate::datapath::{Datapath, Transmit};
 use crate::dgram::{Arrival, DatagramProtocol, Parsed, PeerKey, PeerOrder};
-use crate::pool::{PacketPool, PacketToken, TokenBatch};
+use crate::pool::{PACKET_BYTES, PacketPool, PacketToken, TokenBatch};
 use crate::protocol::{self, Status};
 
 /// A worker's packet access and response path: the request's packet (its
@@ -57,7 +57,25 @@ struct NetIo<T: Transmit> {
     /// memcached's protocol: where answered tokens go back to the
     /// dispatcher's [`PeerOrder`].
     answered: Option<Answered>,
+    /// Worker 0 on the dispatcher's thread: its answers of one pass, each
+    /// whole in its request's packet, leave in one `sendmmsg` at the
+    /// pass's end ([`JobIo::flush`]).
+    held: Option<HeldAnswers>,
+    /// Answers held that the OS refused, for the front end's
+    /// `reply_send_errors`.
+    held_unsent: Arc<AtomicU64>,
 }
+
+/// Answers held until the end of the dispatcher's pass: their packets'
+/// tokens (a completed job's packet is not received into before the next
+/// pass reads its input, after the flush).
+struct HeldAnswers {
+    tokens: [u32; HELD_ANSWERS],
+    len: usize,
+}
+
+/// Answers held at most: one `sendmmsg` of them leaves when full.
+const HELD_ANSWERS: usize = crate::datapath::udp::MAX_BATCH;
 
 /// A worker's end of its ring of answered tokens.
 struct Answered {
@@ -125,27 +143,86 @@ impl<T: Transmit> JobIo for NetIo<T> {
     fn refuse_expired(&mut self, job: &Job) -> bool {
         self.send(job, Status::Overloaded, &[])
     }
+
+    fn hold_answers(&mut self) {
+        self.held = Some(HeldAnswers {
+            tokens: [0; HELD_ANSWERS],
+            len: 0,
+        });
+    }
+
+    fn flush(&mut self) {
+        let Some(h) = self.held.as_ref() else { return };
+        let n = h.len;
+        if n == 0 {
+            return;
+        }
+        let mut msgs: [(&crate::datapath::PeerAddr, &[u8]); HELD_ANSWERS] =
+            [(&EMPTY_PEER, &[]); HELD_ANSWERS];
+        for (m, raw) in msgs.iter_mut().zip(&h.tokens[..n]) {
+            // SAFETY: a held token's job completed and its packet is free,
+            // but nothing receives into it before the next pass, after this
+            // flush (`JobIo::flush`); only reads happen here.
+            let token = unsafe { PacketToken::from_raw_ref(raw) };
+            let pkt = self.pool.get(token);
+            *m = (&pkt.peer, &pkt.data()[..pkt.len]);
+        }
+        let sent = self.tx.send_batch(&msgs[..n]).unwrap_or(0);
+        if sent < n {
+            self.held_unsent
+                .fetch_add((n - sent) as u64, Ordering::Relaxed);
+        }
+        if let Some(h) = self.held.as_mut() {
+            h.len = 0;
+        }
+    }
 }
 
 impl<T: Transmit> NetIo<T> {
     /// Answers `job` with `status` and, when OK, `response` (otherwise the
-    /// protocol's body for the status), and hands its slot back.
+    /// protocol's body for the status), and hands its slot back. Worker 0
+    /// on the dispatcher's thread holds the answer in the request's packet
+    /// when it fits (`true`: it leaves at the pass's flush, which counts a
+    /// refusal in `reply_send_errors`).
     #[inline]
     fn send(&mut self, job: &Job, status: Status, response: &[u8]) -> bool {
-        // SAFETY: as in `request`; the borrow handed out there has ended.
-        let mut token = unsafe { PacketToken::from_raw(job.token) };
-        let pkt = self.pool.get_mut(&mut token);
         let p = self.protocol;
         let body = match status {
             Status::Ok => response,
             _ => p.error_body(status),
         };
-        p.write_reply_header(pkt.data_mut(), status, body.len());
-        let pkt = &*pkt;
-        let sent = self
-            .tx
-            .send(&pkt.peer, [&pkt.data()[..p.header_len()], body])
-            .is_ok();
+        let at = p.header_len();
+        let hold = self.held.is_some() && at + body.len() <= PACKET_BYTES;
+        if self
+            .held
+            .as_ref()
+            .is_some_and(|h| !hold || h.len == HELD_ANSWERS)
+        {
+            // Full, or an answer too big to hold: those held leave first,
+            // in order.
+            self.flush();
+        }
+        // SAFETY: as in `request`; the borrow handed out there has ended.
+        let mut token = unsafe { PacketToken::from_raw(job.token) };
+        let pkt = self.pool.get_mut(&mut token);
+        let sent = match self.held.as_mut() {
+            Some(h) if hold => {
+                // Nothing reads the request any more: the answer goes
+                // where it was.
+                let data = pkt.data_mut();
+                data[at..at + body.len()].copy_from_slice(body);
+                p.write_reply_header(data, status, body.len());
+                pkt.len = at + body.len();
+                h.tokens[h.len] = job.token;
+                h.len += 1;
+                true
+            }
+            _ => {
+                p.write_reply_header(pkt.data_mut(), status, body.len());
+                let pkt = &*pkt;
+                self.tx.send(&pkt.peer, [&pkt.data()[..at], body]).is_ok()
+            }
+        };
         // Answered: the slot goes back with the job's completion.
         let mut answered = token.into_raw();
         if let Some(a) = &mut self.answered {
@@ -189,6 +266,8 @@ struct NetFrontEnd<D: Datapath> {
     declared_ns: Vec<Option<f64>>,
     /// Each worker's transmitter, until the worker's I/O takes it.
     worker_txs: Vec<Option<D::Tx>>,
+    /// Worker 0's held answers that the OS refused ([`NetIo::held`]).
+    held_unsent: Arc<AtomicU64>,
     /// memcached's protocol: each peer's order.
     order: Option<Order>,
 }
@@ -253,6 +332,8 @@ where
                     .expect("one ring per worker, asked once"),
                 wake: o.wake.clone(),
             }),
+            held: None,
+            held_unsent: self.held_unsent.clone(),
         }
     }
 
@@ -271,7 +352,9 @@ where
     }
 
     fn fill_snapshot(&self, out: &mut [u64]) {
-        self.net.fill_snapshot(out, self.datapath.malformed());
+        let mut net = self.net.clone();
+        net.reply_send_errors += self.held_unsent.load(Ordering::Relaxed);
+        net.fill_snapshot(out, self.datapath.malformed());
     }
 
     fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
@@ -382,6 +465,7 @@ where
 
     fn finish(mut self, core: DispatcherReport) -> (DispatcherReport, NetCounters) {
         self.datapath.finish().file(&mut self.net);
+        self.net.reply_send_errors += self.held_unsent.load(Ordering::Relaxed);
         self.net.malformed_frames = self.datapath.malformed();
         self.net.dropped_by_os = self.datapath.dropped_by_os();
         (core, self.net)
@@ -393,6 +477,9 @@ impl<D: Datapath> NetFrontEnd<D> {
     /// the datapath did not fill.
     #[inline]
     fn receive(&mut self, core: &mut DispatchCore, batch: &mut TokenBatch<RX_BATCH>) {
+        // Worker 0's held answers are in free packets: out before any is
+        // read into.
+        core.flush_inline();
         while !batch.is_full()
             && let Some(t) = core.take_packet()
         {
@@ -698,6 +785,7 @@ pub(super) fn serve<D: Datapath<Report: DatapathReport> + 'static>(
         started: Some(started),
         declared_ns: cfg.types.iter().map(|t| t.mean_service_ns).collect(),
         worker_txs,
+        held_unsent: Arc::default(),
         order,
     };
     run(cfg, front)

@@ -30,8 +30,8 @@ use psp_net::server::DatapathKind;
 use psp_net::xdp::{XdpConfig, device};
 use psp_net::{ClassifierKind, Server, ServerConfig};
 use psp_runtime::{
-    GeneratedIo, Generator, HandlerError, IdleStrategy, Job, JobIo, RequestContext, RunReport,
-    RuntimeConfig, WrappedIo, max_in_flight,
+    GeneratedIo, Generator, HandlerError, IdleStrategy, InlineWorker, Job, JobIo, RequestContext,
+    RunReport, RuntimeConfig, WrappedIo, max_in_flight,
 };
 use psp_workload::{Arrival, TraceArrivals, Workload};
 
@@ -254,6 +254,15 @@ fn in_process(app: &Arc<App>, policy: &str) -> u64 {
 }
 
 fn spec_preempts(spec: &PolicySpec) -> bool {
+    spec_execution(spec).preempts()
+}
+
+/// Whether worker 0 may run on the dispatcher's thread under `spec`.
+fn spec_central(spec: &PolicySpec) -> bool {
+    matches!(spec_execution(spec), psp_core::policy::Execution::Central)
+}
+
+fn spec_execution(spec: &PolicySpec) -> psp_core::policy::Execution {
     let ctx = psp_core::PolicyContext {
         workers: 2,
         types: vec![
@@ -268,12 +277,14 @@ fn spec_preempts(spec: &PolicySpec) -> bool {
         ],
         queue_capacity: 16,
     };
-    spec.build(&ctx).unwrap().execution().preempts()
+    spec.build(&ctx).unwrap().execution()
 }
 
 /// Over the UDP server on loopback (`xdp: None`), or over the AF_XDP server
-/// in `xdp`'s server namespace, with the client's sockets in its client one.
-fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>) -> u64 {
+/// in `xdp`'s server namespace, with the client's sockets in its client one;
+/// `inline`: worker 0 on the dispatcher's thread, holding its answers to
+/// send them a pass at a time.
+fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>, inline: bool) -> u64 {
     let spec: PolicySpec = policy.parse().unwrap();
     let (addr, datapath, client_ip) = match xdp {
         None => ("127.0.0.1:0", DatapathKind::Udp, "127.0.0.1:0"),
@@ -287,7 +298,14 @@ fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>) -> u64
         Server::start(ServerConfig {
             addr: addr.parse().unwrap(),
             metrics: None,
-            runtime: runtime_config(),
+            runtime: RuntimeConfig {
+                inline_worker: if inline {
+                    InlineWorker::On
+                } else {
+                    InlineWorker::Off
+                },
+                ..runtime_config()
+            },
             policy: spec.clone(),
             types: app.workload.type_infos(),
             classifier: ClassifierKind::Header,
@@ -316,7 +334,12 @@ fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>) -> u64
             Err(e) => panic!("{policy} on {}: {e}", app.name),
         }
     };
-    let at = format!("{policy}, {}, {}", app.name, datapath.name());
+    let at = format!(
+        "{policy}, {}, {}{}",
+        app.name,
+        datapath.name(),
+        if inline { ", worker 0 inline" } else { "" }
+    );
     // Four client sockets: four flows for the flow-steered policies.
     let open = || -> Vec<UdpSocket> {
         (0..4)
@@ -412,12 +435,20 @@ fn every_policy_answers_every_request_once_and_correctly_behind_every_front_end(
                 in_process(&app, policy)
             });
             preempting(policy, &format!("{name}, udp"), || {
-                over_net(&app, policy, None)
+                over_net(&app, policy, None, false)
             });
             if let Some(t) = &xdp {
                 preempting(policy, &format!("{name}, xdp"), || {
-                    over_net(&app, policy, Some(t))
+                    over_net(&app, policy, Some(t), false)
                 });
+            }
+            // Worker 0 on the dispatcher's thread, its answers sent a pass
+            // at a time (the default where the threads take every core).
+            if spec_central(&policy.parse().unwrap()) {
+                over_net(&app, policy, None, true);
+                if let Some(t) = &xdp {
+                    over_net(&app, policy, Some(t), true);
+                }
             }
         }
     }

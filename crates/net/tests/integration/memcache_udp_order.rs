@@ -16,7 +16,7 @@ use psp_apps::KvConfig;
 use psp_apps::kv::ProtocolService;
 use psp_net::dgram::DatagramProtocol;
 use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig, ServerReport};
-use psp_runtime::{IdleStrategy, RuntimeConfig};
+use psp_runtime::{IdleStrategy, InlineWorker, RuntimeConfig};
 
 use crate::common;
 
@@ -25,7 +25,13 @@ const PAIRS: u16 = 300;
 /// Keys the pairs cycle over: a get served early reads an older value.
 const KEYS: u16 = 4;
 
+/// `policy`, or `POLICY+inline`: worker 0 on the dispatcher's thread,
+/// its answers held and sent a pass at a time.
 fn server(policy: &str, queue_capacity: usize) -> Server {
+    let (policy, inline) = match policy.strip_suffix("+inline") {
+        Some(p) => (p, InlineWorker::On),
+        None => (policy, InlineWorker::Off),
+    };
     let service = ProtocolService::open(
         &psp_proto::memcache::Memcache,
         &KvConfig {
@@ -42,6 +48,7 @@ fn server(policy: &str, queue_capacity: usize) -> Server {
             queue_capacity,
             drain_timeout: Duration::from_secs(5),
             raise_priority: false,
+            inline_worker: inline,
             idle: IdleStrategy::SpinPark {
                 spin_us: 0,
                 park_us: 1_000,
@@ -170,6 +177,15 @@ fn a_clients_commands_take_effect_in_the_order_sent_under_darc() {
     let r = burst("darc");
     // DARC still saw, typed and scheduled each request.
     assert_eq!(r.dispatcher.counts.admitted, 2 * u64::from(PAIRS));
+}
+
+#[test]
+fn a_clients_commands_take_effect_in_the_order_sent_with_worker_0_inline() {
+    // Its answers leave a pass at a time, each after the one before it.
+    for policy in ["c-fcfs+inline", "darc+inline"] {
+        let r = burst(policy);
+        assert_eq!(r.net.reply_send_errors, 0, "{policy}: {:?}", r.net);
+    }
 }
 
 #[test]

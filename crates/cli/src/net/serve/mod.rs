@@ -100,7 +100,7 @@ pub struct ServeArgs {
     /// Whether worker 0 runs on the dispatcher's thread (which then serves
     /// each job the policy gives worker 0 the moment it is dispatched, with
     /// no hand-off: under DARC, the shortest types run where they were
-    /// read): auto (when the server's threads would outnumber its cores,
+    /// read): auto (when the server's threads would take all its cores,
     /// under a policy that runs requests to completion: c-fcfs, fp, edf, the
     /// DARC family), on, or off (every worker on its own thread, the
     /// paper's layout) [default: auto].

@@ -299,7 +299,7 @@ fn runtime(
         .pick(&a.inline_worker, &f.inline_worker, |s| {
             limits::inline_worker(&s)
         })?
-        // Measured: with the server's threads outnumbering its cores, a
+        // Measured: with the server's threads taking all its cores, a
         // hand-off costs more than the parallelism it buys.
         .unwrap_or(psp_runtime::InlineWorker::Auto);
     let seed = src.pick(&a.seed, &f.seed, Ok)?.unwrap_or(1);
