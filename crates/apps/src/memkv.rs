@@ -27,13 +27,25 @@ use crate::Service;
 const EXPIRE_EVERY: Duration = Duration::from_millis(100);
 
 /// The in-memory store's options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemConfig {
     /// The database's memory bound and eviction.
     pub db: DbConfig,
     /// Connection slots the sessions table holds (the TCP front end's
-    /// `--tcp-max-connections`).
+    /// `--tcp-max-connections`): connections past it share slots, and one
+    /// that takes a shared slot starts the other's session afresh.
     pub connections: usize,
+}
+
+impl Default for MemConfig {
+    /// No memory bound; as many session slots as the TCP front end's
+    /// default connection limit (1,024).
+    fn default() -> Self {
+        Self {
+            db: DbConfig::default(),
+            connections: 1024,
+        }
+    }
 }
 
 /// The in-memory store and the protocol's commands over it.

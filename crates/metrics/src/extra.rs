@@ -674,6 +674,14 @@ pub struct TcpSummary {
     /// run of theirs answered them).
     #[serde(default)]
     pub parked_timeouts: u64,
+    /// Pub/sub messages written to listening connections.
+    #[serde(default)]
+    pub pubsub_messages: u64,
+    /// Listening connections closed because their messages waiting to be
+    /// written passed the bound (Redis's `client-output-buffer-limit
+    /// pubsub`).
+    #[serde(default)]
+    pub closed_on_pubsub_overflow: u64,
 }
 
 /// One type's server-side latency.

@@ -20,6 +20,7 @@ pub mod blocking;
 pub mod commands;
 pub mod db;
 pub mod memcache;
+pub mod pubsub;
 pub mod resp;
 mod store;
 

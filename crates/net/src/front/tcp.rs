@@ -294,7 +294,7 @@ impl JobIo for TcpIo {
         let pkt = self
             .pool
             .get(unsafe { PacketToken::from_raw_ref(&job.token) });
-        (u64::from(pkt.conn) + 1) << 32 | u64::from(pkt.generation)
+        session_id(pkt.conn, pkt.generation)
     }
 
     fn max_response(&self) -> usize {
@@ -454,6 +454,20 @@ impl Conn {
     fn can_admit(&self, cfg: &TcpConfig) -> bool {
         !self.executing && self.in_flight() < cfg.max_pipeline && self.output_len() < cfg.max_output
     }
+}
+
+/// Connection `id` of `generation` as the protocol's sessions (and pub/sub's
+/// listeners) know it: unique in the process ([`next_generation`]).
+fn session_id(id: u32, generation: u32) -> u64 {
+    (u64::from(id) + 1) << 32 | u64::from(generation)
+}
+
+/// A connection's generation, from one count for every TCP front end of
+/// the process: a session id names one connection of one server, so one
+/// pub/sub table serves every server in the process.
+fn next_generation() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// What the TCP front end counted beyond [`NetCounters`].
@@ -636,6 +650,56 @@ impl TcpFrontEnd {
         any
     }
 
+    /// Moves the pub/sub messages published to this front end's listening
+    /// connections into their outputs and writes them; closes one whose
+    /// messages passed the bound. A connection with a reply in flight gets
+    /// its messages on a later pass (they never overtake a reply, so a
+    /// subscription's confirmation leaves before its first message).
+    /// Returns whether any were moved.
+    fn deliver_messages(&mut self) -> bool {
+        let registry = psp_proto::pubsub::registry();
+        if !registry.pending() {
+            return false;
+        }
+        let (mut written, mut overflowed) = (Vec::new(), Vec::new());
+        let (conns, tcp) = (&mut self.conns, &mut self.tcp);
+        registry.drain(|session, outbox| {
+            let Some(id) = (session >> 32).checked_sub(1) else {
+                return false;
+            };
+            let Some(Some(c)) = conns.get_mut(id as usize) else {
+                return false;
+            };
+            if c.generation != session as u32 || !c.window.is_empty() {
+                return false;
+            }
+            match outbox {
+                // Unwritten messages count against the same bound, in
+                // the outbox or in the output.
+                psp_proto::pubsub::Outbox::Messages { bytes, .. }
+                    if c.output_len() + bytes.len() > psp_proto::pubsub::OUTBOX_LIMIT =>
+                {
+                    overflowed.push(id as u32);
+                }
+                psp_proto::pubsub::Outbox::Messages { bytes, count } => {
+                    c.output.extend_from_slice(bytes);
+                    tcp.pubsub_messages += count;
+                    written.push(id as u32);
+                }
+                psp_proto::pubsub::Outbox::Overflowed => overflowed.push(id as u32),
+            }
+            true
+        });
+        for &id in &overflowed {
+            self.tcp.closed_on_pubsub_overflow += 1;
+            self.close(id);
+        }
+        for &id in &written {
+            self.flush(id);
+        }
+        !(written.is_empty() && overflowed.is_empty())
+    }
+
     /// Writes what is in order for connection `id`; closes it when done
     /// and closing, or on a write error.
     fn flush(&mut self, id: u32) {
@@ -714,7 +778,8 @@ impl TcpFrontEnd {
         if let Some(mut c) = self.conns[id as usize].take() {
             let _ = self.poll.registry().deregister(&mut c.stream);
             self.open -= 1;
-            self.generations[id as usize] = self.generations[id as usize].wrapping_add(1);
+            psp_proto::pubsub::registry().forget(session_id(id, c.generation));
+            self.generations[id as usize] = next_generation();
             self.free_ids.push(id);
             // Requests still in flight are answered into the void: their
             // replies are counted as `replies_to_closed` when they come.
@@ -737,7 +802,7 @@ impl TcpFrontEnd {
                         Some(id) => id,
                         None => {
                             self.conns.push(None);
-                            self.generations.push(0);
+                            self.generations.push(next_generation());
                             (self.conns.len() - 1) as u32
                         }
                     };
@@ -1186,10 +1251,15 @@ impl TcpFrontEnd {
         }
         self.last_sweep = now;
         for id in 0..self.conns.len() as u32 {
+            // A pub/sub listener waits for messages, not idle (as Redis's
+            // `timeout` spares it).
             let idle = self.conns[id as usize].as_ref().is_some_and(|c| {
                 let quiet = now.duration_since(c.last_active);
                 (c.lingering && quiet > LINGER)
-                    || (c.window.is_empty() && c.output_len() == 0 && quiet > self.cfg.idle_timeout)
+                    || (c.window.is_empty()
+                        && c.output_len() == 0
+                        && quiet > self.cfg.idle_timeout
+                        && !psp_proto::pubsub::registry().listens(session_id(id, c.generation)))
             });
             if idle {
                 self.tcp.closed_idle += 1;
@@ -1384,6 +1454,7 @@ impl FrontEnd for TcpFrontEnd {
 
     fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
         let mut worked = self.take_replies();
+        worked |= self.deliver_messages();
         worked |= self.unpark(core, now);
         self.to_read.extend(self.starved.drain(..));
         if self

@@ -1,9 +1,10 @@
 """redis-py against psp serve --protocol resp on PORT: its Lock (SET NX PX
 and a Lua release), register_script (EVALSHA, EVAL after NOSCRIPT),
-CLIENT LIST, and a consumer parked in BLPOP that a push serves. Prints one
-line per check; exits non-zero at the first that fails. (An RQ 1.13 worker
-gets as far as waking from BLPOP on an enqueue, then needs Redis streams
-and pub/sub, which psp does not have yet.)
+CLIENT LIST, a consumer parked in BLPOP that a push serves, and a pub/sub
+round trip (a channel and a pattern, in RESP2, as Celery's events and
+result backend listen). Prints one line per check; exits non-zero at the
+first that fails. (An RQ 1.13 worker gets as far as waking from BLPOP on an
+enqueue, then needs Redis streams, which psp does not have yet.)
 
     /usr/bin/python3 redis_frameworks.py PORT
 """
@@ -51,3 +52,38 @@ consumer.join(timeout=10)
 assert got == [(b"jobs", b"job-1")], got
 assert redis.Redis(port=port).blpop(["jobs"], timeout=0.2) is None, "timeout"
 print("blpop ok")
+
+# Pub/sub: a listener on a channel and on a pattern, messages published
+# from another connection (alone, inside MULTI as Celery's result backend
+# publishes, and from a script), in the order sent.
+listener = redis.Redis(port=port).pubsub()
+listener.subscribe("events")
+listener.psubscribe("task-*")
+first = [listener.get_message(timeout=2) for _ in range(2)]
+assert [m["type"] for m in first] == ["subscribe", "psubscribe"], first
+pub = redis.Redis(port=port)
+assert pub.publish("events", "one") == 1
+with pub.pipeline(transaction=True) as p:
+    p.set("task-1-result", "done")
+    p.publish("task-1", "done")
+    p.execute()
+assert pub.eval("return redis.call('publish', 'events', 'two')", 0) == 1
+assert pub.publish("nobody", "x") == 0
+assert pub.pubsub_numsub("events") == [(b"events", 1)]
+got = []
+deadline = time.time() + 5
+while len(got) < 3 and time.time() < deadline:
+    m = listener.get_message(timeout=0.5)
+    if m is not None:
+        got.append((m["type"], m.get("pattern"), m["channel"], m["data"]))
+assert got == [
+    ("message", None, b"events", b"one"),
+    ("pmessage", b"task-*", b"task-1", b"done"),
+    ("message", None, b"events", b"two"),
+], got
+listener.unsubscribe()
+listener.punsubscribe()
+listener.close()
+time.sleep(0.2)
+assert pub.publish("events", "gone") == 0, "unsubscribed"
+print("pubsub ok")

@@ -33,6 +33,17 @@ fn mem_service() -> std::sync::Arc<dyn psp_apps::Service> {
     )
 }
 
+/// The in-memory store behind RESP under `policy`, the TCP front end's
+/// defaults.
+fn mem_server(policy: &str) -> Server {
+    common::server::resp(
+        mem_service(),
+        policy,
+        TcpConfig::default(),
+        common::server::runtime(),
+    )
+}
+
 fn connect(s: &Server) -> TcpStream {
     let c = TcpStream::connect(s.local_addr()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -509,12 +520,7 @@ fn a_command_past_its_types_queueing_bound_is_answered_busy_unrun() {
 #[test]
 fn blocking_commands_park_until_a_push_or_their_timeout() {
     for policy in ["c-fcfs", "darc:samples=20"] {
-        let s = common::server::resp(
-            mem_service(),
-            policy,
-            TcpConfig::default(),
-            common::server::runtime(),
-        );
+        let s = mem_server(policy);
         // Two waiters: the first on q, with a GET pipelined behind its
         // BLPOP; the second on two other lists.
         let mut first = connect(&s);
@@ -576,19 +582,92 @@ fn blocking_commands_park_until_a_push_or_their_timeout() {
     }
 }
 
-/// redis-py as users run it (Debian's python3-redis, installed by
-/// scripts/deps.sh): its Lock, register_script, CLIENT LIST and a consumer
-/// parked in BLPOP (tests/frameworks/redis_frameworks.py), under c-fcfs and
-/// the default policy's family.
+/// Pub/sub between connections: a RESP3 listener gets push messages, a
+/// RESP2 one may only (un)subscribe and PING while it listens, and one that
+/// never reads is cut off at the output bound (counted), the publisher
+/// unharmed; under c-fcfs and DARC.
 #[test]
-fn redis_py_lock_scripts_and_a_blocked_consumer_run_against_psp_serve() {
-    for policy in ["c-fcfs", "darc-fair:samples=20"] {
-        let s = common::server::resp(
-            mem_service(),
-            policy,
-            TcpConfig::default(),
-            common::server::runtime(),
+fn pubsub_delivers_in_each_protocol_and_cuts_off_a_listener_that_never_reads() {
+    for policy in ["c-fcfs", "darc:samples=20"] {
+        let s = mem_server(policy);
+        let ch = format!("{policy}-ch");
+        let mut l3 = connect(&s);
+        l3.write_all(&[cmd(&["HELLO", "3"]), cmd(&["SUBSCRIBE", &ch])].concat())
+            .unwrap();
+        let mut l2 = connect(&s);
+        l2.write_all(&cmd(&["PSUBSCRIBE", "*-ch"])).unwrap();
+        let confirm = b"*3\r\n$10\r\npsubscribe\r\n$4\r\n*-ch\r\n:1\r\n";
+        assert_eq!(read_exactly(&mut l2, confirm.len()), confirm);
+        let mut p = connect(&s);
+        // HELLO's map first, then the confirmation as a push.
+        let mut hello = Vec::new();
+        while !hello
+            .ends_with(format!("$9\r\nsubscribe\r\n${}\r\n{ch}\r\n:1\r\n", ch.len()).as_bytes())
+        {
+            hello.extend(read_exactly(&mut l3, 1));
+        }
+        assert!(hello.starts_with(b"%"), "{policy}: {hello:?}");
+        p.write_all(&cmd(&["PUBLISH", &ch, "hi"])).unwrap();
+        assert_eq!(read_exactly(&mut p, 4), b":2\r\n", "{policy}");
+        let want = format!(
+            ">3\r\n$7\r\nmessage\r\n${}\r\n{ch}\r\n$2\r\nhi\r\n",
+            ch.len()
         );
+        assert_eq!(
+            read_exactly(&mut l3, want.len()),
+            want.as_bytes(),
+            "{policy}"
+        );
+        let want = format!(
+            "*4\r\n$8\r\npmessage\r\n$4\r\n*-ch\r\n${}\r\n{ch}\r\n$2\r\nhi\r\n",
+            ch.len()
+        );
+        assert_eq!(
+            read_exactly(&mut l2, want.len()),
+            want.as_bytes(),
+            "{policy}"
+        );
+        // RESP2 while listening: GET refused, PING in its two-element form.
+        l2.write_all(&[cmd(&["GET", "k"]), cmd(&["PING"])].concat())
+            .unwrap();
+        let want = b"-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n*2\r\n$4\r\npong\r\n$0\r\n\r\n";
+        assert_eq!(read_exactly(&mut l2, want.len()), want, "{policy}");
+        // l2 leaves; l3 stops reading: 1,000 messages of 60 kB (a
+        // request's bound is 64 KiB) pass the 32 MiB bound and what the
+        // kernel's socket buffers hold.
+        l2.write_all(&cmd(&["PUNSUBSCRIBE"])).unwrap();
+        let want = b"*3\r\n$12\r\npunsubscribe\r\n$4\r\n*-ch\r\n:0\r\n";
+        assert_eq!(read_exactly(&mut l2, want.len()), want, "{policy}");
+        let big = "x".repeat(60_000);
+        for _ in 0..1000 {
+            p.write_all(&cmd(&["PUBLISH", &ch, &big])).unwrap();
+            let r = read_exactly(&mut p, 4);
+            assert!(r == b":1\r\n" || r == b":0\r\n", "{policy}: {r:?}");
+        }
+        // The publisher is served on; the listener is gone.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while psp_proto::pubsub::registry().numsub(ch.as_bytes()) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        p.write_all(&cmd(&["PUBLISH", &ch, "after"])).unwrap();
+        assert_eq!(read_exactly(&mut p, 4), b":0\r\n", "{policy}: cut off");
+        drop((l2, l3, p));
+        let r = s.stop().unwrap();
+        let tcp = r.net.tcp.as_ref().expect("tcp counters");
+        assert_eq!(tcp.closed_on_pubsub_overflow, 1, "{policy}: {tcp:?}");
+        assert!(tcp.pubsub_messages >= 4, "{policy}: {tcp:?}");
+    }
+}
+
+/// redis-py as users run it (Debian's python3-redis, installed by
+/// scripts/deps.sh): its Lock, register_script, CLIENT LIST, a consumer
+/// parked in BLPOP and a pub/sub round trip
+/// (tests/frameworks/redis_frameworks.py), under c-fcfs and the default
+/// policy's family.
+#[test]
+fn redis_py_lock_scripts_a_blocked_consumer_and_pubsub_run_against_psp_serve() {
+    for policy in ["c-fcfs", "darc-fair:samples=20"] {
+        let s = mem_server(policy);
         let out = std::process::Command::new("/usr/bin/python3")
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
@@ -604,6 +683,7 @@ fn redis_py_lock_scripts_and_a_blocked_consumer_run_against_psp_serve() {
         );
         assert!(out.status.success(), "{policy}: {text}");
         assert!(text.contains("blpop ok"), "{policy}: {text}");
+        assert!(text.contains("pubsub ok"), "{policy}: {text}");
         drop(s.stop().unwrap());
     }
 }

@@ -46,6 +46,9 @@ pub(super) fn run(name: &[u8], a: &[&[u8]], session: &mut Session, w: &mut Reply
             }
         }
         b"reset" => {
+            if session.subscriptions > 0 {
+                crate::pubsub::registry().forget(session.id);
+            }
             *session = Session {
                 id: session.id,
                 ..Session::default()

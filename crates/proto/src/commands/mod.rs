@@ -24,6 +24,7 @@ mod expiry;
 mod hashes;
 mod keys;
 mod lists;
+mod pubsub;
 mod scripting;
 mod server;
 mod sets;
@@ -84,6 +85,9 @@ pub struct Session {
     pub multi_failed: bool,
     /// `WATCH`ed keys and their versions then.
     pub watched: Vec<(Box<[u8]>, u64)>,
+    /// Channels and patterns it listens to ([`crate::pubsub`]): past 0, a
+    /// RESP2 connection is in Redis's subscribed state.
+    pub subscriptions: usize,
 }
 
 /// The sessions of a server's connections, by connection id (see
@@ -564,6 +568,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("eval", -3, 0, 0, 0),
     CommandSpec::new("evalsha", -3, 0, 0, 0),
     CommandSpec::new("script", -2, 0, 0, 0),
+    CommandSpec::new("subscribe", -2, 0, 0, 0),
+    CommandSpec::new("unsubscribe", -1, 0, 0, 0),
+    CommandSpec::new("psubscribe", -2, 0, 0, 0),
+    CommandSpec::new("punsubscribe", -1, 0, 0, 0),
+    CommandSpec::new("publish", 3, 0, 0, 0),
+    CommandSpec::new("pubsub", -2, 0, 0, 0),
 ];
 
 /// Whether `name` (lowercase) is a command this server runs.
@@ -666,6 +676,18 @@ pub fn execute(
             Fail::Arity(String::from_utf8_lossy(name).into_owned()),
         );
         return Ok(());
+    }
+    // A RESP2 connection that listens may only (un)subscribe, PING (in
+    // its two-element form), QUIT and RESET.
+    if index.is_some() && session.subscriptions > 0 && !session.resp3 {
+        if let Some(m) = pubsub::refused_while_subscribed(name, cmd.raw_name) {
+            w.error(&m);
+            return Ok(());
+        }
+        if name == b"ping" && args.len() <= 1 {
+            pubsub::subscribed_ping(&args, &mut w);
+            return Ok(());
+        }
     }
     let start = w.out.len();
     let t0 = std::time::Instant::now();
@@ -771,6 +793,8 @@ fn run<'d>(
             connection::run(name, a, session, w)
         }
         b"eval" | b"evalsha" | b"script" => scripting::run(name, a, db, session, w, held),
+        b"subscribe" | b"unsubscribe" | b"psubscribe" | b"punsubscribe" | b"publish"
+        | b"pubsub" => pubsub::run(name, a, session, w),
         b"slowlog" => slowlog::slowlog(a, db, w),
         b"latency" => slowlog::latency(a, db, w),
         b"command" | b"info" | b"config" | b"dbsize" | b"flushdb" | b"flushall" | b"time" => {

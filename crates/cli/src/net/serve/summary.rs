@@ -166,7 +166,7 @@ pub(super) fn print(s: &ServerSummary, report: &ServerReport) {
     }
     if let Some(t) = &s.tcp {
         println!(
-            "tcp: connections accepted {} (refused at the limit {}) | closed: by the peer {}, after a bad request {}, idle {}, on an I/O error {} | replies to closed connections {} | paused for backpressure {} | blocking commands parked {} (timed out {})",
+            "tcp: connections accepted {} (refused at the limit {}) | closed: by the peer {}, after a bad request {}, idle {}, on an I/O error {} | replies to closed connections {} | paused for backpressure {} | blocking commands parked {} (timed out {}) | pub/sub messages {} (listeners closed past the output bound {})",
             t.accepted,
             t.refused,
             t.closed_by_peer,
@@ -176,7 +176,9 @@ pub(super) fn print(s: &ServerSummary, report: &ServerReport) {
             t.replies_to_closed,
             t.paused,
             t.parked,
-            t.parked_timeouts
+            t.parked_timeouts,
+            t.pubsub_messages,
+            t.closed_on_pubsub_overflow
         );
     }
 }
