@@ -370,6 +370,83 @@ impl ZSet {
     }
 }
 
+/// A stream entry's id: milliseconds and a sequence number within them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId {
+    /// Unix time in ms (or what the client gave).
+    pub ms: u64,
+    /// The entry's number within `ms`.
+    pub seq: u64,
+}
+
+impl StreamId {
+    /// The largest id.
+    pub const MAX: StreamId = StreamId {
+        ms: u64::MAX,
+        seq: u64::MAX,
+    };
+
+    /// `ms-seq`, as replies give it.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(itoa::Buffer::new().format(self.ms).as_bytes());
+        out.push(b'-');
+        out.extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
+    }
+}
+
+/// A stream: entries (field-value pairs) in id order, and the last id
+/// given (kept when that entry is deleted: ids only grow).
+#[derive(Debug, Default, Clone)]
+pub struct Stream {
+    entries: std::collections::BTreeMap<StreamId, Box<[Box<[u8]>]>>,
+    last: StreamId,
+    bytes: usize,
+}
+
+impl Stream {
+    /// The entries in id order.
+    pub fn entries(&self) -> &std::collections::BTreeMap<StreamId, Box<[Box<[u8]>]>> {
+        &self.entries
+    }
+    /// The last id given.
+    pub fn last(&self) -> StreamId {
+        self.last
+    }
+    /// Appends an entry of `fields` (field, value, ...) at `id`, which the
+    /// caller checked is past [`last`](Self::last).
+    pub fn append(&mut self, id: StreamId, fields: &[&[u8]]) {
+        debug_assert!(id > self.last || (self.entries.is_empty() && id == self.last));
+        self.bytes += fields.iter().map(|f| element(f.len())).sum::<usize>() + 16;
+        self.entries
+            .insert(id, fields.iter().map(|&f| Box::from(f)).collect());
+        self.last = id;
+    }
+    /// Removes the entry at `id`; returns whether it was there.
+    pub fn remove(&mut self, id: StreamId) -> bool {
+        match self.entries.remove(&id) {
+            Some(f) => {
+                self.bytes -= f.iter().map(|f| element(f.len())).sum::<usize>() + 16;
+                true
+            }
+            None => false,
+        }
+    }
+    /// Removes the oldest entry; returns its id.
+    pub fn pop_oldest(&mut self) -> Option<StreamId> {
+        let id = *self.entries.keys().next()?;
+        self.remove(id);
+        Some(id)
+    }
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    /// Whether it has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
 /// A value of one of Redis's types.
 #[derive(Debug, Clone)]
 pub enum Value {
@@ -383,6 +460,8 @@ pub enum Value {
     Set(Arc<Set>),
     /// A sorted set.
     ZSet(Arc<ZSet>),
+    /// A stream.
+    Stream(Arc<Stream>),
 }
 
 impl Value {
@@ -394,6 +473,7 @@ impl Value {
             Value::Hash(h) => h.len(),
             Value::Set(s) => s.len(),
             Value::ZSet(z) => z.len(),
+            Value::Stream(s) => s.len(),
         }
     }
 
@@ -405,6 +485,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -415,6 +496,7 @@ impl Value {
             Value::Hash(h) => h.bytes,
             Value::Set(s) => s.bytes,
             Value::ZSet(z) => z.bytes,
+            Value::Stream(s) => s.bytes,
         }
     }
 
@@ -426,6 +508,8 @@ impl Value {
             Value::Hash(h) => h.is_empty(),
             Value::Set(s) => s.is_empty(),
             Value::ZSet(z) => z.is_empty(),
+            // Redis keeps a stream with no entry.
+            Value::Stream(_) => false,
         }
     }
 }

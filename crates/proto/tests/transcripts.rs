@@ -55,6 +55,14 @@ fn sorted_set_ranges_and_removals_answer_byte_for_byte_as_redis_7() {
     assert!(n > 30, "{n} lines");
 }
 
+#[test]
+fn streams_answer_byte_for_byte_as_redis_7() {
+    // XADD with ids given (an id from the clock differs by run), ranges,
+    // deletions, exact and approximate trims (whole nodes of 100).
+    let n = replay("streams", include_str!("data/redis7-streams.jsonl"));
+    assert!(n > 300, "{n} lines");
+}
+
 /// A script may reach only the keys it declares: it runs under their
 /// shards' locks alone (a documented difference: redis-server lets a
 /// standalone server's script reach any key).

@@ -2,9 +2,10 @@
 and a Lua release), register_script (EVALSHA, EVAL after NOSCRIPT),
 CLIENT LIST, a consumer parked in BLPOP that a push serves, and a pub/sub
 round trip (a channel and a pattern, in RESP2, as Celery's events and
-result backend listen). Prints one line per check; exits non-zero at the
-first that fails. (An RQ 1.13 worker gets as far as waking from BLPOP on an
-enqueue, then needs Redis streams, which psp does not have yet.)
+result backend listen), and an RQ worker (python3-rq) that consumes an
+enqueued job: BLPOP, its pub/sub command channel, its registries (sorted
+sets), MULTI, and the result recorded in a stream. Prints one line per
+check; exits non-zero at the first that fails.
 
     /usr/bin/python3 redis_frameworks.py PORT
 """
@@ -87,3 +88,16 @@ listener.close()
 time.sleep(0.2)
 assert pub.publish("events", "gone") == 0, "unsubscribed"
 print("pubsub ok")
+
+# RQ: a job enqueued, a burst worker (which forks a work horse) runs it and
+# records its result in a stream, read back by the job.
+from rq import Queue, Worker  # noqa: E402
+
+rqc = redis.Redis(port=port)
+queue = Queue("psp-test", connection=rqc)
+job = queue.enqueue("rq_jobs.add", 2, 3)
+Worker([queue], connection=rqc).work(burst=True)
+job.refresh()
+assert job.get_status() == "finished", job.get_status()
+assert job.result == 5, job.result
+print("rq ok")

@@ -661,11 +661,11 @@ fn pubsub_delivers_in_each_protocol_and_cuts_off_a_listener_that_never_reads() {
 
 /// redis-py as users run it (Debian's python3-redis, installed by
 /// scripts/deps.sh): its Lock, register_script, CLIENT LIST, a consumer
-/// parked in BLPOP and a pub/sub round trip
-/// (tests/frameworks/redis_frameworks.py), under c-fcfs and the default
-/// policy's family.
+/// parked in BLPOP, a pub/sub round trip, and an RQ worker (python3-rq)
+/// consuming a queued job (tests/frameworks/redis_frameworks.py), under
+/// c-fcfs and the default policy's family.
 #[test]
-fn redis_py_lock_scripts_a_blocked_consumer_and_pubsub_run_against_psp_serve() {
+fn redis_py_and_an_rq_worker_run_against_psp_serve() {
     for policy in ["c-fcfs", "darc-fair:samples=20"] {
         let s = mem_server(policy);
         let out = std::process::Command::new("/usr/bin/python3")
@@ -684,6 +684,7 @@ fn redis_py_lock_scripts_a_blocked_consumer_and_pubsub_run_against_psp_serve() {
         assert!(out.status.success(), "{policy}: {text}");
         assert!(text.contains("blpop ok"), "{policy}: {text}");
         assert!(text.contains("pubsub ok"), "{policy}: {text}");
+        assert!(text.contains("rq ok"), "{policy}: {text}");
         drop(s.stop().unwrap());
     }
 }

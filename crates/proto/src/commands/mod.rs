@@ -29,6 +29,7 @@ mod scripting;
 mod server;
 mod sets;
 mod slowlog;
+mod streams;
 mod strings;
 mod transaction;
 mod zsets;
@@ -574,6 +575,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("punsubscribe", -1, 0, 0, 0),
     CommandSpec::new("publish", 3, 0, 0, 0),
     CommandSpec::new("pubsub", -2, 0, 0, 0),
+    CommandSpec::new("xadd", -5, 1, 1, 1),
+    CommandSpec::new("xlen", 2, 1, 1, 1),
+    CommandSpec::new("xrange", -4, 1, 1, 1),
+    CommandSpec::new("xrevrange", -4, 1, 1, 1),
+    CommandSpec::new("xdel", -3, 1, 1, 1),
+    CommandSpec::new("xtrim", -4, 1, 1, 1),
 ];
 
 /// Whether `name` (lowercase) is a command this server runs.
@@ -795,6 +802,9 @@ fn run<'d>(
         b"eval" | b"evalsha" | b"script" => scripting::run(name, a, db, session, w, held),
         b"subscribe" | b"unsubscribe" | b"psubscribe" | b"punsubscribe" | b"publish"
         | b"pubsub" => pubsub::run(name, a, session, w),
+        b"xadd" | b"xlen" | b"xrange" | b"xrevrange" | b"xdel" | b"xtrim" => {
+            streams::run(name, a, db, w, held)
+        }
         b"slowlog" => slowlog::slowlog(a, db, w),
         b"latency" => slowlog::latency(a, db, w),
         b"command" | b"info" | b"config" | b"dbsize" | b"flushdb" | b"flushall" | b"time" => {
