@@ -40,8 +40,10 @@
 //! `get`/`gets <key>*`, `gat`/`gats <exptime> <key>*` (get and touch), `set`/`add`/
 //! `replace`/`append`/`prepend`/`cas`, `delete <key> [0] [noreply]`, `incr`/`decr`
 //! (64-bit unsigned: incr wraps, decr floors at 0), `touch <key> <exptime> [noreply]`,
-//! `flush_all [delay] [noreply]`, `version`, `verbosity`, `stats`. Anything else (the
-//! meta commands, `stats <group>`, `quit`, ...) is answered `ERROR`.
+//! `flush_all [delay] [noreply]`, `version`, `verbosity`, `stats`, and the meta
+//! commands `mg`, `ms`, `md`, `ma`, `mn` (module `memcache_meta.rs`: their flags, and
+//! those not kept). Anything else (`me`, `stats <group>`, `quit`, ...) is answered
+//! `ERROR`.
 //!
 //! `exptime` is memcached's: 0 never expires, a negative one has already expired (the item
 //! is not stored, and the one it replaces is gone), up to 30 days
@@ -91,6 +93,9 @@ use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Refusal;
+
+#[path = "memcache_meta.rs"]
+mod meta;
 use crate::db::{Db, DbConfig, Entry, Eviction, Full, Value};
 
 /// Longest command line accepted, excluding its `\r\n` (or `\n`) terminator.
@@ -233,6 +238,39 @@ fn starts_get(buf: &[u8]) -> bool {
         .any(|c| buf.starts_with(c))
 }
 
+/// The request of `line` (ending at `line_end`) with its data block of
+/// `declared` bytes and `\r\n`: incomplete, refused past `max`, or a block
+/// not followed by `\r\n` (memcached reads the block and its two bytes,
+/// refuses it, and reads on after them).
+fn with_block<'a>(
+    buf: &'a [u8],
+    line: &'a [u8],
+    line_end: usize,
+    declared: u64,
+    max: usize,
+    quiet: bool,
+) -> Result<Option<Frame<'a>>, McError> {
+    let too_large = McError::TooLarge { declared, max };
+    let bytes = match usize::try_from(declared) {
+        Ok(b) if b <= max => b,
+        _ => return Err(too_large),
+    };
+    let data_end = line_end.checked_add(bytes).ok_or(too_large.clone())?;
+    let end = data_end.checked_add(2).ok_or(too_large)?;
+    if buf.len() < end {
+        return Ok(None);
+    }
+    if &buf[data_end..end] != b"\r\n" {
+        return Ok(Some(Frame::refused(line, end, CHUNK_ERROR, quiet)));
+    }
+    Ok(Some(Frame {
+        line,
+        data: &buf[line_end..data_end],
+        len: end,
+        error: None,
+    }))
+}
+
 fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
     let limit = if starts_get(buf) {
         max.max(MAX_LINE)
@@ -291,27 +329,20 @@ fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
             return Ok(Some(Frame::refused(line, line_end, FORMAT_ERROR, quiet)));
         }
         let declared = bytes.unwrap_or_default() as u64;
-        let too_large = McError::TooLarge { declared, max };
-        let bytes = match usize::try_from(declared) {
-            Ok(b) if b <= max => b,
-            _ => return Err(too_large),
+        return with_block(buf, line, line_end, declared, max, quiet);
+    } else if cmd == b"ms" {
+        // ms <key> <datalen> <flags>*: a bad key or length is refused with
+        // the line alone (the block is read as the next command, as
+        // memcached reads it).
+        let (key, len) = (toks.next(), toks.next());
+        let Some(key) = key else {
+            return Ok(Some(Frame::refused(line, line_end, ERROR, false)));
         };
-        let data_end = line_end.checked_add(bytes).ok_or(too_large.clone())?;
-        let end = data_end.checked_add(2).ok_or(too_large)?;
-        if buf.len() < end {
-            return Ok(None);
-        }
-        if &buf[data_end..end] != b"\r\n" {
-            // memcached reads the block and its two bytes, refuses it, and reads on
-            // after them.
-            return Ok(Some(Frame::refused(line, end, CHUNK_ERROR, quiet)));
-        }
-        return Ok(Some(Frame {
-            line,
-            data: &buf[line_end..data_end],
-            len: end,
-            error: None,
-        }));
+        let bytes = len.and_then(parse_u64);
+        let Some(declared) = bytes.filter(|_| key_fits(key)) else {
+            return Ok(Some(Frame::refused(line, line_end, FORMAT_ERROR, false)));
+        };
+        return with_block(buf, line, line_end, declared, max, false);
     } else if matches!(cmd, b"delete" | b"incr" | b"decr" | b"touch")
         && let Some(key) = toks.next()
         && !key_fits(key)
@@ -767,6 +798,10 @@ pub fn execute_db(req: &[u8], db: &Db, out: &mut Vec<u8>) -> Result<(), McError>
             return Ok(());
         }
         _ => {}
+    }
+    if matches!(cmd, b"mg" | b"ms" | b"md" | b"ma" | b"mn") {
+        meta::execute(cmd, frame.line, frame.data, db, out);
+        return Ok(());
     }
     // Every other command takes at most 7 tokens (cas with noreply).
     let mut args: [&[u8]; 7] = [&[]; 7];
@@ -2202,7 +2237,8 @@ mod tests {
                 ("foo bar baz\r\n", "ERROR\r\n"),
                 ("\r\n", "ERROR\r\n"),
                 ("GET k\r\n", "ERROR\r\n"),
-                ("mg k v\r\n", "ERROR\r\n"),
+                ("me k\r\n", "ERROR\r\n"),
+                ("mg k v\r\n", "EN\r\n"),
                 ("incr a b c d e f g h\r\n", "ERROR\r\n"),
             ],
         );
