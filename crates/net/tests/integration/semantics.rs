@@ -216,6 +216,43 @@ fn redis_semantics(policy: &str) {
     let kept: i64 = release.key("lock").arg("other").invoke(&mut c).unwrap();
     let freed: i64 = release.key("lock").arg("token").invoke(&mut c).unwrap();
     assert_eq!((kept, freed), (0, 1), "{policy}: lock release");
+
+    // Pub/sub through the crate's PubSub (RESP2): a listener on a channel
+    // and on a pattern gets, in order, what another connection publishes.
+    let mut listener = redis::Client::open(format!("redis://{addr}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut ps = listener.as_pubsub();
+    ps.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    ps.subscribe("news").unwrap();
+    ps.psubscribe("ev-*").unwrap();
+    let sent: (i64, i64, i64) = (
+        c.publish("news", "a").unwrap(),
+        c.publish("ev-1", "b").unwrap(),
+        c.publish("elsewhere", "c").unwrap(),
+    );
+    assert_eq!(sent, (1, 1, 0), "{policy}: receivers");
+    let m = ps.get_message().unwrap();
+    assert_eq!(
+        (m.get_channel_name(), m.get_payload::<String>().unwrap()),
+        ("news", "a".to_string()),
+        "{policy}"
+    );
+    let m = ps.get_message().unwrap();
+    assert_eq!(
+        (
+            m.get_pattern::<String>().unwrap(),
+            m.get_channel_name(),
+            m.get_payload::<String>().unwrap()
+        ),
+        ("ev-*".to_string(), "ev-1", "b".to_string()),
+        "{policy}"
+    );
+    ps.unsubscribe("news").unwrap();
+    ps.punsubscribe("ev-*").unwrap();
+    drop(ps);
+    drop(listener);
     // Lua's C recursion at its bound (pcall 180 deep): a script has a stack
     // of its own, deeper than a preemptive worker's fiber stack.
     let deep: i64 = redis::cmd("EVAL")
