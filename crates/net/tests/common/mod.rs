@@ -86,3 +86,24 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Runs `tests/frameworks/SCRIPT` with Debian's /usr/bin/python3 (where
+/// scripts/deps.sh installs the client libraries) against `port`; whether
+/// it succeeded, and what it printed.
+#[allow(dead_code)] // not every test binary drives a framework
+pub fn run_framework(script: &str, port: u16) -> (bool, String) {
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg(format!(
+            "{}/tests/frameworks/{script}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .arg(port.to_string())
+        .output()
+        .expect("python3 runs (scripts/deps.sh installs its libraries)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}

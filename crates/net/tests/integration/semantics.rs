@@ -461,3 +461,19 @@ fn memcached_clients_see_memcached_semantics_under_every_policy() {
         expired_then_stop(p);
     }
 }
+
+/// pymemcache as users run it (Debian's python3-pymemcache, installed by
+/// scripts/deps.sh): its PooledClient from several threads, a get_many of
+/// 100 keys, gets/cas, incr, add, delete, touch, and a HashClient
+/// (tests/frameworks/memcached_frameworks.py), under c-fcfs and the default
+/// policy's family.
+#[test]
+fn pymemcache_pooled_and_hash_clients_run_against_psp_serve() {
+    for policy in ["c-fcfs", "darc-fair:samples=20"] {
+        let s = server("memcache", policy);
+        let (ok, text) = common::run_framework("memcached_frameworks.py", s.local_addr().port());
+        assert!(ok, "{policy}: {text}");
+        assert!(text.contains("hash client ok"), "{policy}: {text}");
+        stop_balanced(s, policy);
+    }
+}

@@ -668,20 +668,8 @@ fn pubsub_delivers_in_each_protocol_and_cuts_off_a_listener_that_never_reads() {
 fn redis_py_and_an_rq_worker_run_against_psp_serve() {
     for policy in ["c-fcfs", "darc-fair:samples=20"] {
         let s = mem_server(policy);
-        let out = std::process::Command::new("/usr/bin/python3")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/frameworks/redis_frameworks.py"
-            ))
-            .arg(s.local_addr().port().to_string())
-            .output()
-            .expect("python3 runs (scripts/deps.sh installs python3-redis)");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "{policy}: {text}");
+        let (ok, text) = common::run_framework("redis_frameworks.py", s.local_addr().port());
+        assert!(ok, "{policy}: {text}");
         assert!(text.contains("blpop ok"), "{policy}: {text}");
         assert!(text.contains("pubsub ok"), "{policy}: {text}");
         assert!(text.contains("rq ok"), "{policy}: {text}");
