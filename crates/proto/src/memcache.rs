@@ -59,7 +59,9 @@
 //! * `verbosity` is answered `OK` and does nothing.
 //! * `stats` answers a few lines (`pid`, `time`, `version`, `pointer_size`,
 //!   `curr_items`, `bytes`, `limit_maxbytes` (0: unbounded), `evictions`, `expired`);
-//!   `stats <group>` is `ERROR`.
+//!   `stats settings|items|slabs` answer what the store keeps (its bound and eviction;
+//!   its items as one slab class, `items:1`); other groups (`stats reset`, `conns`,
+//!   ...) are `ERROR`.
 //! * `incr`/`decr` store the exact decimal result (memcached pads a shrinking number with
 //!   spaces in place); trailing spaces in a stored number are accepted.
 //! * A key holding a Redis type (not possible through memcached's commands alone) is a
@@ -848,6 +850,10 @@ pub fn execute_db(req: &[u8], db: &Db, out: &mut Vec<u8>) -> Result<(), McError>
             }
         }
         (b"stats", 0) => db_stats(db, out),
+        (b"stats", 1) if matches!(args[0], b"settings" | b"items" | b"slabs") => {
+            db_stats_group(args[0], db, out)
+        }
+
         _ => out.extend_from_slice(b"ERROR\r\n"),
     }
     Ok(())
@@ -1070,6 +1076,50 @@ fn db_stats(db: &Db, out: &mut Vec<u8>) {
         s.evicted,
         s.expired,
     );
+}
+
+/// `stats settings|items|slabs`, the groups monitoring exporters read, in
+/// memcached's line form, with what this store keeps: its memory bound and
+/// eviction, and its items as one slab class (it has no slabs: `items:1`
+/// holds every item, and `slabs` the bytes in use). A figure the store does
+/// not keep (ports, threads, LRU segments, hit counts) is left out rather
+/// than made up.
+fn db_stats_group(group: &[u8], db: &Db, out: &mut Vec<u8>) {
+    let s = db.stats();
+    let cfg = db.config();
+    match group {
+        b"settings" => {
+            let _ = write!(
+                out,
+                "STAT maxbytes {}\r\nSTAT evictions {}\r\nSTAT cas_enabled yes\r\n\
+                 STAT flush_enabled yes\r\nSTAT verbosity 0\r\n",
+                cfg.max_memory,
+                if cfg.eviction == Eviction::AllKeysLru {
+                    "on"
+                } else {
+                    "off"
+                },
+            );
+        }
+        b"items" if s.keys > 0 => {
+            let _ = write!(
+                out,
+                "STAT items:1:number {}\r\nSTAT items:1:mem_requested {}\r\n\
+                 STAT items:1:evicted {}\r\nSTAT items:1:reclaimed {}\r\n",
+                s.keys, s.used, s.evicted, s.expired,
+            );
+        }
+        b"slabs" => {
+            let _ = write!(
+                out,
+                "STAT active_slabs {}\r\nSTAT total_malloced {}\r\n",
+                usize::from(s.keys > 0),
+                s.used,
+            );
+        }
+        _ => {}
+    }
+    out.extend_from_slice(b"END\r\n");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2232,7 +2282,8 @@ mod tests {
                     "CLIENT_ERROR bad command line format\r\n",
                 ),
                 ("verbosity 1 2 3\r\n", "ERROR\r\n"),
-                ("stats items\r\n", "ERROR\r\n"),
+                ("stats items\r\n", "END\r\n"),
+                ("stats reset\r\n", "ERROR\r\n"),
                 ("foo\r\n", "ERROR\r\n"),
                 ("foo bar baz\r\n", "ERROR\r\n"),
                 ("\r\n", "ERROR\r\n"),
@@ -2244,6 +2295,28 @@ mod tests {
         );
         assert!(db.is_empty());
         assert!(run_db(&db, b"stats\r\n").contains("\r\nSTAT curr_items 0\r\n"));
+    }
+
+    #[test]
+    fn stats_groups_give_what_the_store_keeps_in_memcached_form() {
+        let db = Db::new(DbConfig {
+            max_memory: 1 << 20,
+            eviction: Eviction::AllKeysLru,
+        });
+        let settings = run_db(&db, b"stats settings\r\n");
+        assert!(
+            settings.starts_with("STAT maxbytes 1048576\r\nSTAT evictions on\r\n")
+                && settings.ends_with("END\r\n"),
+            "{settings}"
+        );
+        run_db(&db, b"set k 0 0 1\r\nv\r\n");
+        let items = run_db(&db, b"stats items\r\n");
+        assert!(items.starts_with("STAT items:1:number 1\r\n"), "{items}");
+        let slabs = run_db(&db, b"stats slabs\r\n");
+        assert!(
+            slabs.starts_with("STAT active_slabs 1\r\nSTAT total_malloced "),
+            "{slabs}"
+        );
     }
 
     #[test]
