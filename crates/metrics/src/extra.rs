@@ -532,6 +532,12 @@ pub struct ServerSummary {
     /// these itself on the UDP path).
     #[serde(default)]
     pub malformed_frames: u64,
+    /// System calls of the network path, counted at each call (the network
+    /// thread's receives, sends, waits and accepts, the workers' sends and
+    /// their wake-ups of the network thread; not the parks of idle
+    /// workers); `None` where not counted (AF_XDP).
+    #[serde(default)]
+    pub syscalls: Option<u64>,
     /// The AF_XDP datapath's account of its frames, on that datapath.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xdp: Option<XdpSummary>,

@@ -194,6 +194,7 @@ fn server_summary() -> ServerSummary {
         receive_errors: 10,
         dropped_by_os: Some(11),
         malformed_frames: 3,
+        syscalls: Some(12),
         xdp: Some(psp_metrics::XdpSummary {
             interface: "psps".into(),
             queues: 1,
@@ -559,6 +560,7 @@ const SERVER: &[&str] = &[
     "receive_errors",
     "dropped_by_os",
     "malformed_frames",
+    "syscalls",
     "xdp",
     "xdp.interface",
     "xdp.queues",

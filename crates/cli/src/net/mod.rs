@@ -255,6 +255,7 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
         receive_errors: n.receive_errors,
         dropped_by_os: n.dropped_by_os,
         malformed_frames: n.malformed_frames,
+        syscalls: n.syscalls,
         xdp: n.xdp.clone(),
         tcp: n.tcp.clone(),
         stranded: c.stranded,

@@ -133,6 +133,26 @@ impl PeerAddr {
     }
 }
 
+/// System calls one thread made, counted at each call site: one writer (a
+/// load and a store, no read-modify-write), read by the front end at any
+/// time; on a cache line of its own.
+#[derive(Debug, Default)]
+pub struct SyscallCount(crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>);
+
+impl SyscallCount {
+    /// Counts `n` more, from the one thread that writes this count.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.0.store(self.0.load(Relaxed) + n, Relaxed);
+    }
+
+    /// The count so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// The receive side, owned by the dispatcher thread.
 pub trait Datapath: Send {
     /// The transmit handle type.
@@ -187,6 +207,12 @@ pub trait Datapath: Send {
     /// kernel checks them.
     fn malformed(&self) -> u64 {
         0
+    }
+
+    /// System calls it and its transmitters made so far (receives, sends,
+    /// waits), counted at each call, if it counts them.
+    fn syscalls(&self) -> Option<u64> {
+        None
     }
 
     /// At the end of the run, after the last response was handed over: sends

@@ -8,11 +8,12 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::datapath::{Datapath, PeerAddr, Transmit};
+use crate::datapath::{Datapath, PeerAddr, SyscallCount, Transmit};
 use crate::pool::{PACKET_BYTES, Packet, PacketPool, PacketToken};
 
 /// Most datagrams one `recvmmsg` or `sendmmsg` call handles.
@@ -42,6 +43,9 @@ pub fn bind_udp(addr: SocketAddr, reuse_port: bool) -> io::Result<UdpSocket> {
 #[derive(Debug)]
 pub struct UdpDatapath {
     socket: UdpSocket,
+    /// Its own system calls (the dispatcher's receives and waits), then
+    /// each transmitter's.
+    syscalls: Vec<Arc<SyscallCount>>,
 }
 
 impl UdpDatapath {
@@ -52,6 +56,7 @@ impl UdpDatapath {
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
         Ok(Self {
             socket: bind_udp(addr, false)?,
+            syscalls: vec![Arc::default()],
         })
     }
 
@@ -201,6 +206,7 @@ impl Datapath for UdpDatapath {
             *b = unsafe { (Packet::own_buffer(p), &raw mut (*p).peer) };
         }
         let mut lens = [0usize; MAX_BATCH];
+        self.syscalls[0].add(1);
         // SAFETY: we hold the tokens, so their packets are writable and
         // untouched by other threads; each data buffer holds PACKET_BYTES.
         let got = unsafe {
@@ -218,13 +224,21 @@ impl Datapath for UdpDatapath {
     }
 
     fn transmitter(&mut self) -> io::Result<UdpTx> {
+        let syscalls = Arc::new(SyscallCount::default());
+        self.syscalls.push(syscalls.clone());
         Ok(UdpTx {
             socket: self.socket.try_clone()?,
+            syscalls,
         })
     }
 
     fn wait(&self, also: Option<BorrowedFd<'_>>, timeout: Duration) {
+        self.syscalls[0].add(1);
         wait_readable(std::os::fd::AsFd::as_fd(&self.socket), also, timeout);
+    }
+
+    fn syscalls(&self) -> Option<u64> {
+        Some(self.syscalls.iter().map(|c| c.get()).sum())
     }
 
     fn dropped_by_os(&self) -> Option<u64> {
@@ -260,6 +274,8 @@ pub fn socket_drops(socket: &UdpSocket) -> Option<u64> {
 #[derive(Debug)]
 pub struct UdpTx {
     socket: UdpSocket,
+    /// Its sends (`sendmsg`, `sendmmsg`), for the datapath's count.
+    syscalls: Arc<SyscallCount>,
 }
 
 impl Transmit for UdpTx {
@@ -287,6 +303,7 @@ impl Transmit for UdpTx {
         // SAFETY: `msg` points to a live address and two live iovecs whose
         // buffers are readable for their lengths; sendmsg only reads them.
         let r = unsafe { libc::sendmsg(self.socket.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+        self.syscalls.add(1);
         if r < 0 {
             Err(io::Error::last_os_error())
         } else {
@@ -324,6 +341,7 @@ impl Transmit for UdpTx {
                     libc::MSG_DONTWAIT,
                 )
             };
+            self.syscalls.add(1);
             if r < 0 {
                 if sent == 0 {
                     return Err(io::Error::last_os_error());

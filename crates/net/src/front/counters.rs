@@ -39,13 +39,19 @@ pub struct NetCounters {
     pub xdp: Option<crate::xdp::XdpReport>,
     /// The TCP front end's connection counters, on that front end.
     pub tcp: Option<crate::tcp::TcpCounters>,
+    /// System calls of the network path, counted at each call: the
+    /// network thread's receives, sends, waits and accepts, the workers'
+    /// sends and their wake-ups of the network thread (not the runtime's
+    /// parks and wake-ups of idle workers); `None` where not counted
+    /// (AF_XDP).
+    pub syscalls: Option<u64>,
 }
 
 impl NetCounters {
     /// Counters the network front end puts in a live snapshot (all but
     /// `dropped_by_os`, which the exporter reads itself: it is a file read,
     /// and `held_full`, which is in the final report only).
-    pub const SNAPSHOT_LEN: usize = 9;
+    pub const SNAPSHOT_LEN: usize = 10;
 
     /// Writes the live-snapshot values into `out`, with `malformed`: the
     /// datapath's count of malformed frames so far.
@@ -68,6 +74,8 @@ impl NetCounters {
             self.reply_send_errors,
             self.receive_errors,
             self.malformed_frames,
+            // 0: not counted; else the count plus one.
+            self.syscalls.map_or(0, |n| n + 1),
         ]
     }
 
@@ -89,6 +97,7 @@ impl NetCounters {
             dropped_by_os: None,
             xdp: None,
             tcp: None,
+            syscalls: v(9).checked_sub(1),
         }
     }
 }

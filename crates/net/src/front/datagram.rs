@@ -354,6 +354,7 @@ where
     fn fill_snapshot(&self, out: &mut [u64]) {
         let mut net = self.net.clone();
         net.reply_send_errors += self.held_unsent.load(Ordering::Relaxed);
+        net.syscalls = self.datapath.syscalls();
         net.fill_snapshot(out, self.datapath.malformed());
     }
 
@@ -466,6 +467,7 @@ where
     fn finish(mut self, core: DispatcherReport) -> (DispatcherReport, NetCounters) {
         self.datapath.finish().file(&mut self.net);
         self.net.reply_send_errors += self.held_unsent.load(Ordering::Relaxed);
+        self.net.syscalls = self.datapath.syscalls();
         self.net.malformed_frames = self.datapath.malformed();
         self.net.dropped_by_os = self.datapath.dropped_by_os();
         (core, self.net)

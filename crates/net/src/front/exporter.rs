@@ -537,6 +537,14 @@ impl SnapshotCollector {
         ] {
             counter(enc, name, help, v)?;
         }
+        if let Some(n) = net.syscalls {
+            counter(
+                enc,
+                "psp_net_syscalls",
+                "System calls of the network path, counted at each call: the network thread's receives, sends, waits and accepts, the workers' sends and their wake-ups of the network thread (not the parks of idle workers); absent where not counted (AF_XDP)",
+                n,
+            )?;
+        }
         if let Some(d) = self.dropped_by_os {
             counter(
                 enc,

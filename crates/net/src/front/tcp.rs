@@ -40,7 +40,7 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -232,6 +232,10 @@ type Ready = (Option<usize>, Vec<u8>);
 struct Wake {
     sleeping: CachePadded<AtomicBool>,
     event: OwnedFd,
+    /// System calls about sleeping and waking the network thread: its
+    /// waits and eventfd reads, the workers' eventfd writes (rare on a
+    /// busy server: only while it sleeps).
+    syscalls: AtomicU64,
 }
 
 impl Wake {
@@ -245,6 +249,7 @@ impl Wake {
             sleeping: CachePadded::new(AtomicBool::new(false)),
             // SAFETY: a fresh descriptor owned by nobody else.
             event: unsafe { OwnedFd::from_raw_fd(fd) },
+            syscalls: AtomicU64::new(0),
         })
     }
 
@@ -256,6 +261,7 @@ impl Wake {
             let one = 1u64;
             // SAFETY: writes 8 bytes from a live u64 to our eventfd.
             unsafe { libc::write(self.event.as_raw_fd(), (&raw const one).cast(), 8) };
+            self.syscalls.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -263,6 +269,7 @@ impl Wake {
         let mut v = 0u64;
         // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
         unsafe { libc::read(self.event.as_raw_fd(), (&raw mut v).cast(), 8) };
+        self.syscalls.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -533,6 +540,9 @@ pub struct TcpFrontEnd {
     snapshots: Option<SnapshotPublisher>,
     started: Option<std::sync::mpsc::Sender<()>>,
     declared_ns: Vec<Option<f64>>,
+    /// System calls the network thread made on its sockets (reads,
+    /// writes, epoll, accepts and closes), counted at each call.
+    syscalls: u64,
     /// What the front end counted.
     pub net: NetCounters,
     /// And its connections.
@@ -607,6 +617,7 @@ impl TcpFrontEnd {
             declared_ns,
             net: NetCounters::default(),
             tcp: TcpCounters::default(),
+            syscalls: 0,
         })
     }
 
@@ -718,6 +729,7 @@ impl TcpFrontEnd {
         }
         let mut failed = false;
         while c.out_at < c.output.len() {
+            self.syscalls += 1;
             match c.stream.write(&c.output[c.out_at..]) {
                 Ok(0) => {
                     failed = true;
@@ -768,6 +780,12 @@ impl TcpFrontEnd {
         }
     }
 
+    /// The network path's system calls so far: the network thread's own
+    /// and those about sleeping and waking it.
+    fn syscalls_so_far(&self) -> u64 {
+        self.syscalls + self.wake.syscalls.load(Ordering::Relaxed)
+    }
+
     fn has_room(&self, id: u32) -> bool {
         self.conns[id as usize]
             .as_ref()
@@ -777,6 +795,8 @@ impl TcpFrontEnd {
     fn close(&mut self, id: u32) {
         if let Some(mut c) = self.conns[id as usize].take() {
             let _ = self.poll.registry().deregister(&mut c.stream);
+            // epoll_ctl, and the close as `c` drops.
+            self.syscalls += 2;
             self.open -= 1;
             psp_proto::pubsub::registry().forget(session_id(id, c.generation));
             self.generations[id as usize] = next_generation();
@@ -788,6 +808,7 @@ impl TcpFrontEnd {
 
     fn accept(&mut self) {
         loop {
+            self.syscalls += 1;
             match self.listener.accept() {
                 Ok((mut stream, _peer)) => {
                     if self.open >= self.cfg.max_connections {
@@ -795,9 +816,13 @@ impl TcpFrontEnd {
                         let mut msg = Vec::new();
                         self.protocol.refusal(Refusal::MaxClients, &mut msg);
                         let _ = stream.write(&msg);
+                        // The write, and the close as `stream` drops.
+                        self.syscalls += 2;
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
+                    // setsockopt, then epoll_ctl below.
+                    self.syscalls += 2;
                     let id = match self.free_ids.pop() {
                         Some(id) => id,
                         None => {
@@ -947,6 +972,7 @@ impl TcpFrontEnd {
                 c.input.resize(to, 0);
             }
             let room = c.input.len() - c.filled;
+            self.syscalls += 1;
             match c.stream.read(&mut c.input[c.filled..c.filled + room]) {
                 Ok(0) => {
                     self.tcp.closed_by_peer += 1;
@@ -1009,6 +1035,7 @@ impl TcpFrontEnd {
         };
         let mut dropped = 0;
         loop {
+            self.syscalls += 1;
             match c.stream.read(&mut c.input) {
                 Ok(0) => break,
                 Ok(n) => {
@@ -1401,6 +1428,7 @@ fn wait(
             readable(also.map_or(-1, |a| a.as_raw_fd())),
         ];
         crate::udp::poll_fds(&mut fds, timeout);
+        wake.syscalls.fetch_add(1, Ordering::Relaxed);
         signalled = (fds[1].revents != 0, fds[2].revents != 0);
     }
     wake.sleeping.store(false, Ordering::Relaxed);
@@ -1449,7 +1477,9 @@ impl FrontEnd for TcpFrontEnd {
     }
 
     fn fill_snapshot(&self, out: &mut [u64]) {
-        self.net.fill_snapshot(out, 0);
+        let mut net = self.net.clone();
+        net.syscalls = Some(self.syscalls_so_far());
+        net.fill_snapshot(out, 0);
     }
 
     fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
@@ -1464,6 +1494,7 @@ impl FrontEnd for TcpFrontEnd {
         {
             self.net.receive_errors += 1;
         }
+        self.syscalls += 1;
         self.ready.clear();
         for e in self.events.iter() {
             self.ready.push((
@@ -1583,6 +1614,7 @@ impl FrontEnd for TcpFrontEnd {
         self.take_replies();
         let mut net = self.net.clone();
         net.tcp = Some(self.tcp.clone());
+        net.syscalls = Some(self.syscalls_so_far());
         (core, net)
     }
 }

@@ -136,6 +136,16 @@ fn send_burst(policy: &str, queue_capacity: usize) -> (HashMap<u16, Vec<u8>>, Se
     assert_eq!(r.net.dropped_by_os, Some(0), "{policy}: {:?}", r.net);
     assert_eq!(replies.len(), n, "{policy}: replies, {:?}", r.net);
     assert_eq!(r.net.received, n as u64, "{policy}: {:?}", r.net);
+    // Counted at each call: a receive per 32 datagrams at least, and a send
+    // per 64 replies at least.
+    let calls = r
+        .net
+        .syscalls
+        .expect("the UDP datapath counts its system calls");
+    assert!(
+        calls >= n as u64 / 32 + n as u64 / 64,
+        "{policy}: {calls} system calls"
+    );
     (replies, r)
 }
 

@@ -582,6 +582,27 @@ fn blocking_commands_park_until_a_push_or_their_timeout() {
     }
 }
 
+/// The network path's system calls are counted at each call: one GET at a
+/// time over one connection costs at least a read and a write each, and
+/// the count stays within a few calls of that (epoll passes, the accept,
+/// the close, the net thread's waits).
+#[test]
+fn the_network_system_calls_are_counted_per_request() {
+    let s = mem_server("c-fcfs");
+    let mut c = connect(&s);
+    for _ in 0..200 {
+        c.write_all(&cmd(&["GET", "k"])).unwrap();
+        assert_eq!(read_exactly(&mut c, 5), b"$-1\r\n");
+    }
+    drop(c);
+    let r = s.stop().unwrap();
+    let n = r.net.syscalls.expect("TCP counts its system calls");
+    assert!(
+        (400..=200 * 12).contains(&n),
+        "{n} system calls for 200 GETs"
+    );
+}
+
 /// Pub/sub between connections: a RESP3 listener gets push messages, a
 /// RESP2 one may only (un)subscribe and PING while it listens, and one that
 /// never reads is cut off at the output bound (counted), the publisher

@@ -22,6 +22,12 @@ fn utilization_line(s: &ServerSummary) -> String {
     if let Some(cpu) = s.cpu_us_per_request {
         line.push_str(&format!(" | process CPU {cpu:.2} us per request"));
     }
+    if let Some(n) = s.syscalls.filter(|_| s.completed > 0) {
+        line.push_str(&format!(
+            " | network system calls {:.2} per request",
+            n as f64 / s.completed as f64
+        ));
+    }
     if s.inline_worker {
         line.push_str(" | worker 0 ran on the dispatcher's thread");
     }
