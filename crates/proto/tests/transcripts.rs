@@ -56,6 +56,15 @@ fn sorted_set_ranges_and_removals_answer_byte_for_byte_as_redis_7() {
 }
 
 #[test]
+fn cjson_in_scripts_answers_byte_for_byte_as_redis_7() {
+    // Encoding (numbers as %.14g, `/` escaped, sparse arrays, errors) and
+    // decoding (null as cjson.null); a malformed document's error wording
+    // differs (not recorded).
+    let n = replay("cjson", include_str!("data/redis7-cjson.jsonl"));
+    assert!(n > 20, "{n} lines");
+}
+
+#[test]
 fn streams_answer_byte_for_byte_as_redis_7() {
     // XADD with ids given (an id from the clock differs by run), ranges,
     // deletions, exact and approximate trims (whole nodes of 100).

@@ -19,6 +19,9 @@
 //! a 64 KiB one). It must not take locks beyond the declared keys', or call
 //! a preemption point while it holds them.
 
+#[path = "cjson.rs"]
+mod cjson;
+
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -268,6 +271,7 @@ impl Vm {
             redis.set(*level, i)?;
         }
         lua.globals().set("redis", redis)?;
+        cjson::install(&lua)?;
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
         let watch = deadline.clone();
         lua.set_hook(
