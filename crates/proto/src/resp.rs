@@ -638,6 +638,7 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         || is(b"zlexcount")
         || is(b"zremrangebyscore")
         || is(b"zremrangebyrank")
+        || is(b"zremrangebylex")
         || is(b"zcount")
         || is(b"sinter")
         || is(b"sunion")
@@ -717,6 +718,7 @@ fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes, big: usize) -> Option<
         || is(b"zrevrangebylex")
         || is(b"zremrangebyscore")
         || is(b"zremrangebyrank")
+        || is(b"zremrangebylex")
     {
         return sizes.elements(args.next()?);
     }

@@ -53,6 +53,11 @@ fn scripts_answer_byte_for_byte_as_redis_7() {
 fn sorted_set_ranges_and_removals_answer_byte_for_byte_as_redis_7() {
     let n = replay("commands", include_str!("data/redis7-commands.jsonl"));
     assert!(n > 30, "{n} lines");
+    let n = replay(
+        "zremrangebylex",
+        include_str!("data/redis7-zremrangebylex.jsonl"),
+    );
+    assert!(n > 15, "{n} lines");
 }
 
 #[test]

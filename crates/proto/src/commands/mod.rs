@@ -566,6 +566,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zrevrangebyscore", -4, 1, 1, 1),
     CommandSpec::new("zremrangebyscore", 4, 1, 1, 1),
     CommandSpec::new("zremrangebyrank", 4, 1, 1, 1),
+    CommandSpec::new("zremrangebylex", 4, 1, 1, 1),
     CommandSpec::new("eval", -3, 0, 0, 0),
     CommandSpec::new("evalsha", -3, 0, 0, 0),
     CommandSpec::new("script", -2, 0, 0, 0),
@@ -847,7 +848,7 @@ fn run<'d>(
         b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
         | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange"
         | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank" | b"bzpopmin"
-        | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex" | b"zlexcount" => {
+        | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex" | b"zlexcount" | b"zremrangebylex" => {
             zsets::run(name, a, db, w, held)
         }
         _ => {

@@ -174,27 +174,34 @@ pub(super) fn run<'d>(
         }
         b"zrange" | b"zrangebyscore" | b"zrevrange" | b"zrevrangebyscore" | b"zrangebylex"
         | b"zrevrangebylex" => zrange(name, a, db, &mut held, w)?,
-        b"zremrangebyscore" | b"zremrangebyrank" => {
+        b"zremrangebyscore" | b"zremrangebyrank" | b"zremrangebylex" => {
             arity(n == 3, nm)?;
             // The range is read before the key is looked up, as Redis does.
-            let by_score = name == b"zremrangebyscore";
-            let (bounds, ranks) = if by_score {
-                (Some((score_bound(a[1])?, score_bound(a[2])?)), (0, 0))
-            } else {
-                (None, (int_arg(a[1])?, int_arg(a[2])?))
+            let (bounds, lex, ranks) = match name {
+                b"zremrangebyscore" => {
+                    (Some((score_bound(a[1])?, score_bound(a[2])?)), None, (0, 0))
+                }
+                b"zremrangebylex" => (None, Some((lex_bound(a[1])?, lex_bound(a[2])?)), (0, 0)),
+                _ => (None, None, (int_arg(a[1])?, int_arg(a[2])?)),
             };
             let mut g = lock(db, &mut held, &a[..1], false)?;
             let removed = g.update(a[0], |slot| match slot.as_mut().map(|e| &mut e.value) {
                 None => (false, Ok(0)),
                 Some(Value::ZSet(z)) => {
-                    let doomed: Vec<Box<[u8]>> = match bounds {
-                        Some(b) => z
+                    let doomed: Vec<Box<[u8]>> = match (bounds, &lex) {
+                        (Some(b), _) => z
                             .ordered()
                             .iter()
                             .filter(|(s, _)| within(s.0, b))
                             .map(|(_, m)| m.clone())
                             .collect(),
-                        None => {
+                        (_, Some(b)) => z
+                            .ordered()
+                            .iter()
+                            .filter(|(_, m)| within_lex(m, b))
+                            .map(|(_, m)| m.clone())
+                            .collect(),
+                        _ => {
                             let (s, e) = range(ranks.0, ranks.1, z.len());
                             z.ordered()
                                 .iter()
