@@ -70,6 +70,12 @@ fn cjson_in_scripts_answers_byte_for_byte_as_redis_7() {
 }
 
 #[test]
+fn the_bit_library_in_scripts_answers_byte_for_byte_as_redis_7() {
+    let n = replay("bit", include_str!("data/redis7-bit.jsonl"));
+    assert!(n > 25, "{n} lines");
+}
+
+#[test]
 fn streams_answer_byte_for_byte_as_redis_7() {
     // XADD with ids given (an id from the clock differs by run), ranges,
     // deletions, exact and approximate trims (whole nodes of 100).

@@ -50,7 +50,7 @@ pub(super) fn install(lua: &Lua) -> mlua::Result<()> {
 /// The error `msg`, where its caller is, as lua-cjson's `luaL_error`
 /// raises it ("user_script:LINE: msg"): a C function is never tail
 /// called, so level 1 is the script's frame.
-fn raise(lua: &Lua, msg: String) -> mlua::Error {
+pub(super) fn raise(lua: &Lua, msg: String) -> mlua::Error {
     let at = lua
         .inspect_stack(1)
         .filter(|d| d.curr_line() > 0)

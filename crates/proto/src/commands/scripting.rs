@@ -19,6 +19,8 @@
 //! a 64 KiB one). It must not take locks beyond the declared keys', or call
 //! a preemption point while it holds them.
 
+#[path = "bit.rs"]
+mod bit;
 #[path = "cjson.rs"]
 mod cjson;
 
@@ -272,6 +274,7 @@ impl Vm {
         }
         lua.globals().set("redis", redis)?;
         cjson::install(&lua)?;
+        bit::install(&lua)?;
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
         let watch = deadline.clone();
         lua.set_hook(
