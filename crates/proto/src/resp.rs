@@ -841,7 +841,7 @@ impl crate::Protocol for Resp {
             }
             other => other.copied(),
         };
-        if !matches!(first, Some(b'b' | b'B')) {
+        if !matches!(first, Some(b'b' | b'B' | b'x' | b'X')) {
             return false;
         }
         parse(req).is_ok_and(|c| {
@@ -852,6 +852,7 @@ impl crate::Protocol for Resp {
                 b"brpoplpush",
                 b"bzpopmin",
                 b"bzpopmax",
+                b"xread",
             ]
             .iter()
             .any(|b| c.raw_name.eq_ignore_ascii_case(b))

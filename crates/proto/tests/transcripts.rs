@@ -81,6 +81,9 @@ fn streams_answer_byte_for_byte_as_redis_7() {
     // deletions, exact and approximate trims (whole nodes of 100).
     let n = replay("streams", include_str!("data/redis7-streams.jsonl"));
     assert!(n > 300, "{n} lines");
+    // XREAD without blocking (and BLOCK inside MULTI: a null at once).
+    let n = replay("xread", include_str!("data/redis7-xread.jsonl"));
+    assert!(n > 20, "{n} lines");
 }
 
 /// A script may reach only the keys it declares: it runs under their

@@ -603,6 +603,36 @@ fn the_network_system_calls_are_counted_per_request() {
     );
 }
 
+/// XREAD BLOCK parks like the blocking pops: `$` means the last id when it
+/// blocked, so the entry an XADD brings after it is what it reads; a
+/// timeout answers Redis's null.
+#[test]
+fn xread_block_waits_for_the_entry_added_after_it() {
+    for policy in ["c-fcfs", "darc:samples=20"] {
+        let s = mem_server(policy);
+        let mut p = connect(&s);
+        p.write_all(&cmd(&["XADD", "q", "5-0", "old", "x"]))
+            .unwrap();
+        assert_eq!(read_exactly(&mut p, 9), b"$3\r\n5-0\r\n");
+        let mut r = connect(&s);
+        r.write_all(&cmd(&["XREAD", "BLOCK", "0", "STREAMS", "q", "$"]))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(unread_bytes(&r), 0, "{policy}: parked");
+        p.write_all(&cmd(&["XADD", "q", "7-0", "f", "v"])).unwrap();
+        assert_eq!(read_exactly(&mut p, 9), b"$3\r\n7-0\r\n");
+        let want = b"*1\r\n*2\r\n$1\r\nq\r\n*1\r\n*2\r\n$3\r\n7-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n";
+        assert_eq!(read_exactly(&mut r, want.len()), want, "{policy}");
+        let t = Instant::now();
+        r.write_all(&cmd(&["XREAD", "BLOCK", "200", "STREAMS", "q", "$"]))
+            .unwrap();
+        assert_eq!(read_exactly(&mut r, 5), b"*-1\r\n", "{policy}");
+        assert!(t.elapsed() >= Duration::from_millis(190), "{policy}");
+        drop((p, r));
+        drop(s.stop().unwrap());
+    }
+}
+
 /// Pub/sub between connections: a RESP3 listener gets push messages, a
 /// RESP2 one may only (un)subscribe and PING while it listens, and one that
 /// never reads is cut off at the output bound (counted), the publisher

@@ -302,6 +302,9 @@ enum Fail {
     Block {
         deadline_ms: u64,
         timeout_reply: &'static [u8],
+        /// The command to run again, when not the request as sent (XREAD's
+        /// `$` resolved to the id it meant when it blocked).
+        again: Option<Vec<u8>>,
     },
 }
 
@@ -582,6 +585,8 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("xrevrange", -4, 1, 1, 1),
     CommandSpec::new("xdel", -3, 1, 1, 1),
     CommandSpec::new("xtrim", -4, 1, 1, 1),
+    // Its keys follow STREAMS: found by the command, not the table.
+    CommandSpec::new("xread", -4, 0, 0, 0),
 ];
 
 /// Whether `name` (lowercase) is a command this server runs.
@@ -713,9 +718,11 @@ pub fn execute(
         Err(Fail::Block {
             deadline_ms,
             timeout_reply,
+            again,
         }) => {
             w.out.truncate(start);
-            crate::blocking::write(w.out, deadline_ms, timeout_reply, req);
+            let again = again.as_deref().unwrap_or(req);
+            crate::blocking::write(w.out, deadline_ms, timeout_reply, again);
         }
         Err(f) => {
             w.out.truncate(start);
@@ -803,7 +810,7 @@ fn run<'d>(
         b"eval" | b"evalsha" | b"script" => scripting::run(name, a, db, session, w, held),
         b"subscribe" | b"unsubscribe" | b"psubscribe" | b"punsubscribe" | b"publish"
         | b"pubsub" => pubsub::run(name, a, session, w),
-        b"xadd" | b"xlen" | b"xrange" | b"xrevrange" | b"xdel" | b"xtrim" => {
+        b"xadd" | b"xlen" | b"xrange" | b"xrevrange" | b"xdel" | b"xtrim" | b"xread" => {
             streams::run(name, a, db, w, held)
         }
         b"slowlog" => slowlog::slowlog(a, db, w),
@@ -920,6 +927,7 @@ fn block(timeout_ms: u64, now_ms: u64, resp3: bool) -> Fail {
             now_ms.saturating_add(timeout_ms)
         },
         timeout_reply: if resp3 { b"_\r\n" } else { b"*-1\r\n" },
+        again: None,
     }
 }
 

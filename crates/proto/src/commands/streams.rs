@@ -81,6 +81,8 @@ pub(super) fn run<'d>(
             })?;
             match id {
                 Some(id) => {
+                    // A reader blocked in XREAD may now have an entry.
+                    crate::blocking::wake();
                     let mut b = Vec::new();
                     id.write(&mut b);
                     w.bulk(&b);
@@ -182,7 +184,144 @@ pub(super) fn run<'d>(
             })?;
             w.int(n as i64);
         }
+        b"xread" => return xread(a, db, w, held),
         _ => unreachable!("routed to streams by name"),
+    }
+    Ok(())
+}
+
+/// A stream entry read out: its id and its fields and values.
+type StreamEntry = (StreamId, Box<[Box<[u8]>]>);
+
+/// XREAD [COUNT n] [BLOCK ms] STREAMS key... id...: each stream's entries
+/// after its id (`$`: its last id now), at most `n` each; none: a null, or
+/// with BLOCK (a connection's own command, not inside MULTI or a script)
+/// a block reply whose command to run again has each `$` resolved, so a
+/// woken run reads what came after the block.
+fn xread<'d>(a: &[&[u8]], db: &'d Db, w: &mut Reply<'_>, mut held: Option<&mut Guard<'d>>) -> Res {
+    let (mut count, mut block_ms, mut i) = (None, None, 0);
+    loop {
+        let opt = a.get(i).map(|o| o.to_ascii_lowercase());
+        match opt.as_deref() {
+            Some(b"count") => {
+                let n = int_arg(a.get(i + 1).ok_or(Fail::Msg(SYNTAX))?)?;
+                count = Some(usize::try_from(n).unwrap_or(0));
+                i += 2;
+            }
+            Some(b"block") => {
+                let ms = int_arg(a.get(i + 1).ok_or(Fail::Msg(SYNTAX))?)
+                    .map_err(|_| Fail::Msg(b"ERR timeout is not an integer or out of range"))?;
+                if ms < 0 {
+                    return Err(Fail::Msg(b"ERR timeout is negative"));
+                }
+                block_ms = Some(ms as u64);
+                i += 2;
+            }
+            Some(b"streams") => {
+                i += 1;
+                break;
+            }
+            _ => return Err(Fail::Msg(SYNTAX)),
+        }
+    }
+    let rest = &a[i..];
+    if rest.is_empty() || rest.len() % 2 == 1 {
+        return Err(Fail::Msg(
+            b"ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+        ));
+    }
+    let (keys, ids) = rest.split_at(rest.len() / 2);
+    let blocks = held.is_none();
+    let mut g = lock(db, &mut held, keys, false)?;
+    // `$`: the stream's last id now (0-0 for a missing stream).
+    let mut after = Vec::with_capacity(keys.len());
+    for (k, id) in keys.iter().zip(ids) {
+        let last = match g.get(k).map(|e| &e.value) {
+            None => StreamId::default(),
+            Some(Value::Stream(s)) => s.last(),
+            Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+        };
+        after.push(if *id == b"$" {
+            last
+        } else {
+            parse_full_id(id, 0)?
+        });
+    }
+    let take = count.filter(|&c| c > 0).unwrap_or(usize::MAX);
+    let mut found: Vec<(&[u8], Vec<StreamEntry>)> = Vec::new();
+    for (k, from) in keys.iter().zip(&after) {
+        if let Some(Value::Stream(s)) = g.get(k).map(|e| &e.value) {
+            let entries: Vec<_> = s
+                .entries()
+                .range((std::ops::Bound::Excluded(*from), std::ops::Bound::Unbounded))
+                .take(take)
+                .map(|(id, f)| (*id, f.clone()))
+                .collect();
+            if !entries.is_empty() {
+                found.push((k, entries));
+            }
+        }
+    }
+    if found.is_empty() {
+        if let Some(ms) = block_ms.filter(|_| blocks) {
+            let mut words: Vec<Vec<u8>> = vec![b"XREAD".to_vec()];
+            if let Some(c) = count {
+                words.extend([b"COUNT".to_vec(), c.to_string().into_bytes()]);
+            }
+            words.extend([
+                b"BLOCK".to_vec(),
+                ms.to_string().into_bytes(),
+                b"STREAMS".to_vec(),
+            ]);
+            words.extend(keys.iter().map(|k| k.to_vec()));
+            words.extend(after.iter().map(|id| {
+                let mut b = Vec::new();
+                id.write(&mut b);
+                b
+            }));
+            let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+            let mut again = Vec::new();
+            crate::resp::write_command(&refs, &mut again);
+            let Fail::Block {
+                deadline_ms,
+                timeout_reply,
+                ..
+            } = block(ms, g.now_ms, w.resp3)
+            else {
+                unreachable!("block() makes a block");
+            };
+            return Err(Fail::Block {
+                deadline_ms,
+                timeout_reply,
+                again: Some(again),
+            });
+        }
+        w.nil_array();
+        return Ok(());
+    }
+    // RESP3: a map of key to entries; RESP2: an array of [key, entries].
+    if w.resp3 {
+        w.map(found.len());
+    } else {
+        w.array(found.len());
+    }
+    let mut b = Vec::new();
+    for (k, entries) in found {
+        if !w.resp3 {
+            w.array(2);
+        }
+        w.bulk(k);
+        w.array(entries.len());
+        for (id, fields) in entries {
+            w.array(2);
+            b.clear();
+            id.write(&mut b);
+            w.bulk(&b);
+            w.array(fields.len());
+            for f in fields.iter() {
+                w.bulk(f);
+            }
+        }
     }
     Ok(())
 }
