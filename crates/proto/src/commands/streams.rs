@@ -141,14 +141,7 @@ pub(super) fn run<'d>(
             w.array(picked.len());
             let mut b = Vec::new();
             for (id, fields) in picked {
-                w.array(2);
-                b.clear();
-                id.write(&mut b);
-                w.bulk(&b);
-                w.array(fields.len());
-                for f in fields.iter() {
-                    w.bulk(f);
-                }
+                write_entry(w, *id, fields, &mut b);
             }
         }
         b"xdel" => {
@@ -188,6 +181,19 @@ pub(super) fn run<'d>(
         _ => unreachable!("routed to streams by name"),
     }
     Ok(())
+}
+
+/// One entry as XRANGE and XREAD give it: `[id, [field, value, ...]]`
+/// (`b`: a scratch buffer for the id).
+fn write_entry(w: &mut Reply<'_>, id: StreamId, fields: &[Box<[u8]>], b: &mut Vec<u8>) {
+    w.array(2);
+    b.clear();
+    id.write(b);
+    w.bulk(b);
+    w.array(fields.len());
+    for f in fields {
+        w.bulk(f);
+    }
 }
 
 /// A stream entry read out: its id and its fields and values.
@@ -312,15 +318,8 @@ fn xread<'d>(a: &[&[u8]], db: &'d Db, w: &mut Reply<'_>, mut held: Option<&mut G
         }
         w.bulk(k);
         w.array(entries.len());
-        for (id, fields) in entries {
-            w.array(2);
-            b.clear();
-            id.write(&mut b);
-            w.bulk(&b);
-            w.array(fields.len());
-            for f in fields.iter() {
-                w.bulk(f);
-            }
+        for (id, fields) in &entries {
+            write_entry(w, *id, fields, &mut b);
         }
     }
     Ok(())
