@@ -136,6 +136,39 @@ struct Shown {
     ttl: i64,
 }
 
+impl Shown {
+    /// Entry `e` (an item) at `now_ms`.
+    fn of(e: &Entry, now_ms: u64) -> Self {
+        Shown {
+            cas: e.version,
+            flags: e.flags,
+            size: item(e).map_or(0, <[u8]>::len),
+            ttl: ttl_of(e, now_ms),
+        }
+    }
+}
+
+/// One meta command's key (as given, and decoded when `b`) and flags.
+struct Meta<'a> {
+    key: &'a [u8],
+    /// The key as sent in base64 (`b`), which `k` returns.
+    key_b64: Option<&'a [u8]>,
+    f: Flags<'a>,
+}
+
+impl Meta<'_> {
+    /// `q`: the command's common answer is left out.
+    fn quiet(&self) -> bool {
+        self.f.has(b'q')
+    }
+
+    /// Appends the returned flags in the order asked (`b` goes with `k`),
+    /// and the line's end.
+    fn returned(&self, out: &mut Vec<u8>, shown: Option<&Shown>) {
+        returned(out, &self.f, self.key, self.key_b64, shown);
+    }
+}
+
 /// Appends the returned flags in the order asked (`b` goes with `k`).
 fn returned(
     out: &mut Vec<u8>,
@@ -222,12 +255,16 @@ pub(super) fn execute(cmd: &[u8], line: &[u8], data: &[u8], db: &Db, out: &mut V
     } else {
         (raw_key, None)
     };
-    let quiet = flags.has(b'q');
+    let m = Meta {
+        key,
+        key_b64,
+        f: flags,
+    };
     match cmd {
-        b"mg" => meta_get(key, key_b64, &flags, quiet, db, out),
-        b"ms" => meta_set(key, key_b64, &flags, quiet, data, db, out),
-        b"md" => meta_delete(key, key_b64, &flags, quiet, db, out),
-        _ => meta_arith(key, key_b64, &flags, quiet, db, out),
+        b"mg" => meta_get(&m, db, out),
+        b"ms" => meta_set(&m, data, db, out),
+        b"md" => meta_delete(&m, db, out),
+        _ => meta_arith(&m, db, out),
     }
 }
 
@@ -241,65 +278,54 @@ fn token_deadline(t: &[u8], now_ms: u64) -> Option<u64> {
     deadline(parse_i64(t).unwrap_or_default(), now_ms)
 }
 
-fn meta_get(
-    key: &[u8],
-    b64: Option<&[u8]>,
-    f: &Flags<'_>,
-    quiet: bool,
-    db: &Db,
-    out: &mut Vec<u8>,
-) {
+/// A touch (`T`) of the item in `slot`: its new deadline, or gone when the
+/// TTL has already passed. It keeps the cas unique.
+fn touch(slot: &mut Option<Entry>, deadline: Option<u64>) {
+    match (deadline, slot.as_mut()) {
+        (Some(at), Some(e)) => e.expire_ms = at,
+        (None, _) => *slot = None,
+        _ => {}
+    }
+}
+
+fn meta_get(m: &Meta<'_>, db: &Db, out: &mut Vec<u8>) {
+    let (key, f) = (m.key, &m.f);
     let Ok(mut g) = db.lock_one(key, false) else {
         return line_reply(out, OOM);
     };
     let now = g.now_ms;
-    let touch = f.ttl.map(|t| token_deadline(t, now));
+    let deadline = f.ttl.map(|t| token_deadline(t, now));
     g.update(key, |slot| {
         let hit = slot.as_ref().is_some_and(|e| item(e).is_some());
         if !hit {
-            if !quiet {
+            if !m.quiet() {
                 out.extend_from_slice(b"EN");
-                returned(out, f, key, b64, None);
+                m.returned(out, None);
             }
             return (false, ());
         }
-        let e = slot.as_mut().expect("a hit");
+        let e = slot.as_ref().expect("a hit");
         let data = item(e).expect("a hit");
-        let shown = Shown {
-            cas: e.version,
-            flags: e.flags,
-            size: data.len(),
-            ttl: ttl_of(e, now),
-        };
+        let shown = Shown::of(e, now);
         if f.has(b'v') {
             let _ = write!(out, "VA {}", data.len());
-            returned(out, f, key, b64, Some(&shown));
+            m.returned(out, Some(&shown));
             out.extend_from_slice(data);
             out.extend_from_slice(b"\r\n");
         } else {
             out.extend_from_slice(b"HD");
-            returned(out, f, key, b64, Some(&shown));
+            m.returned(out, Some(&shown));
         }
-        // A touch after the TTL was read; it keeps the cas unique.
-        match touch {
-            Some(Some(at)) => e.expire_ms = at,
-            Some(None) => *slot = None,
-            None => {}
+        // After the TTL was read.
+        if let Some(dl) = deadline {
+            touch(slot, dl);
         }
         (false, ())
     });
 }
 
-#[allow(clippy::too_many_arguments)]
-fn meta_set(
-    key: &[u8],
-    b64: Option<&[u8]>,
-    f: &Flags<'_>,
-    quiet: bool,
-    data: &[u8],
-    db: &Db,
-    out: &mut Vec<u8>,
-) {
+fn meta_set(m: &Meta<'_>, data: &[u8], db: &Db, out: &mut Vec<u8>) {
+    let (key, f) = (m.key, &m.f);
     let mode = match f.mode.map(|m| m[0]) {
         None | Some(b'S') => b'S',
         Some(m @ (b'E' | b'A' | b'P' | b'R')) => m,
@@ -318,16 +344,16 @@ fn meta_set(
     };
     let now = g.now_ms;
     let dl = f.ttl.map_or(Some(0), |t| token_deadline(t, now));
-    let (code, cas) = g.update(key, |slot| {
+    let code = g.update(key, |slot| {
         let old = slot.as_mut().filter(|e| item(e).is_some());
         if let (Some(want), Some(e)) = (expected, old.as_ref())
             && e.version != want
         {
-            return (false, ("EX", 0));
+            return (false, "EX");
         }
         match (mode, old) {
-            (b'E', Some(_)) | (b'A' | b'P' | b'R', None) => (false, ("NS", 0)),
-            (_, None) if expected.is_some() => (false, ("NF", 0)),
+            (b'E', Some(_)) | (b'A' | b'P' | b'R', None) => (false, "NS"),
+            (_, None) if expected.is_some() => (false, "NF"),
             (b'A' | b'P', Some(e)) => {
                 if let Value::Str(v) = &mut e.value {
                     let joined = if mode == b'A' {
@@ -337,7 +363,7 @@ fn meta_set(
                     };
                     *v = joined.into_boxed_slice();
                 }
-                (true, ("HD", 0))
+                (true, "HD")
             }
             _ => {
                 *slot = dl.map(|expire_ms| Entry {
@@ -345,32 +371,24 @@ fn meta_set(
                     flags: client_flags,
                     ..Entry::new(Value::Str(data.into()))
                 });
-                (true, ("HD", 0))
+                (true, "HD")
             }
         }
     });
-    if code == "HD" && quiet {
+    if code == "HD" && m.quiet() {
         return;
     }
     out.extend_from_slice(code.as_bytes());
-    // The new cas unique, when asked: the entry's version after the write.
-    let shown = (code == "HD").then(|| Shown {
-        cas: g.get(key).map_or(cas, |e| e.version),
-        flags: client_flags,
-        size: data.len(),
-        ttl: -1,
-    });
-    returned(out, f, key, b64, shown.as_ref());
+    // What was stored (its new cas unique), when it was.
+    let shown = g
+        .get(key)
+        .filter(|_| code == "HD")
+        .map(|e| Shown::of(e, now));
+    m.returned(out, shown.as_ref());
 }
 
-fn meta_delete(
-    key: &[u8],
-    b64: Option<&[u8]>,
-    f: &Flags<'_>,
-    quiet: bool,
-    db: &Db,
-    out: &mut Vec<u8>,
-) {
+fn meta_delete(m: &Meta<'_>, db: &Db, out: &mut Vec<u8>) {
+    let (key, f) = (m.key, &m.f);
     let expected = f.cas.and_then(parse_u64);
     let Ok(mut g) = db.lock_one(key, false) else {
         return;
@@ -385,21 +403,15 @@ fn meta_delete(
             }
         }
     });
-    if code == "HD" && quiet {
+    if code == "HD" && m.quiet() {
         return;
     }
     out.extend_from_slice(code.as_bytes());
-    returned(out, f, key, b64, None);
+    m.returned(out, None);
 }
 
-fn meta_arith(
-    key: &[u8],
-    b64: Option<&[u8]>,
-    f: &Flags<'_>,
-    quiet: bool,
-    db: &Db,
-    out: &mut Vec<u8>,
-) {
+fn meta_arith(m: &Meta<'_>, db: &Db, out: &mut Vec<u8>) {
+    let (key, f) = (m.key, &m.f);
     let incr = match f.mode.map(|m| m[0]) {
         None | Some(b'I' | b'+') => true,
         Some(b'D' | b'-') => false,
@@ -421,7 +433,7 @@ fn meta_arith(
     };
     let now = g.now_ms;
     let vivify = f.vivify.map(|t| token_deadline(t, now));
-    let touch = f.ttl.map(|t| token_deadline(t, now));
+    let deadline = f.ttl.map(|t| token_deadline(t, now));
     enum Done {
         Value(u64),
         Code(&'static str),
@@ -451,11 +463,8 @@ fn meta_arith(
             return (false, Done::NonNumeric);
         };
         *v = new.to_string().into_bytes().into_boxed_slice();
-        if let Some(t) = touch {
-            match t {
-                Some(at) => e.expire_ms = at,
-                None => *slot = None,
-            }
+        if let Some(dl) = deadline {
+            touch(slot, dl);
         }
         (true, Done::Value(new))
     });
@@ -463,24 +472,19 @@ fn meta_arith(
         Done::NonNumeric => return line_reply(out, NON_NUMERIC),
         Done::Code(c) => {
             out.extend_from_slice(c.as_bytes());
-            return returned(out, f, key, b64, None);
+            return m.returned(out, None);
         }
         Done::Value(v) => v,
     };
-    let shown = g.get(key).map(|e| Shown {
-        cas: e.version,
-        flags: e.flags,
-        size: item(e).map_or(0, <[u8]>::len),
-        ttl: ttl_of(e, now),
-    });
+    let shown = g.get(key).map(|e| Shown::of(e, now));
     if f.has(b'v') {
         let text = value.to_string();
         let _ = write!(out, "VA {}", text.len());
-        returned(out, f, key, b64, shown.as_ref());
+        m.returned(out, shown.as_ref());
         out.extend_from_slice(text.as_bytes());
         out.extend_from_slice(b"\r\n");
-    } else if !quiet {
+    } else if !m.quiet() {
         out.extend_from_slice(b"HD");
-        returned(out, f, key, b64, shown.as_ref());
+        m.returned(out, shown.as_ref());
     }
 }
