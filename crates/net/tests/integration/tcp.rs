@@ -585,10 +585,14 @@ fn blocking_commands_park_until_a_push_or_their_timeout() {
 /// The network path's system calls are counted at each call: one GET at a
 /// time over one connection costs at least a read and a write each, and
 /// the count stays within a few calls of that (epoll passes, the accept,
-/// the close, the net thread's waits).
+/// the close, the net thread's waits). An idle net thread also wakes at
+/// least every 5 ms (a wait, an epoll pass, an eventfd read): the bound
+/// allows that much for the run's wall time, which a loaded machine
+/// stretches.
 #[test]
 fn the_network_system_calls_are_counted_per_request() {
     let s = mem_server("c-fcfs");
+    let t = Instant::now();
     let mut c = connect(&s);
     for _ in 0..200 {
         c.write_all(&cmd(&["GET", "k"])).unwrap();
@@ -596,10 +600,12 @@ fn the_network_system_calls_are_counted_per_request() {
     }
     drop(c);
     let r = s.stop().unwrap();
+    let idle_wakes = t.elapsed().as_millis() as u64 / 5 + 1;
     let n = r.net.syscalls.expect("TCP counts its system calls");
     assert!(
-        (400..=200 * 12).contains(&n),
-        "{n} system calls for 200 GETs"
+        (400..=200 * 12 + 4 * idle_wakes).contains(&n),
+        "{n} system calls for 200 GETs in {:?}",
+        t.elapsed()
     );
 }
 
