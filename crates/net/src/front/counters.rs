@@ -24,7 +24,12 @@ pub struct NetCounters {
     /// requests served plus a burst, so that refusing never costs more than
     /// serving.
     pub shed_unanswered: u64,
-    /// Error replies the OS refused to send.
+    /// Error replies the OS refused to send, and answers worker 0 held on
+    /// the dispatcher's thread that the OS refused at the pass's flush.
+    /// The latter's requests are also counted as answered in their type
+    /// (the completion left before the flush): the one case where a
+    /// request is in two counters; `sendmmsg` with `MSG_DONTWAIT` refuses
+    /// only at a full socket buffer.
     pub reply_send_errors: u64,
     /// Receive calls that failed (other than "nothing to receive").
     pub receive_errors: u64,
