@@ -540,6 +540,10 @@ pub struct TcpFrontEnd {
     snapshots: Option<SnapshotPublisher>,
     started: Option<std::sync::mpsc::Sender<()>>,
     declared_ns: Vec<Option<f64>>,
+    /// Connections given pub/sub messages, and those cut off, in one
+    /// delivery ([`Self::deliver_messages`]; kept for their capacity).
+    delivered: Vec<u32>,
+    overflowed: Vec<u32>,
     /// System calls the network thread made on its sockets (reads,
     /// writes, epoll, accepts and closes), counted at each call.
     syscalls: u64,
@@ -618,6 +622,8 @@ impl TcpFrontEnd {
             net: NetCounters::default(),
             tcp: TcpCounters::default(),
             syscalls: 0,
+            delivered: Vec::new(),
+            overflowed: Vec::new(),
         })
     }
 
@@ -672,7 +678,9 @@ impl TcpFrontEnd {
         if !registry.pending() {
             return false;
         }
-        let (mut written, mut overflowed) = (Vec::new(), Vec::new());
+        // Reused: the net thread allocates nothing once warm.
+        let mut written = std::mem::take(&mut self.delivered);
+        let mut overflowed = std::mem::take(&mut self.overflowed);
         let (conns, tcp) = (&mut self.conns, &mut self.tcp);
         registry.drain(|session, outbox| {
             let Some(id) = (session >> 32).checked_sub(1) else {
@@ -708,7 +716,11 @@ impl TcpFrontEnd {
         for &id in &written {
             self.flush(id);
         }
-        !(written.is_empty() && overflowed.is_empty())
+        let any = !(written.is_empty() && overflowed.is_empty());
+        written.clear();
+        overflowed.clear();
+        (self.delivered, self.overflowed) = (written, overflowed);
+        any
     }
 
     /// Writes what is in order for connection `id`; closes it when done
