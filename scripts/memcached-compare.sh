@@ -13,7 +13,8 @@
 # threads) per transaction. Prints one line per run; writes
 # OUT/memcached.tsv.
 # Environment: PSP (target/release/psp), PSP_BASE (another psp binary: the
-# system "base"), SYSTEMS ("psp memcached"), CORES (0,1), WORKERS (2), PORT
+# system "base"), SYSTEMS ("psp memcached"; "psp-nice0" is psp serve with
+# --no-raise-priority: its dispatcher at the clients' priority, not nice -15), CORES (0,1), WORKERS (2), PORT
 # (7402), RUNS (3), DURATION (10s), THREADS (2), CONCURRENCY (16),
 # POLICY (psp serve's default when unset), PSP_ARGS (more psp serve flags).
 # Set-up: scripts/compare-deps.sh, cargo build --release.
@@ -33,13 +34,14 @@ mkdir -p "$OUT"
 echo -e "run\ttransport\tsystem\ttps\tverify_failed\texpired_get_failed\tcpu_us_per_op" > "$OUT/memcached.tsv"
 
 start() { # system transport
-  if [ "$1" = psp ] || [ "$1" = base ]; then
-    local proto=memcache bin=$PSP
+  if [ "$1" = psp ] || [ "$1" = psp-nice0 ] || [ "$1" = base ]; then
+    local proto=memcache bin=$PSP nice=""
     [ "$2" = udp ] && proto=memcache-udp
     [ "$1" = base ] && bin=$PSP_BASE
+    [ "$1" = psp-nice0 ] && nice=--no-raise-priority
     # shellcheck disable=SC2086
     taskset -c "$CORES" "$bin" serve --protocol "$proto" --address "127.0.0.1:$PORT" \
-      --workers "$WORKERS" --no-raise-priority ${POLICY:+--policy "$POLICY"} ${PSP_ARGS:-} \
+      --workers "$WORKERS" $nice ${POLICY:+--policy "$POLICY"} ${PSP_ARGS:-} \
       > "$OUT/$1.$2.server.out" 2>&1 &
   else
     taskset -c "$CORES" memcached -l 127.0.0.1 -p "$PORT" -U "$PORT" -t "$WORKERS" \
