@@ -18,7 +18,10 @@ Environment: PSP (target/release/psp), PSP_BASE (another psp binary, for
 systems named base...), CORES (0,1), WORKERS (2), PORT (7401), N (100000),
 RUNS (3), SYSTEMS ("psp psp:c-fcfs redis": psp is psp serve's default
 policy, psp:P policy P, psp:P:replies adds --tcp-order replies; a
-+flag=value suffix adds --flag value, e.g. psp+inline-worker=off; base...
++flag=value suffix adds --flag value, e.g. psp+inline-worker=off, and +flag
+the flag alone, e.g. psp+no-raise-priority (psp serve's dispatcher at the
+clients' priority; the default, since 2026-11-28 here, is psp serve's own:
+nice -15); base...
 the same with PSP_BASE), PIPELINES ("1 16"), PSP_ARGS (more psp serve
 flags).
 Set-up: scripts/compare-deps.sh, cargo build --release.
@@ -55,7 +58,7 @@ def server_cmd(system):
         binary = psp if system.startswith("psp") else psp_base
         name, *flags = system.split("+")
         cmd = [binary, "serve", "--protocol", "resp", "--address", f"127.0.0.1:{port}",
-               "--workers", workers, "--no-raise-priority"]
+               "--workers", workers]
         parts = name.split(":")
         if len(parts) > 1 and parts[1]:
             cmd += ["--policy", parts[1]]
@@ -63,7 +66,7 @@ def server_cmd(system):
             cmd += ["--tcp-order", parts[2]]
         for f in flags:
             k, _, v = f.partition("=")
-            cmd += [f"--{k}", v]
+            cmd += [f"--{k}", v] if v else [f"--{k}"]
         return cmd + psp_args
     return ["redis-server", "--port", port, "--save", "", "--appendonly", "no"]
 
