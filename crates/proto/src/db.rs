@@ -526,9 +526,27 @@ pub struct Entry {
     pub version: u64,
     /// memcached's client flags (0 for Redis's values).
     pub flags: u32,
-    /// When last touched, in the database's LRU clock.
+    /// When last touched, in the database's LRU clock (the low bits,
+    /// [`LRU_CLOCK`]), and memcached's item marks (the top bits,
+    /// [`MARK_FETCHED`], [`MARK_WON`], [`MARK_STALE`]): kept in one word
+    /// so that an entry costs nothing more for them.
     pub lru: u32,
 }
+
+/// [`Entry::lru`]'s clock bits: 128 ms ticks since the database started.
+/// It wraps after about 2.2 years, which only blurs eviction's choice
+/// among a few sampled entries for a moment.
+pub const LRU_CLOCK: u32 = (1 << 29) - 1;
+/// memcached's mark: the item has been read (`mg`'s `h`, `me`'s `fetch`).
+pub const MARK_FETCHED: u32 = 1 << 31;
+/// memcached's mark: a client has been told it won the recache (`mg`
+/// answers `W` once, then `Z`).
+pub const MARK_WON: u32 = 1 << 30;
+/// memcached's mark: the item is stale (`md ... I`, `ms ... I`; `mg`
+/// answers `X`).
+pub const MARK_STALE: u32 = 1 << 29;
+/// Milliseconds per tick of the LRU clock.
+const LRU_TICK_MS: u64 = 128;
 
 impl Entry {
     /// A fresh entry holding `value` (no expiry, no flags).
@@ -545,6 +563,31 @@ impl Entry {
     /// Estimated bytes of this entry under `key_len` bytes of key.
     pub fn mem(&self, key_len: usize) -> usize {
         key_len + ENTRY_OVERHEAD + self.value.bytes()
+    }
+
+    /// Whether memcached's mark `mark` (e.g. [`MARK_STALE`]) is set.
+    pub fn marked(&self, mark: u32) -> bool {
+        self.lru & mark != 0
+    }
+
+    /// Sets or clears memcached's mark `mark`.
+    pub fn mark(&mut self, mark: u32, on: bool) {
+        if on {
+            self.lru |= mark;
+        } else {
+            self.lru &= !mark;
+        }
+    }
+
+    /// Whole seconds since the entry was last used, at `clock` (a guard's
+    /// [`Guard::clock`]).
+    pub fn idle_secs(&self, clock: u32) -> u64 {
+        u64::from(clock.wrapping_sub(self.lru) & LRU_CLOCK) * LRU_TICK_MS / 1000
+    }
+
+    /// Marks the entry used at `clock`, keeping its marks.
+    fn used(&mut self, clock: u32) {
+        self.lru = (self.lru & !LRU_CLOCK) | clock;
     }
 
     fn expired(&self, now_ms: u64) -> bool {
@@ -660,8 +703,7 @@ impl Db {
     }
 
     fn lru_now(&self) -> u32 {
-        // 16 ms ticks: 2^32 of them is two years.
-        (self.start.elapsed().as_millis() >> 4) as u32
+        (self.start.elapsed().as_millis() as u64 / LRU_TICK_MS) as u32 & LRU_CLOCK
     }
 
     /// Keys now (expired ones not yet removed included).
@@ -806,7 +848,9 @@ impl Db {
         }
     }
 
-    fn next_version(&self) -> u64 {
+    /// A fresh version (cas unique), for an entry made outside
+    /// [`Guard::update`]'s bump.
+    pub(crate) fn next_version(&self) -> u64 {
         self.version.fetch_add(1, Ordering::Relaxed) + 1
     }
 }
@@ -902,11 +946,28 @@ impl Guard<'_> {
     /// The live entry of `key` (an expired one is removed first), marked
     /// as used now.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.get_mut(key).map(|e| &*e)
+    }
+
+    /// [`get`](Self::get), to change what no one else sees of the entry
+    /// (memcached's marks): not a write, no new version.
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         self.drop_if_expired(key);
         let lru = self.lru;
         let e = self.shard(key).map.get_mut(key)?;
-        e.lru = lru;
+        e.used(lru);
         Some(e)
+    }
+
+    /// The live entry of `key`, not marked as used (memcached's `me`).
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.drop_if_expired(key);
+        self.shard(key).map.get(key)
+    }
+
+    /// The LRU clock this guard's commands run at (for [`Entry::idle_secs`]).
+    pub fn clock(&self) -> u32 {
+        self.lru
     }
 
     /// `WATCH`'s view of `key`: its version, 0 when it does not exist.
@@ -919,6 +980,17 @@ impl Guard<'_> {
     /// version is bumped, its size re-estimated and an emptied aggregate
     /// removed (as Redis deletes an empty list, hash or set).
     pub fn update<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Option<Entry>) -> (bool, R)) -> R {
+        self.update_with(key, true, f)
+    }
+
+    /// [`update`](Self::update); with `bump` false an entry that was there
+    /// is not marked as used (memcached's `u` flag).
+    pub fn update_with<R>(
+        &mut self,
+        key: &[u8],
+        bump: bool,
+        f: impl FnOnce(&mut Option<Entry>) -> (bool, R),
+    ) -> R {
         self.drop_if_expired(key);
         let db = self.db;
         let lru = self.lru;
@@ -938,7 +1010,9 @@ impl Guard<'_> {
         let existed = old_key.is_some();
         match entry {
             Some(mut e) => {
-                e.lru = lru;
+                if bump || !existed {
+                    e.used(lru);
+                }
                 if changed {
                     e.version = db.next_version();
                 }
@@ -1017,7 +1091,7 @@ impl Guard<'_> {
             .map
             .iter()
             .take(EVICTION_SAMPLES)
-            .min_by_key(|(_, e)| e.lru)
+            .min_by_key(|(_, e)| e.lru & LRU_CLOCK)
             .map(|(k, _)| k.clone());
         let Some(victim) = victim else {
             return false;
@@ -1114,6 +1188,40 @@ mod tests {
 
     fn s(v: &[u8]) -> Entry {
         Entry::new(Value::Str(v.into()))
+    }
+
+    /// memcached's marks share the LRU word: a use keeps them, and the idle
+    /// time (`mg`'s `l`, `me`'s `la`) counts clock ticks only, across the
+    /// clock's wrap too.
+    #[test]
+    fn marks_survive_uses_and_idle_time_counts_the_clock_alone() {
+        let mut e = s(b"v");
+        e.mark(MARK_FETCHED | MARK_STALE, true);
+        e.used(LRU_CLOCK - 3);
+        assert!(e.marked(MARK_FETCHED) && e.marked(MARK_STALE) && !e.marked(MARK_WON));
+        assert_eq!(e.lru & LRU_CLOCK, LRU_CLOCK - 3);
+        // 8 ticks of 128 ms later, past the wrap: 1 whole second.
+        assert_eq!(e.idle_secs(4), 1);
+        assert_eq!(e.idle_secs(LRU_CLOCK - 3), 0);
+        e.used(100);
+        assert!(e.marked(MARK_FETCHED) && e.marked(MARK_STALE));
+        assert_eq!(e.idle_secs(100 + 79), 10);
+        e.mark(MARK_STALE, false);
+        assert!(!e.marked(MARK_STALE) && e.marked(MARK_FETCHED));
+    }
+
+    /// A read marks the entry used; `u` (update_with, no bump) does not.
+    #[test]
+    fn a_read_without_bump_leaves_the_lru_clock() {
+        let db = Db::default();
+        let mut g = db.lock_one(b"k", true).unwrap();
+        g.set(b"k", s(b"v"));
+        let before = g.peek(b"k").unwrap().lru;
+        g.lru = (g.lru + 50) & LRU_CLOCK;
+        g.update_with(b"k", false, |_| (false, ()));
+        assert_eq!(g.peek(b"k").unwrap().lru, before);
+        g.update_with(b"k", true, |_| (false, ()));
+        assert_eq!(g.peek(b"k").unwrap().lru & LRU_CLOCK, g.lru);
     }
 
     #[test]

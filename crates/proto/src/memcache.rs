@@ -41,9 +41,9 @@
 //! `replace`/`append`/`prepend`/`cas`, `delete <key> [0] [noreply]`, `incr`/`decr`
 //! (64-bit unsigned: incr wraps, decr floors at 0), `touch <key> <exptime> [noreply]`,
 //! `flush_all [delay] [noreply]`, `version`, `verbosity`, `stats`, and the meta
-//! commands `mg`, `ms`, `md`, `ma`, `mn` (module `memcache_meta.rs`: their flags, and
-//! those not kept). Anything else (`me`, `stats <group>`, `quit`, ...) is answered
-//! `ERROR`.
+//! commands `mg`, `ms`, `md`, `ma`, `mn`, `me` (module `memcache_meta.rs`: their flags,
+//! stale-while-revalidate, and those not kept). Anything else (`stats <group>`, `quit`,
+//! ...) is answered `ERROR`.
 //!
 //! `exptime` is memcached's: 0 never expires, a negative one has already expired (the item
 //! is not stored, and the one it replaces is gone), up to 30 days
@@ -98,7 +98,7 @@ use crate::Refusal;
 
 #[path = "memcache_meta.rs"]
 mod meta;
-use crate::db::{Db, DbConfig, Entry, Eviction, Full, Value};
+use crate::db::{Db, DbConfig, Entry, Eviction, Full, MARK_FETCHED, Value};
 
 /// Longest command line accepted, excluding its `\r\n` (or `\n`) terminator.
 pub const MAX_LINE: usize = 2048;
@@ -801,7 +801,7 @@ pub fn execute_db(req: &[u8], db: &Db, out: &mut Vec<u8>) -> Result<(), McError>
         }
         _ => {}
     }
-    if matches!(cmd, b"mg" | b"ms" | b"md" | b"ma" | b"mn") {
+    if matches!(cmd, b"mg" | b"ms" | b"md" | b"ma" | b"mn" | b"me") {
         meta::execute(cmd, frame.line, frame.data, db, out);
         return Ok(());
     }
@@ -831,8 +831,10 @@ pub fn execute_db(req: &[u8], db: &Db, out: &mut Vec<u8>) -> Result<(), McError>
             if has_delay && parse_i64(args[0]).is_none() {
                 reply(out, quiet, BAD_FORMAT);
             } else {
-                // Any delay is taken as 0: everything goes now.
+                // Any delay is taken as 0: everything goes now. memcached
+                // spends a cas unique on it (the oldest one still valid).
                 db.flush();
+                db.next_version();
                 reply(out, quiet, "OK");
             }
         }
@@ -875,10 +877,11 @@ fn db_get<'a>(
         };
         match touch {
             None => {
-                if let Some(e) = g.get(key)
+                if let Some(e) = g.get_mut(key)
                     && let Some(data) = item(e)
                 {
                     value_line(out, key, e.flags, data, with_cas.then_some(e.version));
+                    e.mark(MARK_FETCHED, true);
                 }
             }
             Some(exptime) => {
@@ -891,6 +894,7 @@ fn db_get<'a>(
                         return (false, ());
                     };
                     value_line(out, key, e.flags, data, with_cas.then_some(e.version));
+                    e.mark(MARK_FETCHED, true);
                     // A touch keeps the cas unique (changed: false), as memcached's.
                     match dl {
                         Some(at) => e.expire_ms = at,
@@ -2288,7 +2292,7 @@ mod tests {
                 ("foo bar baz\r\n", "ERROR\r\n"),
                 ("\r\n", "ERROR\r\n"),
                 ("GET k\r\n", "ERROR\r\n"),
-                ("me k\r\n", "ERROR\r\n"),
+                ("me k\r\n", "EN\r\n"),
                 ("mg k v\r\n", "EN\r\n"),
                 ("incr a b c d e f g h\r\n", "ERROR\r\n"),
             ],

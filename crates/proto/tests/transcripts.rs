@@ -162,6 +162,15 @@ fn replay_memcached(name: &str, transcript: &str) -> usize {
     checked
 }
 
+/// Stale-while-revalidate (`mg`'s `N`, `R`; `md`/`ms` with `I`; the `W`,
+/// `X`, `Z` marks), `h` and `u`, and `me`, as memcached 1.6.18 answers
+/// them.
+#[test]
+fn memcached_stale_while_revalidate_and_me_answer_byte_for_byte_as_memcached_1_6() {
+    let n = replay_memcached("swr", include_str!("data/memcached16-swr.jsonl"));
+    assert!(n > 90, "{n} cases");
+}
+
 #[test]
 fn memcached_meta_commands_answer_byte_for_byte_as_memcached_1_6() {
     let n = replay_memcached("meta", include_str!("data/memcached16-meta.jsonl"));
