@@ -688,6 +688,9 @@ pub struct TcpSummary {
     /// pubsub`).
     #[serde(default)]
     pub closed_on_pubsub_overflow: u64,
+    /// Connections closed by a `CLIENT KILL`.
+    #[serde(default)]
+    pub closed_by_kill: u64,
 }
 
 /// One type's server-side latency.

@@ -922,22 +922,34 @@ impl crate::Protocol for Resp {
         preempt: &mut dyn FnMut(),
     ) -> Result<(), &'static str> {
         let mut s = sessions.take(session);
-        // CLIENT LIST reads every connection's session: answered here, where
-        // the table is.
-        if parse(req).is_ok_and(|c| {
-            let mut args = c.args;
-            c.raw_name.eq_ignore_ascii_case(b"client")
-                && args.len() == 1
-                && args.next().is_some_and(|a| a.eq_ignore_ascii_case(b"list"))
-        }) {
-            let list = sessions.client_list(&s);
-            sessions.put(s);
-            out.push(b'$');
-            out.extend_from_slice(list.len().to_string().as_bytes());
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(&list);
-            out.extend_from_slice(b"\r\n");
-            return Ok(());
+        // CLIENT LIST and KILL read every connection's session: answered
+        // here, where the table is (outside MULTI; queued, they answer as
+        // CLIENT's other sub-commands do).
+        if s.multi.is_none()
+            && let Ok(c) = parse(req)
+            && c.raw_name.eq_ignore_ascii_case(b"client")
+        {
+            let args: Vec<&[u8]> = c.args.collect();
+            match args.first().map(|a| a.to_ascii_lowercase()).as_deref() {
+                Some(b"list") if args.len() == 1 => {
+                    let list = sessions.client_list(&s);
+                    s.ran(b"client|list");
+                    sessions.put(s);
+                    out.push(b'$');
+                    out.extend_from_slice(list.len().to_string().as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                    out.extend_from_slice(&list);
+                    out.extend_from_slice(b"\r\n");
+                    return Ok(());
+                }
+                Some(b"kill") => {
+                    sessions.client_kill(&s, &args[1..], out);
+                    s.ran(b"client|kill");
+                    sessions.put(s);
+                    return Ok(());
+                }
+                _ => {}
+            }
         }
         let r = crate::commands::execute(req, db, &mut s, out, preempt);
         sessions.put(s);

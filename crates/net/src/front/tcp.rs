@@ -544,6 +544,14 @@ pub struct TcpFrontEnd {
     /// delivery ([`Self::deliver_messages`]; kept for their capacity).
     delivered: Vec<u32>,
     overflowed: Vec<u32>,
+    /// Connections `CLIENT KILL` marked, in one pass (kept for capacity).
+    killed: Vec<u32>,
+    /// This front end's number among the process's
+    /// ([`psp_proto::clients::next_server`]).
+    server: u32,
+    /// The listening address (a connection's `laddr` when its own is not
+    /// known).
+    local: SocketAddr,
     /// System calls the network thread made on its sockets (reads,
     /// writes, epoll, accepts and closes), counted at each call.
     syscalls: u64,
@@ -573,6 +581,7 @@ impl TcpFrontEnd {
         declared_ns: Vec<Option<f64>>,
     ) -> io::Result<Self> {
         listener.set_nonblocking(true)?;
+        let local = listener.local_addr()?;
         let mut listener = TcpListener::from_std(listener);
         let poll = Poll::new()?;
         poll.registry()
@@ -624,6 +633,9 @@ impl TcpFrontEnd {
             syscalls: 0,
             delivered: Vec::new(),
             overflowed: Vec::new(),
+            killed: Vec::new(),
+            server: psp_proto::clients::next_server(),
+            local,
         })
     }
 
@@ -723,6 +735,35 @@ impl TcpFrontEnd {
         any
     }
 
+    /// Closes this front end's connections that `CLIENT KILL` marked
+    /// (after the replies already taken: the killer's own reply, when it
+    /// killed itself, leaves first). Returns whether any were.
+    fn carry_out_kills(&mut self) -> bool {
+        let registry = psp_proto::clients::registry();
+        if !registry.pending() {
+            return false;
+        }
+        let mut any = false;
+        let conns = &self.conns;
+        let owns = |session: u64| {
+            let Some(id) = (session >> 32).checked_sub(1) else {
+                return false;
+            };
+            matches!(conns.get(id as usize), Some(Some(c)) if c.generation == session as u32)
+        };
+        let mut marked = std::mem::take(&mut self.killed);
+        registry.take_kills(owns, |s| marked.push(((s >> 32) - 1) as u32));
+        for &id in &marked {
+            self.flush(id);
+            self.tcp.closed_by_kill += 1;
+            self.close(id);
+            any = true;
+        }
+        marked.clear();
+        self.killed = marked;
+        any
+    }
+
     /// Writes what is in order for connection `id`; closes it when done
     /// and closing, or on a write error.
     fn flush(&mut self, id: u32) {
@@ -811,6 +852,7 @@ impl TcpFrontEnd {
             self.syscalls += 2;
             self.open -= 1;
             psp_proto::pubsub::registry().forget(session_id(id, c.generation));
+            psp_proto::clients::registry().closed(session_id(id, c.generation));
             self.generations[id as usize] = next_generation();
             self.free_ids.push(id);
             // Requests still in flight are answered into the void: their
@@ -822,7 +864,7 @@ impl TcpFrontEnd {
         loop {
             self.syscalls += 1;
             match self.listener.accept() {
-                Ok((mut stream, _peer)) => {
+                Ok((mut stream, peer)) => {
                     if self.open >= self.cfg.max_connections {
                         self.tcp.refused += 1;
                         let mut msg = Vec::new();
@@ -859,6 +901,18 @@ impl TcpFrontEnd {
                     }
                     self.tcp.accepted += 1;
                     self.open += 1;
+                    // For CLIENT LIST and KILL (getsockname: a system call).
+                    self.syscalls += 1;
+                    psp_proto::clients::registry().opened(
+                        session_id(id, self.generations[id as usize]),
+                        psp_proto::clients::Conn {
+                            addr: peer,
+                            laddr: stream.local_addr().unwrap_or(self.local),
+                            fd: stream.as_raw_fd(),
+                            since: Instant::now(),
+                            server: self.server,
+                        },
+                    );
                     self.conns[id as usize] = Some(Conn {
                         stream,
                         generation: self.generations[id as usize],
@@ -1497,6 +1551,7 @@ impl FrontEnd for TcpFrontEnd {
     fn poll(&mut self, core: &mut DispatchCore, now: u64) -> bool {
         let mut worked = self.take_replies();
         worked |= self.deliver_messages();
+        worked |= self.carry_out_kills();
         worked |= self.unpark(core, now);
         self.to_read.extend(self.starved.drain(..));
         if self

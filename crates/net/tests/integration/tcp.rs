@@ -716,6 +716,107 @@ fn pubsub_delivers_in_each_protocol_and_cuts_off_a_listener_that_never_reads() {
     }
 }
 
+/// Reads one RESP bulk string's payload (`$<n>\r\n<payload>\r\n`), and
+/// nothing after it.
+fn read_bulk(c: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        assert_eq!(c.read(&mut byte).unwrap(), 1, "closed: {got:?}");
+        got.push(byte[0]);
+        if got.ends_with(b"\r\n") {
+            break;
+        }
+    }
+    assert!(got.starts_with(b"$"), "{:?}", String::from_utf8_lossy(&got));
+    let n: usize = std::str::from_utf8(&got[1..got.len() - 2])
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; n + 2];
+    c.read_exact(&mut body).unwrap();
+    String::from_utf8(body[..n].to_vec()).unwrap()
+}
+
+/// CLIENT LIST shows every open connection with its peer address, name
+/// and last command, and CLIENT KILL closes the one it names (by address
+/// or by ID; not the caller, unless SKIPME no), counted in the summary.
+#[test]
+fn client_list_names_every_connection_and_client_kill_closes_the_one_named() {
+    let s = mem_server("c-fcfs");
+    let mut victim = connect(&s);
+    victim
+        .write_all(&[cmd(&["CLIENT", "SETNAME", "victim"]), cmd(&["GET", "k"])].concat())
+        .unwrap();
+    assert_eq!(read_exactly(&mut victim, 10), b"+OK\r\n$-1\r\n");
+    let mut admin = connect(&s);
+    admin.write_all(&cmd(&["CLIENT", "LIST"])).unwrap();
+    let list = read_bulk(&mut admin);
+    let victim_addr = victim.local_addr().unwrap().to_string();
+    let line = list
+        .lines()
+        .find(|l| l.contains(&format!("addr={victim_addr} ")))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(
+        line.contains(" name=victim ") && line.contains(" cmd=get "),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!(" laddr={} ", s.local_addr())),
+        "{line} (server {})",
+        s.local_addr()
+    );
+    let admin_line = list
+        .lines()
+        .find(|l| l.contains(&format!("addr={} ", admin.local_addr().unwrap())))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(admin_line.contains(" cmd=client|list "), "{admin_line}");
+    // By an address no connection has; then the victim's.
+    admin
+        .write_all(&cmd(&["CLIENT", "KILL", "127.0.0.1:1"]))
+        .unwrap();
+    let want = b"-ERR No such client\r\n";
+    assert_eq!(read_exactly(&mut admin, want.len()), want);
+    admin
+        .write_all(&cmd(&[
+            "CLIENT",
+            "KILL",
+            "ADDR",
+            &victim_addr,
+            "SKIPME",
+            "yes",
+        ]))
+        .unwrap();
+    assert_eq!(read_exactly(&mut admin, 4), b":1\r\n");
+    // The victim's socket ends (EOF) once the front end's next pass runs.
+    victim
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(victim.read(&mut buf).unwrap_or(0), 0, "closed");
+    // By ID: the caller itself is skipped by default.
+    let id_line = list
+        .lines()
+        .find(|l| l.contains("cmd=client|list"))
+        .unwrap();
+    let id = id_line.split(' ').next().unwrap().trim_start_matches("id=");
+    admin
+        .write_all(&cmd(&["CLIENT", "KILL", "ID", id]))
+        .unwrap();
+    assert_eq!(read_exactly(&mut admin, 4), b":0\r\n");
+    admin
+        .write_all(&cmd(&["CLIENT", "KILL", "TYPE", "bogus"]))
+        .unwrap();
+    let want = b"-ERR Unknown client type 'bogus'\r\n";
+    assert_eq!(read_exactly(&mut admin, want.len()), want);
+    admin.write_all(&cmd(&["PING"])).unwrap();
+    assert_eq!(read_exactly(&mut admin, 7), b"+PONG\r\n");
+    drop(admin);
+    let r = s.stop().unwrap();
+    let tcp = r.net.tcp.as_ref().expect("tcp counters");
+    assert_eq!(tcp.closed_by_kill, 1, "{tcp:?}");
+}
+
 /// redis-py as users run it (Debian's python3-redis, installed by
 /// scripts/deps.sh): its Lock, register_script, CLIENT LIST, a consumer
 /// parked in BLPOP, a pub/sub round trip, and an RQ worker (python3-rq)

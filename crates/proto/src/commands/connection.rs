@@ -117,7 +117,7 @@ fn hello(a: &[&[u8]], session: &mut Session, w: &mut Reply<'_>) -> Res {
     w.bulk(b"proto");
     w.int(if session.resp3 { 3 } else { 2 });
     w.bulk(b"id");
-    w.int((session.id >> 32) as i64);
+    w.int(session.client_id() as i64);
     w.bulk(b"mode");
     w.bulk(b"standalone");
     w.bulk(b"role");
@@ -145,14 +145,14 @@ fn client(a: &[&[u8]], session: &mut Session, w: &mut Reply<'_>) -> Res {
             Some(n) => w.bulk(n),
             None => w.nil(),
         },
-        b"id" => w.int((session.id >> 32) as i64),
+        b"id" => w.int(session.client_id() as i64),
         b"setinfo" => {
             arity(a.len() == 3, "client|setinfo")?;
             w.ok();
         }
         b"info" => {
             let name = session.name.clone().unwrap_or_default();
-            let mut s = format!("id={} name=", session.id >> 32).into_bytes();
+            let mut s = format!("id={} name=", session.client_id()).into_bytes();
             s.extend_from_slice(&name);
             s.extend_from_slice(
                 format!(" db=0 resp={}\n", if session.resp3 { 3 } else { 2 }).as_bytes(),

@@ -35,6 +35,8 @@ mod transaction;
 mod zsets;
 
 use parking_lot::Mutex;
+use std::io::Write as _;
+use std::time::Instant;
 
 pub use slowlog::CommandStats;
 
@@ -89,6 +91,41 @@ pub struct Session {
     /// Channels and patterns it listens to ([`crate::pubsub`]): past 0, a
     /// RESP2 connection is in Redis's subscribed state.
     pub subscriptions: usize,
+    /// The last command's name, lower case (`CLIENT LIST`'s `cmd=`), and
+    /// its length.
+    pub last_cmd: [u8; 24],
+    /// Bytes of `last_cmd` in use (0: none run yet).
+    pub last_cmd_len: u8,
+}
+
+impl Session {
+    /// The connection's id as Redis's clients see it (`CLIENT ID`, `CLIENT
+    /// LIST`'s `id=`, `CLIENT KILL ID`): unique in the process and never
+    /// reused, as Redis's (the session's generation, from 1).
+    pub fn client_id(&self) -> u64 {
+        client_id(self.id)
+    }
+
+    /// Records `name` (lower case, at most 24 bytes) as the last command.
+    pub fn ran(&mut self, name: &[u8]) {
+        let n = name.len().min(self.last_cmd.len());
+        self.last_cmd[..n].copy_from_slice(&name[..n]);
+        self.last_cmd_len = n as u8;
+    }
+}
+
+/// Redis's `-ERR <what> '<value>'` (the value cut at 64 bytes).
+fn error_naming(out: &mut Vec<u8>, what: &str, value: &[u8]) {
+    let _ = write!(
+        out,
+        "-ERR {what} '{}'\r\n",
+        String::from_utf8_lossy(&value[..value.len().min(64)])
+    );
+}
+
+/// [`Session::client_id`] of session `id`.
+pub fn client_id(session: u64) -> u64 {
+    u64::from(session as u32) + 1
 }
 
 /// The sessions of a server's connections, by connection id (see
@@ -106,6 +143,8 @@ struct Slot {
     id: u64,
     resp3: bool,
     session: Option<Box<Session>>,
+    /// When its last command started (`CLIENT LIST`'s `idle=`).
+    last: Option<Instant>,
 }
 
 impl Sessions {
@@ -146,6 +185,7 @@ impl Sessions {
                 ..Slot::default()
             };
         }
+        slot.last = Some(Instant::now());
         match slot.session.take() {
             Some(s) => s,
             None => fresh(slot.resp3),
@@ -153,33 +193,168 @@ impl Sessions {
     }
 
     /// `CLIENT LIST`'s reply for the connection of `current`: a line per
-    /// connection that has run a command (its id, name and protocol, in
-    /// Redis's `key=value` form; a connection closed since is listed until
-    /// its index is reused: the table does not see connections close).
+    /// open connection ([`crate::clients`]) in Redis's `key=value` form,
+    /// with what this table knows of its session (name, protocol, idle
+    /// time, last command, subscriptions, transaction).
     pub fn client_list(&self, current: &Session) -> Vec<u8> {
-        let line = |out: &mut Vec<u8>, id: u64, name: Option<&[u8]>, resp3: bool| {
-            out.extend_from_slice(
-                format!("id={} addr=unknown:0 laddr=unknown:0 fd=-1 name=", id >> 32).as_bytes(),
-            );
-            out.extend_from_slice(name.unwrap_or_default());
-            out.extend_from_slice(
-                format!(
-                    " age=0 idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 cmd=client|list user=default redir=-1 resp={}\n",
-                    if resp3 { 3 } else { 2 }
-                )
-                .as_bytes(),
-            );
-        };
         let mut out = Vec::new();
-        for slot in self.slots.iter() {
-            let slot = slot.lock();
-            if slot.id == current.id {
-                line(&mut out, current.id, current.name.as_deref(), current.resp3);
-            } else if let Some(s) = &slot.session {
-                line(&mut out, s.id, s.name.as_deref(), s.resp3);
+        let now = Instant::now();
+        let reg = crate::clients::registry();
+        let server = reg.server_of(current.id);
+        for (id, conn) in reg.list() {
+            if Some(conn.server) != server {
+                continue;
             }
+            let index = (id >> 32) as usize;
+            let Some(slot) = index
+                .checked_sub(1)
+                .and_then(|i| self.slots.get(i % self.slots.len()))
+            else {
+                continue;
+            };
+            let slot = slot.lock();
+            let mine = slot.id == id;
+            let session = if id == current.id {
+                Some(current)
+            } else {
+                slot.session.as_deref().filter(|_| mine)
+            };
+            let idle = match (id == current.id, slot.last.filter(|_| mine)) {
+                (false, Some(t)) => now.duration_since(t).as_secs(),
+                _ => 0,
+            };
+            let cmd: &[u8] = match session {
+                _ if id == current.id => b"client|list",
+                Some(s) if s.last_cmd_len > 0 => &s.last_cmd[..usize::from(s.last_cmd_len)],
+                _ => b"NULL",
+            };
+            let subs = session.map_or(0, |s| s.subscriptions);
+            let multi = session
+                .and_then(|s| s.multi.as_ref())
+                .map_or(-1, |q| q.len() as i64);
+            let resp3 = session.map_or(mine && slot.resp3, |s| s.resp3);
+            let _ = write!(
+                out,
+                "id={} addr={} laddr={} fd={} name=",
+                client_id(id),
+                conn.addr,
+                conn.laddr,
+                conn.fd
+            );
+            out.extend_from_slice(session.and_then(|s| s.name.as_deref()).unwrap_or_default());
+            let _ = write!(
+                out,
+                " age={} idle={idle} flags={} db=0 sub={subs} psub=0 ssub=0 multi={multi} cmd=",
+                now.duration_since(conn.since).as_secs(),
+                if subs > 0 { "P" } else { "N" },
+            );
+            out.extend_from_slice(cmd);
+            let _ = writeln!(
+                out,
+                " user=default redir=-1 resp={}",
+                if resp3 { 3 } else { 2 }
+            );
         }
         out
+    }
+
+    /// `CLIENT KILL`: the old form `addr:port` (`+OK`, or an error when no
+    /// connection has it) or Redis 7.0's filters (ID, ADDR, LADDR, TYPE,
+    /// USER, SKIPME; answered with how many connections it closes). The
+    /// front end that owns a marked connection closes it on its next pass.
+    pub fn client_kill(&self, current: &Session, a: &[&[u8]], out: &mut Vec<u8>) {
+        let reg = crate::clients::registry();
+        // This server's connections only (one registry serves every server
+        // of the process).
+        let server = reg.server_of(current.id);
+        let ours = |c: &crate::clients::Conn| Some(c.server) == server;
+        if a.len() == 1 {
+            let n = reg.kill(|_, c| ours(c) && c.addr.to_string().as_bytes() == a[0]);
+            out.extend_from_slice(if n > 0 {
+                b"+OK\r\n".as_slice()
+            } else {
+                b"-ERR No such client\r\n"
+            });
+            return;
+        }
+        if a.is_empty() || !a.len().is_multiple_of(2) {
+            out.extend_from_slice(b"-ERR syntax error\r\n");
+            return;
+        }
+        let (mut id, mut addr, mut laddr, mut kind) = (None, None, None, None);
+        let mut skip_me = true;
+        for pair in a.chunks(2) {
+            let (key, val) = (pair[0].to_ascii_lowercase(), pair[1]);
+            match key.as_slice() {
+                b"id" => match parse_i64(val) {
+                    Some(v) if v > 0 => id = Some(v as u64),
+                    _ => {
+                        out.extend_from_slice(b"-ERR client-id should be greater than 0\r\n");
+                        return;
+                    }
+                },
+                b"addr" => addr = Some(val),
+                b"laddr" => laddr = Some(val),
+                b"user" => {
+                    // Every connection is the default user's.
+                    if !val.eq_ignore_ascii_case(b"default") {
+                        return error_naming(out, "No such user", val);
+                    }
+                }
+                b"type" => match val.to_ascii_lowercase().as_slice() {
+                    b"normal" => kind = Some(false),
+                    b"pubsub" => kind = Some(true),
+                    // No replication here: no such connection (below).
+                    b"master" | b"replica" | b"slave" => {}
+                    _ => return error_naming(out, "Unknown client type", val),
+                },
+                b"skipme" => match val.to_ascii_lowercase().as_slice() {
+                    b"yes" => skip_me = true,
+                    b"no" => skip_me = false,
+                    _ => {
+                        out.extend_from_slice(b"-ERR syntax error\r\n");
+                        return;
+                    }
+                },
+                _ => {
+                    out.extend_from_slice(b"-ERR syntax error\r\n");
+                    return;
+                }
+            }
+        }
+        let replication_only = a.chunks(2).any(|p| {
+            p[0].eq_ignore_ascii_case(b"type")
+                && matches!(
+                    p[1].to_ascii_lowercase().as_slice(),
+                    b"master" | b"replica" | b"slave"
+                )
+        });
+        let n = if replication_only {
+            0
+        } else {
+            reg.kill(|session, c| {
+                ours(c)
+                    && (!skip_me || session != current.id)
+                    && id.is_none_or(|i| client_id(session) == i)
+                    && addr.is_none_or(|x| c.addr.to_string().as_bytes() == x)
+                    && laddr.is_none_or(|x| c.laddr.to_string().as_bytes() == x)
+                    && kind.is_none_or(|pubsub| self.subscribed(session, current) == pubsub)
+            })
+        };
+        let _ = write!(out, ":{n}\r\n");
+    }
+
+    /// Whether connection `session` listens to a channel or pattern, as
+    /// far as this table knows (a session out for a command counts as not).
+    fn subscribed(&self, session: u64, current: &Session) -> bool {
+        if session == current.id {
+            return current.subscriptions > 0;
+        }
+        let Some(i) = ((session >> 32) as usize).checked_sub(1) else {
+            return false;
+        };
+        let slot = self.slots[i % self.slots.len()].lock();
+        slot.id == session && slot.session.as_ref().is_some_and(|s| s.subscriptions > 0)
     }
 
     /// Brings back a session taken by [`Sessions::take`] (one of a
@@ -644,6 +819,7 @@ pub fn execute(
         // Longer than any command: unknown.
         None => b"",
     };
+    session.ran(name);
     let mut w = Reply {
         out,
         resp3: session.resp3,

@@ -172,13 +172,14 @@ pub(super) fn print(s: &ServerSummary, report: &ServerReport) {
     }
     if let Some(t) = &s.tcp {
         println!(
-            "tcp: connections accepted {} (refused at the limit {}) | closed: by the peer {}, after a bad request {}, idle {}, on an I/O error {} | replies to closed connections {} | paused for backpressure {} | blocking commands parked {} (timed out {}) | pub/sub messages {} (listeners closed past the output bound {})",
+            "tcp: connections accepted {} (refused at the limit {}) | closed: by the peer {}, after a bad request {}, idle {}, on an I/O error {}, by CLIENT KILL {} | replies to closed connections {} | paused for backpressure {} | blocking commands parked {} (timed out {}) | pub/sub messages {} (listeners closed past the output bound {})",
             t.accepted,
             t.refused,
             t.closed_by_peer,
             t.closed_on_error,
             t.closed_idle,
             t.closed_on_io_error,
+            t.closed_by_kill,
             t.replies_to_closed,
             t.paused,
             t.parked,
