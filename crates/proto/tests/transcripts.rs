@@ -171,6 +171,15 @@ fn memcached_stale_while_revalidate_and_me_answer_byte_for_byte_as_memcached_1_6
     assert!(n > 90, "{n} cases");
 }
 
+/// INCRBYFLOAT and HINCRBYFLOAT in Redis's long double: seeded sums of
+/// integers, decimals, exponents, 64-bit-sized values, hex floats and
+/// values past the range, and the errors, as redis-server 7.0.15 answers.
+#[test]
+fn incrbyfloat_answers_byte_for_byte_as_redis_7_long_double() {
+    let n = replay("incrbyfloat", include_str!("data/redis7-incrbyfloat.jsonl"));
+    assert!(n > 200, "{n} commands");
+}
+
 #[test]
 fn memcached_meta_commands_answer_byte_for_byte_as_memcached_1_6() {
     let n = replay_memcached("meta", include_str!("data/memcached16-meta.jsonl"));

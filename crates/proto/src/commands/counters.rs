@@ -52,16 +52,19 @@ pub(super) fn run<'d>(
         }
         b"incrbyfloat" => {
             arity(n == 2, nm)?;
-            let by = parse_f64(a[1]).ok_or(Fail::Msg(NOT_FLOAT))?;
             let mut g = lock(db, &mut held, &a[..1], true)?;
             let v = g.update(a[0], |slot| {
+                // As Redis: the key's type, its value, then the increment.
                 let cur = match slot.as_ref().map(|e| &e.value) {
-                    None => 0.0,
-                    Some(Value::Str(v)) => match parse_f64(v) {
+                    None => long_double::Operand::Finite(long_double::LongDouble::ZERO),
+                    Some(Value::Str(v)) => match long_double::parse(v) {
                         Some(x) => x,
                         None => return (false, Err(Fail::Msg(NOT_FLOAT))),
                     },
                     Some(_) => return (false, Err(Fail::Msg(WRONGTYPE))),
+                };
+                let Some(by) = long_double::parse(a[1]) else {
+                    return (false, Err(Fail::Msg(NOT_FLOAT)));
                 };
                 let s = match float_incr(cur, by) {
                     Ok(s) => s,

@@ -161,8 +161,8 @@ pub(super) fn run<'d>(
         }
         b"hincrbyfloat" => {
             arity(n == 3, nm)?;
-            let by = parse_f64(a[2]).ok_or(Fail::Msg(NOT_FLOAT))?;
-            if !by.is_finite() {
+            let by = long_double::parse(a[2]).ok_or(Fail::Msg(NOT_FLOAT))?;
+            if by == long_double::Operand::Infinite {
                 return Err(Fail::Msg(b"ERR value is NaN or Infinity"));
             }
             let mut g = lock(db, &mut held, &a[..1], true)?;
@@ -175,8 +175,8 @@ pub(super) fn run<'d>(
                     return (false, Err(Fail::Msg(WRONGTYPE)));
                 };
                 let cur = match h.map().get(a[1]) {
-                    None => 0.0,
-                    Some(v) => match parse_f64(v) {
+                    None => long_double::Operand::Finite(long_double::LongDouble::ZERO),
+                    Some(v) => match long_double::parse(v) {
                         Some(x) => x,
                         None => return (false, Err(Fail::Msg(b"ERR hash value is not a float"))),
                     },

@@ -24,6 +24,7 @@ mod expiry;
 mod hashes;
 mod keys;
 mod lists;
+mod long_double;
 mod pubsub;
 mod scripting;
 mod server;
@@ -1132,12 +1133,12 @@ fn take_first<'k, T>(
 
 /// INCRBYFLOAT's and HINCRBYFLOAT's step: `cur + by` as Redis writes it,
 /// refused when it is not a finite number.
-fn float_incr(cur: f64, by: f64) -> Result<String, Fail> {
-    let new = cur + by;
-    if !new.is_finite() {
-        return Err(Fail::Msg(b"ERR increment would produce NaN or Infinity"));
-    }
-    Ok(fmt_double(new))
+/// INCRBYFLOAT's and HINCRBYFLOAT's sum, in Redis's long double and its
+/// text.
+fn float_incr(cur: long_double::Operand, by: long_double::Operand) -> Result<String, Fail> {
+    long_double::add(cur, by)
+        .map(long_double::format)
+        .ok_or(Fail::Msg(b"ERR increment would produce NaN or Infinity"))
 }
 
 /// Replaces a string value, keeping its deadline (INCR, APPEND keep a TTL).
