@@ -88,7 +88,9 @@ pub struct DbConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Full;
 
-/// A sorted set's score, ordered totally (NaN is refused before it gets here).
+/// A sorted set's score, ordered as Redis's skiplist compares them: by
+/// value, so `-0` and `0` tie and their members decide (NaN is refused
+/// before it gets here).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Score(pub f64);
 
@@ -102,7 +104,9 @@ impl PartialOrd for Score {
 
 impl Ord for Score {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
+        self.0
+            .partial_cmp(&other.0)
+            .unwrap_or_else(|| self.0.total_cmp(&other.0))
     }
 }
 

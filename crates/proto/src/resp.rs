@@ -643,6 +643,7 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         || is(b"sinter")
         || is(b"sunion")
         || is(b"sdiff")
+        || zset_operation(name)
         || is(b"sinterstore")
         || is(b"sunionstore")
         || is(b"sdiffstore")
@@ -672,6 +673,22 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         }
     }
     TYPE_SHORT
+}
+
+/// ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD: their cost is
+/// their sources' sizes.
+fn zset_operation(name: &[u8]) -> bool {
+    [
+        &b"zunion"[..],
+        b"zinter",
+        b"zdiff",
+        b"zintercard",
+        b"zunionstore",
+        b"zinterstore",
+        b"zdiffstore",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// The elements `cmd` will walk, from the store's `sizes`, for the commands
@@ -724,6 +741,18 @@ fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes, big: usize) -> Option<
     }
     if is(b"sinter") || is(b"sunion") || is(b"sdiff") {
         return sum(args);
+    }
+    if zset_operation(name) {
+        // The destination is no source; the key count says where the keys
+        // end (WEIGHTS and the rest follow them).
+        if name.len() > 9 && name[name.len() - 5..].eq_ignore_ascii_case(b"store") {
+            let _destination = args.next();
+        }
+        let keys = args
+            .next()
+            .and_then(parse_i64)?
+            .clamp(0, (MULTI_KEYS * 4) as i64);
+        return args.take(keys as usize).map(|k| sizes.elements(k)).sum();
     }
     if is(b"sinterstore") || is(b"sunionstore") || is(b"sdiffstore") || is(b"sintercard") {
         // The destination, or SINTERCARD's key count, is not a source.

@@ -456,14 +456,36 @@ impl Reply<'_> {
     }
 }
 
-/// A double as Redis prints it (shortest round-trip form, `inf`/`-inf`).
+/// A double as Redis 7.0 prints it in a reply: C's `%.17g` (17
+/// significant digits, trailing zeros cut, an exponent past 10^16 or below
+/// 10^-4: `0.10000000000000001`, `1e+17`), `inf`/`-inf`.
 fn fmt_double(v: f64) -> String {
     if v.is_infinite() {
-        if v > 0.0 { "inf".into() } else { "-inf".into() }
-    } else if v == v.trunc() && v.abs() < 1e17 {
-        format!("{}", v as i64)
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    // Rust's formatting rounds exactly, as glibc's printf does.
+    let sci = format!("{v:.16e}");
+    let (mantissa, exp) = sci.split_once('e').expect("an exponent");
+    let x: i32 = exp.parse().expect("a decimal exponent");
+    let cut = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    if (-4..17).contains(&x) {
+        cut(&format!("{v:.*}", (16 - x) as usize))
     } else {
-        format!("{v}")
+        format!(
+            "{}e{}{:02}",
+            cut(mantissa),
+            if x < 0 { '-' } else { '+' },
+            x.unsigned_abs()
+        )
     }
 }
 
@@ -704,6 +726,14 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("smove", 4, 1, 2, 1),
     CommandSpec::new("scard", 2, 1, 1, 1),
     CommandSpec::new("spop", -2, 1, 1, 1),
+    CommandSpec::new("zunionstore", -4, 1, 1, 1),
+    CommandSpec::new("zinterstore", -4, 1, 1, 1),
+    CommandSpec::new("zdiffstore", -4, 1, 1, 1),
+    CommandSpec::new("zunion", -3, 0, 0, 0),
+    CommandSpec::new("zinter", -3, 0, 0, 0),
+    CommandSpec::new("zdiff", -3, 0, 0, 0),
+    CommandSpec::new("zintercard", -3, 0, 0, 0),
+    CommandSpec::new("zmscore", -3, 1, 1, 1),
     CommandSpec::new("zadd", -4, 1, 1, 1),
     CommandSpec::new("zrange", -4, 1, 1, 1),
     CommandSpec::new("zrangebyscore", -4, 1, 1, 1),
@@ -1029,12 +1059,12 @@ fn run<'d>(
             w.int(0);
             Ok(())
         }
-        b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
-        | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange"
-        | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank" | b"bzpopmin"
-        | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex" | b"zlexcount" | b"zremrangebylex" => {
-            zsets::run(name, a, db, w, held)
-        }
+        b"zunion" | b"zinter" | b"zdiff" | b"zunionstore" | b"zinterstore" | b"zdiffstore"
+        | b"zintercard" | b"zmscore" | b"zadd" | b"zincrby" | b"zscore" | b"zpopmin"
+        | b"zpopmax" | b"zrange" | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount"
+        | b"zrevrange" | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank"
+        | b"bzpopmin" | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex" | b"zlexcount"
+        | b"zremrangebylex" => zsets::run(name, a, db, w, held),
         _ => {
             unknown(w, raw_name, a);
             Ok(())

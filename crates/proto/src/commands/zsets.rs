@@ -1,5 +1,7 @@
-//! Sorted sets: ZADD, ZINCRBY, ZSCORE, ZPOPMIN/MAX, ZRANK, ZCOUNT, ZRANGE and its
-//! BYSCORE/REV forms, ZREMRANGEBYSCORE, ZREMRANGEBYRANK.
+//! Sorted sets: ZADD, ZINCRBY, ZSCORE, ZMSCORE, ZPOPMIN/MAX, ZRANK, ZCOUNT,
+//! ZRANGE and its BYSCORE/REV forms, ZREMRANGEBYSCORE, ZREMRANGEBYRANK, and
+//! the set operations ZUNION, ZINTER, ZDIFF (with their STORE forms,
+//! WEIGHTS and AGGREGATE) and ZINTERCARD.
 //!
 //! Each command is one arm of [`run`], which [`super::run`] calls by name;
 //! the arms keep Redis 7's replies and error texts.
@@ -40,6 +42,24 @@ pub(super) fn run<'d>(
             })?;
             crate::blocking::wake();
             w.double(v);
+        }
+        b"zunion" | b"zinter" | b"zdiff" | b"zunionstore" | b"zinterstore" | b"zdiffstore"
+        | b"zintercard" => set_operation(name, a, db, &mut held, w)?,
+        b"zmscore" => {
+            arity(n >= 2, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let z = match g.get(a[0]).map(|e| &e.value) {
+                None => None,
+                Some(Value::ZSet(z)) => Some(z),
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            w.array(n - 1);
+            for m in &a[1..] {
+                match z.and_then(|z| z.score(m)) {
+                    Some(s) => w.double(s),
+                    None => w.nil(),
+                }
+            }
         }
         b"zscore" => {
             arity(n == 2, nm)?;
@@ -321,6 +341,267 @@ fn zadd<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut 
     Ok(())
 }
 
+/// How ZUNION and ZINTER combine a member's weighted scores (AGGREGATE).
+#[derive(Clone, Copy, PartialEq)]
+enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+impl Aggregate {
+    /// Redis's `zunionInterAggregate`: a sum that is NaN (`inf + -inf`) is 0.
+    fn fold(self, target: &mut f64, v: f64) {
+        match self {
+            Aggregate::Sum => {
+                *target += v;
+                if target.is_nan() {
+                    *target = 0.0;
+                }
+            }
+            Aggregate::Min => {
+                if v < *target {
+                    *target = v;
+                }
+            }
+            Aggregate::Max => {
+                if v > *target {
+                    *target = v;
+                }
+            }
+        }
+    }
+}
+
+/// A source of a set operation: a sorted set, or a set (every member
+/// scored 1), shared so that it is walked after the locks of a read.
+enum Source {
+    Missing,
+    Sorted(Arc<ZSet>),
+    Plain(Arc<crate::db::Set>),
+}
+
+impl Source {
+    fn len(&self) -> usize {
+        match self {
+            Source::Missing => 0,
+            Source::Sorted(z) => z.len(),
+            Source::Plain(s) => s.members().len(),
+        }
+    }
+
+    fn score(&self, m: &[u8]) -> Option<f64> {
+        match self {
+            Source::Missing => None,
+            Source::Sorted(z) => z.score(m),
+            Source::Plain(s) => s.members().contains(m).then_some(1.0),
+        }
+    }
+
+    fn each(&self, mut f: impl FnMut(&[u8], f64) -> bool) {
+        match self {
+            Source::Missing => {}
+            Source::Sorted(z) => {
+                for (s, m) in z.ordered() {
+                    if !f(m, s.0) {
+                        return;
+                    }
+                }
+            }
+            Source::Plain(s) => {
+                for m in s.members() {
+                    if !f(m, 1.0) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD, as Redis 7's
+/// `zunionInterDiffGenericCommand`: the keys' types are checked before the
+/// options are read; the sources are taken from the smallest (a member's
+/// scores are combined in that order, which decides a float sum's last
+/// bit, as in Redis); a set counts as a sorted set of scores 1.
+fn set_operation<'d>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    held: &mut Option<&mut Guard<'d>>,
+    w: &mut Reply<'_>,
+) -> Res {
+    let nm = std::str::from_utf8(name).unwrap_or("?");
+    let store = name.ends_with(b"store");
+    let card = name == b"zintercard";
+    let (union, diff) = (name.starts_with(b"zunion"), name.starts_with(b"zdiff"));
+    let at = usize::from(store);
+    arity(a.len() > at + 1, nm)?;
+    let numkeys = int_arg(a[at])?;
+    if numkeys < 1 {
+        return Err(Fail::Owned(
+            format!("ERR at least 1 input key is needed for '{nm}' command").into_bytes(),
+        ));
+    }
+    let keys_end = match usize::try_from(numkeys) {
+        Ok(k) if k < a.len() - at => at + 1 + k,
+        _ => return Err(Fail::Msg(SYNTAX)),
+    };
+    let sources = &a[at + 1..keys_end];
+    let keys: Vec<&[u8]> = a[..keys_end]
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != at)
+        .map(|(_, k)| *k)
+        .collect();
+    let mut g = Some(lock(db, held, &keys, store)?);
+    let mut srcs: Vec<(Source, f64)> = Vec::with_capacity(sources.len());
+    for k in sources {
+        let src = match g.as_mut().and_then(|g| g.get(k)).map(|e| &e.value) {
+            None => Source::Missing,
+            Some(Value::ZSet(z)) => Source::Sorted(Arc::clone(z)),
+            Some(Value::Set(s)) => Source::Plain(Arc::clone(s)),
+            Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+        };
+        srcs.push((src, 1.0));
+    }
+    let (mut aggregate, mut withscores, mut limit) = (Aggregate::Sum, false, 0usize);
+    let mut j = keys_end;
+    while j < a.len() {
+        let left = a.len() - j;
+        let opt = a[j].to_ascii_lowercase();
+        if !diff && !card && left > srcs.len() && opt == b"weights" {
+            for (i, src) in srcs.iter_mut().enumerate() {
+                src.1 =
+                    parse_f64(a[j + 1 + i]).ok_or(Fail::Msg(b"ERR weight value is not a float"))?;
+            }
+            j += 1 + srcs.len();
+        } else if !diff && !card && left >= 2 && opt == b"aggregate" {
+            aggregate = match a[j + 1].to_ascii_lowercase().as_slice() {
+                b"sum" => Aggregate::Sum,
+                b"min" => Aggregate::Min,
+                b"max" => Aggregate::Max,
+                _ => return Err(Fail::Msg(SYNTAX)),
+            };
+            j += 2;
+        } else if !store && !card && opt == b"withscores" {
+            withscores = true;
+            j += 1;
+        } else if card && left >= 2 && opt == b"limit" {
+            limit = parse_i64(a[j + 1])
+                .and_then(|l| usize::try_from(l).ok())
+                .ok_or(Fail::Msg(b"ERR LIMIT can't be negative"))?;
+            j += 2;
+        } else {
+            return Err(Fail::Msg(SYNTAX));
+        }
+    }
+    if !store {
+        // Only read from here: the sources are walked unlocked.
+        g = None;
+    }
+    let mut result = ZSet::default();
+    let mut count = 0usize;
+    if diff {
+        let (first, rest) = srcs.split_first().expect("at least one key");
+        first.0.each(|m, s| {
+            if rest.iter().all(|(o, _)| o.score(m).is_none()) {
+                result.insert(m, s);
+            }
+            true
+        });
+    } else {
+        // Stable: equal sizes keep the order given.
+        srcs.sort_by_key(|(s, _)| s.len());
+        if union {
+            for (src, weight) in &srcs {
+                src.each(|m, s| {
+                    let mut v = weight * s;
+                    if v.is_nan() {
+                        v = 0.0;
+                    }
+                    match result.score(m) {
+                        Some(mut acc) => {
+                            aggregate.fold(&mut acc, v);
+                            result.insert(m, acc);
+                        }
+                        None => {
+                            result.insert(m, v);
+                        }
+                    }
+                    true
+                });
+            }
+        } else {
+            let (first, rest) = srcs.split_first().expect("at least one key");
+            first.0.each(|m, s| {
+                let mut acc = first.1 * s;
+                if acc.is_nan() {
+                    acc = 0.0;
+                }
+                for (o, weight) in rest {
+                    let Some(v) = o.score(m) else {
+                        return true;
+                    };
+                    aggregate.fold(&mut acc, v * weight);
+                }
+                if card {
+                    count += 1;
+                    return limit == 0 || count < limit;
+                }
+                result.insert(m, acc);
+                true
+            });
+        }
+    }
+    if card {
+        w.int(count as i64);
+    } else if store {
+        // The result replaces the destination, whatever it held; an empty
+        // one deletes it.
+        let len = result.len();
+        let g = g.as_mut().expect("a STORE form keeps its locks");
+        g.update(a[0], |slot| {
+            let had = slot.is_some();
+            *slot = (len > 0).then(|| Entry::new(Value::ZSet(Arc::new(result))));
+            (had || len > 0, ())
+        });
+        if len > 0 {
+            crate::blocking::wake();
+        }
+        w.int(len as i64);
+    } else {
+        scored_members(w, result.ordered().iter(), result.len(), withscores);
+    }
+    Ok(())
+}
+
+/// A sorted set's members in order, with their scores when asked (RESP3:
+/// a pair each), as ZRANGE answers.
+fn scored_members<'a>(
+    w: &mut Reply<'_>,
+    items: impl Iterator<Item = &'a (Score, Box<[u8]>)>,
+    len: usize,
+    withscores: bool,
+) {
+    if withscores && w.resp3 {
+        w.array(len);
+        for (s, m) in items {
+            w.array(2);
+            w.bulk(m);
+            w.double(s.0);
+        }
+    } else {
+        w.array(len * if withscores { 2 } else { 1 });
+        for (s, m) in items {
+            w.bulk(m);
+            if withscores {
+                w.double(s.0);
+            }
+        }
+    }
+}
+
 fn zrange<'d>(
     name: &[u8],
     a: &[&[u8]],
@@ -423,22 +704,8 @@ fn zrange<'d>(
             z.ordered().iter().skip(s).take(e - s).collect()
         }
     };
-    if withscores && w.resp3 {
-        w.array(items.len());
-        for (s, m) in items {
-            w.array(2);
-            w.bulk(m);
-            w.double(s.0);
-        }
-    } else {
-        w.array(items.len() * if withscores { 2 } else { 1 });
-        for (s, m) in items {
-            w.bulk(m);
-            if withscores {
-                w.double(s.0);
-            }
-        }
-    }
+    let len = items.len();
+    scored_members(w, items.into_iter(), len, withscores);
     Ok(())
 }
 
