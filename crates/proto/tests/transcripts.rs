@@ -195,6 +195,19 @@ fn sorted_set_operations_answer_byte_for_byte_as_redis_7() {
     assert!(n > 200, "{n} commands");
 }
 
+/// SUBSTR, LPUSHX, RPUSHX, HSTRLEN, SINTERCARD, COPY and OBJECT
+/// (ENCODING at Redis 7.0's default thresholds, REFCOUNT of shared
+/// integers, IDLETIME, FREQ, HELP), with their errors, as redis-server
+/// 7.0.15 answers.
+#[test]
+fn more_commands_answer_byte_for_byte_as_redis_7() {
+    let n = replay(
+        "morecommands",
+        include_str!("data/redis7-morecommands.jsonl"),
+    );
+    assert!(n > 120, "{n} commands");
+}
+
 #[test]
 fn memcached_meta_commands_answer_byte_for_byte_as_memcached_1_6() {
     let n = replay_memcached("meta", include_str!("data/memcached16-meta.jsonl"));

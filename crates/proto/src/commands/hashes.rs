@@ -37,6 +37,16 @@ pub(super) fn run<'d>(
                 w.int(added as i64)
             }
         }
+        b"hstrlen" => {
+            arity(n == 2, nm)?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let len = match g.get(a[0]).map(|e| &e.value) {
+                None => 0,
+                Some(Value::Hash(h)) => h.map().get(a[1]).map_or(0, |v| v.len()),
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            w.int(len as i64);
+        }
         b"hget" | b"hexists" => {
             arity(n == 2, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;

@@ -92,6 +92,96 @@ pub(super) fn run<'d>(
             let count = a.iter().filter(|k| g.get(k).is_some()).count();
             w.int(count as i64);
         }
+        b"copy" => {
+            arity(n >= 2, nm)?;
+            // Options first, then the names, then the keys, as Redis.
+            let mut replace = false;
+            let mut j = 2;
+            while j < n {
+                if a[j].eq_ignore_ascii_case(b"replace") {
+                    replace = true;
+                    j += 1;
+                } else if a[j].eq_ignore_ascii_case(b"db") && j + 1 < n {
+                    match parse_i64(a[j + 1]) {
+                        None => return Err(Fail::Msg(NOT_INTEGER)),
+                        // Only database 0 exists here.
+                        Some(0) => {}
+                        Some(_) => return Err(Fail::Msg(b"ERR DB index is out of range")),
+                    }
+                    j += 2;
+                } else {
+                    return Err(Fail::Msg(SYNTAX));
+                }
+            }
+            if a[0] == a[1] {
+                return Err(Fail::Msg(
+                    b"ERR source and destination objects are the same",
+                ));
+            }
+            let mut g = lock(db, &mut held, &a[..2], true)?;
+            let Some(src) = g.get(a[0]).map(|e| (e.value.clone(), e.expire_ms)) else {
+                w.int(0);
+                return Ok(());
+            };
+            if !replace && g.get(a[1]).is_some() {
+                w.int(0);
+                return Ok(());
+            }
+            // A collection is shared until either side changes it (`Arc`).
+            g.set(
+                a[1],
+                Entry {
+                    expire_ms: src.1,
+                    ..Entry::new(src.0)
+                },
+            );
+            crate::blocking::wake();
+            w.int(1);
+        }
+        b"object" => {
+            arity(n >= 1, nm)?;
+            let sub = a[0].to_ascii_lowercase();
+            if sub == b"help" {
+                w.array(OBJECT_HELP.len());
+                for line in OBJECT_HELP {
+                    w.simple(line.as_bytes());
+                }
+                return Ok(());
+            }
+            if !matches!(
+                sub.as_slice(),
+                b"encoding" | b"refcount" | b"idletime" | b"freq"
+            ) {
+                return Err(unknown_subcommand(a[0], "OBJECT"));
+            }
+            if n != 2 {
+                return Err(Fail::Arity(format!(
+                    "object|{}",
+                    String::from_utf8_lossy(&sub)
+                )));
+            }
+            let mut g = lock(db, &mut held, &a[1..2], false)?;
+            let clock = g.clock();
+            // Not a use of the key (Redis looks it up without touching it).
+            let Some(e) = g.peek(a[1]) else {
+                w.nil();
+                return Ok(());
+            };
+            match sub.as_slice() {
+                b"encoding" => w.bulk(encoding(&e.value)),
+                b"refcount" => w.int(match &e.value {
+                    // Redis shares the integers 0 to 9999.
+                    Value::Str(s) if redis_int(s).is_some_and(|v| (0..10_000).contains(&v)) => {
+                        i64::from(i32::MAX)
+                    }
+                    _ => 1,
+                }),
+                b"idletime" => w.int(e.idle_secs(clock) as i64),
+                _ => return Err(Fail::Msg(
+                    b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+                )),
+            }
+        }
         b"type" => {
             arity(n == 1, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;
@@ -315,4 +405,73 @@ fn scan<'d>(
         w.bulk(k);
     }
     Ok(())
+}
+
+/// OBJECT HELP's lines, as Redis 7.0 gives them.
+const OBJECT_HELP: [&str; 15] = [
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// The encoding Redis 7.0 would give `v` when built by the commands that
+/// made it, at its default thresholds: a string is `int` (a 64-bit integer
+/// in canonical form), `embstr` (up to 44 bytes) or `raw`; a list is a
+/// `quicklist`; a hash of at most 512 fields of at most 64 bytes, and a
+/// sorted set of at most 128 members of at most 64 bytes, a `listpack`; a
+/// set of at most 512 integers an `intset`. Redis never converts back a
+/// collection that grew past a threshold and shrank, nor a string an
+/// APPEND made `raw`: such a key reads here as if it were built anew.
+fn encoding(v: &Value) -> &'static [u8] {
+    match v {
+        Value::Str(s) if s.len() <= 20 && redis_int(s).is_some() => b"int",
+        Value::Str(s) if s.len() <= 44 => b"embstr",
+        Value::Str(_) => b"raw",
+        Value::List(_) => b"quicklist",
+        Value::Hash(h)
+            if h.map().len() <= 512
+                && h.map().iter().all(|(f, v)| f.len() <= 64 && v.len() <= 64) =>
+        {
+            b"listpack"
+        }
+        Value::Hash(_) => b"hashtable",
+        Value::Set(s)
+            if s.members().len() <= 512 && s.members().iter().all(|m| redis_int(m).is_some()) =>
+        {
+            b"intset"
+        }
+        Value::Set(_) => b"hashtable",
+        Value::ZSet(z) if z.len() <= 128 && z.ordered().iter().all(|(_, m)| m.len() <= 64) => {
+            b"listpack"
+        }
+        Value::ZSet(_) => b"skiplist",
+        Value::Stream(_) => b"stream",
+    }
+}
+
+/// `s` as Redis's `string2ll` reads an integer: canonical form only (no
+/// sign but `-`, no leading zero, no space), within 64 bits.
+fn redis_int(s: &[u8]) -> Option<i64> {
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    let canonical = match digits {
+        [b'0'] => s.len() == 1,
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    if !canonical {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse().ok()
 }

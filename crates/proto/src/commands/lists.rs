@@ -17,11 +17,16 @@ pub(super) fn run<'d>(
     let n = a.len();
     let nm = std::str::from_utf8(name).unwrap_or("?");
     match name {
-        b"lpush" | b"rpush" => {
+        b"lpush" | b"rpush" | b"lpushx" | b"rpushx" => {
             arity(n >= 2, nm)?;
-            let left = name == b"lpush";
+            let left = name.starts_with(b"l");
+            // The X forms push only onto a list that exists.
+            let only_existing = name.ends_with(b"x");
             let mut g = lock(db, &mut held, &a[..1], true)?;
             let len = g.update(a[0], |slot| {
+                if only_existing && slot.is_none() {
+                    return (false, Ok(0));
+                }
                 let e = slot.get_or_insert_with(|| Entry::new(Value::List(Arc::default())));
                 let Value::List(l) = &mut e.value else {
                     return (false, Err(Fail::Msg(WRONGTYPE)));

@@ -115,6 +115,13 @@ impl Session {
     }
 }
 
+/// SINTERCARD's and ZINTERCARD's LIMIT (0: none).
+fn card_limit(v: &[u8]) -> Result<usize, Fail> {
+    parse_i64(v)
+        .and_then(|l| usize::try_from(l).ok())
+        .ok_or(Fail::Msg(b"ERR LIMIT can't be negative"))
+}
+
 /// Redis's `-ERR <what> '<value>'` (the value cut at 64 bytes).
 fn error_naming(out: &mut Vec<u8>, what: &str, value: &[u8]) {
     let _ = write!(
@@ -673,6 +680,9 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("getset", 3, 1, 1, 1),
     CommandSpec::new("getdel", 2, 1, 1, 1),
     CommandSpec::new("getrange", 4, 1, 1, 1),
+    CommandSpec::new("substr", 4, 1, 1, 1),
+    CommandSpec::new("copy", -3, 1, 2, 1),
+    CommandSpec::new("object", -2, 2, 2, 1),
     CommandSpec::new("getex", -2, 1, 1, 1),
     CommandSpec::new("setrange", 4, 1, 1, 1),
     CommandSpec::new("del", -2, 1, -1, 1),
@@ -692,6 +702,8 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("scan", -2, 0, 0, 0),
     CommandSpec::new("keys", 2, 0, 0, 0),
     CommandSpec::new("lpush", -3, 1, 1, 1),
+    CommandSpec::new("lpushx", -3, 1, 1, 1),
+    CommandSpec::new("rpushx", -3, 1, 1, 1),
     CommandSpec::new("rpush", -3, 1, 1, 1),
     CommandSpec::new("lpop", -2, 1, 1, 1),
     CommandSpec::new("rpop", -2, 1, 1, 1),
@@ -706,6 +718,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("hset", -4, 1, 1, 1),
     CommandSpec::new("hmset", -4, 1, 1, 1),
     CommandSpec::new("hget", 3, 1, 1, 1),
+    CommandSpec::new("hstrlen", 3, 1, 1, 1),
     CommandSpec::new("hmget", -3, 1, 1, 1),
     CommandSpec::new("hgetall", 2, 1, 1, 1),
     CommandSpec::new("hkeys", 2, 1, 1, 1),
@@ -721,6 +734,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("sismember", 3, 1, 1, 1),
     CommandSpec::new("smismember", -3, 1, 1, 1),
     CommandSpec::new("sinter", -2, 1, -1, 1),
+    CommandSpec::new("sintercard", -3, 0, 0, 0),
     CommandSpec::new("sunion", -2, 1, -1, 1),
     CommandSpec::new("sdiff", -2, 1, -1, 1),
     CommandSpec::new("smove", 4, 1, 2, 1),
@@ -1029,7 +1043,7 @@ fn run<'d>(
             transaction::run(name, a, db, session, w, held, point)
         }
         b"get" | b"set" | b"setex" | b"psetex" | b"setnx" | b"mget" | b"mset" | b"msetnx"
-        | b"getset" | b"getdel" | b"getrange" | b"getex" | b"setrange" => {
+        | b"getset" | b"getdel" | b"getrange" | b"substr" | b"getex" | b"setrange" => {
             strings::run(name, a, db, w, held)
         }
         b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat" | b"append" => {
@@ -1037,19 +1051,21 @@ fn run<'d>(
         }
         b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" | b"del" | b"unlink" | b"exists"
         | b"type" | b"keys" | b"scan" | b"touch" | b"rename" | b"renamenx" | b"hscan"
-        | b"sscan" | b"zscan" | b"memory" => keys::run(name, a, db, w, held, point),
+        | b"sscan" | b"zscan" | b"memory" | b"copy" | b"object" => {
+            keys::run(name, a, db, w, held, point)
+        }
         b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist"
         | b"expiretime" | b"pexpiretime" => expiry::run(name, a, db, w, held),
-        b"lpush" | b"rpush" | b"lpop" | b"rpop" | b"lrange" | b"lindex" | b"lset" | b"ltrim"
-        | b"lrem" | b"lmove" | b"rpoplpush" | b"lpos" | b"linsert" | b"blpop" | b"brpop"
-        | b"blmove" | b"brpoplpush" => lists::run(name, a, db, w, held),
+        b"lpush" | b"rpush" | b"lpushx" | b"rpushx" | b"lpop" | b"rpop" | b"lrange" | b"lindex"
+        | b"lset" | b"ltrim" | b"lrem" | b"lmove" | b"rpoplpush" | b"lpos" | b"linsert"
+        | b"blpop" | b"brpop" | b"blmove" | b"brpoplpush" => lists::run(name, a, db, w, held),
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
-        | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" | b"hincrbyfloat" => {
+        | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" | b"hincrbyfloat" | b"hstrlen" => {
             hashes::run(name, a, db, w, held)
         }
         b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" | b"smismember" | b"sinter"
         | b"sunion" | b"sdiff" | b"smove" | b"sinterstore" | b"sunionstore" | b"sdiffstore"
-        | b"srandmember" => sets::run(name, a, db, w, held),
+        | b"srandmember" | b"sintercard" => sets::run(name, a, db, w, held),
         b"wait" => {
             // No replicas: every write is on as many replicas as asked of
             // none (Redis without replicas answers 0 at once).

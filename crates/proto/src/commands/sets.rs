@@ -84,6 +84,62 @@ pub(super) fn run<'d>(
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             }
         }
+        b"sintercard" => {
+            arity(n >= 2, nm)?;
+            // Not a number reads as no keys, as in Redis.
+            let keys = parse_i64(a[0]).unwrap_or(0);
+            if keys < 1 {
+                return Err(Fail::Msg(b"ERR numkeys should be greater than 0"));
+            }
+            let end = match usize::try_from(keys) {
+                Ok(k) if k < n => 1 + k,
+                _ => {
+                    return Err(Fail::Msg(
+                        b"ERR Number of keys can't be greater than number of args",
+                    ));
+                }
+            };
+            let mut limit = 0usize;
+            let mut j = end;
+            while j < n {
+                if j + 1 < n && a[j].eq_ignore_ascii_case(b"limit") {
+                    limit = card_limit(a[j + 1])?;
+                    j += 2;
+                } else {
+                    return Err(Fail::Msg(SYNTAX));
+                }
+            }
+            let mut g = Some(lock(db, &mut held, &a[1..end], false)?);
+            let mut sets = Vec::with_capacity(end - 1);
+            for k in &a[1..end] {
+                match g.as_mut().and_then(|g| g.get(k)).map(|e| &e.value) {
+                    None => sets.push(None),
+                    Some(Value::Set(s)) => sets.push(Some(Arc::clone(s))),
+                    Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+                }
+            }
+            // Walked unlocked (see `snapshot`).
+            g = None;
+            drop(g);
+            let mut count = 0usize;
+            if let Some(Some(first)) = sets
+                .iter()
+                .min_by_key(|s| s.as_ref().map_or(0, |s| s.members().len()))
+            {
+                for m in first.members() {
+                    if sets
+                        .iter()
+                        .all(|s| s.as_ref().is_some_and(|s| s.members().contains(m)))
+                    {
+                        count += 1;
+                        if count == limit {
+                            break;
+                        }
+                    }
+                }
+            }
+            w.int(count as i64);
+        }
         b"sinter" | b"sunion" | b"sdiff" | b"sinterstore" | b"sunionstore" | b"sdiffstore" => {
             let store = name.ends_with(b"store");
             arity(n > usize::from(store), nm)?;

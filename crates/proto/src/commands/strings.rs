@@ -26,7 +26,8 @@ pub(super) fn run<'d>(
             }
         }
         b"set" => set(a, db, &mut held, w)?,
-        b"getrange" => {
+        // SUBSTR: GETRANGE's old name.
+        b"getrange" | b"substr" => {
             arity(n == 3, nm)?;
             // Redis reads the offsets first, then the key.
             let (start, end) = (int_arg(a[1])?, int_arg(a[2])?);

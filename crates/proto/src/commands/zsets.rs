@@ -488,9 +488,7 @@ fn set_operation<'d>(
             withscores = true;
             j += 1;
         } else if card && left >= 2 && opt == b"limit" {
-            limit = parse_i64(a[j + 1])
-                .and_then(|l| usize::try_from(l).ok())
-                .ok_or(Fail::Msg(b"ERR LIMIT can't be negative"))?;
+            limit = card_limit(a[j + 1])?;
             j += 2;
         } else {
             return Err(Fail::Msg(SYNTAX));
