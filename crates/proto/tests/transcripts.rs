@@ -208,6 +208,15 @@ fn more_commands_answer_byte_for_byte_as_redis_7() {
     assert!(n > 120, "{n} commands");
 }
 
+/// SETBIT, GETBIT, BITCOUNT and BITPOS (BYTE and BIT ranges, negative
+/// and out-of-range bounds), BITOP, and their errors: seeded commands as
+/// redis-server 7.0.15 answers.
+#[test]
+fn bitmaps_answer_byte_for_byte_as_redis_7() {
+    let n = replay("bitmaps", include_str!("data/redis7-bitmaps.jsonl"));
+    assert!(n > 200, "{n} commands");
+}
+
 #[test]
 fn memcached_meta_commands_answer_byte_for_byte_as_memcached_1_6() {
     let n = replay_memcached("meta", include_str!("data/memcached16-meta.jsonl"));

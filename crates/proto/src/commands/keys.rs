@@ -460,18 +460,3 @@ fn encoding(v: &Value) -> &'static [u8] {
         Value::Stream(_) => b"stream",
     }
 }
-
-/// `s` as Redis's `string2ll` reads an integer: canonical form only (no
-/// sign but `-`, no leading zero, no space), within 64 bits.
-fn redis_int(s: &[u8]) -> Option<i64> {
-    let digits = s.strip_prefix(b"-").unwrap_or(s);
-    let canonical = match digits {
-        [b'0'] => s.len() == 1,
-        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
-        _ => false,
-    };
-    if !canonical {
-        return None;
-    }
-    std::str::from_utf8(s).ok()?.parse().ok()
-}

@@ -18,6 +18,7 @@
 //! Replies are RESP2, or RESP3 after `HELLO 3` (nulls as `_`, HGETALL as a
 //! map, SMEMBERS as a set, scores as doubles).
 
+mod bitmaps;
 mod connection;
 mod counters;
 mod expiry;
@@ -113,6 +114,21 @@ impl Session {
         self.last_cmd[..n].copy_from_slice(&name[..n]);
         self.last_cmd_len = n as u8;
     }
+}
+
+/// `s` as Redis's `string2ll` reads an integer: canonical form only (no
+/// sign but `-`, no leading zero, no space), within 64 bits.
+fn redis_int(s: &[u8]) -> Option<i64> {
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    let canonical = match digits {
+        [b'0'] => s.len() == 1,
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    if !canonical {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse().ok()
 }
 
 /// SINTERCARD's and ZINTERCARD's LIMIT (0: none).
@@ -680,6 +696,11 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("getset", 3, 1, 1, 1),
     CommandSpec::new("getdel", 2, 1, 1, 1),
     CommandSpec::new("getrange", 4, 1, 1, 1),
+    CommandSpec::new("setbit", 4, 1, 1, 1),
+    CommandSpec::new("getbit", 3, 1, 1, 1),
+    CommandSpec::new("bitcount", -2, 1, 1, 1),
+    CommandSpec::new("bitpos", -3, 1, 1, 1),
+    CommandSpec::new("bitop", -4, 2, -1, 1),
     CommandSpec::new("substr", 4, 1, 1, 1),
     CommandSpec::new("copy", -3, 1, 2, 1),
     CommandSpec::new("object", -2, 2, 2, 1),
@@ -1045,6 +1066,9 @@ fn run<'d>(
         b"get" | b"set" | b"setex" | b"psetex" | b"setnx" | b"mget" | b"mset" | b"msetnx"
         | b"getset" | b"getdel" | b"getrange" | b"substr" | b"getex" | b"setrange" => {
             strings::run(name, a, db, w, held)
+        }
+        b"setbit" | b"getbit" | b"bitcount" | b"bitpos" | b"bitop" => {
+            bitmaps::run(name, a, db, w, held)
         }
         b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat" | b"append" => {
             counters::run(name, a, db, w, held)
