@@ -881,6 +881,8 @@ impl crate::Protocol for Resp {
                 b"brpoplpush",
                 b"bzpopmin",
                 b"bzpopmax",
+                b"blmpop",
+                b"bzmpop",
                 b"xread",
             ]
             .iter()

@@ -217,6 +217,15 @@ fn bitmaps_answer_byte_for_byte_as_redis_7() {
     assert!(n > 200, "{n} commands");
 }
 
+/// LMPOP, ZMPOP, and BLMPOP and BZMPOP where something is there (or inside
+/// MULTI, where they do not block), with their errors, in RESP2 and RESP3,
+/// as redis-server 7.0.15 answers.
+#[test]
+fn multi_key_pops_answer_byte_for_byte_as_redis_7() {
+    let n = replay("mpop", include_str!("data/redis7-mpop.jsonl"));
+    assert!(n > 50, "{n} commands");
+}
+
 #[test]
 fn memcached_meta_commands_answer_byte_for_byte_as_memcached_1_6() {
     let n = replay_memcached("meta", include_str!("data/memcached16-meta.jsonl"));

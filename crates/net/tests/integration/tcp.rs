@@ -512,7 +512,7 @@ fn a_command_past_its_types_queueing_bound_is_answered_busy_unrun() {
     }
 }
 
-/// BLPOP, BRPOP, BLMOVE (and BZPOPMIN on a sorted set) park the connection (holding no
+/// BLPOP, BRPOP, BLMOVE (and BZPOPMIN, BLMPOP, BZMPOP) park the connection (holding no
 /// worker: other clients are served meanwhile), are admitted again when a
 /// push comes (one that still finds nothing parks again), keep the
 /// connection's later commands behind them, and answer Redis's null at
@@ -568,6 +568,29 @@ fn blocking_commands_park_until_a_push_or_their_timeout() {
         pusher.write_all(&cmd(&["ZADD", "zq", "5", "m"])).unwrap();
         assert_eq!(read_exactly(&mut pusher, 4), b":1\r\n");
         let want = b"*3\r\n$2\r\nzq\r\n$1\r\nm\r\n$1\r\n5\r\n";
+        assert_eq!(read_exactly(&mut second, want.len()), want, "{policy}");
+        // The multi-key pops, woken the same way: the first key with data.
+        second
+            .write_all(&cmd(&[
+                "BLMPOP", "0", "2", "mq1", "mq2", "RIGHT", "COUNT", "2",
+            ]))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        pusher
+            .write_all(&cmd(&["RPUSH", "mq2", "a", "b", "c"]))
+            .unwrap();
+        assert_eq!(read_exactly(&mut pusher, 4), b":3\r\n");
+        let want = b"*2\r\n$3\r\nmq2\r\n*2\r\n$1\r\nc\r\n$1\r\nb\r\n";
+        assert_eq!(read_exactly(&mut second, want.len()), want, "{policy}");
+        second
+            .write_all(&cmd(&["BZMPOP", "0", "1", "mz", "MAX"]))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        pusher
+            .write_all(&cmd(&["ZADD", "mz", "1", "x", "2", "y"]))
+            .unwrap();
+        assert_eq!(read_exactly(&mut pusher, 4), b":2\r\n");
+        let want = b"*2\r\n$2\r\nmz\r\n*1\r\n*2\r\n$1\r\ny\r\n$1\r\n2\r\n";
         assert_eq!(read_exactly(&mut second, want.len()), want, "{policy}");
         drop((first, second, pusher));
         let r = s.stop().unwrap();

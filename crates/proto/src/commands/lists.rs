@@ -65,6 +65,19 @@ pub(super) fn run<'d>(
             }
             return Err(block(timeout, g.now_ms, w.resp3));
         }
+        b"lmpop" | b"blmpop" => multi_pop(
+            name,
+            a,
+            db,
+            &mut held,
+            w,
+            [b"left", b"right"],
+            |v, left| match v {
+                Value::List(l) => Some(Arc::make_mut(l).pop(left)),
+                _ => None,
+            },
+            |w, v| w.bulk(v),
+        )?,
         b"lrem" => {
             arity(n == 3, nm)?;
             let count = int_arg(a[1])?;

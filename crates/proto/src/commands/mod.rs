@@ -724,6 +724,10 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("keys", 2, 0, 0, 0),
     CommandSpec::new("lpush", -3, 1, 1, 1),
     CommandSpec::new("lpushx", -3, 1, 1, 1),
+    CommandSpec::new("lmpop", -4, 0, 0, 0),
+    CommandSpec::new("blmpop", -5, 0, 0, 0),
+    CommandSpec::new("zmpop", -4, 0, 0, 0),
+    CommandSpec::new("bzmpop", -5, 0, 0, 0),
     CommandSpec::new("rpushx", -3, 1, 1, 1),
     CommandSpec::new("rpush", -3, 1, 1, 1),
     CommandSpec::new("lpop", -2, 1, 1, 1),
@@ -1080,9 +1084,11 @@ fn run<'d>(
         }
         b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist"
         | b"expiretime" | b"pexpiretime" => expiry::run(name, a, db, w, held),
-        b"lpush" | b"rpush" | b"lpushx" | b"rpushx" | b"lpop" | b"rpop" | b"lrange" | b"lindex"
-        | b"lset" | b"ltrim" | b"lrem" | b"lmove" | b"rpoplpush" | b"lpos" | b"linsert"
-        | b"blpop" | b"brpop" | b"blmove" | b"brpoplpush" => lists::run(name, a, db, w, held),
+        b"lpush" | b"rpush" | b"lpushx" | b"rpushx" | b"lmpop" | b"blmpop" | b"lpop" | b"rpop"
+        | b"lrange" | b"lindex" | b"lset" | b"ltrim" | b"lrem" | b"lmove" | b"rpoplpush"
+        | b"lpos" | b"linsert" | b"blpop" | b"brpop" | b"blmove" | b"brpoplpush" => {
+            lists::run(name, a, db, w, held)
+        }
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
         | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" | b"hincrbyfloat" | b"hstrlen" => {
             hashes::run(name, a, db, w, held)
@@ -1100,11 +1106,11 @@ fn run<'d>(
             Ok(())
         }
         b"zunion" | b"zinter" | b"zdiff" | b"zunionstore" | b"zinterstore" | b"zdiffstore"
-        | b"zintercard" | b"zmscore" | b"zadd" | b"zincrby" | b"zscore" | b"zpopmin"
-        | b"zpopmax" | b"zrange" | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount"
-        | b"zrevrange" | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank"
-        | b"bzpopmin" | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex" | b"zlexcount"
-        | b"zremrangebylex" => zsets::run(name, a, db, w, held),
+        | b"zintercard" | b"zmscore" | b"zmpop" | b"bzmpop" | b"zadd" | b"zincrby" | b"zscore"
+        | b"zpopmin" | b"zpopmax" | b"zrange" | b"zrangebyscore" | b"zrank" | b"zrevrank"
+        | b"zcount" | b"zrevrange" | b"zrevrangebyscore" | b"zremrangebyscore"
+        | b"zremrangebyrank" | b"bzpopmin" | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex"
+        | b"zlexcount" | b"zremrangebylex" => zsets::run(name, a, db, w, held),
         _ => {
             unknown(w, raw_name, a);
             Ok(())
@@ -1178,6 +1184,96 @@ fn block(timeout_ms: u64, now_ms: u64, resp3: bool) -> Fail {
     }
 }
 
+/// LMPOP's and ZMPOP's arguments after the timeout (`numkeys key...
+/// SIDE [COUNT n]`), read in Redis's order: the keys, the side (one of
+/// `sides`, else a syntax error), then COUNT (at least 1; default 1).
+fn mpop_args<'a>(a: &[&'a [u8]], sides: [&[u8]; 2]) -> Result<(Vec<&'a [u8]>, bool, usize), Fail> {
+    let keys = a
+        .first()
+        .and_then(|k| parse_i64(k))
+        .filter(|&k| k >= 1)
+        .ok_or(Fail::Msg(b"ERR numkeys should be greater than 0"))?;
+    let side_at = usize::try_from(keys)
+        .ok()
+        .filter(|&k| k < a.len() - 1)
+        .map(|k| k + 1)
+        .ok_or(Fail::Msg(SYNTAX))?;
+    let first = if a[side_at].eq_ignore_ascii_case(sides[0]) {
+        true
+    } else if a[side_at].eq_ignore_ascii_case(sides[1]) {
+        false
+    } else {
+        return Err(Fail::Msg(SYNTAX));
+    };
+    let count = match &a[side_at + 1..] {
+        [] => 1,
+        [opt, c] if opt.eq_ignore_ascii_case(b"count") => parse_i64(c)
+            .filter(|&c| c >= 1)
+            .and_then(|c| usize::try_from(c).ok())
+            .ok_or(Fail::Msg(b"ERR count should be greater than 0"))?,
+        _ => return Err(Fail::Msg(SYNTAX)),
+    };
+    Ok((a[1..side_at].to_vec(), first, count))
+}
+
+/// LMPOP and ZMPOP, and their blocking forms (a timeout first): up to
+/// COUNT elements `pop` takes from one side of the first of the keys that
+/// has any (`pop` answers `None` for a value of another type: WRONGTYPE),
+/// each written by `write`; nothing there: a null reply, or, blocking and
+/// outside a transaction, parked until a push or the timeout.
+#[allow(clippy::too_many_arguments)]
+fn multi_pop<'d, T>(
+    name: &[u8],
+    a: &[&[u8]],
+    db: &'d Db,
+    held: &mut Option<&mut Guard<'d>>,
+    w: &mut Reply<'_>,
+    sides: [&[u8]; 2],
+    pop: impl Fn(&mut Value, bool) -> Option<Option<T>>,
+    write: impl Fn(&mut Reply<'_>, &T),
+) -> Res {
+    let blocking = name.starts_with(b"b");
+    let skip = usize::from(blocking);
+    arity(
+        a.len() >= 3 + skip,
+        std::str::from_utf8(name).unwrap_or("?"),
+    )?;
+    let (keys, first, count) = mpop_args(&a[skip..], sides)?;
+    let timeout = if blocking {
+        Some(block_timeout(a[0])?)
+    } else {
+        None
+    };
+    let blocks = blocking && held.is_none();
+    let mut g = lock(db, held, &keys, false)?;
+    let popped = take_first(&mut g, &keys, |v| {
+        let mut items = Vec::new();
+        while items.len() < count {
+            match pop(v, first)? {
+                Some(x) => items.push(x),
+                None => break,
+            }
+        }
+        Some((!items.is_empty()).then_some(items))
+    })?;
+    if let Some((k, items)) = popped {
+        w.array(2);
+        w.bulk(k);
+        w.array(items.len());
+        for x in &items {
+            write(w, x);
+        }
+        return Ok(());
+    }
+    match timeout {
+        Some(t) if blocks => Err(block(t, g.now_ms, w.resp3)),
+        _ => {
+            w.nil_array();
+            Ok(())
+        }
+    }
+}
+
 /// The blocking pops' search: the first of `keys`, in order, from whose
 /// value `take` takes an element (a missing key is skipped; `take` answers
 /// `None` for a value of another type: WRONGTYPE).
@@ -1201,8 +1297,6 @@ fn take_first<'k, T>(
     Ok(None)
 }
 
-/// INCRBYFLOAT's and HINCRBYFLOAT's step: `cur + by` as Redis writes it,
-/// refused when it is not a finite number.
 /// INCRBYFLOAT's and HINCRBYFLOAT's sum, in Redis's long double and its
 /// text.
 fn float_incr(cur: long_double::Operand, by: long_double::Operand) -> Result<String, Fail> {

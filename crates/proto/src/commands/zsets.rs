@@ -151,6 +151,27 @@ pub(super) fn run<'d>(
             }
             return Err(block(timeout, g.now_ms, w.resp3));
         }
+        b"zmpop" | b"bzmpop" => multi_pop(
+            name,
+            a,
+            db,
+            &mut held,
+            w,
+            [b"min", b"max"],
+            |v, min| match v {
+                Value::ZSet(z) => Some(if min {
+                    Arc::make_mut(z).pop_min()
+                } else {
+                    Arc::make_mut(z).pop_max()
+                }),
+                _ => None,
+            },
+            |w, (m, s)| {
+                w.array(2);
+                w.bulk(m);
+                w.double(*s);
+            },
+        )?,
         b"zpopmin" | b"zpopmax" => {
             arity(n == 1 || n == 2, nm)?;
             let count = match a.get(1) {
