@@ -644,6 +644,7 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         || is(b"sunion")
         || is(b"sdiff")
         || zset_operation(name)
+        || is(b"zrangestore")
         || is(b"sinterstore")
         || is(b"sunionstore")
         || is(b"sdiffstore")
@@ -741,6 +742,11 @@ fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes, big: usize) -> Option<
     }
     if is(b"sinter") || is(b"sunion") || is(b"sdiff") {
         return sum(args);
+    }
+    if is(b"zrangestore") {
+        // At most the source's length (the destination is no source).
+        let _destination = args.next();
+        return sizes.elements(args.next()?);
     }
     if zset_operation(name) {
         // The destination is no source; the key count says where the keys

@@ -226,6 +226,14 @@ fn multi_key_pops_answer_byte_for_byte_as_redis_7() {
     assert!(n > 50, "{n} commands");
 }
 
+/// ZRANGESTORE by rank, score and lex, REV and LIMIT, onto itself, from a
+/// missing key and a string, as redis-server 7.0.15 answers.
+#[test]
+fn zrangestore_answers_byte_for_byte_as_redis_7() {
+    let n = replay("zrangestore", include_str!("data/redis7-zrangestore.jsonl"));
+    assert!(n > 20, "{n} commands");
+}
+
 #[test]
 fn memcached_meta_commands_answer_byte_for_byte_as_memcached_1_6() {
     let n = replay_memcached("meta", include_str!("data/memcached16-meta.jsonl"));

@@ -773,6 +773,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zdiff", -3, 0, 0, 0),
     CommandSpec::new("zintercard", -3, 0, 0, 0),
     CommandSpec::new("zmscore", -3, 1, 1, 1),
+    CommandSpec::new("zrangestore", -5, 1, 2, 1),
     CommandSpec::new("zadd", -4, 1, 1, 1),
     CommandSpec::new("zrange", -4, 1, 1, 1),
     CommandSpec::new("zrangebyscore", -4, 1, 1, 1),
@@ -1106,11 +1107,11 @@ fn run<'d>(
             Ok(())
         }
         b"zunion" | b"zinter" | b"zdiff" | b"zunionstore" | b"zinterstore" | b"zdiffstore"
-        | b"zintercard" | b"zmscore" | b"zmpop" | b"bzmpop" | b"zadd" | b"zincrby" | b"zscore"
-        | b"zpopmin" | b"zpopmax" | b"zrange" | b"zrangebyscore" | b"zrank" | b"zrevrank"
-        | b"zcount" | b"zrevrange" | b"zrevrangebyscore" | b"zremrangebyscore"
-        | b"zremrangebyrank" | b"bzpopmin" | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex"
-        | b"zlexcount" | b"zremrangebylex" => zsets::run(name, a, db, w, held),
+        | b"zintercard" | b"zmscore" | b"zmpop" | b"bzmpop" | b"zrangestore" | b"zadd"
+        | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange" | b"zrangebyscore"
+        | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange" | b"zrevrangebyscore"
+        | b"zremrangebyscore" | b"zremrangebyrank" | b"bzpopmin" | b"bzpopmax" | b"zrangebylex"
+        | b"zrevrangebylex" | b"zlexcount" | b"zremrangebylex" => zsets::run(name, a, db, w, held),
         _ => {
             unknown(w, raw_name, a);
             Ok(())

@@ -213,8 +213,8 @@ pub(super) fn run<'d>(
                 }
             }
         }
-        b"zrange" | b"zrangebyscore" | b"zrevrange" | b"zrevrangebyscore" | b"zrangebylex"
-        | b"zrevrangebylex" => zrange(name, a, db, &mut held, w)?,
+        b"zrange" | b"zrangestore" | b"zrangebyscore" | b"zrevrange" | b"zrevrangebyscore"
+        | b"zrangebylex" | b"zrevrangebylex" => zrange(name, a, db, &mut held, w)?,
         b"zremrangebyscore" | b"zremrangebyrank" | b"zremrangebylex" => {
             arity(n == 3, nm)?;
             // The range is read before the key is looked up, as Redis does.
@@ -628,7 +628,18 @@ fn zrange<'d>(
     held: &mut Option<&mut Guard<'d>>,
     w: &mut Reply<'_>,
 ) -> Res {
-    arity(a.len() >= 3, std::str::from_utf8(name).unwrap_or("zrange"))?;
+    // ZRANGESTORE DST SRC ...: ZRANGE SRC ... whose result replaces DST.
+    let store = name == b"zrangestore";
+    arity(
+        a.len() >= 3 + usize::from(store),
+        std::str::from_utf8(name).unwrap_or("zrange"),
+    )?;
+    let (dst, a) = if store {
+        (a[0], &a[1..])
+    } else {
+        (&b""[..], a)
+    };
+    let full = name == b"zrange" || store;
     let mut by_score = name == b"zrangebyscore" || name == b"zrevrangebyscore";
     let mut by_lex = name == b"zrangebylex" || name == b"zrevrangebylex";
     // ZREVRANGE is ZRANGE ... REV (Redis parses LIMIT for it too, and then
@@ -642,10 +653,10 @@ fn zrange<'d>(
     let mut i = 3;
     while i < a.len() {
         match a[i].to_ascii_uppercase().as_slice() {
-            b"WITHSCORES" => withscores = true,
-            b"BYSCORE" if name == b"zrange" => by_score = true,
-            b"BYLEX" if name == b"zrange" => by_lex = true,
-            b"REV" if name == b"zrange" => rev = true,
+            b"WITHSCORES" if !store => withscores = true,
+            b"BYSCORE" if full => by_score = true,
+            b"BYLEX" if full => by_lex = true,
+            b"REV" if full => rev = true,
             b"LIMIT" if i + 2 < a.len() => {
                 limit = Some((int_arg(a[i + 1])?, int_arg(a[i + 2])?));
                 i += 2;
@@ -687,9 +698,18 @@ fn zrange<'d>(
     } else {
         (int_arg(a[1])?, int_arg(a[2])?)
     };
-    // Walked after the lock (see `snapshot`).
-    let value = snapshot(db, held, a[0])?;
+    // Walked after the lock (see `snapshot`); a STORE keeps both keys
+    // locked to its end, as one command.
+    let mut g = None;
+    let value = if store {
+        let g = g.insert(lock(db, held, &[dst, a[0]], true)?);
+        g.get(a[0]).map(|e| e.value.clone())
+    } else {
+        snapshot(db, held, a[0])?
+    };
+    let empty = ZSet::default();
     let z = match value.as_ref() {
+        None if store => &empty,
         None => {
             w.array(0);
             return Ok(());
@@ -724,6 +744,22 @@ fn zrange<'d>(
         }
     };
     let len = items.len();
+    if let Some(g) = g.as_mut() {
+        let mut result = ZSet::default();
+        for (s, m) in items {
+            result.insert(m, s.0);
+        }
+        g.update(dst, |slot| {
+            let had = slot.is_some();
+            *slot = (len > 0).then(|| Entry::new(Value::ZSet(Arc::new(result))));
+            (had || len > 0, ())
+        });
+        if len > 0 {
+            crate::blocking::wake();
+        }
+        w.int(len as i64);
+        return Ok(());
+    }
     scored_members(w, items.into_iter(), len, withscores);
     Ok(())
 }
