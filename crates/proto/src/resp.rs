@@ -645,6 +645,8 @@ fn classify_command(cmd: Command<'_>) -> u16 {
         || is(b"sdiff")
         || zset_operation(name)
         || is(b"zrangestore")
+        || is(b"sort")
+        || is(b"sort_ro")
         || is(b"sinterstore")
         || is(b"sunionstore")
         || is(b"sdiffstore")
@@ -723,7 +725,9 @@ fn elements_touched(cmd: &Command<'_>, sizes: &dyn Sizes, big: usize) -> Option<
             0
         });
     }
-    if is(b"hgetall")
+    if is(b"sort")
+        || is(b"sort_ro")
+        || is(b"hgetall")
         || is(b"hkeys")
         || is(b"hvals")
         || is(b"smembers")

@@ -234,6 +234,15 @@ fn zrangestore_answers_byte_for_byte_as_redis_7() {
     assert!(n > 20, "{n} commands");
 }
 
+/// SORT and SORT_RO over lists, sets and sorted sets: numeric and ALPHA,
+/// DESC, LIMIT, BY (keys, hash fields, nosort), GET (`#`, keys, fields),
+/// STORE, and the errors, as redis-server 7.0.15 answers.
+#[test]
+fn sort_answers_byte_for_byte_as_redis_7() {
+    let n = replay("sort", include_str!("data/redis7-sort.jsonl"));
+    assert!(n > 60, "{n} commands");
+}
+
 #[test]
 fn memcached_meta_commands_answer_byte_for_byte_as_memcached_1_6() {
     let n = replay_memcached("meta", include_str!("data/memcached16-meta.jsonl"));

@@ -31,6 +31,7 @@ mod scripting;
 mod server;
 mod sets;
 mod slowlog;
+mod sort;
 mod streams;
 mod strings;
 mod transaction;
@@ -773,6 +774,8 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zdiff", -3, 0, 0, 0),
     CommandSpec::new("zintercard", -3, 0, 0, 0),
     CommandSpec::new("zmscore", -3, 1, 1, 1),
+    CommandSpec::new("sort", -2, 1, 1, 1),
+    CommandSpec::new("sort_ro", -2, 1, 1, 1),
     CommandSpec::new("zrangestore", -5, 1, 2, 1),
     CommandSpec::new("zadd", -4, 1, 1, 1),
     CommandSpec::new("zrange", -4, 1, 1, 1),
@@ -1072,6 +1075,7 @@ fn run<'d>(
         | b"getset" | b"getdel" | b"getrange" | b"substr" | b"getex" | b"setrange" => {
             strings::run(name, a, db, w, held)
         }
+        b"sort" | b"sort_ro" => sort::run(name, a, db, w, held),
         b"setbit" | b"getbit" | b"bitcount" | b"bitpos" | b"bitop" => {
             bitmaps::run(name, a, db, w, held)
         }
