@@ -243,6 +243,16 @@ fn sort_answers_byte_for_byte_as_redis_7() {
     assert!(n > 60, "{n} commands");
 }
 
+/// HRANDFIELD and ZRANDMEMBER (and SRANDMEMBER) where the pick is decided
+/// (one element; counts past the size; repetitions), their WITHVALUES and
+/// WITHSCORES forms in RESP2 and RESP3, and their errors, as redis-server
+/// 7.0.15 answers.
+#[test]
+fn random_picks_answer_byte_for_byte_as_redis_7() {
+    let n = replay("random", include_str!("data/redis7-random.jsonl"));
+    assert!(n > 30, "{n} commands");
+}
+
 #[test]
 fn memcached_meta_commands_answer_byte_for_byte_as_memcached_1_6() {
     let n = replay_memcached("meta", include_str!("data/memcached16-meta.jsonl"));

@@ -37,6 +37,22 @@ pub(super) fn run<'d>(
                 w.int(added as i64)
             }
         }
+        b"hrandfield" => {
+            arity(n >= 1, nm)?;
+            let (count, values) = random_args(a, b"withvalues")?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let fields: Vec<(&[u8], &[u8])> = match g.get(a[0]).map(|e| &e.value) {
+                None => Vec::new(),
+                Some(Value::Hash(h)) => h.map().iter().map(|(f, v)| (&f[..], &v[..])).collect(),
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            random_picks(w, &fields, count, 1 + usize::from(values), |w, (f, v)| {
+                w.bulk(f);
+                if values {
+                    w.bulk(v);
+                }
+            });
+        }
         b"hstrlen" => {
             arity(n == 2, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;

@@ -132,6 +132,110 @@ fn redis_int(s: &[u8]) -> Option<i64> {
     std::str::from_utf8(s).ok()?.parse().ok()
 }
 
+/// SRANDMEMBER's, HRANDFIELD's and ZRANDMEMBER's largest negative |count|
+/// (picks with repetitions): the reply holds that many.
+const MAX_RANDOM_MEMBERS: u64 = 1_000_000;
+
+/// A random-pick count, as Redis checks it (and within
+/// [`MAX_RANDOM_MEMBERS`]).
+fn random_count(c: &[u8]) -> Result<i64, Fail> {
+    let c = int_arg(c)?;
+    if c == i64::MIN {
+        return Err(Fail::Msg(
+            b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
+    }
+    // A positive count is at most the collection's size; a negative one
+    // repeats picks, as many as asked: bounded here.
+    if c < 0 && c.unsigned_abs() > MAX_RANDOM_MEMBERS {
+        return Err(Fail::Msg(b"ERR value is out of range"));
+    }
+    Ok(c)
+}
+
+/// SRANDMEMBER's, HRANDFIELD's and ZRANDMEMBER's picks from `items`:
+/// without a count one item (nil when there is none); a count of at least
+/// 0, distinct items (at most all of them); a negative count, |count| items
+/// with repetitions. Each pick is `width` replies (2 with WITHVALUES or
+/// WITHSCORES: a pair each in RESP3, flat in RESP2), written by `write`.
+fn random_picks<T>(
+    w: &mut Reply<'_>,
+    items: &[T],
+    count: Option<i64>,
+    width: usize,
+    write: impl Fn(&mut Reply<'_>, &T),
+) {
+    let mut rng = random_seed();
+    let mut pick = |len: usize| {
+        // xorshift64*: cheap, and good enough to pick members.
+        rng ^= rng >> 12;
+        rng ^= rng << 25;
+        rng ^= rng >> 27;
+        (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % len
+    };
+    let Some(c) = count else {
+        match items.len() {
+            0 => w.nil(),
+            len => write(w, &items[pick(len)]),
+        }
+        return;
+    };
+    let picks: Vec<usize> = if c >= 0 {
+        // Distinct items: a partial shuffle of their indices.
+        let mut idx: Vec<usize> = (0..items.len()).collect();
+        let k = (c as usize).min(idx.len());
+        for i in 0..k {
+            let j = i + pick(idx.len() - i);
+            idx.swap(i, j);
+        }
+        idx.truncate(k);
+        idx
+    } else if items.is_empty() {
+        Vec::new()
+    } else {
+        (0..c.unsigned_abs() as usize)
+            .map(|_| pick(items.len()))
+            .collect()
+    };
+    let pairs = width > 1 && w.resp3;
+    w.array(picks.len() * if pairs { 1 } else { width });
+    for i in picks {
+        if pairs {
+            w.array(width);
+        }
+        write(w, &items[i]);
+    }
+}
+
+/// A seed for the random picks, different on every call.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish() | 1
+}
+
+/// HRANDFIELD's and ZRANDMEMBER's optional `count [WITHVALUES|WITHSCORES]`
+/// after the key: the count, and whether `with` was given.
+fn random_args(a: &[&[u8]], with: &[u8]) -> Result<(Option<i64>, bool), Fail> {
+    match a.len() {
+        1 => Ok((None, false)),
+        2 => Ok((Some(random_count(a[1])?), false)),
+        3 => {
+            let c = random_count(a[1])?;
+            if !a[2].eq_ignore_ascii_case(with) {
+                return Err(Fail::Msg(SYNTAX));
+            }
+            Ok((Some(c), true))
+        }
+        _ => Err(Fail::Msg(SYNTAX)),
+    }
+}
+
 /// SINTERCARD's and ZINTERCARD's LIMIT (0: none).
 fn card_limit(v: &[u8]) -> Result<usize, Fail> {
     parse_i64(v)
@@ -774,6 +878,8 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zdiff", -3, 0, 0, 0),
     CommandSpec::new("zintercard", -3, 0, 0, 0),
     CommandSpec::new("zmscore", -3, 1, 1, 1),
+    CommandSpec::new("zrandmember", -2, 1, 1, 1),
+    CommandSpec::new("hrandfield", -2, 1, 1, 1),
     CommandSpec::new("sort", -2, 1, 1, 1),
     CommandSpec::new("sort_ro", -2, 1, 1, 1),
     CommandSpec::new("zrangestore", -5, 1, 2, 1),
@@ -1095,9 +1201,8 @@ fn run<'d>(
             lists::run(name, a, db, w, held)
         }
         b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
-        | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" | b"hincrbyfloat" | b"hstrlen" => {
-            hashes::run(name, a, db, w, held)
-        }
+        | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" | b"hincrbyfloat" | b"hstrlen"
+        | b"hrandfield" => hashes::run(name, a, db, w, held),
         b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" | b"smismember" | b"sinter"
         | b"sunion" | b"sdiff" | b"smove" | b"sinterstore" | b"sunionstore" | b"sdiffstore"
         | b"srandmember" | b"sintercard" => sets::run(name, a, db, w, held),
@@ -1111,11 +1216,13 @@ fn run<'d>(
             Ok(())
         }
         b"zunion" | b"zinter" | b"zdiff" | b"zunionstore" | b"zinterstore" | b"zdiffstore"
-        | b"zintercard" | b"zmscore" | b"zmpop" | b"bzmpop" | b"zrangestore" | b"zadd"
-        | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange" | b"zrangebyscore"
-        | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange" | b"zrevrangebyscore"
-        | b"zremrangebyscore" | b"zremrangebyrank" | b"bzpopmin" | b"bzpopmax" | b"zrangebylex"
-        | b"zrevrangebylex" | b"zlexcount" | b"zremrangebylex" => zsets::run(name, a, db, w, held),
+        | b"zintercard" | b"zmscore" | b"zrandmember" | b"zmpop" | b"bzmpop" | b"zrangestore"
+        | b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
+        | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange"
+        | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank" | b"bzpopmin"
+        | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex" | b"zlexcount" | b"zremrangebylex" => {
+            zsets::run(name, a, db, w, held)
+        }
         _ => {
             unknown(w, raw_name, a);
             Ok(())
@@ -1776,6 +1883,40 @@ mod tests {
             run_line(&db, &mut s, "HSETNX h f"),
             "-ERR wrong number of arguments for 'hsetnx' command\r\n"
         );
+    }
+
+    #[test]
+    fn random_picks_are_distinct_up_to_the_size_and_repeat_when_negative() {
+        let db = Db::default();
+        let mut s = Session::default();
+        run_line(&db, &mut s, "HSET h a 1 b 2 c 3");
+        run_line(&db, &mut s, "ZADD z 1 a 2 b 3 c");
+        for _ in 0..50 {
+            // Two distinct fields of the three.
+            let r = run_line(&db, &mut s, "HRANDFIELD h 2");
+            let picks: Vec<&str> = r.lines().skip(2).step_by(2).collect();
+            assert!(r.starts_with("*2\r\n"), "{r}");
+            assert!(
+                picks[0] != picks[1] && picks.iter().all(|p| ["a", "b", "c"].contains(&p.trim())),
+                "{r}"
+            );
+            // Five picks with repetitions, each a member with its score.
+            let r = run_line(&db, &mut s, "ZRANDMEMBER z -5 WITHSCORES");
+            let lines: Vec<&str> = r.lines().collect();
+            assert_eq!(lines[0], "*10", "{r}");
+            for pair in lines[1..].chunks(4) {
+                let (m, sc) = (pair[1], pair[3]);
+                assert_eq!(
+                    (m, sc),
+                    [("a", "1"), ("b", "2"), ("c", "3")][(m.as_bytes()[0] - b'a') as usize]
+                );
+            }
+        }
+        // All three, each once, past the size.
+        let r = run_line(&db, &mut s, "HRANDFIELD h 10");
+        let mut all: Vec<&str> = r.lines().skip(2).step_by(2).collect();
+        all.sort_unstable();
+        assert_eq!(all, ["a", "b", "c"], "{r}");
     }
 
     #[test]

@@ -7,21 +7,6 @@
 use super::*;
 use std::sync::Arc;
 
-/// SRANDMEMBER's largest |count|: its reply holds that many members.
-const MAX_RANDOM_MEMBERS: u64 = 1_000_000;
-
-/// A seed for SRANDMEMBER's picks, different on every call.
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.finish() | 1
-}
-
 /// Runs one of this family's commands (`name` is lowercase).
 pub(super) fn run<'d>(
     name: &[u8],
@@ -209,67 +194,14 @@ pub(super) fn run<'d>(
         }
         b"srandmember" => {
             arity(n == 1 || n == 2, nm)?;
-            let count = match a.get(1) {
-                None => None,
-                Some(c) => {
-                    let c = int_arg(c)?;
-                    if c == i64::MIN {
-                        return Err(Fail::Msg(
-                            b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-                        ));
-                    }
-                    if c.unsigned_abs() > MAX_RANDOM_MEMBERS {
-                        return Err(Fail::Msg(b"ERR value is out of range"));
-                    }
-                    Some(c)
-                }
-            };
+            let count = a.get(1).map(|c| random_count(c)).transpose()?;
             let mut g = lock(db, &mut held, &a[..1], false)?;
             let members: Vec<&Box<[u8]>> = match g.get(a[0]).map(|e| &e.value) {
                 None => Vec::new(),
                 Some(Value::Set(s)) => s.members().iter().collect(),
                 Some(_) => return Err(Fail::Msg(WRONGTYPE)),
             };
-            let mut rng = random_seed();
-            let mut pick = |len: usize| {
-                // xorshift64*: cheap, and good enough to pick members.
-                rng ^= rng >> 12;
-                rng ^= rng << 25;
-                rng ^= rng >> 27;
-                (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % len
-            };
-            match count {
-                None => match members.len() {
-                    0 => w.nil(),
-                    len => w.bulk(members[pick(len)]),
-                },
-                Some(c) if c >= 0 => {
-                    // Distinct members: a partial shuffle.
-                    let mut members = members;
-                    let k = (c as usize).min(members.len());
-                    for i in 0..k {
-                        let j = i + pick(members.len() - i);
-                        members.swap(i, j);
-                    }
-                    w.array(k);
-                    for m in &members[..k] {
-                        w.bulk(m);
-                    }
-                }
-                Some(c) => {
-                    // With repetitions: |count| picks.
-                    if members.is_empty() {
-                        w.array(0);
-                    } else {
-                        let k = c.unsigned_abs() as usize;
-                        w.array(k);
-                        for _ in 0..k {
-                            let m = members[pick(members.len())];
-                            w.bulk(m);
-                        }
-                    }
-                }
-            }
+            random_picks(w, &members, count, 1, |w, m| w.bulk(m));
         }
         b"smove" => {
             arity(n == 3, nm)?;

@@ -45,6 +45,22 @@ pub(super) fn run<'d>(
         }
         b"zunion" | b"zinter" | b"zdiff" | b"zunionstore" | b"zinterstore" | b"zdiffstore"
         | b"zintercard" => set_operation(name, a, db, &mut held, w)?,
+        b"zrandmember" => {
+            arity(n >= 1, nm)?;
+            let (count, scores) = random_args(a, b"withscores")?;
+            let mut g = lock(db, &mut held, &a[..1], false)?;
+            let members: Vec<&(Score, Box<[u8]>)> = match g.get(a[0]).map(|e| &e.value) {
+                None => Vec::new(),
+                Some(Value::ZSet(z)) => z.ordered().iter().collect(),
+                Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+            };
+            random_picks(w, &members, count, 1 + usize::from(scores), |w, (s, m)| {
+                w.bulk(m);
+                if scores {
+                    w.double(s.0);
+                }
+            });
+        }
         b"zmscore" => {
             arity(n >= 2, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;
