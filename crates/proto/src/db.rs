@@ -1059,6 +1059,26 @@ impl Guard<'_> {
         })
     }
 
+    /// A live key of the locked shard `i`: the first from position `pick`
+    /// (modulo the shard's size) of its map's order, wrapping; `None` when
+    /// it holds none (RANDOMKEY).
+    pub fn random_key_in_shard(&mut self, i: usize, pick: u64) -> Option<Box<[u8]>> {
+        let now = self.now_ms;
+        let shard = self.locks.find(i).expect("shard locked");
+        let len = shard.map.len();
+        if len == 0 {
+            return None;
+        }
+        let start = (pick % len as u64) as usize;
+        shard
+            .map
+            .iter()
+            .skip(start)
+            .chain(shard.map.iter().take(start))
+            .find(|(_, e)| !e.expired(now))
+            .map(|(k, _)| k.clone())
+    }
+
     /// The live keys of the locked shard `i` from position `from` of its
     /// map's iteration order, at most `count` of them that `keep` accepts;
     /// returns the position to go on from (0: the shard is done). For SCAN

@@ -182,6 +182,25 @@ pub(super) fn run<'d>(
                 )),
             }
         }
+        b"randomkey" => {
+            arity(n == 0, nm)?;
+            // A random shard, then the next ones until one holds a key.
+            let mut rng = random_seed();
+            let first = (rng % crate::db::SHARDS as u64) as usize;
+            for s in 0..crate::db::SHARDS {
+                let i = (first + s) % crate::db::SHARDS;
+                rng = rng.wrapping_mul(0x5851_F42D_4C95_7F2D).wrapping_add(1);
+                let found = match held.as_mut() {
+                    Some(g) => g.random_key_in_shard(i, rng >> 11),
+                    None => db.lock_shard(i).random_key_in_shard(i, rng >> 11),
+                };
+                if let Some(k) = found {
+                    w.bulk(&k);
+                    return Ok(());
+                }
+            }
+            w.nil();
+        }
         b"type" => {
             arity(n == 1, nm)?;
             let mut g = lock(db, &mut held, &a[..1], false)?;

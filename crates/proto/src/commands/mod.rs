@@ -808,6 +808,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("bitop", -4, 2, -1, 1),
     CommandSpec::new("substr", 4, 1, 1, 1),
     CommandSpec::new("copy", -3, 1, 2, 1),
+    CommandSpec::new("randomkey", 1, 0, 0, 0),
     CommandSpec::new("object", -2, 2, 2, 1),
     CommandSpec::new("getex", -2, 1, 1, 1),
     CommandSpec::new("setrange", 4, 1, 1, 1),
@@ -1190,7 +1191,7 @@ fn run<'d>(
         }
         b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" | b"del" | b"unlink" | b"exists"
         | b"type" | b"keys" | b"scan" | b"touch" | b"rename" | b"renamenx" | b"hscan"
-        | b"sscan" | b"zscan" | b"memory" | b"copy" | b"object" => {
+        | b"sscan" | b"zscan" | b"memory" | b"copy" | b"object" | b"randomkey" => {
             keys::run(name, a, db, w, held, point)
         }
         b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist"
@@ -1912,6 +1913,16 @@ mod tests {
                 );
             }
         }
+        // RANDOMKEY: one of the keys, and not always the same.
+        let seen: std::collections::HashSet<String> = (0..200)
+            .map(|_| run_line(&db, &mut s, "RANDOMKEY"))
+            .collect();
+        assert!(seen.len() >= 2, "{seen:?}");
+        assert!(
+            seen.iter()
+                .all(|k| k == "$1\r\nh\r\n" || k == "$1\r\nz\r\n"),
+            "{seen:?}"
+        );
         // All three, each once, past the size.
         let r = run_line(&db, &mut s, "HRANDFIELD h 10");
         let mut all: Vec<&str> = r.lines().skip(2).step_by(2).collect();
