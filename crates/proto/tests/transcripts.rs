@@ -253,6 +253,14 @@ fn random_picks_answer_byte_for_byte_as_redis_7() {
     assert!(n > 30, "{n} commands");
 }
 
+/// LCS with LEN, IDX, MINMATCHLEN and WITHMATCHLEN over seeded strings,
+/// and its errors, as redis-server 7.0.15 answers.
+#[test]
+fn lcs_answers_byte_for_byte_as_redis_7() {
+    let n = replay("lcs", include_str!("data/redis7-lcs.jsonl"));
+    assert!(n > 60, "{n} commands");
+}
+
 #[test]
 fn memcached_meta_commands_answer_byte_for_byte_as_memcached_1_6() {
     let n = replay_memcached("meta", include_str!("data/memcached16-meta.jsonl"));

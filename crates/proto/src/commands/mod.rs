@@ -807,6 +807,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("bitpos", -3, 1, 1, 1),
     CommandSpec::new("bitop", -4, 2, -1, 1),
     CommandSpec::new("substr", 4, 1, 1, 1),
+    CommandSpec::new("lcs", -3, 1, 2, 1),
     CommandSpec::new("copy", -3, 1, 2, 1),
     CommandSpec::new("randomkey", 1, 0, 0, 0),
     CommandSpec::new("object", -2, 2, 2, 1),
@@ -1179,7 +1180,7 @@ fn run<'d>(
             transaction::run(name, a, db, session, w, held, point)
         }
         b"get" | b"set" | b"setex" | b"psetex" | b"setnx" | b"mget" | b"mset" | b"msetnx"
-        | b"getset" | b"getdel" | b"getrange" | b"substr" | b"getex" | b"setrange" => {
+        | b"getset" | b"getdel" | b"getrange" | b"substr" | b"getex" | b"setrange" | b"lcs" => {
             strings::run(name, a, db, w, held)
         }
         b"sort" | b"sort_ro" => sort::run(name, a, db, w, held),

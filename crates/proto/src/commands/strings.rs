@@ -26,6 +26,7 @@ pub(super) fn run<'d>(
             }
         }
         b"set" => set(a, db, &mut held, w)?,
+        b"lcs" => lcs(a, db, &mut held, w)?,
         // SUBSTR: GETRANGE's old name.
         b"getrange" | b"substr" => {
             arity(n == 3, nm)?;
@@ -252,5 +253,129 @@ fn set<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut R
         (false, (true, _)) => w.ok(),
         (false, (false, _)) => w.nil(),
     }
+    Ok(())
+}
+
+/// LCS: the longest common subsequence of two strings, as Redis 7.0
+/// computes it (the dynamic programming table, walked back from its end),
+/// with LEN, IDX (the matching ranges, from the end), MINMATCHLEN and
+/// WITHMATCHLEN. The table is (len1 + 1) x (len2 + 1) 32-bit counts,
+/// refused past Redis's bound (proto-max-bulk-len, 512 MiB) before it is
+/// made.
+fn lcs<'d>(a: &[&[u8]], db: &'d Db, held: &mut Option<&mut Guard<'d>>, w: &mut Reply<'_>) -> Res {
+    arity(a.len() >= 2, "lcs")?;
+    let mut g = lock(db, held, &a[..2], false)?;
+    let mut text = |k: &[u8]| match g.get(k).map(|e| &e.value) {
+        None => Ok(Box::default()),
+        Some(Value::Str(v)) => Ok(v.clone()),
+        Some(_) => Err(Fail::Msg(
+            b"ERR The specified keys must contain string values",
+        )),
+    };
+    let (x, y) = (text(a[0])?, text(a[1])?);
+    drop(g);
+    let (mut get_len, mut get_idx, mut with_len, mut min_len) = (false, false, false, 0u64);
+    let mut j = 2;
+    while j < a.len() {
+        let opt = a[j].to_ascii_lowercase();
+        match opt.as_slice() {
+            b"idx" => get_idx = true,
+            b"len" => get_len = true,
+            b"withmatchlen" => with_len = true,
+            b"minmatchlen" if j + 1 < a.len() => {
+                min_len = u64::try_from(int_arg(a[j + 1])?).unwrap_or(0);
+                j += 1;
+            }
+            _ => return Err(Fail::Msg(SYNTAX)),
+        }
+        j += 1;
+    }
+    if get_idx && get_len {
+        return Err(Fail::Msg(
+            b"ERR If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    let (n, m) = (x.len(), y.len());
+    let cells = (n as u64 + 1) * (m as u64 + 1);
+    if cells * 4 > MAX_STRING as u64 {
+        return Err(Fail::Msg(
+            b"ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        ));
+    }
+    let width = m + 1;
+    let mut t = vec![0u32; cells as usize];
+    for i in 1..=n {
+        for k in 1..=m {
+            t[i * width + k] = if x[i - 1] == y[k - 1] {
+                t[(i - 1) * width + k - 1] + 1
+            } else {
+                t[(i - 1) * width + k].max(t[i * width + k - 1])
+            };
+        }
+    }
+    let total = t[n * width + m];
+    if get_len {
+        w.int(i64::from(total));
+        return Ok(());
+    }
+    // Walked back from the end: the subsequence, and its ranges as matched.
+    let mut result = vec![0u8; total as usize];
+    let mut ranges: Vec<[u64; 5]> = Vec::new();
+    let (mut i, mut k, mut at) = (n, m, total as usize);
+    let mut range: Option<[usize; 4]> = None; // a_start, a_end, b_start, b_end
+    while i > 0 && k > 0 {
+        let mut emit = false;
+        if x[i - 1] == y[k - 1] {
+            result[at - 1] = x[i - 1];
+            match &mut range {
+                None => range = Some([i - 1, i - 1, k - 1, k - 1]),
+                Some(r) if r[0] == i && r[2] == k => {
+                    r[0] -= 1;
+                    r[2] -= 1;
+                }
+                Some(_) => emit = true,
+            }
+            if range.is_some_and(|r| r[0] == 0 || r[2] == 0) {
+                emit = true;
+            }
+            at -= 1;
+            i -= 1;
+            k -= 1;
+        } else {
+            if t[(i - 1) * width + k] > t[i * width + k - 1] {
+                i -= 1;
+            } else {
+                k -= 1;
+            }
+            emit = range.is_some();
+        }
+        if emit && let Some(r) = range.take() {
+            let len = (r[1] - r[0] + 1) as u64;
+            if min_len == 0 || len >= min_len {
+                ranges.push([r[0] as u64, r[1] as u64, r[2] as u64, r[3] as u64, len]);
+            }
+        }
+    }
+    if !get_idx {
+        w.bulk(&result);
+        return Ok(());
+    }
+    w.map(2);
+    w.bulk(b"matches");
+    w.array(ranges.len());
+    for r in &ranges {
+        w.array(2 + usize::from(with_len));
+        w.array(2);
+        w.int(r[0] as i64);
+        w.int(r[1] as i64);
+        w.array(2);
+        w.int(r[2] as i64);
+        w.int(r[3] as i64);
+        if with_len {
+            w.int(r[4] as i64);
+        }
+    }
+    w.bulk(b"len");
+    w.int(i64::from(total));
     Ok(())
 }
