@@ -608,6 +608,12 @@ pub struct Shard {
     used: usize,
     /// Entries with a deadline.
     volatile: usize,
+    /// memcached's reads of a key here that found it, and that did not,
+    /// and its storage commands (`get_hits`, `get_misses`, `cmd_set`):
+    /// counted under the shard's lock, so no counter is shared between
+    /// workers on the hot path.
+    reads: [u64; 2],
+    writes: u64,
 }
 
 /// A shard's lock on its own cache lines.
@@ -734,6 +740,15 @@ impl Db {
             evicted: self.evicted.load(Ordering::Relaxed),
             expired: self.expired.load(Ordering::Relaxed),
         }
+    }
+
+    /// memcached's read and storage counts so far, summed over the shards
+    /// (each locked in turn): `(hits, misses, sets)`.
+    pub fn read_write_counts(&self) -> (u64, u64, u64) {
+        self.shards.iter().fold((0, 0, 0), |(h, m, s), shard| {
+            let shard = shard.0.lock();
+            (h + shard.reads[0], m + shard.reads[1], s + shard.writes)
+        })
     }
 
     /// The shard of `key`.
@@ -967,6 +982,16 @@ impl Guard<'_> {
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
         self.drop_if_expired(key);
         self.shard(key).map.get(key)
+    }
+
+    /// Counts a memcached read of `key` (its shard locked): found or not.
+    pub fn count_read(&mut self, key: &[u8], hit: bool) {
+        self.shard(key).reads[usize::from(!hit)] += 1;
+    }
+
+    /// Counts a memcached storage command on `key` (its shard locked).
+    pub fn count_write(&mut self, key: &[u8]) {
+        self.shard(key).writes += 1;
     }
 
     /// The LRU clock this guard's commands run at (for [`Entry::idle_secs`]).

@@ -57,8 +57,10 @@
 //!
 //! * `flush_all <delay>` with a positive delay flushes at once, like `flush_all 0`.
 //! * `verbosity` is answered `OK` and does nothing.
-//! * `stats` answers a few lines (`pid`, `time`, `version`, `pointer_size`,
-//!   `curr_items`, `bytes`, `limit_maxbytes` (0: unbounded), `evictions`, `expired`);
+//! * `stats` answers a few lines (`pid`, `time`, `version`, `pointer_size`, `cmd_get`,
+//!   `cmd_set`, `get_hits`, `get_misses` (counted as memcached counts them, per shard
+//!   under its lock: `gat` is a touch, a refused `add` a set), `curr_items`, `bytes`,
+//!   `limit_maxbytes` (0: unbounded), `evictions`, `expired`);
 //!   `stats settings|items|slabs` answer what the store keeps (its bound and eviction;
 //!   its items as one slab class, `items:1`); other groups (`stats reset`, `conns`,
 //!   ...) are `ERROR`.
@@ -877,15 +879,19 @@ fn db_get<'a>(
         };
         match touch {
             None => {
+                let mut hit = false;
                 if let Some(e) = g.get_mut(key)
                     && let Some(data) = item(e)
                 {
                     value_line(out, key, e.flags, data, with_cas.then_some(e.version));
                     e.mark(MARK_FETCHED, true);
+                    hit = true;
                 }
+                g.count_read(key, hit);
             }
             Some(exptime) => {
                 let dl = deadline(exptime, g.now_ms);
+                // A touch to memcached (`cmd_touch`), not a get.
                 g.update(key, |slot| {
                     let Some(e) = slot.as_mut() else {
                         return (false, ());
@@ -924,7 +930,10 @@ fn db_storage(cmd: &[u8], args: &[&[u8]], data: &[u8], db: &Db, out: &mut Vec<u8
         return reply(out, quiet, BAD_FORMAT);
     };
     let mut g = match db.lock_one(key, true) {
-        Ok(g) => g,
+        Ok(mut g) => {
+            g.count_write(key);
+            g
+        }
         Err(Full) => {
             // memcached drops the old item of a set it cannot store, so that a stale
             // value does not outlive the failed write.
@@ -1066,14 +1075,20 @@ fn db_touch(args: &[&[u8]], db: &Db, out: &mut Vec<u8>) {
 
 fn db_stats(db: &Db, out: &mut Vec<u8>) {
     let s = db.stats();
+    let (hits, misses, sets) = db.read_write_counts();
     let _ = write!(
         out,
         "STAT pid {}\r\nSTAT time {}\r\nSTAT version {VERSION}\r\nSTAT pointer_size {}\r\n\
+         STAT cmd_get {}\r\nSTAT cmd_set {}\r\nSTAT get_hits {}\r\nSTAT get_misses {}\r\n\
          STAT curr_items {}\r\nSTAT bytes {}\r\nSTAT limit_maxbytes {}\r\n\
          STAT evictions {}\r\nSTAT expired {}\r\nEND\r\n",
         std::process::id(),
         db.now_ms() / 1000,
         usize::BITS,
+        hits + misses,
+        sets,
+        hits,
+        misses,
         s.keys,
         s.used,
         db.config().max_memory,
@@ -2299,6 +2314,35 @@ mod tests {
         );
         assert!(db.is_empty());
         assert!(run_db(&db, b"stats\r\n").contains("\r\nSTAT curr_items 0\r\n"));
+    }
+
+    #[test]
+    fn stats_count_reads_hits_misses_and_storage_commands_as_memcached() {
+        let db = Db::default();
+        for req in [
+            "set a 0 0 1\r\nx\r\n",
+            "add a 0 0 1\r\ny\r\n",
+            "get a\r\n",
+            "get a b c\r\n",
+            "gat 100 a\r\n",
+            "mg a v\r\n",
+            "mg b v\r\n",
+            "ms c 1\r\nz\r\n",
+        ] {
+            run_db(&db, req.as_bytes());
+        }
+        let stats = run_db(&db, b"stats\r\n");
+        // As memcached 1.6.18 counts the same requests: 6 keys read (a: 3
+        // hits; b twice and c once: misses; gat is a touch, not a get), 3
+        // storage commands (the refused add counts).
+        for line in [
+            "STAT cmd_get 6\r\n",
+            "STAT cmd_set 3\r\n",
+            "STAT get_hits 3\r\n",
+            "STAT get_misses 3\r\n",
+        ] {
+            assert!(stats.contains(line), "{line:?} in {stats}");
+        }
     }
 
     #[test]

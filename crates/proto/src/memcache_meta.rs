@@ -344,6 +344,8 @@ fn meta_get(m: &Meta<'_>, db: &Db, out: &mut Vec<u8>) {
     let vivify = f.vivify.map(|t| token_deadline(t, now));
     let recache = f.recache.and_then(parse_i64);
     let bump = !f.has(b'u');
+    let found = g.peek(key).is_some_and(|e| item(e).is_some());
+    g.count_read(key, found);
     g.update_with(key, bump, |slot| {
         let hit = slot.as_ref().is_some_and(|e| item(e).is_some());
         if !hit {
@@ -503,6 +505,7 @@ fn meta_set(m: &Meta<'_>, data: &[u8], db: &Db, out: &mut Vec<u8>) {
     let Ok(mut g) = db.lock_one(key, true) else {
         return line_reply(out, OOM_STORING);
     };
+    g.count_write(key);
     let (now, clock) = (g.now_ms, g.clock());
     let dl = f.ttl.map_or(Some(0), |t| token_deadline(t, now));
     let code = g.update(key, |slot| {
