@@ -344,9 +344,7 @@ fn meta_get(m: &Meta<'_>, db: &Db, out: &mut Vec<u8>) {
     let vivify = f.vivify.map(|t| token_deadline(t, now));
     let recache = f.recache.and_then(parse_i64);
     let bump = !f.has(b'u');
-    let found = g.peek(key).is_some_and(|e| item(e).is_some());
-    g.count_read(key, found);
-    g.update_with(key, bump, |slot| {
+    let hit = g.update_with(key, bump, |slot| {
         let hit = slot.as_ref().is_some_and(|e| item(e).is_some());
         if !hit {
             let Some(dl) = vivify else {
@@ -354,7 +352,7 @@ fn meta_get(m: &Meta<'_>, db: &Db, out: &mut Vec<u8>) {
                     out.extend_from_slice(b"EN");
                     m.returned(out, None);
                 }
-                return (false, ());
+                return (false, false);
             };
             // memcached's stub: no data, read, and this client wins the
             // right to fill it. One whose TTL has passed is answered once
@@ -371,7 +369,7 @@ fn meta_get(m: &Meta<'_>, db: &Db, out: &mut Vec<u8>) {
             };
             answer(m, b"", &shown, out);
             *slot = Some(e);
-            return (false, ());
+            return (false, false);
         }
         let e = slot.as_mut().expect("a hit");
         let (given, stale) = (e.marked(MARK_WON), e.marked(MARK_STALE));
@@ -395,8 +393,9 @@ fn meta_get(m: &Meta<'_>, db: &Db, out: &mut Vec<u8>) {
         if let Some(None) = deadline {
             *slot = None;
         }
-        (false, ())
+        (false, true)
     });
+    g.count_read(key, hit);
 }
 
 /// `mg`'s answer to a hit: `VA` with the value when `v` was asked, else

@@ -755,8 +755,12 @@ impl TcpFrontEnd {
         registry.take_kills(owns, |s| marked.push(((s >> 32) - 1) as u32));
         for &id in &marked {
             self.flush(id);
-            self.tcp.closed_by_kill += 1;
-            self.close(id);
+            // A write error in the flush closed it already (counted there):
+            // one counter per connection.
+            if self.conns[id as usize].is_some() {
+                self.tcp.closed_by_kill += 1;
+                self.close(id);
+            }
             any = true;
         }
         marked.clear();

@@ -201,7 +201,9 @@ pub fn parse(text: &[u8]) -> Option<Operand> {
         round(neg, &n, &d)?
     } else {
         let e10 = exp - fraction_digits;
-        let magnitude = p.to_string().len() as i64 + e10;
+        // Significant digits: the mantissa's, past its leading zeros.
+        let digits = mantissa.iter().skip_while(|&&c| c == b'0').count() as i64;
+        let magnitude = digits + e10;
         // 10^4933 is past the largest value (about 1.19e4932), and below
         // 10^-4952 everything rounds to zero (the smallest is 3.6e-4951).
         if !(-4952..=4934).contains(&magnitude) {
