@@ -286,10 +286,6 @@ pub fn default_point_args() -> PointArgs {
     }
 }
 
-fn parse_policy(s: &str) -> Result<PolicySpec> {
-    Ok(s.parse::<PolicySpec>()?)
-}
-
 /// One point to measure: workload and machine parameters, policy, offered load.
 #[derive(Args, Clone, Debug)]
 pub struct PolicyPoint {
@@ -321,7 +317,7 @@ impl PolicyPoint {
         workload: Workload,
         mode: Mode,
     ) -> Result<(Workload, PolicySpec, SimConfig)> {
-        let spec = parse_policy(&self.policy)?;
+        let spec = workload.policy(&self.policy)?;
         let args = self.point.clone().with_default_workers(mode);
         let workers = limits::WORKERS.check(args.workers())?;
         let rate = self.offered.rate(&workload, workers)?;
@@ -357,7 +353,7 @@ impl PolicyPoint {
             }
         }
         let workload = crate::profile::resolve_workload(&self.point.workload)?;
-        let policy = parse_policy(&self.policy)?;
+        let policy = workload.policy(&self.policy)?;
         let args = self.point.clone().with_default_workers(Mode::Sim);
         let clients = limits::clients(spec, think, &workload)?;
         let cfg = args.checked_config(&workload, None)?;
@@ -534,7 +530,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     limits::POLICIES.check(policies.len())?;
     let specs = policies
         .iter()
-        .map(|p| parse_policy(p))
+        .map(|p| Ok(workload.policy(p)?))
         .collect::<Result<Vec<_>>>()?;
     for spec in &specs {
         limits::time_slices(spec, &workload, limits::requests(rate, config.duration_ns)?)?;

@@ -466,7 +466,7 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     limits::POLICIES.check(policies.len())?;
     let specs = policies
         .iter()
-        .map(|p| p.parse::<PolicySpec>().map_err(anyhow::Error::from))
+        .map(|p| workload.policy(p).map_err(anyhow::Error::from))
         .collect::<Result<Vec<_>>>()?;
     let typed = SimSweep {
         point: a.point.clone(),

@@ -44,11 +44,12 @@
 //! characters, files of at most [`MAX_FILE_BYTES`]; at most [`MAX_PHASES`]
 //! phases, each of [`MIN_PHASE_S`] to [`MAX_PHASE_S`] seconds and together at
 //! most [`MAX_PHASE_S`], a phase `rps` in (0, [`MAX_PHASE_RPS`]], a phase `load`
-//! in (0, [`MAX_PHASE_LOAD`]], override ratios in [0, 1].
+//! in (0, [`MAX_PHASE_LOAD`]], override ratios in [0, 1]; a `time_scale` in
+//! [1, [`MAX_TIME_SCALE`]].
 
 use std::path::Path;
 
-use psp_core::{Nanos, TypeInfo};
+use psp_core::{Nanos, PolicyError, PolicySpec, TypeInfo};
 use rand::RngExt;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Exp1, StandardNormal};
@@ -58,6 +59,8 @@ use serde::Deserialize;
 /// slowdown histogram per point (about 0.5 MB) and a queue per policy; the
 /// paper's workloads have at most 5.
 pub const MAX_TYPES: usize = 64;
+/// Largest `time_scale`: a 5 µs quantum scaled stays under a second.
+pub const MAX_TIME_SCALE: f64 = 10_000.0;
 /// Shortest service-time parameter, in µs (1 ns, the clock's resolution).
 pub const MIN_SERVICE_US: f64 = 0.001;
 /// Longest service-time parameter, in µs (1 s; the scheduler is for µs-scale
@@ -449,6 +452,13 @@ pub struct Workload {
     /// mix at the point's rate for the point's duration).
     #[serde(default)]
     pub phases: Vec<Phase>,
+    /// How many times slower this workload runs than the one it stands for
+    /// (`extreme-bimodal-x1000`: 1000), in [1, [`MAX_TIME_SCALE`]]; `None`: 1.
+    /// The policies' time constants (quanta, SYNERGY's `long`) default to
+    /// their values times this ([`Workload::policy`]), so that a slowed-down
+    /// experiment keeps the proportions of the one it stands for.
+    #[serde(default)]
+    pub time_scale: Option<f64>,
 }
 
 /// One phase of a workload that changes over time: how long it lasts, its
@@ -490,6 +500,21 @@ pub struct TypeOverride {
 }
 
 impl Workload {
+    /// How many times slower this workload runs than the one it stands for
+    /// (1 unless the file says `time_scale`).
+    pub fn time_scale(&self) -> f64 {
+        self.time_scale.unwrap_or(1.0)
+    }
+
+    /// The policy `s` names, its time constants scaled to this workload
+    /// ([`PolicySpec::parse_for_time_scale`]).
+    ///
+    /// # Errors
+    /// As [`PolicySpec::parse_for_time_scale`].
+    pub fn policy(&self, s: &str) -> Result<PolicySpec, PolicyError> {
+        PolicySpec::parse_for_time_scale(s, self.time_scale())
+    }
+
     /// A built-in workload by name, or a TOML file by path.
     ///
     /// # Errors
@@ -544,6 +569,13 @@ impl Workload {
 
     fn validate(&mut self) -> Result<(), String> {
         check_name("name", &self.name)?;
+        if let Some(t) = self.time_scale
+            && !(1.0..=MAX_TIME_SCALE).contains(&t)
+        {
+            return Err(format!(
+                "time_scale must be in [1, {MAX_TIME_SCALE}], not {t}"
+            ));
+        }
         if let Some(app) = &self.app {
             check_name("app", app)?;
         }
@@ -816,6 +848,7 @@ impl Workload {
             app: None,
             app_options: None,
             phases: Vec::new(),
+            time_scale: None,
             types: types
                 .iter()
                 .map(|&(n, us, ratio)| WorkloadType {
@@ -1111,5 +1144,38 @@ mod tests {
             let mean = (0..n).map(|_| s.sample(&mut rng) as f64).sum::<f64>() / n as f64 / 1e3;
             assert!((mean / d.mean_us() - 1.0).abs() < 0.02, "{d:?}: {mean}");
         }
+    }
+
+    #[test]
+    fn scaled_workloads_scale_the_policies_time_constants_and_the_scale_has_a_range() {
+        for (name, scale) in [
+            ("extreme-bimodal-x1000", 1000.0),
+            ("balanced-bimodal-x1000", 1000.0),
+            ("extreme-bimodal-x100", 100.0),
+            ("high-bimodal-x100", 100.0),
+            ("workload-change-x100", 100.0),
+            ("extreme-bimodal", 1.0),
+        ] {
+            assert_eq!(
+                Workload::resolve(name).unwrap().time_scale(),
+                scale,
+                "{name}"
+            );
+        }
+        let w = Workload::resolve("extreme-bimodal-x1000").unwrap();
+        assert_eq!(w.policy("ts").unwrap().to_string(), "ts:quantum=5000");
+        assert_eq!(
+            w.policy("ts:quantum=1000").unwrap().to_string(),
+            "ts:quantum=1000"
+        );
+        let body =
+            "[[types]]\nname = \"a\"\nratio = 1.0\nservice = { dist = \"fixed\", us = 1.0 }\n";
+        for bad in ["0.5", "10001", "nan"] {
+            let text = format!("name = \"w\"\ntime_scale = {bad}\n{body}");
+            let e = Workload::parse(&text, "w.toml").unwrap_err().to_string();
+            assert!(e.contains("time_scale must be in [1, 10000]"), "{bad}: {e}");
+        }
+        let ok = format!("name = \"w\"\ntime_scale = 10\n{body}");
+        assert_eq!(Workload::parse(&ok, "w.toml").unwrap().time_scale(), 10.0);
     }
 }

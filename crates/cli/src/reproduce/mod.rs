@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use psp_core::PolicySpec;
 use psp_metrics::PointResult;
 use psp_sim::{SimConfig, Workload, simulate_point};
 use rayon::prelude::*;
@@ -367,7 +366,7 @@ impl Runner {
             policies: s
                 .policies
                 .iter()
-                .map(|p| p.parse::<PolicySpec>().map_err(anyhow::Error::from))
+                .map(|p| Ok(Workload::resolve(s.workload)?.policy(p)?))
                 .collect::<Result<_>>()?,
             loads: crate::units::load_range(loads.start, loads.end, loads.step)?,
             slo_slowdown,
@@ -395,7 +394,7 @@ impl Runner {
                 .par_iter()
                 .map(|p| {
                     let w = Workload::resolve(p.workload)?;
-                    let spec: PolicySpec = p.policy.parse()?;
+                    let spec = w.policy(&p.policy)?;
                     let mut a = self.point_args(p.workload, p.workers, p.period);
                     a.system = p.system.clone();
                     a.flows = p.flows;
@@ -413,7 +412,7 @@ impl Runner {
         a.workload = w.name.clone();
         a.workers = Some(s.workers);
         a.warmup = 0.0;
-        let spec: PolicySpec = s.policy.parse()?;
+        let spec = w.policy(s.policy)?;
         let mut cfg = a.config(&w, s.load * w.peak_rps(s.workers))?;
         let window = if self.page.quick {
             s.quick_window
@@ -440,7 +439,7 @@ impl Runner {
         let cfg: SimConfig = args.checked_config(&w, None)?;
         let mut jobs = Vec::new();
         for p in c.policies {
-            let spec: PolicySpec = p.parse()?;
+            let spec = w.policy(p)?;
             for counts in &c.connections {
                 for &n in counts {
                     limits::CLIENTS.check(n as usize)?;
@@ -487,7 +486,7 @@ mod tests {
                         s.name
                     );
                     for p in &s.policies {
-                        p.parse::<PolicySpec>().unwrap();
+                        p.parse::<psp_core::PolicySpec>().unwrap();
                     }
                 }
             }

@@ -1,7 +1,7 @@
 //! `psp run` and `psp serve` with SYNERGY and Tiny Quanta: the executors'
 //! counters in the JSON point and the text report, a quantum the runtime
 //! cannot honour refused before any work, `psp serve` refusing both in one
-//! line.
+//! line, and a scaled workload scaling the policies' time constants.
 
 use crate::common;
 
@@ -79,5 +79,20 @@ fn a_quantum_the_runtime_cannot_honour_is_refused_in_one_line_by_run_and_serve()
             &["serve", "--policy", policy],
             "shorter than the runtime can honour",
         );
+    }
+}
+
+#[test]
+fn a_workload_scaled_1000x_runs_the_policies_with_quanta_and_thresholds_scaled_1000x() {
+    // The canonical name in the report shows what ran: the defaults (5 µs,
+    // SYNERGY's 10 µs `long`) times the workload's `time_scale`, and what
+    // the user wrote as written.
+    for (policy, ran) in [
+        ("ts", "ts:quantum=5000"),
+        ("synergy", "synergy:quantum=5000,long=10000"),
+        ("concord:quantum=1000", "concord:quantum=1000"),
+    ] {
+        let v = json_of(&run(policy, true));
+        assert_eq!(v["policy"].as_str(), Some(ran), "{policy}");
     }
 }

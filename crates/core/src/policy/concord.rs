@@ -64,7 +64,8 @@ impl Params for ConcordConfig {
                 get: |c| c.quantum_ns,
                 set: |c, v| c.quantum_ns = v,
             },
-        ),
+        )
+        .in_workload_time(),
         Param::keyed(
             "cost",
             "the simulated worker time lost per preemption",

@@ -267,6 +267,11 @@ pub struct Param<C: 'static> {
     pub doc: &'static str,
     /// Its values, and the field they go to.
     pub value: &'static dyn Value<C>,
+    /// A time constant of the policy's decisions (a quantum, a threshold),
+    /// whose default follows a workload's time scale
+    /// ([`Configure::scale_times`]); a mechanism's cost is the machine's and
+    /// does not.
+    pub workload_time: bool,
 }
 
 impl<C> Param<C> {
@@ -277,6 +282,7 @@ impl<C> Param<C> {
             form: Form::Keyed,
             doc,
             value,
+            workload_time: false,
         }
     }
 
@@ -291,6 +297,7 @@ impl<C> Param<C> {
             form: Form::Leading,
             doc,
             value,
+            workload_time: false,
         }
     }
 
@@ -301,6 +308,16 @@ impl<C> Param<C> {
             form: Form::Bare,
             doc,
             value,
+            workload_time: false,
+        }
+    }
+
+    /// The same parameter, as a time constant whose default follows a
+    /// workload's time scale.
+    pub const fn in_workload_time(self) -> Self {
+        Self {
+            workload_time: true,
+            ..self
         }
     }
 
@@ -361,6 +378,15 @@ pub trait Configure {
 
     /// The leading parameter's key, if the table has one.
     fn leading_key(&self) -> Option<&'static str>;
+
+    /// Multiplies each time constant of the policy's decisions (parameters
+    /// marked [`Param::in_workload_time`]) by `factor`: a workload slowed down
+    /// `factor` times keeps its proportions to the policy's quanta and
+    /// thresholds.
+    ///
+    /// # Errors
+    /// A value the factor puts out of its parameter's range, named.
+    fn scale_times(&mut self, factor: f64) -> Result<(), String>;
 }
 
 impl<C: Params> Configure for C {
@@ -452,6 +478,23 @@ impl<C: Params> Configure for C {
             .iter()
             .find(|p| p.form == Form::Leading)
             .map(|p| p.key)
+    }
+
+    fn scale_times(&mut self, factor: f64) -> Result<(), String> {
+        for p in C::PARAMS.iter().filter(|p| p.workload_time) {
+            let Some(v) = p.value.get(self).and_then(|t| t.parse::<f64>().ok()) else {
+                continue;
+            };
+            let scaled = (v * factor).to_string();
+            if !p.value.set(self, &scaled) {
+                return Err(format!(
+                    "{} = {v} times the workload's time scale {factor} is {scaled}; it must be {}",
+                    p.key,
+                    p.value.accepts()
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

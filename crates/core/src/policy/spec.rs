@@ -87,6 +87,27 @@ impl PolicySpec {
     /// # Errors
     /// An unknown name, or a parameter its table rejects.
     pub fn parse_in(registry: &[&'static PolicyEntry], s: &str) -> Result<Self, PolicyError> {
+        Self::parse_scaled(registry, s, 1.0)
+    }
+
+    /// `s` parsed as [`FromStr`] does, for a workload that runs `time_scale`
+    /// times slower than the one it stands for (a `-x1000` workload: 1000).
+    /// The policy's time constants (quanta, SYNERGY's `long` and `wqd`)
+    /// default to their values times `time_scale`, so the experiment keeps
+    /// its proportions; those that `s` sets keep the value written, and
+    /// preemption costs (the machine's) are never scaled.
+    ///
+    /// # Errors
+    /// As [`FromStr`], and a scaled default out of its range.
+    pub fn parse_for_time_scale(s: &str, time_scale: f64) -> Result<Self, PolicyError> {
+        Self::parse_scaled(POLICIES, s, time_scale)
+    }
+
+    fn parse_scaled(
+        registry: &[&'static PolicyEntry],
+        s: &str,
+        time_scale: f64,
+    ) -> Result<Self, PolicyError> {
         let s = s.trim();
         let (name, args) = match s.split_once(':') {
             Some((name, args)) => (
@@ -102,6 +123,14 @@ impl PolicySpec {
             return Err(PolicyError::Unknown(s.to_string()));
         };
         let mut config = (entry.defaults)();
+        if time_scale != 1.0 {
+            config
+                .scale_times(time_scale)
+                .map_err(|msg| PolicyError::BadParameter {
+                    policy: s.to_string(),
+                    msg,
+                })?;
+        }
         if config.values().is_empty() && !args.is_empty() {
             return Err(PolicyError::BadParameter {
                 policy: s.to_string(),
@@ -408,5 +437,36 @@ mod tests {
             let e = s.parse::<PolicySpec>().expect_err(s).to_string();
             assert!(e.contains("must be in"), "{s}: {e}");
         }
+    }
+
+    #[test]
+    fn a_slowed_down_workload_scales_the_policies_time_constants_but_not_costs_or_what_is_written()
+    {
+        let at = |s: &str, k: f64| PolicySpec::parse_for_time_scale(s, k).unwrap().to_string();
+        // Quanta and SYNERGY's thresholds follow the workload's time scale ...
+        assert_eq!(at("ts", 1000.0), "ts:quantum=5000");
+        assert_eq!(at("concord", 100.0), "concord:quantum=500");
+        assert_eq!(at("tq", 1000.0), "tq:quantum=2000");
+        assert_eq!(at("synergy", 1000.0), "synergy:quantum=5000,long=10000");
+        assert_eq!(
+            at("synergy:wqd=2", 10.0),
+            "synergy:quantum=50,wqd=2,long=100"
+        );
+        // ... what the user wrote stays, and so does a mechanism's cost.
+        assert_eq!(at("ts:quantum=7,cost=2", 1000.0), "ts:quantum=7,cost=2");
+        // (The canonical name omits what equals the unscaled default.)
+        assert_eq!(at("synergy:long=10", 1000.0), "synergy:quantum=5000");
+        assert_eq!(
+            at("synergy:long=20", 1000.0),
+            "synergy:quantum=5000,long=20"
+        );
+        // A policy without time constants, or no scaling, is unchanged.
+        assert_eq!(at("darc", 1000.0), "darc");
+        assert_eq!(at("ts", 1.0), "ts");
+        // A scaled default past its range is an error naming it.
+        let e = PolicySpec::parse_for_time_scale("ts", 1e6)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("quantum") && e.contains("time scale"), "{e}");
     }
 }

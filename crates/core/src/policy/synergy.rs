@@ -121,7 +121,8 @@ impl Params for SynergyConfig {
                 get: |c| c.quantum_ns,
                 set: |c, v| c.quantum_ns = v,
             },
-        ),
+        )
+        .in_workload_time(),
         Param::keyed(
             "wqd",
             "THRESH_WQD: how often the wait queue is checked for congestion (0: never congested)",
@@ -130,7 +131,8 @@ impl Params for SynergyConfig {
                 get: |c| c.wqd_ns,
                 set: |c, v| c.wqd_ns = v,
             },
-        ),
+        )
+        .in_workload_time(),
         Param::keyed(
             "cqf",
             "CONGESTED_QUANTUM_FACTOR, while the wait queue is congested (0: `qf` unchanged)",
@@ -211,7 +213,8 @@ impl Params for SynergyConfig {
                 get: |c| c.long_ns,
                 set: |c, v| c.long_ns = v,
             },
-        ),
+        )
+        .in_workload_time(),
         Param::keyed(
             "mech",
             MECH_DOC,

@@ -50,7 +50,8 @@ impl Params for TqConfig {
                 get: |c| c.quantum_ns,
                 set: |c, v| c.quantum_ns = v,
             },
-        ),
+        )
+        .in_workload_time(),
         Param::keyed(
             "mech",
             MECH_DOC,

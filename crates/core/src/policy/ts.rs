@@ -102,7 +102,8 @@ impl Params for TsConfig {
                 get: |c| c.quantum_ns,
                 set: |c, v| c.quantum_ns = v,
             },
-        ),
+        )
+        .in_workload_time(),
         Param::keyed(
             "cost",
             "the simulated worker time lost per preemption",

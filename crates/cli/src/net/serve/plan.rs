@@ -109,8 +109,8 @@ pub(super) fn serve_plan(a: &ServeArgs) -> Result<ServePlan> {
     };
     let front = front(a, &f, &src)?;
     let metrics = src.pick(&a.metrics, &f.metrics, |s| parse_addr(&s, "--metrics"))?;
-    let policy = src.pick(&a.policy, &f.policy, |s| Ok(s.parse::<PolicySpec>()?))?;
     let workload = workload(a, &f, &src, &front)?;
+    let policy = src.pick(&a.policy, &f.policy, |s| Ok(workload.policy(&s)?))?;
     let workers = src
         .pick(&a.workers, &f.workers, |w| limits::WORKERS.check(w))?
         .unwrap_or_else(|| {
