@@ -1178,4 +1178,19 @@ mod tests {
         let ok = format!("name = \"w\"\ntime_scale = 10\n{body}");
         assert_eq!(Workload::parse(&ok, "w.toml").unwrap().time_scale(), 10.0);
     }
+
+    #[test]
+    fn every_workload_file_in_the_repository_parses() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Workload::resolve(path.to_str().unwrap())
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 20, "{n} workload files in {}", dir.display());
+    }
 }
