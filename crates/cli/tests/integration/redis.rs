@@ -2,7 +2,7 @@
 //! which scripts/deps.sh installs): redis-cli's commands read back exactly,
 //! and a short redis-benchmark of PING, SET, GET, LPUSH and LRANGE_100
 //! completes every request; the server drains and exits 0 with every
-//! request answered.
+//! request answered; `--bigkeys` and `--latency` work against it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -149,4 +149,38 @@ fn talk(store: &[&str], tests: &str) {
         "{summary}"
     );
     assert_eq!(summary["tcp"]["closed_on_error"], 0, "{summary}");
+}
+
+/// What Redis users run to find big keys and slow answers: `redis-cli
+/// --bigkeys` names the biggest key of each type with its size, and
+/// `redis-cli --latency` (raw: one line, min max avg samples, over 1 s)
+/// gets its PINGs answered.
+#[test]
+fn redis_cli_bigkeys_and_latency_work_against_psp_serve() {
+    let (server, port) = start("darc-fair", &[]);
+    let fields: Vec<String> = (0..400)
+        .flat_map(|i| [format!("f{i}"), "v".into()])
+        .collect();
+    let mut hset = vec!["HSET", "big:hash"];
+    hset.extend(fields.iter().map(String::as_str));
+    assert_eq!(cli(&port, &hset), "400");
+    assert_eq!(cli(&port, &["RPUSH", "a:list", "x", "y", "z"]), "3");
+    assert_eq!(cli(&port, &["SET", "a:string", "hello"]), "OK");
+    let big = cli(&port, &["--bigkeys"]);
+    for line in [
+        "Biggest   hash found '\"big:hash\"' has 400 fields",
+        "Biggest   list found '\"a:list\"' has 3 items",
+        "Biggest string found '\"a:string\"' has 5 bytes",
+    ] {
+        assert!(big.contains(line), "no '{line}' in:\n{big}");
+    }
+    let latency = cli(&port, &["--latency", "--raw", "-i", "1"]);
+    let fields: Vec<f64> = latency
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or_else(|_| panic!("'{latency}'")))
+        .collect();
+    assert_eq!(fields.len(), 4, "'{latency}'");
+    let (min, max, avg, samples) = (fields[0], fields[1], fields[2], fields[3]);
+    assert!(samples >= 1.0 && min <= avg && avg <= max, "'{latency}'");
+    stop(server);
 }
