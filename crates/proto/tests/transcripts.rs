@@ -217,6 +217,16 @@ fn bitmaps_answer_byte_for_byte_as_redis_7() {
     assert!(n > 200, "{n} commands");
 }
 
+/// BITFIELD and BITFIELD_RO: GET, SET and INCRBY of signed and unsigned
+/// fields at bit and `#N` offsets, OVERFLOW WRAP, SAT and FAIL, the string
+/// grown for the farthest write, and every argument error in Redis's
+/// order: seeded commands as redis-server 7.0.15 answers.
+#[test]
+fn bitfield_answers_byte_for_byte_as_redis_7() {
+    let n = replay("bitfield", include_str!("data/redis7-bitfield.jsonl"));
+    assert!(n > 300, "{n} commands");
+}
+
 /// LMPOP, ZMPOP, and BLMPOP and BZMPOP where something is there (or inside
 /// MULTI, where they do not block), with their errors, in RESP2 and RESP3,
 /// as redis-server 7.0.15 answers.

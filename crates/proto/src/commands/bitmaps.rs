@@ -1,5 +1,7 @@
 //! Strings as bitmaps: SETBIT, GETBIT, BITCOUNT and BITPOS (with BYTE and
-//! BIT ranges) and BITOP (AND, OR, XOR, NOT), as Redis 7.0 runs them: bit 0
+//! BIT ranges), BITOP (AND, OR, XOR, NOT) and BITFIELD (and BITFIELD_RO:
+//! signed and unsigned fields of 1 to 64 and 63 bits, WRAP, SAT and FAIL
+//! overflow), as Redis 7.0 runs them: bit 0
 //! is the most significant bit of the first byte, a missing key is all
 //! zeros, a write past the end grows the string with zero bytes up to
 //! Redis's bound (512 MiB: a bit offset below 2^32), in place.
@@ -34,29 +36,10 @@ pub(super) fn run<'d>(
             let (byte, mask) = ((offset >> 3) as usize, 0x80u8 >> (offset & 7));
             let mut g = lock(db, &mut held, &a[..1], true)?;
             let old = g.update(a[0], |slot| {
-                let slot = match slot {
-                    Some(Entry {
-                        value: Value::Str(v),
-                        ..
-                    }) => v,
-                    Some(_) => return (false, Err(Fail::Msg(WRONGTYPE))),
-                    None => {
-                        *slot = Some(Entry::new(Value::Str(Box::default())));
-                        let Some(Entry {
-                            value: Value::Str(v),
-                            ..
-                        }) = slot
-                        else {
-                            unreachable!("just made")
-                        };
-                        v
-                    }
+                let slot = match string_of_at_least(slot, byte + 1) {
+                    Ok(v) => v,
+                    Err(e) => return (false, Err(e)),
                 };
-                if slot.len() <= byte {
-                    let mut grown = std::mem::take(slot).into_vec();
-                    grown.resize(byte + 1, 0);
-                    *slot = grown.into_boxed_slice();
-                }
                 let old = slot[byte] & mask != 0;
                 if on {
                     slot[byte] |= mask;
@@ -66,6 +49,56 @@ pub(super) fn run<'d>(
                 (true, Ok(old))
             })?;
             w.int(i64::from(old));
+        }
+        b"bitfield" | b"bitfield_ro" => {
+            arity(n >= 1, nm)?;
+            let ops = field_ops(&a[1..])?;
+            let writes = ops.iter().any(|o| o.kind != FieldKind::Get);
+            if !writes {
+                // Reads only: a missing key is all zeros.
+                let value = snapshot(db, &mut held, a[0])?;
+                let v: &[u8] = match value.as_ref() {
+                    None => &[],
+                    Some(Value::Str(v)) => v,
+                    Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+                };
+                w.array(ops.len());
+                for o in &ops {
+                    w.int(o.read(v));
+                }
+                return Ok(());
+            }
+            if name == b"bitfield_ro" {
+                return Err(Fail::Msg(
+                    b"ERR BITFIELD_RO only supports the GET subcommand",
+                ));
+            }
+            // The string grows to the farthest bit written before any
+            // operation runs, as Redis's does (even when every write then
+            // fails its overflow check).
+            let last_bit = ops
+                .iter()
+                .filter(|o| o.kind != FieldKind::Get)
+                .map(|o| o.offset + u64::from(o.bits) - 1)
+                .max()
+                .unwrap_or(0);
+            let len = (last_bit >> 3) as usize + 1;
+            let mut g = lock(db, &mut held, &a[..1], true)?;
+            let answers = g.update(a[0], |slot| {
+                let slot = match string_of_at_least(slot, len) {
+                    Ok(v) => v,
+                    Err(e) => return (false, Err(e)),
+                };
+                let answers: Vec<Option<i64>> = ops.iter().map(|o| o.apply(slot)).collect();
+                (true, Ok(answers))
+            })?;
+            w.array(answers.len());
+            for a in answers {
+                match a {
+                    Some(v) => w.int(v),
+                    None => w.nil(),
+                }
+            }
         }
         b"getbit" => {
             arity(n == 2, nm)?;
@@ -273,6 +306,22 @@ fn bit_range(len: usize, start: i64, end: i64, bits: bool) -> Option<(i64, i64)>
     })
 }
 
+/// The string in `slot`, made (empty) if there is none and grown with zero
+/// bytes to at least `len` bytes, as a bit write finds it; WRONGTYPE for
+/// another type.
+fn string_of_at_least(slot: &mut Option<Entry>, len: usize) -> Result<&mut Box<[u8]>, Fail> {
+    let entry = slot.get_or_insert_with(|| Entry::new(Value::Str(Box::default())));
+    let Value::Str(v) = &mut entry.value else {
+        return Err(Fail::Msg(WRONGTYPE));
+    };
+    if v.len() < len {
+        let mut grown = std::mem::take(v).into_vec();
+        grown.resize(len, 0);
+        *v = grown.into_boxed_slice();
+    }
+    Ok(v)
+}
+
 /// A bit offset as Redis reads it: an integer in canonical form from 0 to
 /// 2^32 - 1 (a string of 512 MiB).
 fn bit_offset(v: &[u8]) -> Result<u64, Fail> {
@@ -280,4 +329,231 @@ fn bit_offset(v: &[u8]) -> Result<u64, Fail> {
         .and_then(|o| u64::try_from(o).ok())
         .filter(|&o| o < MAX_BITS)
         .ok_or(Fail::Msg(BAD_OFFSET))
+}
+
+/// What a BITFIELD operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldKind {
+    Get,
+    Set,
+    Incrby,
+}
+
+/// BITFIELD's OVERFLOW behaviour, for the writes after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+/// One parsed BITFIELD operation.
+#[derive(Debug, Clone, Copy)]
+struct FieldOp {
+    kind: FieldKind,
+    signed: bool,
+    /// 1..=64 signed, 1..=63 unsigned.
+    bits: u32,
+    /// In bits, below [`MAX_BITS`].
+    offset: u64,
+    /// SET's value or INCRBY's increment.
+    value: i64,
+    overflow: Overflow,
+}
+
+const BAD_FIELD_TYPE: &[u8] = b"ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
+
+/// BITFIELD's operations from its arguments after the key, every one checked
+/// before any runs, in Redis's order (sub-command, type, offset, value).
+fn field_ops(a: &[&[u8]]) -> Result<Vec<FieldOp>, Fail> {
+    let mut ops = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut j = 0;
+    while j < a.len() {
+        let rest = a.len() - j - 1;
+        let sub = a[j];
+        let kind = if sub.eq_ignore_ascii_case(b"get") && rest >= 2 {
+            FieldKind::Get
+        } else if sub.eq_ignore_ascii_case(b"set") && rest >= 3 {
+            FieldKind::Set
+        } else if sub.eq_ignore_ascii_case(b"incrby") && rest >= 3 {
+            FieldKind::Incrby
+        } else if sub.eq_ignore_ascii_case(b"overflow") && rest >= 1 {
+            let t = a[j + 1];
+            overflow = if t.eq_ignore_ascii_case(b"wrap") {
+                Overflow::Wrap
+            } else if t.eq_ignore_ascii_case(b"sat") {
+                Overflow::Sat
+            } else if t.eq_ignore_ascii_case(b"fail") {
+                Overflow::Fail
+            } else {
+                return Err(Fail::Msg(b"ERR Invalid OVERFLOW type specified"));
+            };
+            j += 2;
+            continue;
+        } else {
+            return Err(Fail::Msg(SYNTAX));
+        };
+        let (signed, bits) = field_type(a[j + 1])?;
+        let offset = field_offset(a[j + 2], bits)?;
+        let value = if kind == FieldKind::Get {
+            0
+        } else {
+            redis_int(a[j + 3]).ok_or(Fail::Msg(NOT_INTEGER))?
+        };
+        ops.push(FieldOp {
+            kind,
+            signed,
+            bits,
+            offset,
+            value,
+            overflow,
+        });
+        j += if kind == FieldKind::Get { 3 } else { 4 };
+    }
+    Ok(ops)
+}
+
+/// `i1`..`i64` or `u1`..`u63` (lowercase, as Redis takes them).
+fn field_type(t: &[u8]) -> Result<(bool, u32), Fail> {
+    let signed = match t.first() {
+        Some(b'i') => true,
+        Some(b'u') => false,
+        _ => return Err(Fail::Msg(BAD_FIELD_TYPE)),
+    };
+    match redis_int(&t[1..]) {
+        Some(b) if b >= 1 && b <= if signed { 64 } else { 63 } => Ok((signed, b as u32)),
+        _ => Err(Fail::Msg(BAD_FIELD_TYPE)),
+    }
+}
+
+/// A field's offset in bits: `N`, or `#N` for the N-th field of this width.
+fn field_offset(v: &[u8], bits: u32) -> Result<u64, Fail> {
+    let (index, by) = match v.strip_prefix(b"#") {
+        Some(rest) => (rest, i64::from(bits)),
+        None => (v, 1),
+    };
+    redis_int(index)
+        .and_then(|o| o.checked_mul(by))
+        .and_then(|o| u64::try_from(o).ok())
+        .filter(|&o| o < MAX_BITS)
+        .ok_or(Fail::Msg(BAD_OFFSET))
+}
+
+impl FieldOp {
+    /// The field in `v` (zeros past its end).
+    fn read(&self, v: &[u8]) -> i64 {
+        let raw = read_bits(v, self.offset, self.bits);
+        if self.signed {
+            sign_extend(raw, self.bits)
+        } else {
+            raw as i64
+        }
+    }
+
+    /// Runs a write (or a read) on `v`, which holds every bit it touches:
+    /// the reply, `None` where FAIL refused an overflow (nothing written).
+    fn apply(&self, v: &mut [u8]) -> Option<i64> {
+        let old = self.read(v);
+        let (new, overflowed, reply) = match self.kind {
+            FieldKind::Get => return Some(old),
+            FieldKind::Set => {
+                let (new, over) = self.check(self.value, 0);
+                (new, over, old)
+            }
+            FieldKind::Incrby => {
+                let (new, over) = self.check(old, self.value);
+                (new, over, new)
+            }
+        };
+        if overflowed && self.overflow == Overflow::Fail {
+            return None;
+        }
+        write_bits(v, self.offset, self.bits, new as u64);
+        Some(reply)
+    }
+
+    /// `value + incr` in this field's type under its overflow rule, and
+    /// whether it overflowed (Redis's checkSignedBitfieldOverflow and
+    /// checkUnsignedBitfieldOverflow).
+    fn check(&self, value: i64, incr: i64) -> (i64, bool) {
+        let bits = self.bits;
+        let wrap = || {
+            let sum = (value as u64).wrapping_add(incr as u64);
+            let raw = if bits == 64 {
+                sum
+            } else {
+                sum & ((1u64 << bits) - 1)
+            };
+            if self.signed {
+                sign_extend(raw, bits)
+            } else {
+                raw as i64
+            }
+        };
+        let (max, min) = if self.signed {
+            let max = if bits == 64 {
+                i64::MAX as i128
+            } else {
+                (1i128 << (bits - 1)) - 1
+            };
+            (max, -max - 1)
+        } else {
+            ((1i128 << bits) - 1, 0)
+        };
+        // Unsigned fields take the value as Redis does: its 64-bit pattern.
+        let base = if self.signed {
+            i128::from(value)
+        } else {
+            i128::from(value as u64)
+        };
+        let sum = base + i128::from(incr);
+        let (over, limit) = if base > max || sum > max {
+            (true, max)
+        } else if base < min || sum < min {
+            (true, min)
+        } else {
+            return (sum as i64, false);
+        };
+        match self.overflow {
+            Overflow::Wrap => (wrap(), true),
+            Overflow::Sat => (limit as i64, over),
+            Overflow::Fail => (0, true),
+        }
+    }
+}
+
+/// `bits` bits of `v` from bit `offset` (bit 0: the first byte's most
+/// significant), zeros past the end.
+fn read_bits(v: &[u8], offset: u64, bits: u32) -> u64 {
+    (0..u64::from(bits)).fold(0, |acc, j| {
+        let at = offset + j;
+        let bit = v
+            .get((at >> 3) as usize)
+            .is_some_and(|b| b & (0x80 >> (at & 7)) != 0);
+        (acc << 1) | u64::from(bit)
+    })
+}
+
+/// Writes the low `bits` bits of `value` into `v` from bit `offset`.
+fn write_bits(v: &mut [u8], offset: u64, bits: u32, value: u64) {
+    for j in 0..u64::from(bits) {
+        let at = offset + j;
+        let mask = 0x80u8 >> (at & 7);
+        let byte = &mut v[(at >> 3) as usize];
+        if (value >> (u64::from(bits) - 1 - j)) & 1 == 1 {
+            *byte |= mask;
+        } else {
+            *byte &= !mask;
+        }
+    }
+}
+
+/// The low `bits` bits of `raw` as a two's-complement number.
+fn sign_extend(raw: u64, bits: u32) -> i64 {
+    if bits < 64 && raw & (1 << (bits - 1)) != 0 {
+        (raw | (u64::MAX << bits)) as i64
+    } else {
+        raw as i64
+    }
 }

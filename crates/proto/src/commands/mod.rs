@@ -806,6 +806,8 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("bitcount", -2, 1, 1, 1),
     CommandSpec::new("bitpos", -3, 1, 1, 1),
     CommandSpec::new("bitop", -4, 2, -1, 1),
+    CommandSpec::new("bitfield", -2, 1, 1, 1),
+    CommandSpec::new("bitfield_ro", -2, 1, 1, 1),
     CommandSpec::new("substr", 4, 1, 1, 1),
     CommandSpec::new("lcs", -3, 1, 2, 1),
     CommandSpec::new("copy", -3, 1, 2, 1),
@@ -1184,9 +1186,8 @@ fn run<'d>(
             strings::run(name, a, db, w, held)
         }
         b"sort" | b"sort_ro" => sort::run(name, a, db, w, held),
-        b"setbit" | b"getbit" | b"bitcount" | b"bitpos" | b"bitop" => {
-            bitmaps::run(name, a, db, w, held)
-        }
+        b"setbit" | b"getbit" | b"bitcount" | b"bitpos" | b"bitop" | b"bitfield"
+        | b"bitfield_ro" => bitmaps::run(name, a, db, w, held),
         b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat" | b"append" => {
             counters::run(name, a, db, w, held)
         }
