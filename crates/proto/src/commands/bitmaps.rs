@@ -28,7 +28,7 @@ pub(super) fn run<'d>(
         b"setbit" => {
             arity(n == 3, nm)?;
             let offset = bit_offset(a[1])?;
-            let on = match redis_int(a[2]) {
+            let on = match parse_i64(a[2]) {
                 Some(0) => false,
                 Some(1) => true,
                 _ => return Err(Fail::Msg(b"ERR bit is not an integer or out of range")),
@@ -149,7 +149,7 @@ pub(super) fn run<'d>(
         }
         b"bitpos" => {
             arity(n >= 2, nm)?;
-            let target = match redis_int(a[1]) {
+            let target = match parse_i64(a[1]) {
                 Some(b @ (0 | 1)) => b == 1,
                 Some(_) => return Err(Fail::Msg(b"ERR The bit argument must be 1 or 0.")),
                 None => return Err(Fail::Msg(NOT_INTEGER)),
@@ -325,7 +325,7 @@ fn string_of_at_least(slot: &mut Option<Entry>, len: usize) -> Result<&mut Box<[
 /// A bit offset as Redis reads it: an integer in canonical form from 0 to
 /// 2^32 - 1 (a string of 512 MiB).
 fn bit_offset(v: &[u8]) -> Result<u64, Fail> {
-    redis_int(v)
+    parse_i64(v)
         .and_then(|o| u64::try_from(o).ok())
         .filter(|&o| o < MAX_BITS)
         .ok_or(Fail::Msg(BAD_OFFSET))
@@ -399,7 +399,7 @@ fn field_ops(a: &[&[u8]]) -> Result<Vec<FieldOp>, Fail> {
         let value = if kind == FieldKind::Get {
             0
         } else {
-            redis_int(a[j + 3]).ok_or(Fail::Msg(NOT_INTEGER))?
+            parse_i64(a[j + 3]).ok_or(Fail::Msg(NOT_INTEGER))?
         };
         ops.push(FieldOp {
             kind,
@@ -421,7 +421,7 @@ fn field_type(t: &[u8]) -> Result<(bool, u32), Fail> {
         Some(b'u') => false,
         _ => return Err(Fail::Msg(BAD_FIELD_TYPE)),
     };
-    match redis_int(&t[1..]) {
+    match parse_i64(&t[1..]) {
         Some(b) if b >= 1 && b <= if signed { 64 } else { 63 } => Ok((signed, b as u32)),
         _ => Err(Fail::Msg(BAD_FIELD_TYPE)),
     }
@@ -433,7 +433,7 @@ fn field_offset(v: &[u8], bits: u32) -> Result<u64, Fail> {
         Some(rest) => (rest, i64::from(bits)),
         None => (v, 1),
     };
-    redis_int(index)
+    parse_i64(index)
         .and_then(|o| o.checked_mul(by))
         .and_then(|o| u64::try_from(o).ok())
         .filter(|&o| o < MAX_BITS)
@@ -508,16 +508,16 @@ impl FieldOp {
             i128::from(value as u64)
         };
         let sum = base + i128::from(incr);
-        let (over, limit) = if base > max || sum > max {
-            (true, max)
+        let limit = if base > max || sum > max {
+            max
         } else if base < min || sum < min {
-            (true, min)
+            min
         } else {
             return (sum as i64, false);
         };
         match self.overflow {
             Overflow::Wrap => (wrap(), true),
-            Overflow::Sat => (limit as i64, over),
+            Overflow::Sat => (limit as i64, true),
             Overflow::Fail => (0, true),
         }
     }

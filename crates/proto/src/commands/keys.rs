@@ -171,7 +171,7 @@ pub(super) fn run<'d>(
                 b"encoding" => w.bulk(encoding(&e.value)),
                 b"refcount" => w.int(match &e.value {
                     // Redis shares the integers 0 to 9999.
-                    Value::Str(s) if redis_int(s).is_some_and(|v| (0..10_000).contains(&v)) => {
+                    Value::Str(s) if parse_i64(s).is_some_and(|v| (0..10_000).contains(&v)) => {
                         i64::from(i32::MAX)
                     }
                     _ => 1,
@@ -455,7 +455,7 @@ const OBJECT_HELP: [&str; 15] = [
 /// APPEND made `raw`: such a key reads here as if it were built anew.
 fn encoding(v: &Value) -> &'static [u8] {
     match v {
-        Value::Str(s) if s.len() <= 20 && redis_int(s).is_some() => b"int",
+        Value::Str(s) if s.len() <= 20 && parse_i64(s).is_some() => b"int",
         Value::Str(s) if s.len() <= 44 => b"embstr",
         Value::Str(_) => b"raw",
         Value::List(_) => b"quicklist",
@@ -467,7 +467,7 @@ fn encoding(v: &Value) -> &'static [u8] {
         }
         Value::Hash(_) => b"hashtable",
         Value::Set(s)
-            if s.members().len() <= 512 && s.members().iter().all(|m| redis_int(m).is_some()) =>
+            if s.members().len() <= 512 && s.members().iter().all(|m| parse_i64(m).is_some()) =>
         {
             b"intset"
         }

@@ -117,21 +117,6 @@ impl Session {
     }
 }
 
-/// `s` as Redis's `string2ll` reads an integer: canonical form only (no
-/// sign but `-`, no leading zero, no space), within 64 bits.
-fn redis_int(s: &[u8]) -> Option<i64> {
-    let digits = s.strip_prefix(b"-").unwrap_or(s);
-    let canonical = match digits {
-        [b'0'] => s.len() == 1,
-        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
-        _ => false,
-    };
-    if !canonical {
-        return None;
-    }
-    std::str::from_utf8(s).ok()?.parse().ok()
-}
-
 /// SRANDMEMBER's, HRANDFIELD's and ZRANDMEMBER's largest negative |count|
 /// (picks with repetitions): the reply holds that many.
 const MAX_RANDOM_MEMBERS: u64 = 1_000_000;
@@ -650,6 +635,8 @@ fn arity(ok: bool, name: &str) -> Res {
     }
 }
 
+/// `s` as Redis's `string2ll` reads an integer: canonical form only (no
+/// sign but `-`, no leading zero, no `-0`, no space), within 64 bits.
 fn parse_i64(s: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(s).ok()?;
     if s.starts_with('+') || (s.len() > 1 && s.starts_with('0')) || s.starts_with("-0") {
