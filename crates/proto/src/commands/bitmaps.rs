@@ -231,11 +231,11 @@ pub(super) fn run<'d>(
                 })
                 .collect();
             // A new value (no deadline); an empty one deletes the key.
-            g.update(a[1], |slot| {
-                let had = slot.is_some();
-                *slot = (len > 0).then(|| Entry::new(Value::Str(result.into_boxed_slice())));
-                (had || len > 0, ())
-            });
+            store_result(
+                &mut g,
+                a[1],
+                (len > 0).then(|| Value::Str(result.into_boxed_slice())),
+            );
             w.int(len as i64);
         }
         _ => unreachable!("routed to bitmaps by name"),

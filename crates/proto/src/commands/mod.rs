@@ -221,6 +221,21 @@ fn random_args(a: &[&[u8]], with: &[u8]) -> Result<(Option<i64>, bool), Fail> {
     }
 }
 
+/// A STORE form's result written to `dst` (no deadline), replacing what
+/// was there; an empty result (`None`) deletes it, as Redis does. A list
+/// or sorted set stored wakes the clients blocked on keys.
+fn store_result(g: &mut Guard<'_>, dst: &[u8], value: Option<Value>) {
+    let wakes = matches!(value, Some(Value::List(_) | Value::ZSet(_)));
+    g.update(dst, |slot| {
+        let changed = slot.is_some() || value.is_some();
+        *slot = value.map(Entry::new);
+        (changed, ())
+    });
+    if wakes {
+        crate::blocking::wake();
+    }
+}
+
 /// SINTERCARD's and ZINTERCARD's LIMIT (0: none).
 fn card_limit(v: &[u8]) -> Result<usize, Fail> {
     parse_i64(v)

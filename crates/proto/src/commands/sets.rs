@@ -179,11 +179,7 @@ pub(super) fn run<'d>(
                     result.add(m);
                 }
                 let g = g.as_mut().expect("a STORE form keeps its locks");
-                g.update(a[0], |slot| {
-                    let had = slot.is_some();
-                    *slot = (count > 0).then(|| Entry::new(Value::Set(Arc::new(result))));
-                    (had || count > 0, ())
-                });
+                store_result(g, a[0], (count > 0).then(|| Value::Set(Arc::new(result))));
                 w.int(count as i64);
             } else {
                 w.set(out.len());

@@ -152,14 +152,7 @@ pub(super) fn run<'d>(
                 // A missing GET stores an empty string, as Redis.
                 list.push(v.as_deref().unwrap_or_default(), false);
             }
-            g.update(dst, |slot| {
-                let had = slot.is_some();
-                *slot = (len > 0).then(|| Entry::new(Value::List(Arc::new(list))));
-                (had || len > 0, ())
-            });
-            if len > 0 {
-                crate::blocking::wake();
-            }
+            store_result(&mut g, dst, (len > 0).then(|| Value::List(Arc::new(list))));
             w.int(len as i64);
         }
         None => {

@@ -596,14 +596,7 @@ fn set_operation<'d>(
         // one deletes it.
         let len = result.len();
         let g = g.as_mut().expect("a STORE form keeps its locks");
-        g.update(a[0], |slot| {
-            let had = slot.is_some();
-            *slot = (len > 0).then(|| Entry::new(Value::ZSet(Arc::new(result))));
-            (had || len > 0, ())
-        });
-        if len > 0 {
-            crate::blocking::wake();
-        }
+        store_result(g, a[0], (len > 0).then(|| Value::ZSet(Arc::new(result))));
         w.int(len as i64);
     } else {
         scored_members(w, result.ordered().iter(), result.len(), withscores);
@@ -765,14 +758,7 @@ fn zrange<'d>(
         for (s, m) in items {
             result.insert(m, s.0);
         }
-        g.update(dst, |slot| {
-            let had = slot.is_some();
-            *slot = (len > 0).then(|| Entry::new(Value::ZSet(Arc::new(result))));
-            (had || len > 0, ())
-        });
-        if len > 0 {
-            crate::blocking::wake();
-        }
+        store_result(g, dst, (len > 0).then(|| Value::ZSet(Arc::new(result))));
         w.int(len as i64);
         return Ok(());
     }
