@@ -1546,6 +1546,24 @@ mod tests {
     }
 
     #[test]
+    fn a_script_that_never_calls_redis_is_stopped_past_its_time_limit() {
+        // An endless loop always passes the bound, however the machine runs.
+        let db = Db::default();
+        let mut s = Session::default();
+        let mut req = Vec::new();
+        write_command(&[b"EVAL", b"while true do end", b"0"], &mut req);
+        let mut out = Vec::new();
+        execute(&req, &db, &mut s, &mut out, &mut || {}).expect("valid");
+        let reply = String::from_utf8_lossy(&out);
+        assert!(
+            reply.starts_with('-') && reply.contains("time limit"),
+            "{reply}"
+        );
+        // The connection and the store go on.
+        assert_eq!(run_line(&db, &mut s, "SET k v"), "+OK\r\n");
+    }
+
+    #[test]
     fn the_latency_monitor_records_commands_past_its_threshold() {
         let db = Db::default();
         let mut s = Session::default();
