@@ -88,6 +88,26 @@ pub struct DbConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Full;
 
+/// Why a command could not take its shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The database is full ([`Full`]).
+    Full,
+    /// A script past `busy-reply-threshold` holds one of them (Redis's
+    /// BUSY; [`crate::busy`]).
+    Busy,
+}
+
+impl From<Full> for Refused {
+    fn from(_: Full) -> Self {
+        Refused::Full
+    }
+}
+
+/// How long a command waiting for a taken shard waits between looks at
+/// whether a busy script holds it.
+const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// A sorted set's score, ordered as Redis's skiplist compares them: by
 /// value, so `-0` and `0` tie and their members decide (NaN is refused
 /// before it gets here).
@@ -637,6 +657,8 @@ pub struct Db {
     start_unix_ms: u64,
     /// What ran on it, per command (`INFO commandstats`, `SLOWLOG`).
     commands: crate::commands::CommandStats,
+    /// The scripts running on it (BUSY, `SCRIPT KILL`).
+    scripts: crate::busy::RunningScripts,
 }
 
 impl std::fmt::Debug for Db {
@@ -693,7 +715,13 @@ impl Db {
             start: Instant::now(),
             start_unix_ms,
             commands: crate::commands::CommandStats::default(),
+            scripts: crate::busy::RunningScripts::default(),
         }
+    }
+
+    /// The scripts running on it.
+    pub fn scripts(&self) -> &crate::busy::RunningScripts {
+        &self.scripts
     }
 
     /// The commands' statistics.
@@ -760,13 +788,15 @@ impl Db {
     /// command may add data, so a full database evicts first or refuses it.
     ///
     /// # Errors
-    /// [`Full`]: over the bound without eviction (or nothing left to evict).
-    pub fn lock_one(&self, key: &[u8], grows: bool) -> Result<Guard<'_>, Full> {
+    /// [`Refused::Full`]: over the bound without eviction (or nothing left
+    /// to evict); [`Refused::Busy`]: a script past the busy threshold holds
+    /// the shard.
+    pub fn lock_one(&self, key: &[u8], grows: bool) -> Result<Guard<'_>, Refused> {
         if grows {
             self.make_room()?;
         }
         let i = self.shard_of(key);
-        Ok(self.guard(Held::One(i, self.shards[i].0.lock())))
+        Ok(self.guard(Held::One(i, self.shard_lock(i)?)))
     }
 
     /// Locks the shards of `keys` in ascending order (a multi-key command).
@@ -777,7 +807,7 @@ impl Db {
         &self,
         keys: impl IntoIterator<Item = &'k [u8]>,
         grows: bool,
-    ) -> Result<Guard<'_>, Full> {
+    ) -> Result<Guard<'_>, Refused> {
         if grows {
             self.make_room()?;
         }
@@ -787,8 +817,8 @@ impl Db {
         idx.dedup();
         let locks = idx
             .into_iter()
-            .map(|i| (i, self.shards[i].0.lock()))
-            .collect();
+            .map(|i| Ok((i, self.shard_lock(i)?)))
+            .collect::<Result<_, Refused>>()?;
         Ok(self.guard(Held::Many(locks)))
     }
 
@@ -796,17 +826,49 @@ impl Db {
     ///
     /// # Errors
     /// As [`Db::lock_one`].
-    pub fn lock_all(&self, grows: bool) -> Result<Guard<'_>, Full> {
+    pub fn lock_all(&self, grows: bool) -> Result<Guard<'_>, Refused> {
         if grows {
             self.make_room()?;
         }
-        let locks = (0..SHARDS).map(|i| (i, self.shards[i].0.lock())).collect();
+        let locks = (0..SHARDS)
+            .map(|i| Ok((i, self.shard_lock(i)?)))
+            .collect::<Result<_, Refused>>()?;
         Ok(self.guard(Held::Many(locks)))
     }
 
     /// Locks shard `i` alone (a walk over the keyspace, one shard at a time).
-    pub fn lock_shard(&self, i: usize) -> Guard<'_> {
-        self.guard(Held::One(i % SHARDS, self.shards[i % SHARDS].0.lock()))
+    ///
+    /// # Errors
+    /// [`Refused::Busy`]: a script past the busy threshold holds it.
+    pub fn lock_shard(&self, i: usize) -> Result<Guard<'_>, Refused> {
+        let i = i % SHARDS;
+        Ok(self.guard(Held::One(i, self.shard_lock(i)?)))
+    }
+
+    /// Locks shard `i` alone, waiting however long it is held (the
+    /// database's own upkeep: eviction, expiry, a flush that checked for
+    /// busy scripts first).
+    pub fn lock_shard_waiting(&self, i: usize) -> Guard<'_> {
+        let i = i % SHARDS;
+        self.guard(Held::One(i, self.shards[i].0.lock()))
+    }
+
+    /// Shard `i`'s lock: at once when free; otherwise waited for, unless a
+    /// script past the busy threshold holds it (looked at only while
+    /// waiting, every [`BUSY_POLL`]).
+    fn shard_lock(&self, i: usize) -> Result<MutexGuard<'_, Shard>, Refused> {
+        let m = &self.shards[i].0;
+        if let Some(g) = m.try_lock() {
+            return Ok(g);
+        }
+        loop {
+            if self.scripts.busy_on(i) {
+                return Err(Refused::Busy);
+            }
+            if let Some(g) = m.try_lock_for(BUSY_POLL) {
+                return Ok(g);
+            }
+        }
     }
 
     fn guard<'a>(&'a self, locks: Held<'a>) -> Guard<'a> {
@@ -834,7 +896,7 @@ impl Db {
         let mut empty_rounds = 0;
         while self.used() > max {
             let i = self.evict_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            let mut g = self.lock_shard(i);
+            let mut g = self.lock_shard_waiting(i);
             if !g.evict_one(i) {
                 empty_rounds += 1;
                 if empty_rounds > 2 * SHARDS {
@@ -854,7 +916,10 @@ impl Db {
         let mut removed = 0;
         for _ in 0..shards.min(SHARDS) {
             let i = self.expire_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            let mut g = self.lock_shard(i);
+            // A shard a busy script holds waits for a later cycle.
+            let Ok(mut g) = self.lock_shard(i) else {
+                continue;
+            };
             removed += g.expire_shard(i);
         }
         removed
@@ -863,7 +928,7 @@ impl Db {
     /// Removes every key.
     pub fn flush(&self) {
         for i in 0..SHARDS {
-            self.lock_shard(i).clear_shard(i);
+            self.lock_shard_waiting(i).clear_shard(i);
         }
     }
 
@@ -917,6 +982,15 @@ impl Held<'_> {
         }
     }
 
+    fn set(&self) -> crate::busy::ShardSet {
+        let mut set = crate::busy::ShardSet::default();
+        match self {
+            Held::One(i, _) => set.insert(*i),
+            Held::Many(v) => v.iter().for_each(|(i, _)| set.insert(*i)),
+        }
+        set
+    }
+
     fn indices(&self) -> Vec<usize> {
         match self {
             Held::One(i, _) => vec![*i],
@@ -940,6 +1014,11 @@ impl Guard<'_> {
     /// under it).
     pub fn holds(&self, key: &[u8]) -> bool {
         self.locks.holds(self.db.shard_of(key))
+    }
+
+    /// The shards held.
+    pub fn shard_set(&self) -> crate::busy::ShardSet {
+        self.locks.set()
     }
 
     fn shard(&mut self, key: &[u8]) -> &mut Shard {
@@ -1344,7 +1423,8 @@ mod tests {
             let k = i.to_be_bytes();
             match refuse.lock_one(&k, true) {
                 Ok(mut g) => g.set(&k, s(&[0; 100])),
-                Err(Full) => refused += 1,
+                Err(Refused::Full) => refused += 1,
+                Err(Refused::Busy) => unreachable!("no script runs"),
             }
             evict.lock_one(&k, true).unwrap().set(&k, s(&[0; 100]));
         }

@@ -17,6 +17,7 @@
 //! locks; the sockets and buffers belong to the front end that calls in.
 
 pub mod blocking;
+pub mod busy;
 pub mod clients;
 pub mod commands;
 pub mod db;

@@ -100,7 +100,7 @@ use crate::Refusal;
 
 #[path = "memcache_meta.rs"]
 mod meta;
-use crate::db::{Db, DbConfig, Entry, Eviction, Full, MARK_FETCHED, Value};
+use crate::db::{Db, DbConfig, Entry, Eviction, MARK_FETCHED, Value};
 
 /// Longest command line accepted, excluding its `\r\n` (or `\n`) terminator.
 pub const MAX_LINE: usize = 2048;
@@ -934,7 +934,8 @@ fn db_storage(cmd: &[u8], args: &[&[u8]], data: &[u8], db: &Db, out: &mut Vec<u8
             g.count_write(key);
             g
         }
-        Err(Full) => {
+        // Full (a memcached database runs no script, so never Busy).
+        Err(_) => {
             // memcached drops the old item of a set it cannot store, so that a stale
             // value does not outlive the failed write.
             if cmd == b"set"

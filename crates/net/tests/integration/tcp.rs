@@ -857,3 +857,69 @@ fn redis_py_and_an_rq_worker_run_against_psp_serve() {
         drop(s.stop().unwrap());
     }
 }
+
+/// Reads one reply line (up to its `\r\n`).
+fn read_line(c: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n") {
+        match c.read(&mut byte) {
+            Ok(1) => got.push(byte[0]),
+            other => panic!("read after {:?}: {other:?}", String::from_utf8_lossy(&got)),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// A script that loops, behind `psp serve` as a client sees it: once it is
+/// past `busy-reply-threshold`, a command on its key answers Redis's BUSY
+/// (others are served), SCRIPT KILL stops it from another connection, and
+/// its caller gets Redis's error; then its key is served again.
+#[test]
+fn script_kill_stops_a_busy_script_behind_psp_serve() {
+    const BUSY: &str = "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+    for policy in ["c-fcfs", "darc-fair:samples=20"] {
+        let s = mem_server(policy);
+        let mut admin = connect(&s);
+        admin
+            .write_all(&cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]))
+            .unwrap();
+        assert_eq!(read_line(&mut admin), "+OK\r\n", "{policy}");
+        let mut looping = connect(&s);
+        looping
+            .write_all(&cmd(&["EVAL", "while true do end", "1", "k"]))
+            .unwrap();
+        // Until the script holds its key: nil before, BUSY after (an
+        // event: the script never ends by itself).
+        loop {
+            admin.write_all(&cmd(&["GET", "k"])).unwrap();
+            match read_line(&mut admin).as_str() {
+                "$-1\r\n" => std::thread::sleep(Duration::from_millis(5)),
+                reply => {
+                    assert_eq!(reply, BUSY, "{policy}");
+                    break;
+                }
+            }
+        }
+        admin.write_all(&cmd(&["PING"])).unwrap();
+        assert_eq!(read_line(&mut admin), "+PONG\r\n", "{policy}");
+        admin.write_all(&cmd(&["SCRIPT", "KILL"])).unwrap();
+        assert_eq!(read_line(&mut admin), "+OK\r\n", "{policy}");
+        let killed = read_line(&mut looping);
+        assert!(
+            killed.starts_with("-ERR Script killed by user with SCRIPT KILL... script: ")
+                && killed.ends_with(", on @user_script:1.\r\n"),
+            "{policy}: {killed}"
+        );
+        admin.write_all(&cmd(&["GET", "k"])).unwrap();
+        assert_eq!(read_line(&mut admin), "$-1\r\n", "{policy}");
+        admin.write_all(&cmd(&["SCRIPT", "KILL"])).unwrap();
+        assert_eq!(
+            read_line(&mut admin),
+            "-NOTBUSY No scripts in execution right now.\r\n",
+            "{policy}"
+        );
+        drop((admin, looping));
+        drop(s.stop().unwrap());
+    }
+}

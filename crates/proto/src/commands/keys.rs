@@ -192,7 +192,7 @@ pub(super) fn run<'d>(
                 rng = rng.wrapping_mul(0x5851_F42D_4C95_7F2D).wrapping_add(1);
                 let found = match held.as_mut() {
                     Some(g) => g.random_key_in_shard(i, rng >> 11),
-                    None => db.lock_shard(i).random_key_in_shard(i, rng >> 11),
+                    None => db.lock_shard(i)?.random_key_in_shard(i, rng >> 11),
                 };
                 if let Some(k) = found {
                     w.bulk(&k);
@@ -217,7 +217,7 @@ pub(super) fn run<'d>(
                         g.keys_in_shard(i, 0, usize::MAX, keep, &mut found);
                     }
                     None => {
-                        db.lock_shard(i)
+                        db.lock_shard(i)?
                             .keys_in_shard(i, 0, usize::MAX, keep, &mut found);
                         point();
                     }
@@ -386,7 +386,7 @@ fn scan<'d>(
         let next = match held.as_mut() {
             Some(g) => g.keys_in_shard(shard, pos, want, keep, &mut batch),
             None => db
-                .lock_shard(shard)
+                .lock_shard(shard)?
                 .keys_in_shard(shard, pos, want, keep, &mut batch),
         };
         if let Some(t) = &ty {
@@ -394,12 +394,22 @@ fn scan<'d>(
                 g.get(k)
                     .is_some_and(|e| e.value.type_name().as_bytes() == t.as_slice())
             };
+            let mut refused = None;
             batch.retain(|k| match held.as_mut() {
                 // Inside EXEC every shard is held already (locking again
                 // would wait for ourselves).
                 Some(g) => is_type(g, k),
-                None => is_type(&mut db.lock_one(k, false).expect("no growth"), k),
+                None => match db.lock_one(k, false) {
+                    Ok(mut g) => is_type(&mut g, k),
+                    Err(r) => {
+                        refused = Some(r);
+                        false
+                    }
+                },
             });
+            if let Some(r) = refused {
+                return Err(r.into());
+            }
         }
         found.extend(batch);
         if next == 0 {

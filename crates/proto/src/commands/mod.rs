@@ -43,7 +43,7 @@ use std::time::Instant;
 
 pub use slowlog::CommandStats;
 
-use crate::db::{Db, Entry, Full, Guard, Score, Value, ZSet};
+use crate::db::{Db, Entry, Full, Guard, Refused, Score, Value, ZSet};
 use crate::resp::{RespError, parse};
 
 /// A command's arguments: inline up to 8, so that a command allocates no
@@ -642,6 +642,15 @@ impl From<Full> for Fail {
     }
 }
 
+impl From<Refused> for Fail {
+    fn from(r: Refused) -> Self {
+        match r {
+            Refused::Full => Fail::Msg(OOM),
+            Refused::Busy => Fail::Msg(crate::busy::BUSY),
+        }
+    }
+}
+
 fn arity(ok: bool, name: &str) -> Res {
     if ok {
         Ok(())
@@ -972,6 +981,96 @@ fn spec_index(name: &[u8]) -> Option<usize> {
                 .collect()
         });
     BY_NAME.get(name).copied()
+}
+
+/// Whether command `name` (lowercase) is one Redis 7 flags `write`: it may
+/// change the data (a script that called one cannot be killed).
+fn writes(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"set"
+            | b"setex"
+            | b"psetex"
+            | b"setnx"
+            | b"mset"
+            | b"msetnx"
+            | b"getset"
+            | b"getdel"
+            | b"getex"
+            | b"append"
+            | b"setrange"
+            | b"incr"
+            | b"incrby"
+            | b"decr"
+            | b"decrby"
+            | b"incrbyfloat"
+            | b"setbit"
+            | b"bitop"
+            | b"bitfield"
+            | b"copy"
+            | b"del"
+            | b"unlink"
+            | b"rename"
+            | b"renamenx"
+            | b"expire"
+            | b"pexpire"
+            | b"expireat"
+            | b"pexpireat"
+            | b"persist"
+            | b"flushdb"
+            | b"flushall"
+            | b"lpush"
+            | b"lpushx"
+            | b"rpush"
+            | b"rpushx"
+            | b"lpop"
+            | b"rpop"
+            | b"lset"
+            | b"ltrim"
+            | b"lrem"
+            | b"linsert"
+            | b"lmove"
+            | b"rpoplpush"
+            | b"lmpop"
+            | b"blmpop"
+            | b"blpop"
+            | b"brpop"
+            | b"blmove"
+            | b"brpoplpush"
+            | b"hset"
+            | b"hmset"
+            | b"hsetnx"
+            | b"hdel"
+            | b"hincrby"
+            | b"hincrbyfloat"
+            | b"sadd"
+            | b"srem"
+            | b"smove"
+            | b"spop"
+            | b"sinterstore"
+            | b"sunionstore"
+            | b"sdiffstore"
+            | b"zadd"
+            | b"zrem"
+            | b"zincrby"
+            | b"zpopmin"
+            | b"zpopmax"
+            | b"bzpopmin"
+            | b"bzpopmax"
+            | b"zmpop"
+            | b"bzmpop"
+            | b"zunionstore"
+            | b"zinterstore"
+            | b"zdiffstore"
+            | b"zrangestore"
+            | b"zremrangebyscore"
+            | b"zremrangebyrank"
+            | b"zremrangebylex"
+            | b"sort"
+            | b"xadd"
+            | b"xdel"
+            | b"xtrim"
+    )
 }
 
 /// Whether `words` words (the name counted) fit the arity of command
@@ -1538,29 +1637,136 @@ mod tests {
 
     fn run_line(db: &Db, s: &mut Session, line: &str) -> String {
         let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        run_words(db, s, &words)
+    }
+
+    fn run_words(db: &Db, s: &mut Session, words: &[&[u8]]) -> String {
         let mut req = Vec::new();
-        write_command(&words, &mut req);
+        write_command(words, &mut req);
         let mut out = Vec::new();
         execute(&req, db, s, &mut out, &mut || {}).expect("valid");
         String::from_utf8_lossy(&out).into_owned()
     }
 
+    /// Waits until a script has run past the busy threshold (an event, not
+    /// a time: the script runs until it is stopped).
+    fn until_busy(db: &Db) {
+        while !db.scripts().any_busy() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    const BUSY_REPLY: &str = "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+
     #[test]
-    fn a_script_that_never_calls_redis_is_stopped_past_its_time_limit() {
-        // An endless loop always passes the bound, however the machine runs.
+    fn a_busy_script_makes_its_keys_answer_busy_until_script_kill_stops_it() {
         let db = Db::default();
         let mut s = Session::default();
-        let mut req = Vec::new();
-        write_command(&[b"EVAL", b"while true do end", b"0"], &mut req);
-        let mut out = Vec::new();
-        execute(&req, &db, &mut s, &mut out, &mut || {}).expect("valid");
-        let reply = String::from_utf8_lossy(&out);
-        assert!(
-            reply.starts_with('-') && reply.contains("time limit"),
-            "{reply}"
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG SET busy-reply-threshold 20"),
+            "+OK\r\n"
         );
-        // The connection and the store go on.
-        assert_eq!(run_line(&db, &mut s, "SET k v"), "+OK\r\n");
+        // A key in another shard than the script's.
+        let other = (0..)
+            .map(|i| format!("other{i}"))
+            .find(|k| db.shard_of(k.as_bytes()) != db.shard_of(b"k"))
+            .expect("some key elsewhere");
+        // Endless loops, the second one catching errors as it goes: both
+        // stop only when killed.
+        for body in [
+            "while true do end",
+            "while true do pcall(function() while true do end end) end",
+        ] {
+            std::thread::scope(|scope| {
+                let script = scope.spawn(|| {
+                    let mut s = Session::default();
+                    run_words(&db, &mut s, &[b"EVAL", body.as_bytes(), b"1", b"k"])
+                });
+                until_busy(&db);
+                assert_eq!(run_line(&db, &mut s, "GET k"), BUSY_REPLY);
+                assert_eq!(run_line(&db, &mut s, "FLUSHALL"), BUSY_REPLY);
+                assert_eq!(run_line(&db, &mut s, &format!("SET {other} v")), "+OK\r\n");
+                assert_eq!(run_line(&db, &mut s, "SCRIPT KILL"), "+OK\r\n");
+                let reply = script.join().expect("the script's thread");
+                let sha = sha1_smol::Sha1::from(body).digest().to_string();
+                assert_eq!(
+                    reply,
+                    format!(
+                        "-ERR Script killed by user with SCRIPT KILL... script: {sha}, on @user_script:1.\r\n"
+                    )
+                );
+            });
+            assert_eq!(run_line(&db, &mut s, "GET k"), "$-1\r\n");
+            assert_eq!(
+                run_line(&db, &mut s, "SCRIPT KILL"),
+                "-NOTBUSY No scripts in execution right now.\r\n"
+            );
+        }
+        // The worker's Lua state runs the next script as before.
+        assert_eq!(
+            run_words(&db, &mut s, &[b"EVAL", b"return 7", b"0"]),
+            ":7\r\n"
+        );
+    }
+
+    #[test]
+    fn script_kill_spares_a_script_that_has_written() {
+        let db = Db::default();
+        let mut s = Session::default();
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG SET lua-time-limit 20"),
+            "+OK\r\n"
+        );
+        // Writes, then runs for 2 s of server time (TIME), far past the
+        // threshold: SCRIPT KILL comes while it runs on any machine.
+        let body = "redis.call('set', KEYS[1], 'x') local s = redis.call('time') \
+                    repeat local n = redis.call('time') \
+                    until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 2000000 return 1";
+        std::thread::scope(|scope| {
+            let script = scope.spawn(|| {
+                let mut s = Session::default();
+                run_words(&db, &mut s, &[b"EVAL", body.as_bytes(), b"1", b"w"])
+            });
+            until_busy(&db);
+            assert_eq!(
+                run_line(&db, &mut s, "SCRIPT KILL"),
+                "-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n"
+            );
+            assert_eq!(script.join().expect("the script's thread"), ":1\r\n");
+        });
+        assert_eq!(run_line(&db, &mut s, "GET w"), "$1\r\nx\r\n");
+    }
+
+    #[test]
+    fn the_busy_threshold_is_read_and_set_under_both_of_redis_names_within_its_range() {
+        let db = Db::default();
+        let mut s = Session::default();
+        for name in ["busy-reply-threshold", "lua-time-limit"] {
+            assert_eq!(
+                run_line(&db, &mut s, &format!("CONFIG GET {name}")),
+                format!("*2\r\n${}\r\n{name}\r\n$4\r\n5000\r\n", name.len())
+            );
+        }
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG SET busy-reply-threshold -1"),
+            "-ERR CONFIG SET failed (possibly related to argument 'busy-reply-threshold') - argument must be between 0 and 86400000 inclusive\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG SET lua-time-limit abc"),
+            "-ERR CONFIG SET failed (possibly related to argument 'lua-time-limit') - argument couldn't be parsed into an integer\r\n"
+        );
+        assert!(
+            run_line(&db, &mut s, "CONFIG SET lua-time-limit 86400001")
+                .starts_with("-ERR CONFIG SET failed")
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG SET lua-time-limit 100"),
+            "+OK\r\n"
+        );
+        assert_eq!(
+            run_line(&db, &mut s, "CONFIG GET busy-reply-threshold"),
+            "*2\r\n$20\r\nbusy-reply-threshold\r\n$3\r\n100\r\n"
+        );
     }
 
     #[test]

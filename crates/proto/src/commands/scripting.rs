@@ -11,9 +11,10 @@
 //! connection. Each worker thread has its own Lua state, made on its first
 //! script, with the table, string and math libraries, and caches each
 //! script's compiled function by its SHA1, in at most
-//! [`SCRIPT_MEMORY_BYTES`]. A script that runs past
-//! [`SCRIPT_TIME_LIMIT`] without having called Redis is stopped (Redis
-//! answers BUSY meanwhile and waits for `SCRIPT KILL`).
+//! [`SCRIPT_MEMORY_BYTES`]. A script runs until it ends, as in Redis: one
+//! past `busy-reply-threshold` makes the commands that wait for its keys
+//! answer BUSY, and `SCRIPT KILL` stops it if it has not written
+//! ([`crate::busy`]).
 //!
 //! Scripts run on a 1 MiB stack of their own (a worker may be a fiber with
 //! a 64 KiB one). It must not take locks beyond the declared keys', or call
@@ -28,12 +29,12 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
 
 use mlua::{HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Value, VmState};
 use parking_lot::Mutex;
 
 use super::{Fail, Guard, Reply, Res, Session, lock, parse_i64, spec};
+use crate::busy::{Kill, MAX_BUSY_REPLY_THRESHOLD_MS, ScriptRun};
 use crate::db::Db;
 
 /// Scripts kept by SHA1 (`SCRIPT LOAD`, and every `EVAL`): past this many,
@@ -41,8 +42,9 @@ use crate::db::Db;
 /// NOSCRIPT and send the script again, as after `SCRIPT FLUSH`).
 pub const MAX_SCRIPTS: usize = 10_000;
 
-/// How long a script may run without calling Redis before it is stopped.
-pub const SCRIPT_TIME_LIMIT: Duration = Duration::from_secs(5);
+/// How often (in Lua instructions) a running script looks whether
+/// `SCRIPT KILL` asked it to stop.
+const KILL_CHECK_EVERY: u32 = 10_000;
 
 /// The memory one worker thread's Lua state may hold (scripts and their
 /// data together).
@@ -75,7 +77,7 @@ pub(super) fn run<'d>(
     held: Option<&mut Guard<'d>>,
 ) -> Res {
     match name {
-        b"script" => script(a, w),
+        b"script" => script(a, db, w),
         _ => eval(name == b"evalsha", a, db, session, w, held),
     }
 }
@@ -96,7 +98,7 @@ fn remember(sha: &str, body: &[u8]) {
     }
 }
 
-fn script(a: &[&[u8]], w: &mut Reply<'_>) -> Res {
+fn script(a: &[&[u8]], db: &Db, w: &mut Reply<'_>) -> Res {
     let sub = a[0].to_ascii_lowercase();
     match (&sub[..], a.len()) {
         (b"load", 2) => {
@@ -121,7 +123,13 @@ fn script(a: &[&[u8]], w: &mut Reply<'_>) -> Res {
                 .into_bytes(),
             ));
         }
-        (b"kill", 1) => return Err(Fail::Msg(b"NOTBUSY No scripts in execution right now.")),
+        (b"kill", 1) => match db.scripts().kill() {
+            Kill::Killed => w.ok(),
+            Kill::NotBusy => return Err(Fail::Msg(b"NOTBUSY No scripts in execution right now.")),
+            Kill::Unkillable => return Err(Fail::Msg(
+                b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
+            )),
+        },
         (b"flush", _) => {
             if a.len() > 2
                 || a.len() == 2
@@ -185,6 +193,7 @@ fn eval<'d>(
         (sha, a[0].into())
     };
     let mut locks = lock(db, &mut held, keys, true)?;
+    let running = db.scripts().start(locks.shard_set());
     // On a stack of its own: the worker may be a fiber whose stack Lua's C
     // recursion (pcall, the parser: up to 200 levels) would overflow.
     stacker::grow(SCRIPT_STACK_BYTES, || {
@@ -200,7 +209,7 @@ fn eval<'d>(
                 session,
                 scratch: Vec::new(),
                 failed: None,
-                calls: 0,
+                run: &running.run,
             };
             vm.run(&sha, &body, keys, argv, &mut ctx, w)
         })
@@ -222,8 +231,8 @@ struct Ctx<'g, 'd> {
     /// The error a `redis.call` raised, and the script's line: the script's
     /// reply if the error ends it.
     failed: Option<(Vec<u8>, i64)>,
-    /// `redis.call`s so far (a script that called none may be stopped).
-    calls: u64,
+    /// The script's flags in the database's registry (killed, wrote).
+    run: &'g Arc<ScriptRun>,
 }
 
 /// One worker thread's Lua state.
@@ -231,8 +240,10 @@ struct Vm {
     lua: Lua,
     /// Compiled scripts by SHA1.
     functions: HashMap<String, mlua::Function>,
-    /// When the running script must stop, if it has not called Redis.
-    deadline: Rc<Cell<Option<Instant>>>,
+    /// The running script's flags, for the hook.
+    current: Rc<RefCell<Option<Arc<ScriptRun>>>>,
+    /// Where `SCRIPT KILL` stopped the running script (its line), if it did.
+    killed_at: Rc<Cell<Option<i64>>>,
 }
 
 impl Vm {
@@ -275,22 +286,34 @@ impl Vm {
         lua.globals().set("redis", redis)?;
         cjson::install(&lua)?;
         bit::install(&lua)?;
-        let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
-        let watch = deadline.clone();
-        lua.set_hook(
-            HookTriggers::new().every_nth_instruction(10_000),
-            move |_, _| match watch.get() {
-                Some(end) if Instant::now() > end => Err(mlua::Error::RuntimeError(
-                    "script ran past its time limit without calling Redis".into(),
-                )),
-                _ => Ok(VmState::Continue),
-            },
-        );
-        Ok(Self {
+        let vm = Self {
             lua,
             functions: HashMap::new(),
-            deadline,
-        })
+            current: Rc::default(),
+            killed_at: Rc::default(),
+        };
+        vm.watch_for_kill();
+        Ok(vm)
+    }
+
+    /// Every [`KILL_CHECK_EVERY`] instructions, looks whether `SCRIPT KILL`
+    /// asked the running script to stop. Once it has, the script fails on
+    /// every line it reaches (as Redis does), so that a `pcall` in it
+    /// cannot catch the error and go on.
+    fn watch_for_kill(&self) {
+        let current = self.current.clone();
+        let killed_at = self.killed_at.clone();
+        self.lua.set_hook(
+            HookTriggers::new().every_nth_instruction(KILL_CHECK_EVERY),
+            move |lua, debug| {
+                if !current.borrow().as_ref().is_some_and(|r| r.killed()) {
+                    return Ok(VmState::Continue);
+                }
+                killed_at.set(Some(i64::from(debug.curr_line())));
+                lua.set_hook(HookTriggers::new().every_line(), |_, _| Err(killed()));
+                Err(killed())
+            },
+        );
     }
 
     /// Runs the script `body` (named `sha`) with `keys` and `argv`,
@@ -340,14 +363,12 @@ impl Vm {
             .set("ARGV", list(argv).map_err(lua_fail)?)
             .map_err(lua_fail)?;
         let redis: mlua::Table = globals.get("redis").map_err(lua_fail)?;
-        self.deadline.set(Some(Instant::now() + SCRIPT_TIME_LIMIT));
+        *self.current.borrow_mut() = Some(ctx.run.clone());
         let ctx = RefCell::new(ctx);
-        let deadline = &self.deadline;
         let result = lua.scope(|scope| {
             let call = |raise: bool| {
                 let ctx = &ctx;
                 scope.create_function_mut(move |lua, args: MultiValue| {
-                    deadline.set(None);
                     let mut ctx = ctx.borrow_mut();
                     redis_call(lua, &mut ctx, args, raise)
                 })
@@ -356,7 +377,11 @@ impl Vm {
             redis.set("pcall", call(false)?)?;
             f.call::<Value>(())
         });
-        self.deadline.set(None);
+        *self.current.borrow_mut() = None;
+        let killed_at = self.killed_at.take();
+        if killed_at.is_some() {
+            self.watch_for_kill();
+        }
         let ctx = ctx.into_inner();
         match result {
             Ok(v) => {
@@ -364,9 +389,13 @@ impl Vm {
                 Ok(())
             }
             Err(e) => {
-                let (msg, line) = match ctx.failed.take() {
-                    Some((msg, line)) => (msg, line),
-                    None => {
+                let (msg, line) = match (killed_at, ctx.failed.take()) {
+                    (Some(line), _) => (
+                        b"ERR Script killed by user with SCRIPT KILL...".to_vec(),
+                        line,
+                    ),
+                    (None, Some((msg, line))) => (msg, line),
+                    (None, None) => {
                         let m = message(&e);
                         let line = error_line(&m);
                         (format!("ERR {m}").into_bytes(), line)
@@ -380,6 +409,46 @@ impl Vm {
             }
         }
     }
+}
+
+/// The error a script stopped by `SCRIPT KILL` fails with.
+fn killed() -> mlua::Error {
+    mlua::Error::RuntimeError("Script killed by user with SCRIPT KILL...".into())
+}
+
+/// `CONFIG GET`'s scripting settings among `(name, value)` pairs.
+pub(super) fn config_get(db: &Db, name: &[u8], pairs: &mut Vec<(&'static str, String)>) {
+    for alias in ["busy-reply-threshold", "lua-time-limit"] {
+        if name.eq_ignore_ascii_case(alias.as_bytes()) {
+            let ms = db.scripts().threshold().as_millis();
+            pairs.push((alias, ms.to_string()));
+        }
+    }
+}
+
+/// `CONFIG SET` of a scripting setting; `None`: not one.
+pub(super) fn config_set(db: &Db, name: &[u8], value: &[u8]) -> Option<Res> {
+    let alias = ["busy-reply-threshold", "lua-time-limit"]
+        .into_iter()
+        .find(|a| name.eq_ignore_ascii_case(a.as_bytes()))?;
+    let failed = |why: String| {
+        Err(Fail::Owned(
+            format!("ERR CONFIG SET failed (possibly related to argument '{alias}') - {why}")
+                .into_bytes(),
+        ))
+    };
+    Some(match parse_i64(value) {
+        None => failed("argument couldn't be parsed into an integer".into()),
+        Some(ms) => match u64::try_from(ms) {
+            Ok(ms) if ms <= MAX_BUSY_REPLY_THRESHOLD_MS => {
+                db.scripts().set_threshold_ms(ms);
+                Ok(())
+            }
+            _ => failed(format!(
+                "argument must be between 0 and {MAX_BUSY_REPLY_THRESHOLD_MS} inclusive"
+            )),
+        },
+    })
 }
 
 /// The text of a Lua error, without mlua's wrapping and traceback.
@@ -412,7 +481,6 @@ fn redis_call(
     args: MultiValue,
     raise: bool,
 ) -> mlua::Result<Value> {
-    ctx.calls += 1;
     let line = lua.inspect_stack(1).map_or(0, |d| i64::from(d.curr_line()));
     // Redis's conversions: strings as they are, numbers as Lua writes them.
     let mut words: Vec<Vec<u8>> = Vec::with_capacity(args.len());
@@ -469,6 +537,9 @@ fn redis_call(
             ctx,
             b"ERR Script attempted to access a key not declared in its KEYS (psp runs a script under the locks of its declared keys)",
         );
+    }
+    if super::writes(&name) {
+        ctx.run.wrote();
     }
     let mut scratch = std::mem::take(&mut ctx.scratch);
     scratch.clear();

@@ -69,6 +69,7 @@ pub(super) fn run<'d>(
                         pairs.push(("appendonly", "no".into()));
                     } else {
                         super::slowlog::config_get(db, p, &mut pairs);
+                        super::scripting::config_get(db, p, &mut pairs);
                     }
                 }
                 w.map(pairs.len());
@@ -77,7 +78,9 @@ pub(super) fn run<'d>(
                     w.bulk(v.as_bytes());
                 }
             } else if a[0].eq_ignore_ascii_case(b"set") && n == 3 {
-                match super::slowlog::config_set(db, a[1], a[2]) {
+                match super::slowlog::config_set(db, a[1], a[2])
+                    .or_else(|| super::scripting::config_set(db, a[1], a[2]))
+                {
                     Some(r) => {
                         r?;
                         w.ok();
@@ -117,8 +120,13 @@ pub(super) fn run<'d>(
             match held {
                 Some(g) => g.clear_locked(),
                 None => {
+                    // All or nothing: refused at once while a script is
+                    // busy, rather than stopped half way.
+                    if db.scripts().any_busy() {
+                        return Err(Fail::Msg(crate::busy::BUSY));
+                    }
                     for i in 0..crate::db::SHARDS {
-                        db.lock_shard(i).clear_locked();
+                        db.lock_shard_waiting(i).clear_locked();
                         point();
                     }
                 }

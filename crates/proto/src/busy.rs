@@ -1,0 +1,244 @@
+//! The scripts running now, as the database sees them: which shards each
+//! holds and since when, whether it has written, and whether `SCRIPT KILL`
+//! asked it to stop. What Redis's BUSY rule and `SCRIPT KILL` read.
+//!
+//! Redis answers every command `-BUSY` once a script has run past
+//! `busy-reply-threshold` (5 s by default), and `SCRIPT KILL` then stops a
+//! script that has not written. Here a script holds only its keys' shards,
+//! so only a command that waits for one of them answers BUSY; the others go
+//! on. Nothing here is on a command's path unless the command found a shard
+//! taken (it is consulted while waiting), and nothing here waits.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::db::SHARDS;
+
+/// Redis's `busy-reply-threshold` default, ms.
+pub const BUSY_REPLY_THRESHOLD_MS: u64 = 5_000;
+
+/// The longest `busy-reply-threshold` accepted, ms (a day: a bound a
+/// waiting `SCRIPT KILL` can never exceed).
+pub const MAX_BUSY_REPLY_THRESHOLD_MS: u64 = 86_400_000;
+
+/// Redis's reply to a command that meets a script past the threshold.
+pub const BUSY: &[u8] =
+    b"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+/// The shards a script holds, one bit each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardSet([u64; SHARDS / 64]);
+
+impl ShardSet {
+    /// Every shard (a script inside a transaction or a SORT that holds all).
+    pub fn all() -> Self {
+        Self([u64::MAX; SHARDS / 64])
+    }
+
+    /// Adds shard `i` (< [`SHARDS`]).
+    pub fn insert(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+
+    /// Whether shard `i` is in the set.
+    pub fn contains(&self, i: usize) -> bool {
+        self.0[i / 64] & (1 << (i % 64)) != 0
+    }
+}
+
+/// One script while it runs.
+#[derive(Debug)]
+pub struct ScriptRun {
+    started: Instant,
+    shards: ShardSet,
+    kill: AtomicBool,
+    wrote: AtomicBool,
+}
+
+impl ScriptRun {
+    /// Whether `SCRIPT KILL` asked the script to stop.
+    pub fn killed(&self) -> bool {
+        self.kill.load(Ordering::Relaxed)
+    }
+
+    /// The script called a write command: `SCRIPT KILL` no longer stops it
+    /// (its writes would be left half done).
+    pub fn wrote(&self) {
+        self.wrote.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What `SCRIPT KILL` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kill {
+    /// Asked every script past the threshold that had not written to stop.
+    Killed,
+    /// No script ran past the threshold.
+    NotBusy,
+    /// Those past the threshold have all written.
+    Unkillable,
+}
+
+/// The database's running scripts and its busy threshold.
+#[derive(Debug)]
+pub struct RunningScripts {
+    runs: Mutex<Vec<Arc<ScriptRun>>>,
+    threshold_ms: AtomicU64,
+}
+
+impl Default for RunningScripts {
+    fn default() -> Self {
+        Self {
+            runs: Mutex::new(Vec::new()),
+            threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS),
+        }
+    }
+}
+
+/// A script's registration: dropping it says the script ended.
+#[derive(Debug)]
+pub struct Running<'a> {
+    scripts: &'a RunningScripts,
+    /// The script's flags, shared with the registry.
+    pub run: Arc<ScriptRun>,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.scripts
+            .runs
+            .lock()
+            .retain(|r| !Arc::ptr_eq(r, &self.run));
+    }
+}
+
+impl RunningScripts {
+    /// `busy-reply-threshold`.
+    pub fn threshold(&self) -> Duration {
+        Duration::from_millis(self.threshold_ms.load(Ordering::Relaxed))
+    }
+
+    /// Sets `busy-reply-threshold` (ms, at most
+    /// [`MAX_BUSY_REPLY_THRESHOLD_MS`]; the caller checked).
+    pub fn set_threshold_ms(&self, ms: u64) {
+        self.threshold_ms
+            .store(ms.min(MAX_BUSY_REPLY_THRESHOLD_MS), Ordering::Relaxed);
+    }
+
+    /// Registers a script that starts now holding `shards`.
+    pub fn start(&self, shards: ShardSet) -> Running<'_> {
+        let run = Arc::new(ScriptRun {
+            started: Instant::now(),
+            shards,
+            kill: AtomicBool::new(false),
+            wrote: AtomicBool::new(false),
+        });
+        self.runs.lock().push(run.clone());
+        Running { scripts: self, run }
+    }
+
+    /// Whether a script past the threshold holds shard `i`: a command
+    /// waiting for it answers BUSY.
+    pub fn busy_on(&self, i: usize) -> bool {
+        let threshold = self.threshold();
+        self.runs
+            .lock()
+            .iter()
+            .any(|r| r.shards.contains(i) && r.started.elapsed() >= threshold)
+    }
+
+    /// Whether any script runs past the threshold (a command that needs
+    /// every shard answers BUSY at once rather than clear some of them).
+    pub fn any_busy(&self) -> bool {
+        let threshold = self.threshold();
+        self.runs
+            .lock()
+            .iter()
+            .any(|r| r.started.elapsed() >= threshold)
+    }
+
+    /// `SCRIPT KILL`: asks every script past the threshold that has not
+    /// written to stop. A script still under the threshold is waited for
+    /// until it passes it or ends, as a `SCRIPT KILL` sent to a busy Redis
+    /// is read only once the threshold has passed: so the reply is the one
+    /// Redis would give, never a kill of a script Redis would have let
+    /// finish.
+    pub fn kill(&self) -> Kill {
+        let asked = Instant::now();
+        loop {
+            let threshold = self.threshold();
+            {
+                let runs = self.runs.lock();
+                let (past, under): (Vec<_>, Vec<_>) =
+                    runs.iter().partition(|r| r.started.elapsed() >= threshold);
+                if !past.is_empty() {
+                    let mut killed = false;
+                    for r in past.iter().filter(|r| !r.wrote.load(Ordering::Relaxed)) {
+                        r.kill.store(true, Ordering::Relaxed);
+                        killed = true;
+                    }
+                    return if killed {
+                        Kill::Killed
+                    } else {
+                        Kill::Unkillable
+                    };
+                }
+                if under.is_empty() || asked.elapsed() > threshold {
+                    return Kill::NotBusy;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_set_holds_exactly_what_was_put_in() {
+        let mut s = ShardSet::default();
+        s.insert(0);
+        s.insert(SHARDS - 1);
+        s.insert(65);
+        let inside: Vec<usize> = (0..SHARDS).filter(|&i| s.contains(i)).collect();
+        assert_eq!(inside, [0, 65, SHARDS - 1]);
+        assert!((0..SHARDS).all(|i| ShardSet::all().contains(i)));
+    }
+
+    #[test]
+    fn only_a_script_past_the_threshold_is_busy_and_kill_spares_writers() {
+        let scripts = RunningScripts::default();
+        scripts.set_threshold_ms(0);
+        assert_eq!(scripts.kill(), Kill::NotBusy);
+        let mut shards = ShardSet::default();
+        shards.insert(3);
+        let reader = scripts.start(shards);
+        assert!(scripts.busy_on(3) && !scripts.busy_on(4) && scripts.any_busy());
+        let writer = scripts.start(ShardSet::default());
+        writer.run.wrote();
+        assert_eq!(scripts.kill(), Kill::Killed);
+        assert!(reader.run.killed() && !writer.run.killed());
+        drop(reader);
+        assert!(!scripts.busy_on(3));
+        assert_eq!(scripts.kill(), Kill::Unkillable);
+        drop(writer);
+        assert_eq!(scripts.kill(), Kill::NotBusy);
+        // Under the threshold nothing is busy, and a kill waits for the
+        // script to pass it or end.
+        scripts.set_threshold_ms(60_000);
+        let young = scripts.start(shards);
+        assert!(!scripts.busy_on(3) && !scripts.any_busy());
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                drop(young);
+            });
+            assert_eq!(scripts.kill(), Kill::NotBusy);
+        });
+    }
+}
