@@ -1,6 +1,7 @@
 //! The scripts running now, as the database sees them: which shards each
 //! holds and since when, whether it has written, and whether `SCRIPT KILL`
-//! asked it to stop. What Redis's BUSY rule and `SCRIPT KILL` read.
+//! asked it to stop. What Redis's BUSY rule and `SCRIPT KILL` read. Also
+//! which request type each script has ([`RunningScripts::slot`]).
 //!
 //! Redis answers every command `-BUSY` once a script has run past
 //! `busy-reply-threshold` (5 s by default), and `SCRIPT KILL` then stops a
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::db::SHARDS;
+use crate::resp::SCRIPT_TYPES;
 
 /// Redis's `busy-reply-threshold` default, ms.
 pub const BUSY_REPLY_THRESHOLD_MS: u64 = 5_000;
@@ -87,6 +89,10 @@ pub enum Kill {
 pub struct RunningScripts {
     runs: Mutex<Vec<Arc<ScriptRun>>>,
     threshold_ms: AtomicU64,
+    /// The scripts with a type of their own, by SHA1, in the order first
+    /// seen: at most `SCRIPT_TYPES - 1` (kept across `SCRIPT FLUSH`: a
+    /// script's type is its SHA's for the server's life).
+    typed: Mutex<Vec<[u8; 40]>>,
 }
 
 impl Default for RunningScripts {
@@ -94,6 +100,7 @@ impl Default for RunningScripts {
         Self {
             runs: Mutex::new(Vec::new()),
             threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS),
+            typed: Mutex::new(Vec::with_capacity(SCRIPT_TYPES - 1)),
         }
     }
 }
@@ -116,6 +123,27 @@ impl Drop for Running<'_> {
 }
 
 impl RunningScripts {
+    /// The type slot of the script `sha` ([`crate::resp::script_type`]):
+    /// its own while fewer than `SCRIPT_TYPES - 1` scripts have one, else
+    /// the shared last one. A scan of at most 7 entries, on the network
+    /// thread, for scripts only.
+    pub fn slot(&self, sha: &[u8; 40]) -> usize {
+        let mut typed = self.typed.lock();
+        if let Some(i) = typed.iter().position(|t| t == sha) {
+            return i;
+        }
+        if typed.len() < SCRIPT_TYPES - 1 {
+            typed.push(*sha);
+            return typed.len() - 1;
+        }
+        SCRIPT_TYPES - 1
+    }
+
+    /// The scripts with a type of their own, by slot.
+    pub fn typed(&self) -> Vec<[u8; 40]> {
+        self.typed.lock().clone()
+    }
+
     /// `busy-reply-threshold`.
     pub fn threshold(&self) -> Duration {
         Duration::from_millis(self.threshold_ms.load(Ordering::Relaxed))

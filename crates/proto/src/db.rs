@@ -960,6 +960,10 @@ impl crate::Sizes for Db {
     fn keys(&self) -> usize {
         self.len()
     }
+
+    fn script_slot(&self, sha: &[u8; 40]) -> usize {
+        self.scripts.slot(sha)
+    }
 }
 
 impl Held<'_> {

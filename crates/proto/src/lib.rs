@@ -39,6 +39,12 @@ pub trait Sizes: Send + Sync {
     fn elements(&self, key: &[u8]) -> Option<usize>;
     /// The keys in the store.
     fn keys(&self) -> usize;
+    /// The type slot (`0..resp::SCRIPT_TYPES`) of the script whose SHA1 is
+    /// `sha` (40 lowercase hex digits): the same for every request of one
+    /// script ([`resp::SCRIPT_TYPES`]).
+    fn script_slot(&self, _sha: &[u8; 40]) -> usize {
+        0
+    }
 }
 
 /// The size classes of the commands whose cost grows with their keys

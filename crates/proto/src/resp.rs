@@ -49,13 +49,36 @@ pub const RANGE_SHORT: usize = 32;
 pub const BIG_ELEMENTS: usize = 10_000;
 
 /// The scheduler's request types; [`classify`] returns an index into this array.
-pub const TYPES: [&str; 5] = ["short", "multi", "range", "script", "big"];
+/// The scripts' types come last but one (`script`) and last (`script-2` to
+/// `script-8`): a script is typed by its SHA1 where the store's sizes are
+/// known ([`SCRIPT_TYPES`]).
+pub const TYPES: [&str; 12] = [
+    "short", "multi", "range", "script", "big", "script-2", "script-3", "script-4", "script-5",
+    "script-6", "script-7", "script-8",
+];
 
 /// The mean service time (µs) each of [`TYPES`] is declared with when a
 /// server registers them: where DARC starts, before it measures (a GET on
 /// RocksDB takes a few µs; MGET/MSET of many keys and a long LRANGE tens to
 /// hundreds).
-pub const TYPE_MEAN_US: [f64; 5] = [2.0, 20.0, 100.0, 50.0, 2_000.0];
+pub const TYPE_MEAN_US: [f64; 12] = [
+    2.0, 20.0, 100.0, 50.0, 2_000.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0,
+];
+
+/// The scripts' types: the first `SCRIPT_TYPES - 1` distinct scripts (by
+/// SHA1) the server is sent each get a type of their own, profiled apart
+/// (so a slow script is what DARC keeps off the GETs' workers, and a fast
+/// one is not taken for it); the scripts after them share the last.
+/// `INFO scripttypes` says which script has which type.
+pub const SCRIPT_TYPES: usize = 8;
+
+/// The type of script slot `slot` (in `0..SCRIPT_TYPES`; above: the last).
+pub fn script_type(slot: usize) -> u16 {
+    match slot.min(SCRIPT_TYPES - 1) {
+        0 => TYPE_SCRIPT,
+        s => TYPE_BIG + s as u16,
+    }
+}
 
 /// [`TYPES`] index of single-key and other cheap commands.
 pub const TYPE_SHORT: u16 = 0;
@@ -65,7 +88,8 @@ pub const TYPE_MULTI: u16 = 1;
 pub const TYPE_RANGE: u16 = 2;
 /// [`TYPES`] index of EVAL and EVALSHA: a Lua script, whose cost is its
 /// own (profiled as its own type, so DARC keeps slow scripts off the
-/// GETs' workers).
+/// GETs' workers); where sizes are known, the first script's, the others
+/// typed by [`script_type`].
 pub const TYPE_SCRIPT: u16 = 3;
 /// [`TYPES`] index of a command that walks more than [`BIG_ELEMENTS`]
 /// elements (a `KEYS *` of a big keyspace, the HGETALL of a 100,000-field
@@ -824,9 +848,13 @@ fn classify_stream(
             *state = 1;
         }
         let by_name = classify_command(cmd.clone());
-        let Some((sizes, bounds)) = sized.filter(|_| by_name != TYPE_SCRIPT) else {
+        let Some((sizes, bounds)) = sized else {
             return by_name;
         };
+        if by_name == TYPE_SCRIPT {
+            return script_sha(&cmd)
+                .map_or(TYPE_SCRIPT, |sha| script_type(sizes.script_slot(&sha)));
+        }
         return match elements_touched(&cmd, sizes, bounds.big) {
             None => by_name,
             Some(n) if n > bounds.big => TYPE_BIG,
@@ -850,6 +878,29 @@ fn classify_stream(
         *state = state.saturating_add(1);
     }
     TYPE_SHORT
+}
+
+/// The SHA1 (40 lowercase hex digits) of the script an EVAL or EVALSHA
+/// runs: EVALSHA's as sent, EVAL's computed (as Redis does for every EVAL);
+/// `None` for a name that is not one (EVALSHA then answers NOSCRIPT).
+fn script_sha(cmd: &Command<'_>) -> Option<[u8; 40]> {
+    let first = cmd.args.clone().next()?;
+    let mut sha = [0u8; 40];
+    if cmd.raw_name.eq_ignore_ascii_case(b"evalsha") {
+        if first.len() != 40 || !first.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        sha.copy_from_slice(first);
+        sha.make_ascii_lowercase();
+    } else {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let digest = sha1_smol::Sha1::from(first).digest().bytes();
+        for (i, b) in digest.iter().enumerate() {
+            sha[2 * i] = HEX[usize::from(b >> 4)];
+            sha[2 * i + 1] = HEX[usize::from(b & 15)];
+        }
+    }
+    Some(sha)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2164,6 +2215,67 @@ mod tests {
             ),
             TYPE_SHORT
         );
+    }
+
+    #[test]
+    fn each_script_is_typed_by_its_sha_and_the_scripts_past_seven_share_a_type() {
+        let db = crate::db::Db::default();
+        let sized = |words: &[&str]| {
+            classify_sized(&array(words), &mut 0, &db, crate::SizeBounds::default())
+        };
+        let sha = |body: &str| sha1_smol::Sha1::from(body).digest().to_string();
+        assert_eq!(sized(&["EVAL", "return 0", "0"]), TYPE_SCRIPT);
+        // The same script by SHA, in either case, has the same type.
+        assert_eq!(sized(&["EVALSHA", &sha("return 0"), "0"]), TYPE_SCRIPT);
+        let upper = sha("return 0").to_ascii_uppercase();
+        assert_eq!(sized(&["evalsha", &upper, "0"]), TYPE_SCRIPT);
+        for i in 1..SCRIPT_TYPES {
+            let body = format!("return {i}");
+            let t = script_type(i);
+            assert_eq!(sized(&["EVAL", &body, "0"]), t, "{body}");
+            assert_eq!(sized(&["EVALSHA", &sha(&body), "0"]), t, "{body}");
+            assert_eq!(TYPES[usize::from(t)], format!("script-{}", i + 1));
+        }
+        // Past the seventh script, every new one shares the last type.
+        assert_eq!(
+            sized(&["EVAL", "return 100", "0"]),
+            script_type(SCRIPT_TYPES - 1)
+        );
+        assert_eq!(
+            sized(&["EVAL", "return 101", "0"]),
+            script_type(SCRIPT_TYPES - 1)
+        );
+        assert_eq!(sized(&["EVAL", "return 1", "0"]), script_type(1));
+        // A name that is no SHA, and a server without sizes: "script".
+        assert_eq!(sized(&["EVALSHA", "nope", "0"]), TYPE_SCRIPT);
+        assert_eq!(
+            classify_in_stream(&array(&["EVAL", "return 5", "0"]), &mut 0),
+            TYPE_SCRIPT
+        );
+        assert_eq!(TYPES.len(), TYPE_MEAN_US.len());
+        // INFO says which script has which type.
+        let sessions = crate::commands::Sessions::new(1);
+        let mut out = Vec::new();
+        crate::Protocol::execute_db(
+            &Resp,
+            &array(&["INFO", "scripttypes"]),
+            &db,
+            &sessions,
+            0,
+            &mut out,
+            &mut || {},
+        )
+        .unwrap();
+        let info = String::from_utf8_lossy(&out);
+        assert!(
+            info.contains(&format!("script:{}\r\n", sha("return 0"))),
+            "{info}"
+        );
+        assert!(
+            info.contains(&format!("script-7:{}\r\n", sha("return 6"))),
+            "{info}"
+        );
+        assert!(info.contains("script-8:every other script\r\n"), "{info}");
     }
 
     #[test]

@@ -36,6 +36,24 @@ pub(super) fn run<'d>(
         {
             w.bulk(super::slowlog::latencystats(db).as_bytes());
         }
+        b"info"
+            if a.first()
+                .is_some_and(|s| s.eq_ignore_ascii_case(b"scripttypes")) =>
+        {
+            // psp's own section: which script has which request type.
+            let mut text = String::from("# Scripttypes\r\n");
+            let typed = db.scripts().typed();
+            for (slot, sha) in typed.iter().enumerate() {
+                let name = crate::resp::TYPES[usize::from(crate::resp::script_type(slot))];
+                text.push_str(&format!("{name}:{}\r\n", String::from_utf8_lossy(sha)));
+            }
+            if typed.len() == crate::resp::SCRIPT_TYPES - 1 {
+                let last = crate::resp::script_type(crate::resp::SCRIPT_TYPES - 1);
+                let name = crate::resp::TYPES[usize::from(last)];
+                text.push_str(&format!("{name}:every other script\r\n"));
+            }
+            w.bulk(text.as_bytes());
+        }
         b"info" => {
             let s = db.stats();
             let text = format!(
