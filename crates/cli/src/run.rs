@@ -446,6 +446,7 @@ fn runtime_config(sim_cfg: &psp_sim::SimConfig, opts: &RunOptions) -> RuntimeCon
         // `psp run` measures the paper's layout: every worker on a thread.
         inline_worker: psp_runtime::InlineWorker::Off,
         max_wait: opts.max_wait.clone(),
+        open_ended_types: Vec::new(),
     }
 }
 

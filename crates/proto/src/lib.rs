@@ -188,6 +188,14 @@ pub trait Protocol: Send + Sync {
     /// Appends the protocol's reply for `refusal` to `out`.
     fn refusal(&self, refusal: Refusal, out: &mut Vec<u8>);
 
+    /// The types whose requests may run without a bound the server sets
+    /// (Redis's Lua scripts run until they end or `SCRIPT KILL` stops
+    /// them): never run on the thread that reads the input
+    /// (`RuntimeConfig::open_ended_types`). None by default.
+    fn open_ended_types(&self) -> &'static [u16] {
+        &[]
+    }
+
     /// Whether `req` (one complete request) may answer with a block reply
     /// ([`blocking`]): it then runs as a job of its own, never batched with
     /// the commands around it. None by default.

@@ -72,12 +72,21 @@ pub const TYPE_MEAN_US: [f64; 12] = [
 /// `INFO scripttypes` says which script has which type.
 pub const SCRIPT_TYPES: usize = 8;
 
+/// Every script type, slot by slot.
+pub const SCRIPT_TYPE_IDS: [u16; SCRIPT_TYPES] = [
+    TYPE_SCRIPT,
+    TYPE_BIG + 1,
+    TYPE_BIG + 2,
+    TYPE_BIG + 3,
+    TYPE_BIG + 4,
+    TYPE_BIG + 5,
+    TYPE_BIG + 6,
+    TYPE_BIG + 7,
+];
+
 /// The type of script slot `slot` (in `0..SCRIPT_TYPES`; above: the last).
 pub fn script_type(slot: usize) -> u16 {
-    match slot.min(SCRIPT_TYPES - 1) {
-        0 => TYPE_SCRIPT,
-        s => TYPE_BIG + s as u16,
-    }
+    SCRIPT_TYPE_IDS[slot.min(SCRIPT_TYPES - 1)]
 }
 
 /// [`TYPES`] index of single-key and other cheap commands.
@@ -917,6 +926,10 @@ pub struct Resp;
 impl crate::Protocol for Resp {
     fn types(&self) -> &'static [&'static str] {
         &TYPES
+    }
+
+    fn open_ended_types(&self) -> &'static [u16] {
+        &SCRIPT_TYPE_IDS
     }
 
     fn may_block(&self, req: &[u8]) -> bool {

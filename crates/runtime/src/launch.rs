@@ -23,7 +23,7 @@ use crate::handler::Handler;
 use crate::idle::{IdleStrategy, Wakeup};
 use crate::local::LocalQueues;
 use crate::message::{Done, RuntimeError};
-use crate::worker::{InlineWorkerParts, JobIo as _, WorkerParts, WorkerThread};
+use crate::worker::{InlineWorkerParts, JobIo as _, Worker0, WorkerParts, WorkerThread};
 
 /// How long workers get to exit once released, beyond which a worker still
 /// inside its handler is abandoned (left running, reported) instead of joined:
@@ -340,6 +340,9 @@ pub(crate) struct InlineSetup<H, IO> {
     pub(crate) done: Producer<Done>,
     /// Its I/O, from the front end.
     pub(crate) io: IO,
+    /// Per type id, whether its jobs run on a spare thread
+    /// ([`crate::RuntimeConfig::open_ended_types`]).
+    pub(crate) open_ended: Vec<bool>,
 }
 
 /// What the dispatcher's thread runs with.
@@ -397,18 +400,22 @@ pub(crate) fn run_dispatcher<H: Handler + 'static, F: FrontEnd + Send>(
                     w.io.hold_answers();
                     InlineWorkerParts {
                         ring: w.ring,
-                        handler: w.handler,
-                        parts: WorkerParts {
-                            done: w.done,
-                            io: w.io,
-                            clock: setup.clock,
-                            idle: IdleStrategy::default(),
-                            dispatcher: me.clone(),
-                            control,
-                            index: 0,
-                            await_pickup: false,
-                        },
-                        response: Vec::with_capacity(4096),
+                        worker: Some(Worker0 {
+                            handler: w.handler,
+                            parts: WorkerParts {
+                                done: w.done,
+                                io: w.io,
+                                clock: setup.clock,
+                                idle: IdleStrategy::default(),
+                                dispatcher: me.clone(),
+                                control,
+                                index: 0,
+                                await_pickup: false,
+                            },
+                            response: Vec::with_capacity(4096),
+                        }),
+                        open_ended: w.open_ended,
+                        spare: None,
                     }
                 });
                 let parts = CoreParts {

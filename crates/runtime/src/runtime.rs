@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use psp_core::{Classifier, PolicyContext, PolicySpec, TypeInfo};
+use psp_core::{Classifier, PolicyContext, PolicySpec, TypeId, TypeInfo};
 use psp_workload::ArrivalSource;
 use rtrb::{Consumer, Producer, RingBuffer};
 
@@ -61,6 +61,12 @@ pub struct RuntimeConfig {
     /// ([`RequestCounts::expired`](crate::RequestCounts::expired)): under
     /// overload, work is not done for clients that have given up.
     pub max_wait: Vec<Option<Duration>>,
+    /// Types whose requests may run without a bound the server sets (a Lua
+    /// script runs until it ends or `SCRIPT KILL` stops it). With worker 0
+    /// on the dispatcher's thread, worker 0's jobs of these types run on a
+    /// spare thread, so that the input is read meanwhile (the policy still
+    /// sees worker 0 busy until they complete).
+    pub open_ended_types: Vec<TypeId>,
 }
 
 /// Whether worker 0 runs on the dispatcher's thread: the dispatcher then
@@ -138,6 +144,7 @@ impl Default for RuntimeConfig {
             poll_yield: PollYield::Auto,
             inline_worker: InlineWorker::Off,
             max_wait: Vec::new(),
+            open_ended_types: Vec::new(),
         }
     }
 }
@@ -256,11 +263,20 @@ where
         let WorkerExec::Central(ring, handler) = exec else {
             unreachable!("an inline worker is planned only for the central executor")
         };
+        let mut open_ended = Vec::new();
+        for &t in &cfg.open_ended_types {
+            let t = usize::from(t);
+            if t >= open_ended.len() {
+                open_ended.resize(t + 1, false);
+            }
+            open_ended[t] = true;
+        }
         Some(InlineSetup {
             ring,
             handler,
             done,
             io: front.worker_io(0),
+            open_ended,
         })
     } else {
         None

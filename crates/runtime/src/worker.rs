@@ -256,16 +256,87 @@ impl<H: Handler + 'static, IO: JobIo> WorkerThread<H, IO> {
 /// Worker 0 when it runs on the dispatcher's thread
 /// ([`crate::InlineWorker`]): the dispatcher serves its jobs between its
 /// passes, with the worker's own handler and I/O, and no hand-off between
-/// threads.
+/// threads. Its jobs of an open-ended type
+/// ([`RuntimeConfig::open_ended_types`](crate::RuntimeConfig::open_ended_types))
+/// run on a spare thread instead ([`SpareThread`]).
 pub(crate) struct InlineWorkerParts<H: Handler, IO: JobIo> {
     /// The dispatcher's ring to worker 0.
     pub(crate) ring: Consumer<Job>,
+    /// Worker 0 itself; `None` while it serves a job on the spare thread.
+    pub(crate) worker: Option<Worker0<H, IO>>,
+    /// Per type id, whether its jobs run on the spare thread.
+    pub(crate) open_ended: Vec<bool>,
+    /// The spare thread, once a job needed it.
+    pub(crate) spare: Option<SpareThread<H, IO>>,
+}
+
+/// What worker 0 serves with: moved to the spare thread with a job, and
+/// back when it completed, so that one thread at a time has it.
+pub(crate) struct Worker0<H: Handler, IO: JobIo> {
     /// Worker 0's handler.
     pub(crate) handler: H,
     /// Worker 0's completion producer, I/O and line of the run control.
     pub(crate) parts: WorkerParts<IO>,
     /// The response buffer, reused.
     pub(crate) response: Vec<u8>,
+}
+
+impl<H: Handler, IO: JobIo> Worker0<H, IO> {
+    /// Serves `job` and pushes its completion (its answers sent first, so
+    /// that a held answer's packet is not reused before it left). `None`:
+    /// abandoned at the drain deadline, unanswered.
+    fn serve(&mut self, job: &Job) -> Option<u64> {
+        let p = &mut self.parts;
+        let done = p.serve_direct(&mut self.handler, job, &mut self.response)?;
+        let finished = done.finished_ns;
+        // One job at a time, completed by the thread that has worker 0
+        // before the next is dispatched: the ring always has room.
+        if p.done.push(done).is_err() {
+            panic!("worker 0's completion ring is full: its jobs run one at a time");
+        }
+        p.control.answered(p.index);
+        Some(finished)
+    }
+}
+
+/// A thread that serves worker 0's jobs of an open-ended type (a Lua
+/// script runs until it ends or `SCRIPT KILL` stops it) while worker 0
+/// runs on the dispatcher's thread: the dispatcher goes on reading the
+/// input meanwhile (a `SCRIPT KILL` among it), and the policy sees worker 0
+/// busy until the job completes, as it would on the dispatcher's thread.
+/// It sleeps on a channel between jobs; a job it never finishes leaves it
+/// running (abandoned, as a worker thread would be).
+pub(crate) struct SpareThread<H: Handler, IO: JobIo> {
+    to: std::sync::mpsc::Sender<(Job, Worker0<H, IO>)>,
+    back: std::sync::mpsc::Receiver<Worker0<H, IO>>,
+}
+
+impl<H: Handler + 'static, IO: JobIo + 'static> SpareThread<H, IO> {
+    fn spawn() -> std::io::Result<Self> {
+        let (to, jobs) = std::sync::mpsc::channel::<(Job, Worker0<H, IO>)>();
+        let (done, back) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("psp-worker-0-spare".into())
+            .spawn(move || {
+                for (job, mut w) in jobs {
+                    let control = w.parts.control.clone();
+                    let dispatcher = w.parts.dispatcher.clone();
+                    let _guard = FailOnPanic {
+                        control: &control,
+                        dispatcher: &dispatcher,
+                    };
+                    if w.serve(&job).is_none() {
+                        return; // abandoned at the drain deadline
+                    }
+                    w.parts.io.flush();
+                    if done.send(w).is_err() {
+                        return; // the dispatcher ended
+                    }
+                    dispatcher.notify();
+                }
+            })?;
+        Ok(Self { to, back })
+    }
 }
 
 /// What the dispatch loop asks of worker 0 on its own thread.
@@ -279,28 +350,41 @@ pub(crate) trait ServeInline {
     fn flush(&mut self);
 }
 
-impl<H: Handler, IO: JobIo> ServeInline for InlineWorkerParts<H, IO> {
+impl<H: Handler + 'static, IO: JobIo + 'static> ServeInline for InlineWorkerParts<H, IO> {
     #[inline]
     fn serve_pending(&mut self) -> Option<u64> {
-        let job = self.ring.pop().ok()?;
-        let p = &mut self.parts;
-        // `None`: abandoned at the drain deadline, unanswered.
-        let Some(done) = p.serve_direct(&mut self.handler, &job, &mut self.response) else {
-            return Some(p.clock.now_ns());
-        };
-        let finished = done.finished_ns;
-        // One job at a time, completed by the same thread before the
-        // next: the ring always has room.
-        if p.done.push(done).is_err() {
-            panic!("worker 0's completion ring is full: its jobs run one at a time");
+        if self.worker.is_none() {
+            // On the spare thread: back once its job completed (its next
+            // job waits in the ring meanwhile; the spare thread wakes the
+            // dispatcher when it hands worker 0 back).
+            self.worker = self.spare.as_ref()?.back.try_recv().ok();
         }
-        p.control.answered(p.index);
-        Some(finished)
+        let w = self.worker.as_mut()?;
+        let job = self.ring.pop().ok()?;
+        if self.open_ended.get(usize::from(job.type_id)) == Some(&true) {
+            let spare = match self.spare.take() {
+                Some(spare) => spare,
+                None => SpareThread::spawn()
+                    .unwrap_or_else(|e| panic!("worker 0's spare thread cannot start: {e}")),
+            };
+            let w = self.worker.take().expect("worker 0 is here");
+            spare
+                .to
+                .send((job, w))
+                .unwrap_or_else(|_| panic!("worker 0's spare thread ended"));
+            self.spare = Some(spare);
+            // Nothing completed here: the policy's worker 0 stays busy.
+            return None;
+        }
+        // `None`: abandoned at the drain deadline, unanswered.
+        Some(w.serve(&job).unwrap_or_else(|| w.parts.clock.now_ns()))
     }
 
     #[inline]
     fn flush(&mut self) {
-        self.parts.io.flush();
+        if let Some(w) = self.worker.as_mut() {
+            w.parts.io.flush();
+        }
     }
 }
 

@@ -448,6 +448,8 @@ fn serve_tcp(
         cfg.types.iter().map(|t| t.mean_service_ns).collect(),
     )
     .map_err(|e| RuntimeError::Thread(e.to_string()))?;
+    let mut cfg = cfg;
+    cfg.runtime.open_ended_types = protocol.protocol.open_ended_types().to_vec();
     run(cfg, front)
 }
 

@@ -874,12 +874,32 @@ fn read_line(c: &mut TcpStream) -> String {
 /// A script that loops, behind `psp serve` as a client sees it: once it is
 /// past `busy-reply-threshold`, a command on its key answers Redis's BUSY
 /// (others are served), SCRIPT KILL stops it from another connection, and
-/// its caller gets Redis's error; then its key is served again.
+/// its caller gets Redis's error; then its key is served again. Also with
+/// worker 0 on the dispatcher's thread, where c-fcfs dispatches the script
+/// to worker 0: it runs on worker 0's spare thread, so the input (the
+/// SCRIPT KILL) is still read.
 #[test]
 fn script_kill_stops_a_busy_script_behind_psp_serve() {
     const BUSY: &str = "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
-    for policy in ["c-fcfs", "darc-fair:samples=20"] {
-        let s = mem_server(policy);
+    for (policy, inline) in [
+        ("c-fcfs", psp_runtime::InlineWorker::Off),
+        ("darc-fair:samples=20", psp_runtime::InlineWorker::Off),
+        ("c-fcfs", psp_runtime::InlineWorker::On),
+        (
+            "darc-fair:samples=20,mech=none",
+            psp_runtime::InlineWorker::On,
+        ),
+    ] {
+        let s = common::server::resp(
+            mem_service(),
+            policy,
+            TcpConfig::default(),
+            psp_runtime::RuntimeConfig {
+                inline_worker: inline,
+                ..common::server::runtime()
+            },
+        );
+        let policy = format!("{policy}, worker 0 inline {inline:?}");
         let mut admin = connect(&s);
         admin
             .write_all(&cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]))

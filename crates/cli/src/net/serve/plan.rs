@@ -335,6 +335,8 @@ fn runtime(
         poll_yield,
         inline_worker,
         max_wait: Vec::new(),
+        // The TCP front end sets the protocol's (`Protocol::open_ended_types`).
+        open_ended_types: Vec::new(),
     };
     Ok((runtime, classifier))
 }
