@@ -489,6 +489,43 @@ pub enum Value {
 }
 
 impl Value {
+    /// Whether it is a collection that someone else holds too (a reader's
+    /// snapshot, a COPY): a change would copy it first (`Arc::make_mut`).
+    pub fn is_shared(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::List(l) => Arc::strong_count(l) > 1,
+            Value::Hash(h) => Arc::strong_count(h) > 1,
+            Value::Set(s) => Arc::strong_count(s) > 1,
+            Value::ZSet(z) => Arc::strong_count(z) > 1,
+            Value::Stream(x) => Arc::strong_count(x) > 1,
+        }
+    }
+
+    /// A copy of its own (a collection's elements copied, not shared).
+    pub fn unshared_copy(&self) -> Value {
+        match self {
+            Value::Str(v) => Value::Str(v.clone()),
+            Value::List(l) => Value::List(Arc::new(List::clone(l))),
+            Value::Hash(h) => Value::Hash(Arc::new(Hash::clone(h))),
+            Value::Set(s) => Value::Set(Arc::new(Set::clone(s))),
+            Value::ZSet(z) => Value::ZSet(Arc::new(ZSet::clone(z))),
+            Value::Stream(x) => Value::Stream(Arc::new(Stream::clone(x))),
+        }
+    }
+
+    /// Whether `self` and `other` are the same shared collection.
+    fn same(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::List(a), Value::List(b)) => Arc::ptr_eq(a, b),
+            (Value::Hash(a), Value::Hash(b)) => Arc::ptr_eq(a, b),
+            (Value::Set(a), Value::Set(b)) => Arc::ptr_eq(a, b),
+            (Value::ZSet(a), Value::ZSet(b)) => Arc::ptr_eq(a, b),
+            (Value::Stream(a), Value::Stream(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// Its elements: a collection's length, 1 for a string.
     pub fn elements(&self) -> usize {
         match self {
@@ -659,6 +696,9 @@ pub struct Db {
     commands: crate::commands::CommandStats,
     /// The scripts running on it (BUSY, `SCRIPT KILL`).
     scripts: crate::busy::RunningScripts,
+    /// Shared values a writer copied outside the shard's lock
+    /// ([`Guard::replace_shared`]).
+    unshared_outside_locks: AtomicU64,
 }
 
 impl std::fmt::Debug for Db {
@@ -716,7 +756,13 @@ impl Db {
             start_unix_ms,
             commands: crate::commands::CommandStats::default(),
             scripts: crate::busy::RunningScripts::default(),
+            unshared_outside_locks: AtomicU64::new(0),
         }
+    }
+
+    /// Shared values that writers copied outside the shard's lock so far.
+    pub fn unshared_outside_locks(&self) -> u64 {
+        self.unshared_outside_locks.load(Ordering::Relaxed)
     }
 
     /// The scripts running on it.
@@ -1059,6 +1105,22 @@ impl Guard<'_> {
         let e = self.shard(key).map.get_mut(key)?;
         e.used(lru);
         Some(e)
+    }
+
+    /// Puts `copy` in place of `key`'s value if that is still `was` (the
+    /// same shared collection): the copy a writer made of it outside the
+    /// lock ([`Value::unshared_copy`]). Returns whether it did.
+    pub fn replace_shared(&mut self, key: &[u8], was: &Value, copy: Value) -> bool {
+        match self.shard(key).map.get_mut(key) {
+            Some(e) if e.value.same(was) => {
+                e.value = copy;
+                self.db
+                    .unshared_outside_locks
+                    .fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The live entry of `key`, not marked as used (memcached's `me`).

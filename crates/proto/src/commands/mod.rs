@@ -1165,6 +1165,7 @@ pub fn execute(
     }
     let start = w.out.len();
     let t0 = std::time::Instant::now();
+    WRITING.set(index.is_some_and(|i| WRITES[i]));
     let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
     if let Some(index) = index {
         db.commands().record(
@@ -1213,19 +1214,59 @@ fn unknown(w: &mut Reply<'_>, raw_name: &[u8], args: &[&[u8]]) {
     ));
 }
 
+thread_local! {
+    /// Whether the command this thread runs (outside EXEC and scripts) is
+    /// one Redis flags `write`: [`lock`] then copies a shared value of its
+    /// keys outside the lock. Set by [`execute`] from the command table.
+    static WRITING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Per command of the table, whether it writes ([`writes`]).
+static WRITES: std::sync::LazyLock<Box<[bool]>> =
+    std::sync::LazyLock::new(|| COMMANDS.iter().map(|c| writes(c.name.as_bytes())).collect());
+
+/// How many times a writer copies a shared value outside the lock before
+/// it copies it under the lock (readers kept taking new snapshots).
+const UNSHARE_TRIES: usize = 2;
+
 /// Takes the locks a command needs: the caller's (inside EXEC) or its own.
+/// A command that writes and finds one of its keys' values shared (a big
+/// command walks a snapshot of it: [`snapshot`]) copies it with the lock
+/// released, then takes the lock again and puts the copy in place if the
+/// value is still the one it copied, so that the change does not copy a
+/// big value while others wait for the shard.
 fn lock<'g, 'd>(
     db: &'d Db,
     held: &'g mut Option<&mut Guard<'d>>,
     keys: &[&[u8]],
     grows: bool,
 ) -> Result<Locks<'g, 'd>, Fail> {
+    let take = || match keys {
+        [k] => db.lock_one(k, grows),
+        _ => db.lock_keys(keys.iter().copied(), grows),
+    };
     match held {
         Some(g) => Ok(Locks::Held(g)),
-        None => Ok(Locks::Own(match keys {
-            [k] => db.lock_one(k, grows)?,
-            _ => db.lock_keys(keys.iter().copied(), grows)?,
-        })),
+        None => {
+            let mut g = take()?;
+            if WRITING.get() {
+                for _ in 0..UNSHARE_TRIES {
+                    let shared = keys.iter().find_map(|&k| {
+                        g.peek(k)
+                            .filter(|e| e.value.is_shared())
+                            .map(|e| (k, e.value.clone()))
+                    });
+                    let Some((key, was)) = shared else {
+                        break;
+                    };
+                    drop(g);
+                    let copy = was.unshared_copy();
+                    g = take()?;
+                    g.replace_shared(key, &was, copy);
+                }
+            }
+            Ok(Locks::Own(g))
+        }
     }
 }
 
@@ -1707,6 +1748,52 @@ mod tests {
             run_words(&db, &mut s, &[b"EVAL", b"return 7", b"0"]),
             ":7\r\n"
         );
+    }
+
+    #[test]
+    fn a_write_to_a_value_a_reader_holds_copies_it_outside_the_lock() {
+        let db = Db::default();
+        let mut s = Session::default();
+        assert_eq!(run_line(&db, &mut s, "RPUSH l a b c"), ":3\r\n");
+        // A big command's view of the list, walked without the lock.
+        let view = snapshot(&db, &mut None, b"l")
+            .ok()
+            .flatten()
+            .expect("a list");
+        // A read leaves it shared; a write copies it outside the lock.
+        assert_eq!(run_line(&db, &mut s, "LLEN l"), ":3\r\n");
+        assert_eq!(db.unshared_outside_locks(), 0);
+        assert_eq!(run_line(&db, &mut s, "RPUSH l d"), ":4\r\n");
+        assert_eq!(db.unshared_outside_locks(), 1);
+        // The reader still sees what it took; the store has the write.
+        assert_eq!(view.elements(), 3);
+        assert_eq!(
+            run_line(&db, &mut s, "LRANGE l 0 -1"),
+            "*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n"
+        );
+        // Nobody else holds it now: the next write copies nothing.
+        drop(view);
+        assert_eq!(run_line(&db, &mut s, "LPOP l"), "$1\r\na\r\n");
+        assert_eq!(db.unshared_outside_locks(), 1);
+        // The same for every collection, and for a command of two keys.
+        for (setup, write) in [
+            ("SADD s x", "SADD s y"),
+            ("HSET h f v", "HDEL h f"),
+            ("ZADD z 1 m", "ZINCRBY z 2 m"),
+        ] {
+            run_line(&db, &mut s, setup);
+            let key = &setup[5..6];
+            let view = snapshot(&db, &mut None, key.as_bytes()).ok().flatten();
+            let before = db.unshared_outside_locks();
+            run_line(&db, &mut s, write);
+            assert_eq!(db.unshared_outside_locks(), before + 1, "{write}");
+            drop(view);
+        }
+        let view = snapshot(&db, &mut None, b"s").ok().flatten();
+        let before = db.unshared_outside_locks();
+        assert_eq!(run_line(&db, &mut s, "SMOVE s s2 x"), ":1\r\n");
+        assert_eq!(db.unshared_outside_locks(), before + 1);
+        drop(view);
     }
 
     #[test]
