@@ -1073,6 +1073,22 @@ fn writes(name: &[u8]) -> bool {
     )
 }
 
+/// How many of command `name`'s leading keys it changes in place (a
+/// collection it adds to, removes from or reorders), where a shared value
+/// is copied first: 2 for the moves between two keys, 0 for the commands
+/// that only replace or delete their destination (the STORE forms, RENAME,
+/// COPY, DEL), 1 for every other command Redis flags `write`, 0 for the
+/// rest.
+fn keys_changed_in_place(name: &[u8]) -> usize {
+    match name {
+        b"smove" | b"lmove" | b"rpoplpush" | b"blmove" | b"brpoplpush" => 2,
+        b"del" | b"unlink" | b"rename" | b"renamenx" | b"copy" | b"sinterstore"
+        | b"sunionstore" | b"sdiffstore" | b"zunionstore" | b"zinterstore" | b"zdiffstore"
+        | b"zrangestore" | b"sort" | b"bitop" | b"flushdb" | b"flushall" => 0,
+        _ => usize::from(writes(name)),
+    }
+}
+
 /// Whether `words` words (the name counted) fit the arity of command
 /// `name` (lowercase; a known one).
 fn arity_fits(name: &[u8], words: usize) -> bool {
@@ -1165,7 +1181,7 @@ pub fn execute(
     }
     let start = w.out.len();
     let t0 = std::time::Instant::now();
-    WRITING.set(index.is_some_and(|i| WRITES[i]));
+    CHANGING.set(index.map_or(0, |i| usize::from(CHANGES_IN_PLACE[i])));
     let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
     if let Some(index) = index {
         db.commands().record(
@@ -1215,22 +1231,31 @@ fn unknown(w: &mut Reply<'_>, raw_name: &[u8], args: &[&[u8]]) {
 }
 
 thread_local! {
-    /// Whether the command this thread runs (outside EXEC and scripts) is
-    /// one Redis flags `write`: [`lock`] then copies a shared value of its
-    /// keys outside the lock. Set by [`execute`] from the command table.
-    static WRITING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// How many leading keys the command this thread runs (outside EXEC
+    /// and scripts) changes in place ([`keys_changed_in_place`]): [`lock`]
+    /// copies a shared value of those outside the lock. Set by [`execute`]
+    /// from the command table.
+    static CHANGING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Per command of the table, whether it writes ([`writes`]).
-static WRITES: std::sync::LazyLock<Box<[bool]>> =
-    std::sync::LazyLock::new(|| COMMANDS.iter().map(|c| writes(c.name.as_bytes())).collect());
+/// Per command of the table, [`keys_changed_in_place`].
+static CHANGES_IN_PLACE: std::sync::LazyLock<Box<[u8]>> = std::sync::LazyLock::new(|| {
+    COMMANDS
+        .iter()
+        .map(|c| keys_changed_in_place(c.name.as_bytes()) as u8)
+        .collect()
+});
+
+/// How many times a STORE form computes with its locks released, before
+/// it computes under them (its sources kept changing meanwhile).
+const STORE_TRIES: usize = 2;
 
 /// How many times a writer copies a shared value outside the lock before
 /// it copies it under the lock (readers kept taking new snapshots).
 const UNSHARE_TRIES: usize = 2;
 
 /// Takes the locks a command needs: the caller's (inside EXEC) or its own.
-/// A command that writes and finds one of its keys' values shared (a big
+/// A command that changes a key in place and finds its value shared (a big
 /// command walks a snapshot of it: [`snapshot`]) copies it with the lock
 /// released, then takes the lock again and puts the copy in place if the
 /// value is still the one it copied, so that the change does not copy a
@@ -1249,9 +1274,10 @@ fn lock<'g, 'd>(
         Some(g) => Ok(Locks::Held(g)),
         None => {
             let mut g = take()?;
-            if WRITING.get() {
+            let changing = CHANGING.get().min(keys.len());
+            if changing > 0 {
                 for _ in 0..UNSHARE_TRIES {
-                    let shared = keys.iter().find_map(|&k| {
+                    let shared = keys[..changing].iter().find_map(|&k| {
                         g.peek(k)
                             .filter(|e| e.value.is_shared())
                             .map(|e| (k, e.value.clone()))

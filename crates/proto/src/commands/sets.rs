@@ -128,49 +128,47 @@ pub(super) fn run<'d>(
         b"sinter" | b"sunion" | b"sdiff" | b"sinterstore" | b"sunionstore" | b"sdiffstore" => {
             let store = name.ends_with(b"store");
             arity(n > usize::from(store), nm)?;
-            let mut g = Some(lock(db, &mut held, a, store)?);
             let sources = if store { &a[1..] } else { a };
-            let mut sets = Vec::with_capacity(sources.len());
-            for k in sources {
-                match g.as_mut().and_then(|g| g.get(k)).map(|e| &e.value) {
-                    None => sets.push(None),
-                    // Shared (an `Arc` clone): the guard lends one entry
-                    // at a time.
-                    Some(Value::Set(s)) => sets.push(Some(Arc::clone(s))),
-                    Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-                }
-            }
-            if !store {
-                // Only read from here: the sources are walked unlocked
-                // (see `snapshot`).
-                g = None;
-            }
-            let first = sets[0].as_ref();
-            let out: Vec<&Box<[u8]>> = match &name[..5] {
-                b"sunio" => {
-                    let mut seen = std::collections::HashSet::new();
-                    sets.iter()
-                        .flatten()
-                        .flat_map(|s| s.members().iter())
-                        .filter(|m| seen.insert(*m))
-                        .collect()
-                }
-                b"sinte" => match first {
-                    Some(f) if sets.iter().all(Option::is_some) => f
-                        .members()
-                        .iter()
-                        .filter(|m| sets[1..].iter().flatten().all(|s| s.members().contains(*m)))
-                        .collect(),
-                    _ => Vec::new(),
-                },
-                _ => first.map_or_else(Vec::new, |f| {
-                    f.members()
-                        .iter()
-                        .filter(|m| !sets[1..].iter().flatten().any(|s| s.members().contains(*m)))
-                        .collect()
-                }),
+            // A STORE form of its own (not inside EXEC or a script) computes
+            // with the locks released too, and stores if its sources are
+            // still the values it read (else it reads them again; past
+            // STORE_TRIES, it computes under the locks).
+            let mut unlocked_tries = if store && held.is_none() {
+                super::STORE_TRIES
+            } else {
+                0
             };
-            if store {
+            loop {
+                let mut g = lock(db, &mut held, a, store)?;
+                let sets = read_sets(&mut g, sources)?;
+                let g = if !store || unlocked_tries > 0 {
+                    // Walked unlocked (see `snapshot`).
+                    drop(g);
+                    None
+                } else {
+                    Some(g)
+                };
+                let out = set_operation(name, &sets);
+                if !store {
+                    w.set(out.len());
+                    for m in out {
+                        w.bulk(m);
+                    }
+                    break;
+                }
+                let mut g = match g {
+                    Some(g) => g,
+                    None => {
+                        #[cfg(test)]
+                        tests::BETWEEN.with(|f| f.borrow_mut().as_mut().map(|f| f()));
+                        let mut again = lock(db, &mut held, a, store)?;
+                        if read_sets(&mut again, sources).ok().as_deref() != Some(&sets[..]) {
+                            unlocked_tries -= 1;
+                            continue;
+                        }
+                        again
+                    }
+                };
                 // The result replaces the destination, whatever it held; an
                 // empty one deletes it.
                 let count = out.len();
@@ -178,14 +176,13 @@ pub(super) fn run<'d>(
                 for m in &out {
                     result.add(m);
                 }
-                let g = g.as_mut().expect("a STORE form keeps its locks");
-                store_result(g, a[0], (count > 0).then(|| Value::Set(Arc::new(result))));
+                store_result(
+                    &mut g,
+                    a[0],
+                    (count > 0).then(|| Value::Set(Arc::new(result))),
+                );
                 w.int(count as i64);
-            } else {
-                w.set(out.len());
-                for m in out {
-                    w.bulk(m);
-                }
+                break;
             }
         }
         b"srandmember" => {
@@ -279,4 +276,113 @@ pub(super) fn run<'d>(
         _ => unreachable!("routed to sets by name"),
     }
     Ok(())
+}
+
+/// The sets at `keys` (shared: `Arc` clones; `None`: no key), or WRONGTYPE.
+fn read_sets(g: &mut Guard<'_>, keys: &[&[u8]]) -> Result<Vec<Option<SameSet>>, Fail> {
+    keys.iter()
+        .map(|k| match g.get(k).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::Set(s)) => Ok(Some(SameSet(Arc::clone(s)))),
+            Some(_) => Err(Fail::Msg(WRONGTYPE)),
+        })
+        .collect()
+}
+
+/// A set read for an operation: equal to another only if it is the same
+/// shared value (a write to it since would have copied it, being shared).
+#[derive(Debug)]
+struct SameSet(Arc<crate::db::Set>);
+
+impl PartialEq for SameSet {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// SUNION, SINTER or SDIFF (by `name`'s first five letters) of `sets`:
+/// the members, in the first set's order (SUNION: each once).
+fn set_operation<'s>(name: &[u8], sets: &'s [Option<SameSet>]) -> Vec<&'s [u8]> {
+    let first = sets[0].as_ref().map(|s| &s.0);
+    let others = || sets[1..].iter().flatten().map(|s| &s.0);
+    let members = |s: &'s crate::db::Set| s.members().iter().map(|m| &**m);
+    match &name[..5] {
+        b"sunio" => {
+            let mut seen = std::collections::HashSet::new();
+            sets.iter()
+                .flatten()
+                .flat_map(|s| members(&s.0))
+                .filter(|m| seen.insert(*m))
+                .collect()
+        }
+        b"sinte" => match first {
+            Some(f) if sets.iter().all(Option::is_some) => members(f)
+                .filter(|m| others().all(|s| s.members().contains(*m)))
+                .collect(),
+            _ => Vec::new(),
+        },
+        _ => first.map_or_else(Vec::new, |f| {
+            members(f)
+                .filter(|m| !others().any(|s| s.members().contains(*m)))
+                .collect()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    use crate::commands::{Session, execute};
+    use crate::db::Db;
+    use crate::resp::write_command;
+
+    thread_local! {
+        /// Runs between a STORE form's unlocked computation and its
+        /// store (with no lock held: a command run here would deadlock
+        /// on a held one).
+        pub(super) static BETWEEN: RefCell<Option<Box<dyn FnMut()>>> = const { RefCell::new(None) };
+    }
+
+    fn run(db: &Db, s: &mut Session, words: &[&str]) -> String {
+        let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        let mut req = Vec::new();
+        write_command(&words, &mut req);
+        let mut out = Vec::new();
+        execute(&req, db, s, &mut out, &mut || {}).expect("valid");
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn a_store_form_computes_unlocked_and_reads_again_if_a_source_changed() {
+        let db = Arc::new(Db::default());
+        let mut s = Session::default();
+        run(&db, &mut s, &["SADD", "a", "1", "2"]);
+        run(&db, &mut s, &["SADD", "b", "2", "3"]);
+        // Between the first computation and its store, another client
+        // adds to a source (it can: no lock is held); the result must
+        // include it, as if SUNIONSTORE ran after it.
+        let writer = Arc::clone(&db);
+        let mut once = true;
+        BETWEEN.with(|f| {
+            *f.borrow_mut() = Some(Box::new(move || {
+                if std::mem::take(&mut once) {
+                    let mut s = Session::default();
+                    assert_eq!(run(&writer, &mut s, &["SADD", "b", "4"]), ":1\r\n");
+                }
+            }))
+        });
+        assert_eq!(run(&db, &mut s, &["SUNIONSTORE", "d", "a", "b"]), ":4\r\n");
+        BETWEEN.with(|f| f.borrow_mut().take());
+        assert_eq!(run(&db, &mut s, &["SCARD", "d"]), ":4\r\n");
+        assert_eq!(run(&db, &mut s, &["SISMEMBER", "d", "4"]), ":1\r\n");
+        // A source a reader holds is not copied (only the destination is
+        // written, and it is replaced).
+        let before = db.unshared_outside_locks();
+        let view = crate::commands::snapshot(&db, &mut None, b"a");
+        assert_eq!(run(&db, &mut s, &["SINTERSTORE", "d", "a", "b"]), ":1\r\n");
+        assert_eq!(db.unshared_outside_locks(), before);
+        drop(view);
+    }
 }
