@@ -504,7 +504,8 @@ pub fn load_rate(flag: &str, load: f64, workload: &Workload, workers: usize) -> 
     let rate = load * workload.peak_rps(workers);
     if !RPS.contains(rate) {
         bail!(
-            "{flag} {load} is {rate:.3e} requests/s on {workers} workers of '{}'; the offered rate must be in {RPS}",
+            "{flag} {load} is {} requests/s on {workers} workers of '{}'; the offered rate must be in {RPS}",
+            crate::report::rate_text(rate),
             workload.name
         );
     }
@@ -520,8 +521,11 @@ pub fn requests(rate_rps: f64, duration_ns: u64) -> Result<f64> {
     let n = rate_rps * duration_ns as f64 / 1e9;
     if n > MAX_REQUESTS {
         bail!(
-            "--duration {} at {rate_rps:.3e} requests/s schedules {n:.3e} requests; at most {MAX_REQUESTS:e} per point (shorten --duration or lower the load)",
-            human_ns(duration_ns)
+            "--duration {} at {} requests/s schedules {} requests; at most {} per point (shorten --duration or lower the load)",
+            human_ns(duration_ns),
+            crate::report::rate_text(rate_rps),
+            crate::report::rate_text(n),
+            crate::report::rate_text(MAX_REQUESTS)
         );
     }
     Ok(n)
@@ -552,9 +556,10 @@ pub fn point_requests(
     {
         if !RPS.contains(rate) {
             bail!(
-                "workload '{}': phase '{}' offers {rate:.3e} requests/s on {workers} workers; the offered rate must be in {RPS}",
+                "workload '{}': phase '{}' offers {} requests/s on {workers} workers; the offered rate must be in {RPS}",
                 workload.name,
-                workload.phases[k].name
+                workload.phases[k].name,
+                crate::report::rate_text(rate)
             );
         }
         n += rate * d as f64 / 1e9;
@@ -886,6 +891,19 @@ pub fn maxmemory_policy(s: &str) -> Result<psp_proto::db::Eviction> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_point_too_big_is_refused_with_rates_and_counts_a_reader_can_read() {
+        // An hour at 35,190 requests/s: 126.7 million requests.
+        let e = requests(35_190.0, 3_600_000_000_000)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("35.19k requests/s schedules 126.68M requests; at most 100.00M per point"),
+            "{e}"
+        );
+        assert!(!e.contains("e4") && !e.contains("e8"), "{e}");
+    }
 
     #[test]
     fn size_classes_are_two_ordered_bounds_in_range() {

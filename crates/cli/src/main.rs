@@ -728,3 +728,35 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// docs/guide/reference.md says it lists every command and option: each
+    /// subcommand has a line `psp NAME`, and each long flag is named.
+    #[test]
+    fn the_reference_names_every_command_and_flag() {
+        let reference = include_str!("../../../docs/guide/reference.md");
+        let mut missing = Vec::new();
+        for sub in super::Cli::command().get_subcommands() {
+            let name = sub.get_name();
+            if !reference.contains(&format!("psp {name}")) {
+                missing.push(format!("psp {name}"));
+            }
+            for arg in sub.get_arguments() {
+                if let Some(long) = arg.get_long()
+                    && !matches!(long, "help" | "version")
+                    && !reference.contains(&format!("--{long}"))
+                {
+                    missing.push(format!("psp {name} --{long}"));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "docs/guide/reference.md lacks: {}",
+            missing.join(", ")
+        );
+    }
+}

@@ -27,7 +27,7 @@ pub struct LoadArgs {
     #[command(flatten)]
     offered: OfferedLoad,
     /// The server's policy, recorded in the report [default: the one the
-    /// server's metrics name, with --server-profile; else "unknown"].
+    /// server's metrics name, with --server-profile; else "not given"].
     #[arg(long)]
     policy: Option<String>,
     /// Datapath: udp (kernel sockets, one per flow) or xdp (AF_XDP on the
@@ -245,8 +245,8 @@ pub fn load(a: LoadArgs) -> Result<()> {
         (None, Some(addr)) => parse_addr(addr, "--server-profile")
             .ok()
             .and_then(|addr| psp_net::scrape::fetch_server_policy(addr).ok().flatten())
-            .unwrap_or_else(|| "unknown".into()),
-        (None, None) => "unknown".into(),
+            .unwrap_or_else(|| "not given (--policy)".into()),
+        (None, None) => "not given (--policy)".into(),
     };
     let mut point = rep.to_point(&cfg, &policy, point.workers());
     // Nothing answered: the report still prints (every request a timeout),

@@ -551,24 +551,25 @@ fn serve_then_load_then_sigint() {
         .find_map(|w| w.strip_prefix("udp://"))
         .unwrap_or_else(|| panic!("no address in '{first}'"))
         .to_string();
-    let out = psp(&[
-        "load",
-        "--server",
-        &addr,
-        "--workload",
-        "fixed",
-        "--workers",
-        "1",
-        "--rps",
-        "2000",
-        "--duration",
-        "500ms",
-        "--policy",
-        "c-fcfs",
-        "--timeout",
-        "500ms",
-        "--json",
-    ]);
+    let load = |more: &[&str]| {
+        let mut args = vec![
+            "load",
+            "--server",
+            &addr,
+            "--workload",
+            "fixed",
+            "--workers",
+            "1",
+            "--rps",
+            "2000",
+            "--timeout",
+            "500ms",
+            "--json",
+        ];
+        args.extend_from_slice(more);
+        psp(&args)
+    };
+    let out = load(&["--duration", "500ms", "--policy", "c-fcfs"]);
     let point = json_of(&out);
     assert_eq!(point["mode"], "net");
     assert_eq!(point["policy"], "c-fcfs");
@@ -580,6 +581,9 @@ fn serve_then_load_then_sigint() {
             "types[].{key} missing"
         );
     }
+    // Without --policy (and no --server-profile), the report says so.
+    let out = load(&["--duration", "200ms"]);
+    assert_eq!(json_of(&out)["policy"], "not given (--policy)");
     let kill = Command::new("kill")
         .args(["-INT", &server.id().to_string()])
         .status()

@@ -338,3 +338,36 @@ fn slugs_follow_github() {
     assert_eq!(slug("`psp run`: the runtime"), "psp-run-the-runtime");
     assert_eq!(slug("Perséphone"), "perséphone");
 }
+
+/// docs/results.md reads as a record, not a notebook: no commit hash (a
+/// reader of a tarball or another clone cannot resolve one; trees are
+/// named by their date), no "this morning", no "the issue" (readers do not
+/// have the issues).
+#[test]
+fn the_results_name_no_commit_and_no_notebook_context() {
+    let text = fs::read_to_string(repo_root().join("docs/results.md")).expect("docs/results.md");
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let lower = line.to_ascii_lowercase();
+        for phrase in ["this morning", "the issue", "this session", "today's"] {
+            if lower.contains(phrase) {
+                found.push(format!("{}: '{phrase}'", n + 1));
+            }
+        }
+        // A hash: 7 to 12 lowercase hex digits with a letter and a digit,
+        // standing alone.
+        for word in line.split(|c: char| !c.is_ascii_alphanumeric()) {
+            let hex = (7..=12).contains(&word.len())
+                && word
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if hex
+                && word.bytes().any(|b| b.is_ascii_digit())
+                && word.bytes().any(|b| b.is_ascii_alphabetic())
+            {
+                found.push(format!("{}: '{word}'", n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "docs/results.md: {}", found.join(", "));
+}
