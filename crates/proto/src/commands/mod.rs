@@ -223,17 +223,18 @@ fn random_args(a: &[&[u8]], with: &[u8]) -> Result<(Option<i64>, bool), Fail> {
 
 /// A STORE form's result written to `dst` (no deadline), replacing what
 /// was there; an empty result (`None`) deletes it, as Redis does. A list
-/// or sorted set stored wakes the clients blocked on keys.
-fn store_result(g: &mut Guard<'_>, dst: &[u8], value: Option<Value>) {
+/// or sorted set stored wakes the clients blocked on keys. Returns what
+/// `dst` held, for the caller to free after its locks.
+fn store_result(g: &mut Guard<'_>, dst: &[u8], value: Option<Value>) -> Option<Entry> {
     let wakes = matches!(value, Some(Value::List(_) | Value::ZSet(_)));
-    g.update(dst, |slot| {
+    let old = g.update(dst, |slot| {
         let changed = slot.is_some() || value.is_some();
-        *slot = value.map(Entry::new);
-        (changed, ())
+        (changed, std::mem::replace(slot, value.map(Entry::new)))
     });
     if wakes {
         crate::blocking::wake();
     }
+    old
 }
 
 /// SINTERCARD's and ZINTERCARD's LIMIT (0: none).
@@ -1245,6 +1246,49 @@ static CHANGES_IN_PLACE: std::sync::LazyLock<Box<[u8]>> = std::sync::LazyLock::n
         .map(|c| keys_changed_in_place(c.name.as_bytes()) as u8)
         .collect()
 });
+
+#[cfg(test)]
+thread_local! {
+    /// Run between a STORE form's unlocked computation and its store, with
+    /// no lock held (a command run there would deadlock on a held one):
+    /// where a test changes a source meanwhile.
+    static BETWEEN_COMPUTE_AND_STORE: std::cell::RefCell<Option<Box<dyn FnMut()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Calls the test's [`BETWEEN_COMPUTE_AND_STORE`], if one is set.
+#[cfg(test)]
+fn between_compute_and_store() {
+    BETWEEN_COMPUTE_AND_STORE.with(|f| {
+        if let Some(f) = f.borrow_mut().as_mut() {
+            f();
+        }
+    });
+}
+
+/// A STORE form that computed with its locks released takes the locks of
+/// `keys` again: `None` if `read` no longer reads its sources as
+/// `sources` (nothing to store: the caller reads again).
+fn relock_unchanged<'g, 'd, S: PartialEq>(
+    db: &'d Db,
+    held: &'g mut Option<&mut Guard<'d>>,
+    keys: &[&[u8]],
+    read: impl Fn(&mut Guard<'d>) -> Result<Vec<S>, Fail>,
+    sources: &[S],
+) -> Result<Option<Locks<'g, 'd>>, Fail> {
+    #[cfg(test)]
+    between_compute_and_store();
+    let mut again = lock(db, held, keys, true)?;
+    Ok((read(&mut again).ok().as_deref() == Some(sources)).then_some(again))
+}
+
+/// Stores a STORE form's result under `g` ([`store_result`]) and frees
+/// what `dst` held after the locks.
+fn store_then_free(mut g: Locks<'_, '_>, dst: &[u8], value: Option<Value>) {
+    let old = store_result(&mut g, dst, value);
+    drop(g);
+    drop(old);
+}
 
 /// How many times a STORE form computes with its locks released, before
 /// it computes under them (its sources kept changing meanwhile).

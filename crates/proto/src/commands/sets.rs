@@ -156,31 +156,28 @@ pub(super) fn run<'d>(
                     }
                     break;
                 }
-                let mut g = match g {
-                    Some(g) => g,
-                    None => {
-                        #[cfg(test)]
-                        tests::BETWEEN.with(|f| f.borrow_mut().as_mut().map(|f| f()));
-                        let mut again = lock(db, &mut held, a, store)?;
-                        if read_sets(&mut again, sources).ok().as_deref() != Some(&sets[..]) {
-                            unlocked_tries -= 1;
-                            continue;
-                        }
-                        again
-                    }
-                };
                 // The result replaces the destination, whatever it held; an
-                // empty one deletes it.
+                // empty one deletes it (built before the locks are taken).
                 let count = out.len();
                 let mut result = crate::db::Set::default();
                 for m in &out {
                     result.add(m);
                 }
-                store_result(
-                    &mut g,
-                    a[0],
-                    (count > 0).then(|| Value::Set(Arc::new(result))),
-                );
+                let value = (count > 0).then(|| Value::Set(Arc::new(result)));
+                let g = match g {
+                    Some(g) => g,
+                    None => {
+                        match relock_unchanged(db, &mut held, a, |g| read_sets(g, sources), &sets)?
+                        {
+                            Some(g) => g,
+                            None => {
+                                unlocked_tries -= 1;
+                                continue;
+                            }
+                        }
+                    }
+                };
+                store_then_free(g, a[0], value);
                 w.int(count as i64);
                 break;
             }
@@ -331,19 +328,11 @@ fn set_operation<'s>(name: &[u8], sets: &'s [Option<SameSet>]) -> Vec<&'s [u8]> 
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
     use std::sync::Arc;
 
-    use crate::commands::{Session, execute};
+    use crate::commands::{BETWEEN_COMPUTE_AND_STORE as BETWEEN, Session, execute};
     use crate::db::Db;
     use crate::resp::write_command;
-
-    thread_local! {
-        /// Runs between a STORE form's unlocked computation and its
-        /// store (with no lock held: a command run here would deadlock
-        /// on a held one).
-        pub(super) static BETWEEN: RefCell<Option<Box<dyn FnMut()>>> = const { RefCell::new(None) };
-    }
 
     fn run(db: &Db, s: &mut Session, words: &[&str]) -> String {
         let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
@@ -375,6 +364,24 @@ mod tests {
         });
         assert_eq!(run(&db, &mut s, &["SUNIONSTORE", "d", "a", "b"]), ":4\r\n");
         BETWEEN.with(|f| f.borrow_mut().take());
+        // The same for a sorted set's STORE form.
+        run(&db, &mut s, &["ZADD", "z", "1", "x"]);
+        let writer = Arc::clone(&db);
+        let mut once = true;
+        BETWEEN.with(|f| {
+            *f.borrow_mut() = Some(Box::new(move || {
+                if std::mem::take(&mut once) {
+                    let mut s = Session::default();
+                    assert_eq!(run(&writer, &mut s, &["ZADD", "z", "2", "y"]), ":1\r\n");
+                }
+            }))
+        });
+        assert_eq!(
+            run(&db, &mut s, &["ZUNIONSTORE", "dz", "2", "z", "a"]),
+            ":4\r\n"
+        );
+        BETWEEN.with(|f| f.borrow_mut().take());
+        assert_eq!(run(&db, &mut s, &["ZSCORE", "dz", "y"]), "$1\r\n2\r\n");
         assert_eq!(run(&db, &mut s, &["SCARD", "d"]), ":4\r\n");
         assert_eq!(run(&db, &mut s, &["SISMEMBER", "d", "4"]), ":1\r\n");
         // A source a reader holds is not copied (only the destination is

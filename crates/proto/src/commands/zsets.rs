@@ -412,10 +412,24 @@ impl Aggregate {
 
 /// A source of a set operation: a sorted set, or a set (every member
 /// scored 1), shared so that it is walked after the locks of a read.
+#[derive(Clone)]
 enum Source {
     Missing,
     Sorted(Arc<ZSet>),
     Plain(Arc<crate::db::Set>),
+}
+
+/// Equal only to the same shared value (a write to it since would have
+/// copied it, being shared), or both missing.
+impl PartialEq for Source {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Source::Missing, Source::Missing) => true,
+            (Source::Sorted(a), Source::Sorted(b)) => Arc::ptr_eq(a, b),
+            (Source::Plain(a), Source::Plain(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
 }
 
 impl Source {
@@ -491,117 +505,144 @@ fn set_operation<'d>(
         .filter(|&(i, _)| i != at)
         .map(|(_, k)| *k)
         .collect();
-    let mut g = Some(lock(db, held, &keys, store)?);
-    let mut srcs: Vec<(Source, f64)> = Vec::with_capacity(sources.len());
-    for k in sources {
-        let src = match g.as_mut().and_then(|g| g.get(k)).map(|e| &e.value) {
-            None => Source::Missing,
-            Some(Value::ZSet(z)) => Source::Sorted(Arc::clone(z)),
-            Some(Value::Set(s)) => Source::Plain(Arc::clone(s)),
-            Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-        };
-        srcs.push((src, 1.0));
-    }
-    let (mut aggregate, mut withscores, mut limit) = (Aggregate::Sum, false, 0usize);
-    let mut j = keys_end;
-    while j < a.len() {
-        let left = a.len() - j;
-        let opt = a[j].to_ascii_lowercase();
-        if !diff && !card && left > srcs.len() && opt == b"weights" {
-            for (i, src) in srcs.iter_mut().enumerate() {
-                src.1 =
-                    parse_f64(a[j + 1 + i]).ok_or(Fail::Msg(b"ERR weight value is not a float"))?;
-            }
-            j += 1 + srcs.len();
-        } else if !diff && !card && left >= 2 && opt == b"aggregate" {
-            aggregate = match a[j + 1].to_ascii_lowercase().as_slice() {
-                b"sum" => Aggregate::Sum,
-                b"min" => Aggregate::Min,
-                b"max" => Aggregate::Max,
-                _ => return Err(Fail::Msg(SYNTAX)),
-            };
-            j += 2;
-        } else if !store && !card && opt == b"withscores" {
-            withscores = true;
-            j += 1;
-        } else if card && left >= 2 && opt == b"limit" {
-            limit = card_limit(a[j + 1])?;
-            j += 2;
-        } else {
-            return Err(Fail::Msg(SYNTAX));
-        }
-    }
-    if !store {
-        // Only read from here: the sources are walked unlocked.
-        g = None;
-    }
-    let mut result = ZSet::default();
-    let mut count = 0usize;
-    if diff {
-        let (first, rest) = srcs.split_first().expect("at least one key");
-        first.0.each(|m, s| {
-            if rest.iter().all(|(o, _)| o.score(m).is_none()) {
-                result.insert(m, s);
-            }
-            true
-        });
+    // A STORE form of its own (not inside EXEC or a script) computes with
+    // the locks released too, and stores if its sources are still the
+    // values it read (else it reads them again; past STORE_TRIES, it
+    // computes under the locks).
+    let mut unlocked_tries = if store && held.is_none() {
+        super::STORE_TRIES
     } else {
-        // Stable: equal sizes keep the order given.
-        srcs.sort_by_key(|(s, _)| s.len());
-        if union {
-            for (src, weight) in &srcs {
-                src.each(|m, s| {
-                    let mut v = weight * s;
-                    if v.is_nan() {
-                        v = 0.0;
-                    }
-                    match result.score(m) {
-                        Some(mut acc) => {
-                            aggregate.fold(&mut acc, v);
-                            result.insert(m, acc);
+        0
+    };
+    loop {
+        let mut g = Some(lock(db, held, &keys, store)?);
+        let read = read_sources(g.as_mut().expect("just locked"), sources)?;
+        let mut srcs: Vec<(Source, f64)> = read.iter().map(|s| (s.clone(), 1.0)).collect();
+        let (mut aggregate, mut withscores, mut limit) = (Aggregate::Sum, false, 0usize);
+        let mut j = keys_end;
+        while j < a.len() {
+            let left = a.len() - j;
+            let opt = a[j].to_ascii_lowercase();
+            if !diff && !card && left > srcs.len() && opt == b"weights" {
+                for (i, src) in srcs.iter_mut().enumerate() {
+                    src.1 = parse_f64(a[j + 1 + i])
+                        .ok_or(Fail::Msg(b"ERR weight value is not a float"))?;
+                }
+                j += 1 + srcs.len();
+            } else if !diff && !card && left >= 2 && opt == b"aggregate" {
+                aggregate = match a[j + 1].to_ascii_lowercase().as_slice() {
+                    b"sum" => Aggregate::Sum,
+                    b"min" => Aggregate::Min,
+                    b"max" => Aggregate::Max,
+                    _ => return Err(Fail::Msg(SYNTAX)),
+                };
+                j += 2;
+            } else if !store && !card && opt == b"withscores" {
+                withscores = true;
+                j += 1;
+            } else if card && left >= 2 && opt == b"limit" {
+                limit = card_limit(a[j + 1])?;
+                j += 2;
+            } else {
+                return Err(Fail::Msg(SYNTAX));
+            }
+        }
+        if !store || unlocked_tries > 0 {
+            // Only read from here: the sources are walked unlocked.
+            g = None;
+        }
+        let mut result = ZSet::default();
+        let mut count = 0usize;
+        if diff {
+            let (first, rest) = srcs.split_first().expect("at least one key");
+            first.0.each(|m, s| {
+                if rest.iter().all(|(o, _)| o.score(m).is_none()) {
+                    result.insert(m, s);
+                }
+                true
+            });
+        } else {
+            // Stable: equal sizes keep the order given.
+            srcs.sort_by_key(|(s, _)| s.len());
+            if union {
+                for (src, weight) in &srcs {
+                    src.each(|m, s| {
+                        let mut v = weight * s;
+                        if v.is_nan() {
+                            v = 0.0;
                         }
-                        None => {
-                            result.insert(m, v);
+                        match result.score(m) {
+                            Some(mut acc) => {
+                                aggregate.fold(&mut acc, v);
+                                result.insert(m, acc);
+                            }
+                            None => {
+                                result.insert(m, v);
+                            }
                         }
+                        true
+                    });
+                }
+            } else {
+                let (first, rest) = srcs.split_first().expect("at least one key");
+                first.0.each(|m, s| {
+                    let mut acc = first.1 * s;
+                    if acc.is_nan() {
+                        acc = 0.0;
                     }
+                    for (o, weight) in rest {
+                        let Some(v) = o.score(m) else {
+                            return true;
+                        };
+                        aggregate.fold(&mut acc, v * weight);
+                    }
+                    if card {
+                        count += 1;
+                        return limit == 0 || count < limit;
+                    }
+                    result.insert(m, acc);
                     true
                 });
             }
-        } else {
-            let (first, rest) = srcs.split_first().expect("at least one key");
-            first.0.each(|m, s| {
-                let mut acc = first.1 * s;
-                if acc.is_nan() {
-                    acc = 0.0;
-                }
-                for (o, weight) in rest {
-                    let Some(v) = o.score(m) else {
-                        return true;
-                    };
-                    aggregate.fold(&mut acc, v * weight);
-                }
-                if card {
-                    count += 1;
-                    return limit == 0 || count < limit;
-                }
-                result.insert(m, acc);
-                true
-            });
         }
+        if card {
+            w.int(count as i64);
+        } else if store {
+            // The result replaces the destination, whatever it held; an empty
+            // one deletes it.
+            let len = result.len();
+            let value = (len > 0).then(|| Value::ZSet(Arc::new(result)));
+            let g = match g {
+                Some(g) => g,
+                None => {
+                    match relock_unchanged(db, held, &keys, |g| read_sources(g, sources), &read)? {
+                        Some(g) => g,
+                        None => {
+                            unlocked_tries -= 1;
+                            continue;
+                        }
+                    }
+                }
+            };
+            store_then_free(g, a[0], value);
+            w.int(len as i64);
+        } else {
+            scored_members(w, result.ordered().iter(), result.len(), withscores);
+        }
+        return Ok(());
     }
-    if card {
-        w.int(count as i64);
-    } else if store {
-        // The result replaces the destination, whatever it held; an empty
-        // one deletes it.
-        let len = result.len();
-        let g = g.as_mut().expect("a STORE form keeps its locks");
-        store_result(g, a[0], (len > 0).then(|| Value::ZSet(Arc::new(result))));
-        w.int(len as i64);
-    } else {
-        scored_members(w, result.ordered().iter(), result.len(), withscores);
-    }
-    Ok(())
+}
+
+/// The sources at `keys` (shared: `Arc` clones), or WRONGTYPE.
+fn read_sources(g: &mut Guard<'_>, keys: &[&[u8]]) -> Result<Vec<Source>, Fail> {
+    keys.iter()
+        .map(|k| match g.get(k).map(|e| &e.value) {
+            None => Ok(Source::Missing),
+            Some(Value::ZSet(z)) => Ok(Source::Sorted(Arc::clone(z))),
+            Some(Value::Set(s)) => Ok(Source::Plain(Arc::clone(s))),
+            Some(_) => Err(Fail::Msg(WRONGTYPE)),
+        })
+        .collect()
 }
 
 /// A sorted set's members in order, with their scores when asked (RESP3:
