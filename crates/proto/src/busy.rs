@@ -11,7 +11,7 @@
 //! taken (it is consulted while waiting), and nothing here waits.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -88,6 +88,9 @@ pub enum Kill {
 #[derive(Debug)]
 pub struct RunningScripts {
     runs: Mutex<Vec<Arc<ScriptRun>>>,
+    /// `runs.len()`, read without the lock: a command waiting for a shard
+    /// looks at the registry only while a script runs.
+    running: AtomicUsize,
     threshold_ms: AtomicU64,
     /// The scripts with a type of their own, by SHA1, in the order first
     /// seen: at most `SCRIPT_TYPES - 1` (kept across `SCRIPT FLUSH`: a
@@ -99,6 +102,7 @@ impl Default for RunningScripts {
     fn default() -> Self {
         Self {
             runs: Mutex::new(Vec::new()),
+            running: AtomicUsize::new(0),
             threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS),
             typed: Mutex::new(Vec::with_capacity(SCRIPT_TYPES - 1)),
         }
@@ -115,10 +119,9 @@ pub struct Running<'a> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.scripts
-            .runs
-            .lock()
-            .retain(|r| !Arc::ptr_eq(r, &self.run));
+        let mut runs = self.scripts.runs.lock();
+        runs.retain(|r| !Arc::ptr_eq(r, &self.run));
+        self.scripts.running.store(runs.len(), Ordering::Relaxed);
     }
 }
 
@@ -164,13 +167,19 @@ impl RunningScripts {
             kill: AtomicBool::new(false),
             wrote: AtomicBool::new(false),
         });
-        self.runs.lock().push(run.clone());
+        let mut runs = self.runs.lock();
+        runs.push(run.clone());
+        self.running.store(runs.len(), Ordering::Relaxed);
+        drop(runs);
         Running { scripts: self, run }
     }
 
     /// Whether a script past the threshold holds shard `i`: a command
     /// waiting for it answers BUSY.
     pub fn busy_on(&self, i: usize) -> bool {
+        if self.running.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
         let threshold = self.threshold();
         self.runs
             .lock()
@@ -181,6 +190,9 @@ impl RunningScripts {
     /// Whether any script runs past the threshold (a command that needs
     /// every shard answers BUSY at once rather than clear some of them).
     pub fn any_busy(&self) -> bool {
+        if self.running.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
         let threshold = self.threshold();
         self.runs
             .lock()

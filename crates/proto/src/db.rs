@@ -515,7 +515,7 @@ impl Value {
     }
 
     /// Whether `self` and `other` are the same shared collection.
-    fn same(&self, other: &Value) -> bool {
+    pub(crate) fn same(&self, other: &Value) -> bool {
         match (self, other) {
             (Value::List(a), Value::List(b)) => Arc::ptr_eq(a, b),
             (Value::Hash(a), Value::Hash(b)) => Arc::ptr_eq(a, b),

@@ -343,45 +343,54 @@ mod tests {
         String::from_utf8_lossy(&out).into_owned()
     }
 
+    /// Runs `store` (a STORE form) with `meanwhile` run by another client
+    /// between its first computation and its store (it can: no lock is
+    /// held then); returns `store`'s reply.
+    fn store_with_a_write_meanwhile(
+        db: &Arc<Db>,
+        store: &[&str],
+        meanwhile: &'static [&'static str],
+    ) -> String {
+        let writer = Arc::clone(db);
+        let mut once = true;
+        BETWEEN.with(|f| {
+            *f.borrow_mut() = Some(Box::new(move || {
+                if std::mem::take(&mut once) {
+                    let mut s = Session::default();
+                    assert_eq!(run(&writer, &mut s, meanwhile), ":1\r\n");
+                }
+            }))
+        });
+        let reply = run(db, &mut Session::default(), store);
+        BETWEEN.with(|f| f.borrow_mut().take());
+        reply
+    }
+
     #[test]
     fn a_store_form_computes_unlocked_and_reads_again_if_a_source_changed() {
         let db = Arc::new(Db::default());
         let mut s = Session::default();
         run(&db, &mut s, &["SADD", "a", "1", "2"]);
         run(&db, &mut s, &["SADD", "b", "2", "3"]);
-        // Between the first computation and its store, another client
-        // adds to a source (it can: no lock is held); the result must
-        // include it, as if SUNIONSTORE ran after it.
-        let writer = Arc::clone(&db);
-        let mut once = true;
-        BETWEEN.with(|f| {
-            *f.borrow_mut() = Some(Box::new(move || {
-                if std::mem::take(&mut once) {
-                    let mut s = Session::default();
-                    assert_eq!(run(&writer, &mut s, &["SADD", "b", "4"]), ":1\r\n");
-                }
-            }))
-        });
-        assert_eq!(run(&db, &mut s, &["SUNIONSTORE", "d", "a", "b"]), ":4\r\n");
-        BETWEEN.with(|f| f.borrow_mut().take());
-        // The same for a sorted set's STORE form.
-        run(&db, &mut s, &["ZADD", "z", "1", "x"]);
-        let writer = Arc::clone(&db);
-        let mut once = true;
-        BETWEEN.with(|f| {
-            *f.borrow_mut() = Some(Box::new(move || {
-                if std::mem::take(&mut once) {
-                    let mut s = Session::default();
-                    assert_eq!(run(&writer, &mut s, &["ZADD", "z", "2", "y"]), ":1\r\n");
-                }
-            }))
-        });
+        // The result includes what was added meanwhile, as if the STORE
+        // form ran after it.
+        let union = ["SUNIONSTORE", "d", "a", "b"];
         assert_eq!(
-            run(&db, &mut s, &["ZUNIONSTORE", "dz", "2", "z", "a"]),
+            store_with_a_write_meanwhile(&db, &union, &["SADD", "b", "4"]),
             ":4\r\n"
         );
-        BETWEEN.with(|f| f.borrow_mut().take());
+        run(&db, &mut s, &["ZADD", "z", "1", "x"]);
+        let zunion = ["ZUNIONSTORE", "dz", "2", "z", "a"];
+        assert_eq!(
+            store_with_a_write_meanwhile(&db, &zunion, &["ZADD", "z", "2", "y"]),
+            ":4\r\n"
+        );
         assert_eq!(run(&db, &mut s, &["ZSCORE", "dz", "y"]), "$1\r\n2\r\n");
+        let zrange = ["ZRANGESTORE", "dr", "z", "0", "-1"];
+        assert_eq!(
+            store_with_a_write_meanwhile(&db, &zrange, &["ZADD", "z", "3", "w"]),
+            ":3\r\n"
+        );
         assert_eq!(run(&db, &mut s, &["SCARD", "d"]), ":4\r\n");
         assert_eq!(run(&db, &mut s, &["SISMEMBER", "d", "4"]), ":1\r\n");
         // A source a reader holds is not copied (only the destination is

@@ -748,63 +748,104 @@ fn zrange<'d>(
     } else {
         (int_arg(a[1])?, int_arg(a[2])?)
     };
-    // Walked after the lock (see `snapshot`); a STORE keeps both keys
-    // locked to its end, as one command.
-    let mut g = None;
-    let value = if store {
-        let g = g.insert(lock(db, held, &[dst, a[0]], true)?);
-        g.get(a[0]).map(|e| e.value.clone())
+    // Walked after the lock (see `snapshot`); a STORE of its own (not
+    // inside EXEC or a script) computes unlocked too and stores if its
+    // source is still the value it read (else it reads it again; past
+    // STORE_TRIES, it computes under the locks).
+    let mut unlocked_tries = if store && held.is_none() {
+        super::STORE_TRIES
     } else {
-        snapshot(db, held, a[0])?
+        0
     };
-    let empty = ZSet::default();
-    let z = match value.as_ref() {
-        None if store => &empty,
-        None => {
-            w.array(0);
+    let read = |g: &mut Guard<'_>| Ok(vec![SameValue(g.get(a[0]).map(|e| e.value.clone()))]);
+    loop {
+        let mut g = None;
+        let value = if store {
+            let g = g.insert(lock(db, held, &[dst, a[0]], true)?);
+            read(g)?.pop().and_then(|v| v.0)
+        } else {
+            snapshot(db, held, a[0])?
+        };
+        if unlocked_tries > 0 {
+            g = None;
+        }
+        let empty = ZSet::default();
+        let z = match value.as_ref() {
+            None if store => &empty,
+            None => {
+                w.array(0);
+                return Ok(());
+            }
+            Some(Value::ZSet(z)) => z,
+            Some(_) => return Err(Fail::Msg(WRONGTYPE)),
+        };
+        let items: Vec<&(Score, Box<[u8]>)> = if scores.is_some() || lex.is_some() {
+            let mut v: Vec<_> = z
+                .ordered()
+                .iter()
+                .filter(|(s, m)| {
+                    scores.is_none_or(|b| within(s.0, b))
+                        && lex.as_ref().is_none_or(|b| within_lex(m, b))
+                })
+                .collect();
+            if rev {
+                v.reverse();
+            }
+            if let Some((off, cnt)) = limit {
+                let off = usize::try_from(off).unwrap_or(usize::MAX);
+                let cnt = usize::try_from(cnt).unwrap_or(usize::MAX);
+                v = v.into_iter().skip(off).take(cnt).collect();
+            }
+            v
+        } else {
+            let (s, e) = range(ranks.0, ranks.1, z.len());
+            if rev {
+                z.ordered().iter().rev().skip(s).take(e - s).collect()
+            } else {
+                z.ordered().iter().skip(s).take(e - s).collect()
+            }
+        };
+        let len = items.len();
+        if !store {
+            scored_members(w, items.into_iter(), len, withscores);
             return Ok(());
         }
-        Some(Value::ZSet(z)) => z,
-        Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-    };
-    let items: Vec<&(Score, Box<[u8]>)> = if scores.is_some() || lex.is_some() {
-        let mut v: Vec<_> = z
-            .ordered()
-            .iter()
-            .filter(|(s, m)| {
-                scores.is_none_or(|b| within(s.0, b))
-                    && lex.as_ref().is_none_or(|b| within_lex(m, b))
-            })
-            .collect();
-        if rev {
-            v.reverse();
-        }
-        if let Some((off, cnt)) = limit {
-            let off = usize::try_from(off).unwrap_or(usize::MAX);
-            let cnt = usize::try_from(cnt).unwrap_or(usize::MAX);
-            v = v.into_iter().skip(off).take(cnt).collect();
-        }
-        v
-    } else {
-        let (s, e) = range(ranks.0, ranks.1, z.len());
-        if rev {
-            z.ordered().iter().rev().skip(s).take(e - s).collect()
-        } else {
-            z.ordered().iter().skip(s).take(e - s).collect()
-        }
-    };
-    let len = items.len();
-    if let Some(g) = g.as_mut() {
         let mut result = ZSet::default();
         for (s, m) in items {
             result.insert(m, s.0);
         }
-        store_result(g, dst, (len > 0).then(|| Value::ZSet(Arc::new(result))));
+        let stored = (len > 0).then(|| Value::ZSet(Arc::new(result)));
+        let g = match g {
+            Some(g) => g,
+            None => {
+                let was = [SameValue(value.clone())];
+                match relock_unchanged(db, held, &[dst, a[0]], read, &was)? {
+                    Some(g) => g,
+                    None => {
+                        unlocked_tries -= 1;
+                        continue;
+                    }
+                }
+            }
+        };
+        store_then_free(g, dst, stored);
         w.int(len as i64);
         return Ok(());
     }
-    scored_members(w, items.into_iter(), len, withscores);
-    Ok(())
+}
+
+/// A value read for a STORE form: equal to another only if both are
+/// missing or the same shared collection.
+struct SameValue(Option<Value>);
+
+impl PartialEq for SameValue {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same(b),
+            _ => false,
+        }
+    }
 }
 
 /// Whether `score` lies within the bounds `((lo, lo exclusive), (hi, hi
