@@ -720,6 +720,15 @@ struct CommandSpec {
     first_key: u8,
     last_key: i8,
     key_step: u8,
+    /// Redis's `write` flag: it may change the data (a script that called
+    /// one cannot be killed).
+    write: bool,
+    /// How many of its leading keys it changes in place (a collection it
+    /// adds to, removes from or reorders), whose shared value is copied
+    /// outside the lock first ([`lock`]): 1 for a write by default, 2 for
+    /// the moves between two keys, 0 for the commands that only replace or
+    /// delete their destination (the STORE forms, RENAME, COPY, DEL).
+    in_place: u8,
 }
 
 impl CommandSpec {
@@ -736,6 +745,26 @@ impl CommandSpec {
             first_key,
             last_key,
             key_step,
+            write: false,
+            in_place: 0,
+        }
+    }
+
+    /// Flagged `write`, changing its first key in place.
+    const fn write(self) -> Self {
+        Self {
+            write: true,
+            in_place: 1,
+            ..self
+        }
+    }
+
+    /// Flagged `write`, changing its first `keys` keys in place.
+    const fn write_in_place(self, keys: u8) -> Self {
+        Self {
+            write: true,
+            in_place: keys,
+            ..self
         }
     }
 
@@ -787,8 +816,8 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("config", -2, 0, 0, 0),
     CommandSpec::new("dbsize", 1, 0, 0, 0),
     CommandSpec::new("time", 1, 0, 0, 0),
-    CommandSpec::new("flushdb", -1, 0, 0, 0),
-    CommandSpec::new("flushall", -1, 0, 0, 0),
+    CommandSpec::new("flushdb", -1, 0, 0, 0).write_in_place(0),
+    CommandSpec::new("flushall", -1, 0, 0, 0).write_in_place(0),
     CommandSpec::new("multi", 1, 0, 0, 0),
     CommandSpec::new("exec", 1, 0, 0, 0),
     CommandSpec::new("discard", 1, 0, 0, 0),
@@ -796,86 +825,86 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("unwatch", 1, 0, 0, 0),
     CommandSpec::new("reset", 1, 0, 0, 0),
     CommandSpec::new("get", 2, 1, 1, 1),
-    CommandSpec::new("set", -3, 1, 1, 1),
-    CommandSpec::new("setex", 4, 1, 1, 1),
-    CommandSpec::new("psetex", 4, 1, 1, 1),
-    CommandSpec::new("setnx", 3, 1, 1, 1),
+    CommandSpec::new("set", -3, 1, 1, 1).write(),
+    CommandSpec::new("setex", 4, 1, 1, 1).write(),
+    CommandSpec::new("psetex", 4, 1, 1, 1).write(),
+    CommandSpec::new("setnx", 3, 1, 1, 1).write(),
     CommandSpec::new("mget", -2, 1, -1, 1),
-    CommandSpec::new("mset", -3, 1, -1, 2),
-    CommandSpec::new("msetnx", -3, 1, -1, 2),
-    CommandSpec::new("incr", 2, 1, 1, 1),
-    CommandSpec::new("incrby", 3, 1, 1, 1),
-    CommandSpec::new("decr", 2, 1, 1, 1),
-    CommandSpec::new("decrby", 3, 1, 1, 1),
-    CommandSpec::new("incrbyfloat", 3, 1, 1, 1),
-    CommandSpec::new("append", 3, 1, 1, 1),
+    CommandSpec::new("mset", -3, 1, -1, 2).write(),
+    CommandSpec::new("msetnx", -3, 1, -1, 2).write(),
+    CommandSpec::new("incr", 2, 1, 1, 1).write(),
+    CommandSpec::new("incrby", 3, 1, 1, 1).write(),
+    CommandSpec::new("decr", 2, 1, 1, 1).write(),
+    CommandSpec::new("decrby", 3, 1, 1, 1).write(),
+    CommandSpec::new("incrbyfloat", 3, 1, 1, 1).write(),
+    CommandSpec::new("append", 3, 1, 1, 1).write(),
     CommandSpec::new("strlen", 2, 1, 1, 1),
-    CommandSpec::new("getset", 3, 1, 1, 1),
-    CommandSpec::new("getdel", 2, 1, 1, 1),
+    CommandSpec::new("getset", 3, 1, 1, 1).write(),
+    CommandSpec::new("getdel", 2, 1, 1, 1).write(),
     CommandSpec::new("getrange", 4, 1, 1, 1),
-    CommandSpec::new("setbit", 4, 1, 1, 1),
+    CommandSpec::new("setbit", 4, 1, 1, 1).write(),
     CommandSpec::new("getbit", 3, 1, 1, 1),
     CommandSpec::new("bitcount", -2, 1, 1, 1),
     CommandSpec::new("bitpos", -3, 1, 1, 1),
-    CommandSpec::new("bitop", -4, 2, -1, 1),
-    CommandSpec::new("bitfield", -2, 1, 1, 1),
+    CommandSpec::new("bitop", -4, 2, -1, 1).write_in_place(0),
+    CommandSpec::new("bitfield", -2, 1, 1, 1).write(),
     CommandSpec::new("bitfield_ro", -2, 1, 1, 1),
     CommandSpec::new("substr", 4, 1, 1, 1),
     CommandSpec::new("lcs", -3, 1, 2, 1),
-    CommandSpec::new("copy", -3, 1, 2, 1),
+    CommandSpec::new("copy", -3, 1, 2, 1).write_in_place(0),
     CommandSpec::new("randomkey", 1, 0, 0, 0),
     CommandSpec::new("object", -2, 2, 2, 1),
-    CommandSpec::new("getex", -2, 1, 1, 1),
-    CommandSpec::new("setrange", 4, 1, 1, 1),
-    CommandSpec::new("del", -2, 1, -1, 1),
-    CommandSpec::new("unlink", -2, 1, -1, 1),
+    CommandSpec::new("getex", -2, 1, 1, 1).write(),
+    CommandSpec::new("setrange", 4, 1, 1, 1).write(),
+    CommandSpec::new("del", -2, 1, -1, 1).write_in_place(0),
+    CommandSpec::new("unlink", -2, 1, -1, 1).write_in_place(0),
     CommandSpec::new("exists", -2, 1, -1, 1),
     CommandSpec::new("touch", -2, 1, -1, 1),
-    CommandSpec::new("rename", 3, 1, 2, 1),
-    CommandSpec::new("renamenx", 3, 1, 2, 1),
-    CommandSpec::new("expire", -3, 1, 1, 1),
-    CommandSpec::new("pexpire", -3, 1, 1, 1),
-    CommandSpec::new("expireat", -3, 1, 1, 1),
-    CommandSpec::new("pexpireat", -3, 1, 1, 1),
+    CommandSpec::new("rename", 3, 1, 2, 1).write_in_place(0),
+    CommandSpec::new("renamenx", 3, 1, 2, 1).write_in_place(0),
+    CommandSpec::new("expire", -3, 1, 1, 1).write(),
+    CommandSpec::new("pexpire", -3, 1, 1, 1).write(),
+    CommandSpec::new("expireat", -3, 1, 1, 1).write(),
+    CommandSpec::new("pexpireat", -3, 1, 1, 1).write(),
     CommandSpec::new("ttl", 2, 1, 1, 1),
     CommandSpec::new("pttl", 2, 1, 1, 1),
-    CommandSpec::new("persist", 2, 1, 1, 1),
+    CommandSpec::new("persist", 2, 1, 1, 1).write(),
     CommandSpec::new("type", 2, 1, 1, 1),
     CommandSpec::new("scan", -2, 0, 0, 0),
     CommandSpec::new("keys", 2, 0, 0, 0),
-    CommandSpec::new("lpush", -3, 1, 1, 1),
-    CommandSpec::new("lpushx", -3, 1, 1, 1),
-    CommandSpec::new("lmpop", -4, 0, 0, 0),
-    CommandSpec::new("blmpop", -5, 0, 0, 0),
-    CommandSpec::new("zmpop", -4, 0, 0, 0),
-    CommandSpec::new("bzmpop", -5, 0, 0, 0),
-    CommandSpec::new("rpushx", -3, 1, 1, 1),
-    CommandSpec::new("rpush", -3, 1, 1, 1),
-    CommandSpec::new("lpop", -2, 1, 1, 1),
-    CommandSpec::new("rpop", -2, 1, 1, 1),
+    CommandSpec::new("lpush", -3, 1, 1, 1).write(),
+    CommandSpec::new("lpushx", -3, 1, 1, 1).write(),
+    CommandSpec::new("lmpop", -4, 0, 0, 0).write(),
+    CommandSpec::new("blmpop", -5, 0, 0, 0).write(),
+    CommandSpec::new("zmpop", -4, 0, 0, 0).write(),
+    CommandSpec::new("bzmpop", -5, 0, 0, 0).write(),
+    CommandSpec::new("rpushx", -3, 1, 1, 1).write(),
+    CommandSpec::new("rpush", -3, 1, 1, 1).write(),
+    CommandSpec::new("lpop", -2, 1, 1, 1).write(),
+    CommandSpec::new("rpop", -2, 1, 1, 1).write(),
     CommandSpec::new("lrange", 4, 1, 1, 1),
     CommandSpec::new("llen", 2, 1, 1, 1),
     CommandSpec::new("lindex", 3, 1, 1, 1),
-    CommandSpec::new("lset", 4, 1, 1, 1),
-    CommandSpec::new("ltrim", 4, 1, 1, 1),
-    CommandSpec::new("lrem", 4, 1, 1, 1),
-    CommandSpec::new("lmove", 5, 1, 2, 1),
-    CommandSpec::new("rpoplpush", 3, 1, 2, 1),
-    CommandSpec::new("hset", -4, 1, 1, 1),
-    CommandSpec::new("hmset", -4, 1, 1, 1),
+    CommandSpec::new("lset", 4, 1, 1, 1).write(),
+    CommandSpec::new("ltrim", 4, 1, 1, 1).write(),
+    CommandSpec::new("lrem", 4, 1, 1, 1).write(),
+    CommandSpec::new("lmove", 5, 1, 2, 1).write_in_place(2),
+    CommandSpec::new("rpoplpush", 3, 1, 2, 1).write_in_place(2),
+    CommandSpec::new("hset", -4, 1, 1, 1).write(),
+    CommandSpec::new("hmset", -4, 1, 1, 1).write(),
     CommandSpec::new("hget", 3, 1, 1, 1),
     CommandSpec::new("hstrlen", 3, 1, 1, 1),
     CommandSpec::new("hmget", -3, 1, 1, 1),
     CommandSpec::new("hgetall", 2, 1, 1, 1),
     CommandSpec::new("hkeys", 2, 1, 1, 1),
     CommandSpec::new("hvals", 2, 1, 1, 1),
-    CommandSpec::new("hsetnx", 4, 1, 1, 1),
-    CommandSpec::new("hdel", -3, 1, 1, 1),
-    CommandSpec::new("hincrby", 4, 1, 1, 1),
+    CommandSpec::new("hsetnx", 4, 1, 1, 1).write(),
+    CommandSpec::new("hdel", -3, 1, 1, 1).write(),
+    CommandSpec::new("hincrby", 4, 1, 1, 1).write(),
     CommandSpec::new("hlen", 2, 1, 1, 1),
     CommandSpec::new("hexists", 3, 1, 1, 1),
-    CommandSpec::new("sadd", -3, 1, 1, 1),
-    CommandSpec::new("srem", -3, 1, 1, 1),
+    CommandSpec::new("sadd", -3, 1, 1, 1).write(),
+    CommandSpec::new("srem", -3, 1, 1, 1).write(),
     CommandSpec::new("smembers", 2, 1, 1, 1),
     CommandSpec::new("sismember", 3, 1, 1, 1),
     CommandSpec::new("smismember", -3, 1, 1, 1),
@@ -883,12 +912,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("sintercard", -3, 0, 0, 0),
     CommandSpec::new("sunion", -2, 1, -1, 1),
     CommandSpec::new("sdiff", -2, 1, -1, 1),
-    CommandSpec::new("smove", 4, 1, 2, 1),
+    CommandSpec::new("smove", 4, 1, 2, 1).write_in_place(2),
     CommandSpec::new("scard", 2, 1, 1, 1),
-    CommandSpec::new("spop", -2, 1, 1, 1),
-    CommandSpec::new("zunionstore", -4, 1, 1, 1),
-    CommandSpec::new("zinterstore", -4, 1, 1, 1),
-    CommandSpec::new("zdiffstore", -4, 1, 1, 1),
+    CommandSpec::new("spop", -2, 1, 1, 1).write(),
+    CommandSpec::new("zunionstore", -4, 1, 1, 1).write_in_place(0),
+    CommandSpec::new("zinterstore", -4, 1, 1, 1).write_in_place(0),
+    CommandSpec::new("zdiffstore", -4, 1, 1, 1).write_in_place(0),
     CommandSpec::new("zunion", -3, 0, 0, 0),
     CommandSpec::new("zinter", -3, 0, 0, 0),
     CommandSpec::new("zdiff", -3, 0, 0, 0),
@@ -896,29 +925,29 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zmscore", -3, 1, 1, 1),
     CommandSpec::new("zrandmember", -2, 1, 1, 1),
     CommandSpec::new("hrandfield", -2, 1, 1, 1),
-    CommandSpec::new("sort", -2, 1, 1, 1),
+    CommandSpec::new("sort", -2, 1, 1, 1).write_in_place(0),
     CommandSpec::new("sort_ro", -2, 1, 1, 1),
-    CommandSpec::new("zrangestore", -5, 1, 2, 1),
-    CommandSpec::new("zadd", -4, 1, 1, 1),
+    CommandSpec::new("zrangestore", -5, 1, 2, 1).write_in_place(0),
+    CommandSpec::new("zadd", -4, 1, 1, 1).write(),
     CommandSpec::new("zrange", -4, 1, 1, 1),
     CommandSpec::new("zrangebyscore", -4, 1, 1, 1),
-    CommandSpec::new("zrem", -3, 1, 1, 1),
-    CommandSpec::new("zincrby", 4, 1, 1, 1),
+    CommandSpec::new("zrem", -3, 1, 1, 1).write(),
+    CommandSpec::new("zincrby", 4, 1, 1, 1).write(),
     CommandSpec::new("zcard", 2, 1, 1, 1),
-    CommandSpec::new("zpopmin", -2, 1, 1, 1),
-    CommandSpec::new("zpopmax", -2, 1, 1, 1),
+    CommandSpec::new("zpopmin", -2, 1, 1, 1).write(),
+    CommandSpec::new("zpopmax", -2, 1, 1, 1).write(),
     CommandSpec::new("zrank", 3, 1, 1, 1),
     CommandSpec::new("zrevrank", 3, 1, 1, 1),
     CommandSpec::new("zcount", 4, 1, 1, 1),
     CommandSpec::new("zrevrange", -4, 1, 1, 1),
     CommandSpec::new("zscore", 3, 1, 1, 1),
-    CommandSpec::new("sinterstore", -3, 1, -1, 1),
-    CommandSpec::new("sunionstore", -3, 1, -1, 1),
-    CommandSpec::new("sdiffstore", -3, 1, -1, 1),
+    CommandSpec::new("sinterstore", -3, 1, -1, 1).write_in_place(0),
+    CommandSpec::new("sunionstore", -3, 1, -1, 1).write_in_place(0),
+    CommandSpec::new("sdiffstore", -3, 1, -1, 1).write_in_place(0),
     CommandSpec::new("srandmember", -2, 1, 1, 1),
-    CommandSpec::new("hincrbyfloat", 4, 1, 1, 1),
+    CommandSpec::new("hincrbyfloat", 4, 1, 1, 1).write(),
     CommandSpec::new("lpos", -3, 1, 1, 1),
-    CommandSpec::new("linsert", 5, 1, 1, 1),
+    CommandSpec::new("linsert", 5, 1, 1, 1).write(),
     CommandSpec::new("expiretime", 2, 1, 1, 1),
     CommandSpec::new("pexpiretime", 2, 1, 1, 1),
     CommandSpec::new("wait", 3, 0, 0, 0),
@@ -928,19 +957,19 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("hscan", -3, 1, 1, 1),
     CommandSpec::new("sscan", -3, 1, 1, 1),
     CommandSpec::new("zscan", -3, 1, 1, 1),
-    CommandSpec::new("blpop", -3, 1, -2, 1),
-    CommandSpec::new("brpop", -3, 1, -2, 1),
-    CommandSpec::new("blmove", 6, 1, 2, 1),
-    CommandSpec::new("brpoplpush", 4, 1, 2, 1),
+    CommandSpec::new("blpop", -3, 1, -2, 1).write(),
+    CommandSpec::new("brpop", -3, 1, -2, 1).write(),
+    CommandSpec::new("blmove", 6, 1, 2, 1).write_in_place(2),
+    CommandSpec::new("brpoplpush", 4, 1, 2, 1).write_in_place(2),
     CommandSpec::new("zrangebylex", -4, 1, 1, 1),
     CommandSpec::new("zrevrangebylex", -4, 1, 1, 1),
     CommandSpec::new("zlexcount", 4, 1, 1, 1),
-    CommandSpec::new("bzpopmin", -3, 1, -2, 1),
-    CommandSpec::new("bzpopmax", -3, 1, -2, 1),
+    CommandSpec::new("bzpopmin", -3, 1, -2, 1).write(),
+    CommandSpec::new("bzpopmax", -3, 1, -2, 1).write(),
     CommandSpec::new("zrevrangebyscore", -4, 1, 1, 1),
-    CommandSpec::new("zremrangebyscore", 4, 1, 1, 1),
-    CommandSpec::new("zremrangebyrank", 4, 1, 1, 1),
-    CommandSpec::new("zremrangebylex", 4, 1, 1, 1),
+    CommandSpec::new("zremrangebyscore", 4, 1, 1, 1).write(),
+    CommandSpec::new("zremrangebyrank", 4, 1, 1, 1).write(),
+    CommandSpec::new("zremrangebylex", 4, 1, 1, 1).write(),
     CommandSpec::new("eval", -3, 0, 0, 0),
     CommandSpec::new("evalsha", -3, 0, 0, 0),
     CommandSpec::new("script", -2, 0, 0, 0),
@@ -950,12 +979,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("punsubscribe", -1, 0, 0, 0),
     CommandSpec::new("publish", 3, 0, 0, 0),
     CommandSpec::new("pubsub", -2, 0, 0, 0),
-    CommandSpec::new("xadd", -5, 1, 1, 1),
+    CommandSpec::new("xadd", -5, 1, 1, 1).write(),
     CommandSpec::new("xlen", 2, 1, 1, 1),
     CommandSpec::new("xrange", -4, 1, 1, 1),
     CommandSpec::new("xrevrange", -4, 1, 1, 1),
-    CommandSpec::new("xdel", -3, 1, 1, 1),
-    CommandSpec::new("xtrim", -4, 1, 1, 1),
+    CommandSpec::new("xdel", -3, 1, 1, 1).write(),
+    CommandSpec::new("xtrim", -4, 1, 1, 1).write(),
     // Its keys follow STREAMS: found by the command, not the table.
     CommandSpec::new("xread", -4, 0, 0, 0),
 ];
@@ -982,112 +1011,6 @@ fn spec_index(name: &[u8]) -> Option<usize> {
                 .collect()
         });
     BY_NAME.get(name).copied()
-}
-
-/// Whether command `name` (lowercase) is one Redis 7 flags `write`: it may
-/// change the data (a script that called one cannot be killed).
-fn writes(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"set"
-            | b"setex"
-            | b"psetex"
-            | b"setnx"
-            | b"mset"
-            | b"msetnx"
-            | b"getset"
-            | b"getdel"
-            | b"getex"
-            | b"append"
-            | b"setrange"
-            | b"incr"
-            | b"incrby"
-            | b"decr"
-            | b"decrby"
-            | b"incrbyfloat"
-            | b"setbit"
-            | b"bitop"
-            | b"bitfield"
-            | b"copy"
-            | b"del"
-            | b"unlink"
-            | b"rename"
-            | b"renamenx"
-            | b"expire"
-            | b"pexpire"
-            | b"expireat"
-            | b"pexpireat"
-            | b"persist"
-            | b"flushdb"
-            | b"flushall"
-            | b"lpush"
-            | b"lpushx"
-            | b"rpush"
-            | b"rpushx"
-            | b"lpop"
-            | b"rpop"
-            | b"lset"
-            | b"ltrim"
-            | b"lrem"
-            | b"linsert"
-            | b"lmove"
-            | b"rpoplpush"
-            | b"lmpop"
-            | b"blmpop"
-            | b"blpop"
-            | b"brpop"
-            | b"blmove"
-            | b"brpoplpush"
-            | b"hset"
-            | b"hmset"
-            | b"hsetnx"
-            | b"hdel"
-            | b"hincrby"
-            | b"hincrbyfloat"
-            | b"sadd"
-            | b"srem"
-            | b"smove"
-            | b"spop"
-            | b"sinterstore"
-            | b"sunionstore"
-            | b"sdiffstore"
-            | b"zadd"
-            | b"zrem"
-            | b"zincrby"
-            | b"zpopmin"
-            | b"zpopmax"
-            | b"bzpopmin"
-            | b"bzpopmax"
-            | b"zmpop"
-            | b"bzmpop"
-            | b"zunionstore"
-            | b"zinterstore"
-            | b"zdiffstore"
-            | b"zrangestore"
-            | b"zremrangebyscore"
-            | b"zremrangebyrank"
-            | b"zremrangebylex"
-            | b"sort"
-            | b"xadd"
-            | b"xdel"
-            | b"xtrim"
-    )
-}
-
-/// How many of command `name`'s leading keys it changes in place (a
-/// collection it adds to, removes from or reorders), where a shared value
-/// is copied first: 2 for the moves between two keys, 0 for the commands
-/// that only replace or delete their destination (the STORE forms, RENAME,
-/// COPY, DEL), 1 for every other command Redis flags `write`, 0 for the
-/// rest.
-fn keys_changed_in_place(name: &[u8]) -> usize {
-    match name {
-        b"smove" | b"lmove" | b"rpoplpush" | b"blmove" | b"brpoplpush" => 2,
-        b"del" | b"unlink" | b"rename" | b"renamenx" | b"copy" | b"sinterstore"
-        | b"sunionstore" | b"sdiffstore" | b"zunionstore" | b"zinterstore" | b"zdiffstore"
-        | b"zrangestore" | b"sort" | b"bitop" | b"flushdb" | b"flushall" => 0,
-        _ => usize::from(writes(name)),
-    }
 }
 
 /// Whether `words` words (the name counted) fit the arity of command
@@ -1182,7 +1105,7 @@ pub fn execute(
     }
     let start = w.out.len();
     let t0 = std::time::Instant::now();
-    CHANGING.set(index.map_or(0, |i| usize::from(CHANGES_IN_PLACE[i])));
+    CHANGING.set(index.map_or(0, |i| usize::from(COMMANDS[i].in_place)));
     let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
     if let Some(index) = index {
         db.commands().record(
@@ -1233,19 +1156,11 @@ fn unknown(w: &mut Reply<'_>, raw_name: &[u8], args: &[&[u8]]) {
 
 thread_local! {
     /// How many leading keys the command this thread runs (outside EXEC
-    /// and scripts) changes in place ([`keys_changed_in_place`]): [`lock`]
+    /// and scripts) changes in place ([`CommandSpec::in_place`]): [`lock`]
     /// copies a shared value of those outside the lock. Set by [`execute`]
     /// from the command table.
     static CHANGING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
-
-/// Per command of the table, [`keys_changed_in_place`].
-static CHANGES_IN_PLACE: std::sync::LazyLock<Box<[u8]>> = std::sync::LazyLock::new(|| {
-    COMMANDS
-        .iter()
-        .map(|c| keys_changed_in_place(c.name.as_bytes()) as u8)
-        .collect()
-});
 
 #[cfg(test)]
 thread_local! {
@@ -1818,6 +1733,27 @@ mod tests {
             run_words(&db, &mut s, &[b"EVAL", b"return 7", b"0"]),
             ":7\r\n"
         );
+    }
+
+    #[test]
+    fn the_command_table_flags_writes_and_the_keys_they_change_in_place() {
+        let flags = |name: &str| spec(name.as_bytes()).map(|c| (c.write, c.in_place));
+        for (name, want) in [
+            ("get", (false, 0)),
+            ("lrange", (false, 0)),
+            ("set", (true, 1)),
+            ("lpush", (true, 1)),
+            ("zadd", (true, 1)),
+            ("smove", (true, 2)),
+            ("lmove", (true, 2)),
+            ("sunionstore", (true, 0)),
+            ("zrangestore", (true, 0)),
+            ("del", (true, 0)),
+            ("rename", (true, 0)),
+            ("publish", (false, 0)),
+        ] {
+            assert_eq!(flags(name), Some(want), "{name}");
+        }
     }
 
     #[test]

@@ -538,7 +538,7 @@ fn redis_call(
             b"ERR Script attempted to access a key not declared in its KEYS (psp runs a script under the locks of its declared keys)",
         );
     }
-    if super::writes(&name) {
+    if command.write {
         ctx.run.wrote();
     }
     let mut scratch = std::mem::take(&mut ctx.scratch);
