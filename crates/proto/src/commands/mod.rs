@@ -1711,6 +1711,19 @@ mod tests {
                 until_busy(&db);
                 assert_eq!(run_line(&db, &mut s, "GET k"), BUSY_REPLY);
                 assert_eq!(run_line(&db, &mut s, "FLUSHALL"), BUSY_REPLY);
+                // A transaction (it takes every shard) is discarded, in
+                // Redis's words.
+                let mut t = Session::default();
+                assert_eq!(run_line(&db, &mut t, "MULTI"), "+OK\r\n");
+                assert_eq!(run_line(&db, &mut t, "SET k v"), "+QUEUED\r\n");
+                assert_eq!(
+                    run_line(&db, &mut t, "EXEC"),
+                    format!(
+                        "-EXECABORT Transaction discarded because of: {}",
+                        &BUSY_REPLY[1..]
+                    )
+                );
+                assert_eq!(run_line(&db, &mut t, "EXEC"), "-ERR EXEC without MULTI\r\n");
                 assert_eq!(run_line(&db, &mut s, &format!("SET {other} v")), "+OK\r\n");
                 assert_eq!(run_line(&db, &mut s, "SCRIPT KILL"), "+OK\r\n");
                 let reply = script.join().expect("the script's thread");

@@ -74,7 +74,20 @@ fn exec(db: &Db, session: &mut Session, w: &mut Reply<'_>, point: &mut dyn FnMut
     }
     // Every shard: the block runs as one command, and the WATCH check sees
     // what it runs on. A block that may grow the data finds room first.
-    let mut g = db.lock_all(true)?;
+    let mut g = match db.lock_all(true) {
+        Ok(g) => g,
+        // Redis's words for a transaction that meets a busy script.
+        Err(crate::db::Refused::Busy) => {
+            return Err(Fail::Owned(
+                [
+                    &b"EXECABORT Transaction discarded because of: "[..],
+                    crate::busy::BUSY,
+                ]
+                .concat(),
+            ));
+        }
+        Err(refused) => return Err(refused.into()),
+    };
     if watched.iter().any(|(k, v)| g.version(k) != *v) {
         w.nil_array();
         return Ok(());
