@@ -36,6 +36,15 @@ fn run<H: Handler + 'static>(
     workers: usize,
     make: impl FnMut(usize) -> H + Send + 'static,
 ) -> Result<psp_runtime::RunReport, RuntimeError> {
+    run_with(cfg(workers), policy, make)
+}
+
+fn run_with<H: Handler + 'static>(
+    cfg: RuntimeConfig,
+    policy: &str,
+    make: impl FnMut(usize) -> H + Send + 'static,
+) -> Result<psp_runtime::RunReport, RuntimeError> {
+    let workers = cfg.workers;
     let w = Workload::fixed("mix", &[("short", 5.0, 0.9), ("long", 50.0, 0.1)]);
     let arrivals = Box::new(PoissonArrivals::new(
         &w,
@@ -47,7 +56,7 @@ fn run<H: Handler + 'static>(
     let policy = policy.to_string();
     within(Duration::from_secs(60), move || {
         psp_runtime::run(
-            &cfg(workers),
+            &cfg,
             &policy.parse().unwrap(),
             types,
             arrivals,
@@ -135,4 +144,64 @@ fn the_thread_layout_names_each_thread_and_its_core() {
         describe(InlineWorker::Off, vec![0, 1, 1]),
         "dispatcher on core 0, worker 0 on core 1, worker 1 on core 1 (3 threads, 2 cores; polling passes yield)"
     );
+}
+
+/// Records which thread served each type, then spins as the synthetic
+/// handler does.
+struct WhereServed {
+    spin: SpinHandler,
+    seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<(u16, String)>>>,
+}
+
+impl Handler for WhereServed {
+    fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
+        let thread = std::thread::current().name().unwrap_or("?").to_string();
+        self.seen.lock().unwrap().insert((ctx.type_id, thread));
+        self.spin.handle(ctx)
+    }
+}
+
+/// Jobs of an open-ended type that the policy gives worker 0 run on its
+/// spare thread (the dispatcher's thread goes on reading), the others on
+/// the dispatcher's thread, and every request is still answered exactly
+/// once: worker 0's handler, I/O and completions pass between the two
+/// threads for every open-ended job (about a hundred a run).
+#[test]
+fn worker_0s_open_ended_jobs_run_on_its_spare_thread_and_every_request_is_answered_once() {
+    let spinner = Spinner::calibrate(Duration::from_millis(10));
+    for (policy, workers) in [("c-fcfs", 1), ("c-fcfs", 2)] {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+        let record = seen.clone();
+        let cfg = RuntimeConfig {
+            open_ended_types: vec![1],
+            ..cfg(workers)
+        };
+        let r = run_with(cfg, policy, move |_| WhereServed {
+            spin: SpinHandler::new(spinner),
+            seen: record.clone(),
+        })
+        .expect("run");
+        let c = &r.dispatcher.counts;
+        assert!(r.inline_worker, "{policy}");
+        assert!(c.arrived > 1_000, "{policy}: {c:?}");
+        assert_eq!(c.arrived, c.completed + c.shed, "{policy}: {c:?}");
+        assert_eq!(c.stranded, 0, "{policy}: {c:?}");
+        let seen = seen.lock().unwrap();
+        assert!(
+            seen.contains(&(1, "psp-worker-0-spare".to_string())),
+            "{policy}: {seen:?}"
+        );
+        assert!(
+            seen.contains(&(0, "psp-dispatcher".to_string())),
+            "{policy}: {seen:?}"
+        );
+        assert!(
+            !seen.contains(&(1, "psp-dispatcher".to_string())),
+            "{policy}: an open-ended job ran on the dispatcher's thread: {seen:?}"
+        );
+        assert!(
+            !seen.contains(&(0, "psp-worker-0-spare".to_string())),
+            "{policy}: {seen:?}"
+        );
+    }
 }
