@@ -177,19 +177,17 @@ impl RunningScripts {
     /// Whether a script past the threshold holds shard `i`: a command
     /// waiting for it answers BUSY.
     pub fn busy_on(&self, i: usize) -> bool {
-        if self.running.load(Ordering::Relaxed) == 0 {
-            return false;
-        }
-        let threshold = self.threshold();
-        self.runs
-            .lock()
-            .iter()
-            .any(|r| r.shards.contains(i) && r.started.elapsed() >= threshold)
+        self.any_past_threshold(|r| r.shards.contains(i))
     }
 
     /// Whether any script runs past the threshold (a command that needs
     /// every shard answers BUSY at once rather than clear some of them).
     pub fn any_busy(&self) -> bool {
+        self.any_past_threshold(|_| true)
+    }
+
+    /// Whether a script past the threshold is one `which` picks.
+    fn any_past_threshold(&self, which: impl Fn(&ScriptRun) -> bool) -> bool {
         if self.running.load(Ordering::Relaxed) == 0 {
             return false;
         }
@@ -197,7 +195,16 @@ impl RunningScripts {
         self.runs
             .lock()
             .iter()
-            .any(|r| r.started.elapsed() >= threshold)
+            .any(|r| which(r) && r.started.elapsed() >= threshold)
+    }
+
+    /// What `SHUTDOWN NOSAVE` does to scripts: asks every running script to
+    /// stop, written or not (the server's own end; `SCRIPT KILL` spares
+    /// writers).
+    pub fn stop_all(&self) {
+        for r in self.runs.lock().iter() {
+            r.kill.store(true, Ordering::Relaxed);
+        }
     }
 
     /// `SCRIPT KILL`: asks every script past the threshold that has not
