@@ -124,7 +124,7 @@ impl InlineWorker {
             InlineWorker::Auto => Ok(central && workers + 1 >= cores),
             InlineWorker::On if central => Ok(true),
             InlineWorker::On => Err(
-                "worker 0 can run on the dispatcher's thread only under a policy whose dispatcher decides every dispatch and runs each request to completion (c-fcfs, fp, edf, darc, darc-fair, ...)".into(),
+                "worker 0 can run on the dispatcher's thread only under a policy whose dispatcher decides every dispatch and runs each request to completion (c-fcfs, fp, edf, darc, ...; not a preemptive one such as darc-fair, darc-lend, ts or concord)".into(),
             ),
         }
     }

@@ -243,3 +243,110 @@ fn past_the_bound_on_held_requests_a_request_is_answered_busy_and_counted() {
         assert_eq!(String::from_utf8_lossy(got), want, "get {i}, {:?}", r.net);
     }
 }
+
+/// memcaslap's shape: `CLIENTS` sockets, each with one request in flight
+/// at a time under a request id that changes with every request (memcaslap
+/// aborts on a reply with any other id). Each socket sets and reads its own
+/// key: a reply must come to the socket that asked, under the id it asked
+/// with, and name that socket's key and value.
+fn closed_loop_clients(policy: &str) -> ServerReport {
+    const CLIENTS: u16 = 24;
+    const ROUNDS: u16 = 60;
+    let s = server(policy, 1024);
+    let socks: Vec<UdpSocket> = (0..CLIENTS)
+        .map(|_| {
+            let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+            c.set_nonblocking(true).unwrap();
+            c
+        })
+        .collect();
+    // (request id, expected reply) of each socket's request in flight.
+    let mut waiting: Vec<Option<(u16, Vec<u8>)>> = vec![None; socks.len()];
+    let mut next_id: u16 = 1;
+    let mut done = vec![0u16; socks.len()];
+    let send = |i: usize, round: u16, id: u16| {
+        let key = format!("own{i}");
+        let v = format!("{policy}-{i}-{round}");
+        let (body, want) = if round.is_multiple_of(2) {
+            (
+                format!("set {key} 0 0 {}\r\n{v}\r\n", v.len()),
+                "STORED\r\n".to_string(),
+            )
+        } else {
+            let v = format!("{policy}-{i}-{}", round - 1);
+            (
+                format!("get {key}\r\n"),
+                format!("VALUE {key} 0 {}\r\n{v}\r\nEND\r\n", v.len()),
+            )
+        };
+        socks[i]
+            .send_to(&frame(id, body.as_bytes()), s.local_addr())
+            .unwrap();
+        (id, want.into_bytes())
+    };
+    for (i, w) in waiting.iter_mut().enumerate() {
+        *w = Some(send(i, 0, next_id));
+        next_id = next_id.wrapping_add(1);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut buf = [0u8; 2048];
+    while done.iter().any(|&d| d < ROUNDS) {
+        assert!(Instant::now() < deadline, "{policy}: rounds done {done:?}");
+        let mut any = false;
+        for (i, c) in socks.iter().enumerate() {
+            let Ok((len, from)) = c.recv_from(&mut buf) else {
+                continue;
+            };
+            any = true;
+            assert_eq!(from, s.local_addr(), "{policy}: a reply from elsewhere");
+            let id = u16::from_be_bytes([buf[0], buf[1]]);
+            let (want_id, want) = waiting[i].take().unwrap_or_else(|| {
+                panic!("{policy}: socket {i} got reply {id} with nothing in flight")
+            });
+            assert_eq!(id, want_id, "{policy}: socket {i}, round {}", done[i]);
+            assert_eq!(
+                String::from_utf8_lossy(&buf[8..len]),
+                String::from_utf8_lossy(&want),
+                "{policy}: socket {i}, round {}",
+                done[i]
+            );
+            done[i] += 1;
+            if done[i] < ROUNDS {
+                waiting[i] = Some(send(i, done[i], next_id));
+                next_id = next_id.wrapping_add(1);
+            }
+        }
+        if !any {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    // Nothing more comes: no socket gets a second reply.
+    std::thread::sleep(Duration::from_millis(50));
+    for (i, c) in socks.iter().enumerate() {
+        assert!(
+            c.recv_from(&mut buf).is_err(),
+            "{policy}: socket {i}: a reply too many"
+        );
+    }
+    let r = s.stop().unwrap();
+    assert_balanced(&r);
+    assert_eq!(
+        r.dispatcher.counts.completed,
+        u64::from(CLIENTS) * u64::from(ROUNDS),
+        "{policy}"
+    );
+    r
+}
+
+#[test]
+fn each_reply_reaches_the_socket_that_asked_under_its_request_id() {
+    for policy in [
+        "c-fcfs",
+        "darc-fair",
+        "darc",
+        "c-fcfs+inline",
+        "darc+inline",
+    ] {
+        closed_loop_clients(policy);
+    }
+}
