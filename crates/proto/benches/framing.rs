@@ -1,7 +1,11 @@
 //! The net thread's per-request protocol work, framing and classifying a
 //! pipelined buffer, called directly and through the registry's
 //! `&dyn Protocol` (what the TCP front end calls): the registry must cost
-//! nothing a request would notice.
+//! nothing a request would notice. And a pipelined request's whole protocol
+//! path through the registry (`path/*`): the net thread's framing,
+//! classification and blocking check, then the worker's split of the batch
+//! and its execution against the in-memory store, as `psp serve` runs them
+//! (docs/results.md, "Parse once").
 //!
 //! Run: `cargo bench -p psp-proto --features bench --bench framing -- --warm-up-time 1
 //! --measurement-time 3`
@@ -97,5 +101,51 @@ fn framing(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, framing);
+/// The whole protocol path of every request of `buf`: what the net thread
+/// asks of the protocol, then what the worker does with the batch.
+fn path(
+    p: &dyn Protocol,
+    buf: &[u8],
+    db: &psp_proto::db::Db,
+    sessions: &psp_proto::commands::Sessions,
+    out: &mut Vec<u8>,
+) -> usize {
+    let max = 1 << 20;
+    let (mut at, mut state, mut sum) = (0, 0u32, 0usize);
+    while let Ok(Some(n)) = p.request_len(&buf[at..], max) {
+        let one = &buf[at..at + n];
+        sum += usize::from(p.classify(one, &mut state)) + usize::from(p.may_block(one));
+        at += n;
+    }
+    let mut rest = buf;
+    out.clear();
+    while !rest.is_empty() {
+        let n = match p.request_len(rest, rest.len()) {
+            Ok(Some(n)) => n,
+            _ => rest.len(),
+        };
+        let (one, after) = rest.split_at(n);
+        rest = after;
+        let _ = p.execute_db(one, db, sessions, 1 << 32 | 1, out, &mut || {});
+    }
+    sum + out.len()
+}
+
+fn request_path(c: &mut Criterion) {
+    let (r, m) = buffers();
+    let mut g = c.benchmark_group("path");
+    g.throughput(Throughput::Elements(REQUESTS as u64));
+    for (name, buf) in [("resp", &r), ("memcache", &m)] {
+        let p: &dyn Protocol = black_box(psp_proto::find(name).expect("registered").protocol);
+        let db = psp_proto::db::Db::default();
+        let sessions = psp_proto::commands::Sessions::new(4);
+        let mut out = Vec::with_capacity(1 << 16);
+        g.bench_function(name, |b| {
+            b.iter(|| path(p, black_box(buf), &db, &sessions, &mut out));
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, framing, request_path);
 criterion_main!(benches);

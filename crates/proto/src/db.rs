@@ -732,6 +732,30 @@ pub struct DbStats {
     pub expired: u64,
 }
 
+thread_local! {
+    /// When the command running on this thread started
+    /// ([`CommandTime::start`]): the time its locks see.
+    static COMMAND_TIME: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// The running command's time on this thread, from [`CommandTime::start`]
+/// until it is dropped (then the time of the command around it, if any: a
+/// script's `redis.call`).
+pub(crate) struct CommandTime(Option<Instant>);
+
+impl CommandTime {
+    /// The command on this thread started at `at`.
+    pub(crate) fn start(at: Instant) -> Self {
+        CommandTime(COMMAND_TIME.replace(Some(at)))
+    }
+}
+
+impl Drop for CommandTime {
+    fn drop(&mut self) {
+        COMMAND_TIME.set(self.0);
+    }
+}
+
 impl Db {
     /// An empty database.
     pub fn new(cfg: DbConfig) -> Self {
@@ -786,8 +810,8 @@ impl Db {
         self.start_unix_ms + self.start.elapsed().as_millis() as u64
     }
 
-    fn lru_now(&self) -> u32 {
-        (self.start.elapsed().as_millis() as u64 / LRU_TICK_MS) as u32 & LRU_CLOCK
+    fn lru_at(since_start: std::time::Duration) -> u32 {
+        (since_start.as_millis() as u64 / LRU_TICK_MS) as u32 & LRU_CLOCK
     }
 
     /// Keys now (expired ones not yet removed included).
@@ -857,10 +881,16 @@ impl Db {
         if grows {
             self.make_room()?;
         }
-        let mut idx: smallvec::SmallVec<[usize; 8]> =
-            keys.into_iter().map(|k| self.shard_of(k)).collect();
-        idx.sort_unstable();
-        idx.dedup();
+        // Ascending and distinct as they come: a few keys (MGET's, MSET's)
+        // are put in place without a general sort, and there are at most
+        // SHARDS places.
+        let mut idx: smallvec::SmallVec<[usize; 8]> = smallvec::SmallVec::new();
+        for k in keys {
+            let i = self.shard_of(k);
+            if let Err(at) = idx.binary_search(&i) {
+                idx.insert(at, i);
+            }
+        }
         let locks = idx
             .into_iter()
             .map(|i| Ok((i, self.shard_lock(i)?)))
@@ -918,11 +948,18 @@ impl Db {
     }
 
     fn guard<'a>(&'a self, locks: Held<'a>) -> Guard<'a> {
+        // The running command's time, as Redis's commands see one time
+        // (keys do not expire in the middle of one); one clock reading
+        // otherwise.
+        let since_start = match COMMAND_TIME.get() {
+            Some(t) => t.saturating_duration_since(self.start),
+            None => self.start.elapsed(),
+        };
         Guard {
             db: self,
             locks,
-            now_ms: self.now_ms(),
-            lru: self.lru_now(),
+            now_ms: self.start_unix_ms + since_start.as_millis() as u64,
+            lru: Self::lru_at(since_start),
         }
     }
 

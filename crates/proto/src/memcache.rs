@@ -190,6 +190,16 @@ fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
     line.split(|&b| b == b' ').filter(|t| !t.is_empty())
 }
 
+/// The last of [`tokens`], read from the end (no pass over the line).
+fn last_token(line: &[u8]) -> Option<&[u8]> {
+    let end = line.iter().rposition(|&b| b != b' ')? + 1;
+    let start = line[..end]
+        .iter()
+        .rposition(|&b| b == b' ')
+        .map_or(0, |i| i + 1);
+    Some(&line[start..end])
+}
+
 /// Whether memcached takes `key`: at most [`MAX_KEY`] bytes (its tokenizer splits on
 /// spaces only, so any other byte may be in a key).
 fn key_fits(key: &[u8]) -> bool {
@@ -282,7 +292,7 @@ fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
         MAX_LINE
     };
     let scan = &buf[..buf.len().min(limit.saturating_add(2))];
-    let Some(nl) = scan.iter().position(|&b| b == b'\n') else {
+    let Some(nl) = memchr::memchr(b'\n', scan) else {
         return if scan.len() == limit.saturating_add(2) {
             Err(McError::LineTooLong)
         } else {
@@ -294,7 +304,7 @@ fn frame(buf: &[u8], max: usize) -> Result<Option<Frame<'_>>, McError> {
         return Err(McError::LineTooLong);
     }
     let line_end = nl + 1;
-    let quiet = tokens(line).last() == Some(b"noreply");
+    let quiet = last_token(line) == Some(b"noreply");
     let mut toks = tokens(line);
     let cmd = toks.next().unwrap_or_default();
     if matches!(cmd, b"get" | b"gets" | b"gat" | b"gats") {
@@ -392,10 +402,7 @@ pub fn request_len(buf: &[u8], max: usize) -> Result<Option<usize>, McError> {
 /// never allocates.
 pub fn classify(req: &[u8]) -> u16 {
     let head = &req[..req.len().min(MAX_LINE + 2)];
-    let end = head
-        .iter()
-        .position(|&b| b == b'\r' || b == b'\n')
-        .unwrap_or(head.len());
+    let end = memchr::memchr2(b'\r', b'\n', head).unwrap_or(head.len());
     let mut toks = tokens(&head[..end]);
     match toks.next() {
         Some(b"get" | b"gets") if toks.nth(1).is_some() => 1,
@@ -1256,6 +1263,15 @@ mod tests {
     use proptest::prelude::*;
 
     const MAX: usize = 1 << 20;
+
+    proptest! {
+        #[test]
+        fn the_last_token_read_from_the_end_is_the_tokenizers_last(
+            line in proptest::collection::vec(prop_oneof![Just(b' '), Just(b'a'), Just(b'z')], 0..24)
+        ) {
+            prop_assert_eq!(last_token(&line), tokens(&line).last());
+        }
+    }
 
     fn run(store: &impl Store, req: &[u8]) -> String {
         assert_eq!(

@@ -529,12 +529,19 @@ impl ExactSizeIterator for Args<'_> {}
 /// One parsed request: the command and its arguments, borrowed from the request bytes.
 #[derive(Debug, Clone)]
 pub struct Command<'a> {
-    /// Which command (case-insensitive match of `raw_name`).
-    pub name: Cmd,
     /// The command name exactly as sent (used in `unknown command` replies).
     pub raw_name: &'a [u8],
     /// The arguments after the command name.
     pub args: Args<'a>,
+}
+
+impl Command<'_> {
+    /// Which command of [`execute`]'s (case-insensitive match of
+    /// `raw_name`): looked up when asked, as the in-memory store's commands
+    /// look theirs up in their own table.
+    pub fn name(&self) -> Cmd {
+        Cmd::from_name(self.raw_name)
+    }
 }
 
 /// Parses one complete request, as delimited by [`request_len`].
@@ -547,6 +554,16 @@ pub fn parse(req: &[u8]) -> Result<Command<'_>, RespError> {
     if len != req.len() {
         return Err(RespError::TrailingBytes);
     }
+    parse_framed(req)
+}
+
+/// [`parse`] of a request the front end already framed with [`request_len`]
+/// (exactly one complete request): the frame is not validated again, so a
+/// pipelined command is validated once on its way, not at each of its
+/// parses (classification, execution). On bytes that are not such a
+/// request it never panics and reads nothing out of bounds: the arguments
+/// end where the bytes stop making sense.
+pub fn parse_framed(req: &[u8]) -> Result<Command<'_>, RespError> {
     let mut args = if req.first() == Some(&b'*') {
         let (count, pos) = read_len(
             req,
@@ -577,11 +594,7 @@ pub fn parse(req: &[u8]) -> Result<Command<'_>, RespError> {
         }
     };
     let raw_name = args.next().ok_or(RespError::Incomplete)?;
-    Ok(Command {
-        name: Cmd::from_name(raw_name),
-        raw_name,
-        args,
-    })
+    Ok(Command { raw_name, args })
 }
 
 /// Appends `args` encoded as a RESP2 request (array of bulk strings), as a client sends it.
@@ -848,7 +861,8 @@ fn classify_stream(
     state: &mut u32,
     sized: Option<(&dyn Sizes, crate::SizeBounds)>,
 ) -> u16 {
-    let Ok(cmd) = parse(req) else {
+    // The front end classifies what it framed.
+    let Ok(cmd) = parse_framed(req) else {
         return TYPE_SHORT;
     };
     let is = |s: &[u8]| cmd.raw_name.eq_ignore_ascii_case(s);
@@ -1026,14 +1040,14 @@ impl crate::Protocol for Resp {
         out: &mut Vec<u8>,
         preempt: &mut dyn FnMut(),
     ) -> Result<(), &'static str> {
+        // The frame is validated once here; the parses after trust it.
+        let c = parse(req).map_err(|_| NOT_A_COMMAND)?;
         let mut s = sessions.take(session);
         // CLIENT LIST and KILL read every connection's session: answered
         // here, where the table is (outside MULTI; queued, they answer as
         // CLIENT's other sub-commands do).
-        if s.multi.is_none()
-            && let Ok(c) = parse(req)
-            && c.raw_name.eq_ignore_ascii_case(b"client")
-        {
+        if s.multi.is_none() && c.raw_name.eq_ignore_ascii_case(b"client") {
+            s.started = Some(std::time::Instant::now());
             let args: Vec<&[u8]> = c.args.collect();
             match args.first().map(|a| a.to_ascii_lowercase()).as_deref() {
                 Some(b"list") if args.len() == 1 => {
@@ -1056,7 +1070,7 @@ impl crate::Protocol for Resp {
                 _ => {}
             }
         }
-        let r = crate::commands::execute(req, db, &mut s, out, preempt);
+        let r = crate::commands::execute_framed(req, db, &mut s, out, preempt);
         sessions.put(s);
         r.map_err(|_| NOT_A_COMMAND)
     }
@@ -1387,12 +1401,12 @@ mod tests {
     #[test]
     fn inline_commands_parse() {
         let cmd = parse(b"SET  key\tvalue \r\n").unwrap();
-        assert_eq!(cmd.name, Cmd::Set);
+        assert_eq!(cmd.name(), Cmd::Set);
         assert_eq!(cmd.args.len(), 2);
         assert_eq!(cmd.args.collect::<Vec<_>>(), vec![&b"key"[..], b"value"]);
         let cmd = parse(b"ping\n").unwrap();
         assert_eq!(
-            (cmd.name, cmd.raw_name, cmd.args.len()),
+            (cmd.name(), cmd.raw_name, cmd.args.len()),
             (Cmd::Ping, &b"ping"[..], 0)
         );
         let cmd = parse(b"get \"quoted\" x\r\n").unwrap();
@@ -1403,7 +1417,7 @@ mod tests {
     fn resp_commands_parse_with_binary_args() {
         let req = VALID[3];
         let cmd = parse(req).unwrap();
-        assert_eq!(cmd.name, Cmd::Set);
+        assert_eq!(cmd.name(), Cmd::Set);
         assert_eq!(cmd.args.collect::<Vec<_>>(), vec![&b"k"[..], b"a\r\nb"]);
         assert_eq!(
             parse(&req[..req.len() - 1]).unwrap_err(),
@@ -1413,9 +1427,9 @@ mod tests {
         two.extend_from_slice(req);
         assert_eq!(parse(&two).unwrap_err(), RespError::TrailingBytes);
         for name in ["lrange", "LRANGE", "lRaNgE"] {
-            assert_eq!(parse(&enc(&[name.as_bytes()])).unwrap().name, Cmd::Lrange);
+            assert_eq!(parse(&enc(&[name.as_bytes()])).unwrap().name(), Cmd::Lrange);
         }
-        assert_eq!(parse(&enc(&[b"getx"])).unwrap().name, Cmd::Unknown);
+        assert_eq!(parse(&enc(&[b"getx"])).unwrap().name(), Cmd::Unknown);
     }
 
     #[test]

@@ -44,7 +44,7 @@ use std::time::Instant;
 pub use slowlog::CommandStats;
 
 use crate::db::{Db, Entry, Full, Guard, Refused, Score, Value, ZSet};
-use crate::resp::{RespError, parse};
+use crate::resp::{RespError, parse, parse_framed};
 
 /// A command's arguments: inline up to 8, so that a command allocates no
 /// vector for them.
@@ -99,6 +99,10 @@ pub struct Session {
     pub last_cmd: [u8; 24],
     /// Bytes of `last_cmd` in use (0: none run yet).
     pub last_cmd_len: u8,
+    /// When its last command started: the reading [`execute`] takes for
+    /// the command's own time anyway, kept for `CLIENT LIST`'s `idle=`
+    /// when the session goes back ([`Sessions::put`]).
+    pub started: Option<Instant>,
 }
 
 impl Session {
@@ -109,7 +113,8 @@ impl Session {
         client_id(self.id)
     }
 
-    /// Records `name` (lower case, at most 24 bytes) as the last command.
+    /// Records `name` (lower case, at most 24 bytes) as the last command
+    /// (its start time is [`Session::started`]).
     pub fn ran(&mut self, name: &[u8]) {
         let n = name.len().min(self.last_cmd.len());
         self.last_cmd[..n].copy_from_slice(&name[..n]);
@@ -315,7 +320,6 @@ impl Sessions {
                 ..Slot::default()
             };
         }
-        slot.last = Some(Instant::now());
         match slot.session.take() {
             Some(s) => s,
             None => fresh(slot.resp3),
@@ -497,6 +501,7 @@ impl Sessions {
         let mut slot = self.slots[(index - 1) % self.slots.len()].lock();
         if slot.id == session.id {
             slot.resp3 = session.resp3;
+            slot.last = session.started.or(slot.last);
             slot.session = Some(session);
         }
     }
@@ -1032,7 +1037,29 @@ pub fn execute(
     out: &mut Vec<u8>,
     point: &mut dyn FnMut(),
 ) -> Result<(), RespError> {
-    let cmd = parse(req)?;
+    parse(req)?;
+    execute_framed(req, db, session, out, point)
+}
+
+/// [`execute`] of a request already validated as exactly one request
+/// ([`crate::resp::request_len`]: the front end framed it, or the caller
+/// parsed it), so that it is not validated again on its way.
+///
+/// # Errors
+/// `req` has no command name (nothing is appended).
+pub(crate) fn execute_framed(
+    req: &[u8],
+    db: &Db,
+    session: &mut Session,
+    out: &mut Vec<u8>,
+    point: &mut dyn FnMut(),
+) -> Result<(), RespError> {
+    // One clock reading for the command's time, the session's idle time
+    // and the time its keys see (their deadlines, their LRU clock).
+    let t0 = Instant::now();
+    session.started = Some(t0);
+    let _time = crate::db::CommandTime::start(t0);
+    let cmd = parse_framed(req)?;
     let args: Args<'_> = cmd.args.collect();
     let mut lower = [0u8; 24];
     let name: &[u8] = match lower.get_mut(..cmd.raw_name.len()) {
@@ -1104,7 +1131,6 @@ pub fn execute(
         }
     }
     let start = w.out.len();
-    let t0 = std::time::Instant::now();
     CHANGING.set(index.map_or(0, |i| usize::from(COMMANDS[i].in_place)));
     let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
     if let Some(index) = index {

@@ -147,7 +147,7 @@ impl Fail {
 type Res = Result<(), Fail>;
 
 fn run<S: Store>(cmd: Command<'_>, store: &S, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Res {
-    let (name, args) = (cmd.name, cmd.args);
+    let (name, args) = (cmd.name(), cmd.args);
     match name {
         Cmd::Get
         | Cmd::Set
