@@ -1223,6 +1223,20 @@ fn relock_unchanged<'g, 'd, S: PartialEq>(
     Ok((read(&mut again).ok().as_deref() == Some(sources)).then_some(again))
 }
 
+/// A value read for a STORE form: equal to another only if both are
+/// missing or the same shared collection.
+struct SameValue(Option<Value>);
+
+impl PartialEq for SameValue {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same(b),
+            _ => false,
+        }
+    }
+}
+
 /// Stores a STORE form's result under `g` ([`store_result`]) and frees
 /// what `dst` held after the locks.
 fn store_then_free(mut g: Locks<'_, '_>, dst: &[u8], value: Option<Value>) {

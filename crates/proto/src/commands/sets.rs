@@ -391,6 +391,17 @@ mod tests {
             store_with_a_write_meanwhile(&db, &zrange, &["ZADD", "z", "3", "w"]),
             ":3\r\n"
         );
+        // SORT ... STORE sorts unlocked and sorts again what changed.
+        run(&db, &mut s, &["SADD", "unsorted", "3", "1"]);
+        let sort = ["SORT", "unsorted", "STORE", "sorted"];
+        assert_eq!(
+            store_with_a_write_meanwhile(&db, &sort, &["SADD", "unsorted", "2"]),
+            ":3\r\n"
+        );
+        assert_eq!(
+            run(&db, &mut s, &["LRANGE", "sorted", "0", "-1"]),
+            "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+        );
         assert_eq!(run(&db, &mut s, &["SCARD", "d"]), ":4\r\n");
         assert_eq!(run(&db, &mut s, &["SISMEMBER", "d", "4"]), ":1\r\n");
         // A source a reader holds is not copied (only the destination is

@@ -5,7 +5,9 @@
 //! scores are ordered by the elements' bytes, so the result is always the
 //! same. A command with a BY or GET pattern reads keys it cannot name in
 //! advance, so it holds every shard while it runs (as EXEC does); without
-//! one, only its own keys.
+//! one, it holds its own keys only for the lookup and sorts a snapshot of
+//! its source after the lock, and its STORE form stores only if the
+//! source is still the value it sorted (as SUNIONSTORE and ZRANGESTORE).
 //!
 //! What this module must not do: allocate in proportion to a LIMIT (the
 //! result is at most the source's length).
@@ -19,7 +21,7 @@ pub(super) fn run<'d>(
     a: &[&[u8]],
     db: &'d Db,
     w: &mut Reply<'_>,
-    held: Option<&mut Guard<'d>>,
+    mut held: Option<&mut Guard<'d>>,
 ) -> Res {
     let nm = std::str::from_utf8(name).unwrap_or("?");
     arity(!a.is_empty(), nm)?;
@@ -57,112 +59,218 @@ pub(super) fn run<'d>(
         }
         j += 1;
     }
-    // A BY pattern without `*` does not sort (the elements keep their order).
-    let mut dont_sort = by.is_some_and(|p| !p.contains(&b'*'));
-    let patterns = by.is_some_and(|p| p.contains(&b'*')) || !gets.is_empty();
-    let mut g = match (patterns, held) {
-        (_, Some(g)) => Locks::Held(g),
-        (true, None) => Locks::Own(db.lock_all(store.is_some())?),
-        (false, None) => Locks::Own(match store {
-            None => db.lock_one(a[0], false)?,
-            Some(dst) => db.lock_keys([a[0], dst], true)?,
-        }),
+    let order = Order {
+        desc,
+        alpha,
+        limit,
+        by,
+        gets: &gets,
+        stores: store.is_some(),
     };
-    let (mut items, is_set): (Vec<Box<[u8]>>, bool) = match g.get(a[0]).map(|e| &e.value) {
+    if order.patterns() {
+        // It reads keys it cannot name in advance: every shard, as EXEC.
+        let mut g = match held {
+            Some(g) => Locks::Held(g),
+            None => Locks::Own(db.lock_all(store.is_some())?),
+        };
+        let (items, is_set) = elements(g.get(a[0]).map(|e| &e.value))?;
+        let out = order.apply(items, is_set, |p, m| lookup(&mut g, p, m).map(Into::into))?;
+        return match store {
+            Some(dst) => {
+                let (len, value) = stored(&out);
+                let old = store_result(&mut g, dst, value);
+                drop(g);
+                drop(old);
+                w.int(len as i64);
+                Ok(())
+            }
+            None => reply(w, &out),
+        };
+    }
+    // Its own keys only, and walked after the lock (see `snapshot`); a
+    // STORE of its own (not inside EXEC or a script) sorts unlocked too and
+    // stores if its source is still the value it read (else it reads it
+    // again; past STORE_TRIES, it sorts under the locks).
+    let mut unlocked_tries = if store.is_some() && held.is_none() {
+        super::STORE_TRIES
+    } else {
+        0
+    };
+    let read = |g: &mut Guard<'_>| Ok(vec![SameValue(g.get(a[0]).map(|e| e.value.clone()))]);
+    loop {
+        let mut g = None;
+        let value = match store {
+            Some(dst) => {
+                let g = g.insert(lock(db, &mut held, &[a[0], dst], true)?);
+                read(g)?.pop().and_then(|v| v.0)
+            }
+            None => snapshot(db, &mut held, a[0])?,
+        };
+        if unlocked_tries > 0 {
+            g = None;
+        }
+        let (items, is_set) = elements(value.as_ref())?;
+        // No pattern: nothing is looked up.
+        let out = order.apply(items, is_set, |_, _| None)?;
+        let Some(dst) = store else {
+            return reply(w, &out);
+        };
+        let (len, result) = stored(&out);
+        let g = match g {
+            Some(g) => g,
+            None => {
+                let was = [SameValue(value.clone())];
+                match relock_unchanged(db, &mut held, &[a[0], dst], read, &was)? {
+                    Some(g) => g,
+                    None => {
+                        unlocked_tries -= 1;
+                        continue;
+                    }
+                }
+            }
+        };
+        store_then_free(g, dst, result);
+        w.int(len as i64);
+        return Ok(());
+    }
+}
+
+/// SORT's options, once read.
+struct Order<'p> {
+    desc: bool,
+    alpha: bool,
+    limit: Option<(i64, i64)>,
+    by: Option<&'p [u8]>,
+    gets: &'p [&'p [u8]],
+    /// STORE: the result must be the same each time.
+    stores: bool,
+}
+
+impl Order<'_> {
+    /// Whether it reads keys named by its elements (BY with a `*`, GET).
+    fn patterns(&self) -> bool {
+        self.by.is_some_and(|p| p.contains(&b'*')) || !self.gets.is_empty()
+    }
+
+    /// The result: `items` ordered, limited and mapped through the GET
+    /// patterns; `lookup` reads what a pattern names for an element.
+    fn apply(
+        &self,
+        mut items: Vec<Box<[u8]>>,
+        is_set: bool,
+        mut lookup: impl FnMut(&[u8], &[u8]) -> Option<Box<[u8]>>,
+    ) -> Result<Vec<Option<Box<[u8]>>>, Fail> {
+        let (desc, mut alpha, mut by) = (self.desc, self.alpha, self.by);
+        // A BY pattern without `*` does not sort (the elements keep their order).
+        let mut dont_sort = by.is_some_and(|p| !p.contains(&b'*'));
+        // A set has no order of its own: left unsorted it is sorted by its
+        // bytes where the result must be the same each time (STORE).
+        if dont_sort && is_set && self.stores {
+            dont_sort = false;
+            alpha = true;
+            by = None;
+        }
+        if !dont_sort {
+            let mut keyed: Vec<Keyed> = Vec::with_capacity(items.len());
+            for m in items {
+                let key: Option<Box<[u8]>> = match by {
+                    Some(p) => lookup(p, &m),
+                    None => Some(m.clone()),
+                };
+                let score = if alpha {
+                    0.0
+                } else {
+                    match key.as_deref() {
+                        // A missing BY key scores 0.
+                        None => 0.0,
+                        Some(k) => parse_sort_score(k).ok_or(Fail::Msg(
+                            b"ERR One or more scores can't be converted into double",
+                        ))?,
+                    }
+                };
+                keyed.push((key, score, m));
+            }
+            keyed.sort_by(|x, y| {
+                let order = if alpha {
+                    // A missing BY key sorts first.
+                    match (&x.0, &y.0) {
+                        (None, None) => std::cmp::Ordering::Equal,
+                        (None, Some(_)) => std::cmp::Ordering::Less,
+                        (Some(_), None) => std::cmp::Ordering::Greater,
+                        (Some(p), Some(q)) => p.cmp(q),
+                    }
+                } else {
+                    x.1.partial_cmp(&y.1)
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                        .then_with(|| x.2.cmp(&y.2))
+                };
+                if desc { order.reverse() } else { order }
+            });
+            items = keyed.into_iter().map(|(_, _, m)| m).collect();
+        } else if desc && !is_set {
+            items.reverse();
+        }
+        // LIMIT: a negative offset is 0, a negative count everything.
+        let (start, count) = match self.limit {
+            None => (0, items.len()),
+            Some((off, cnt)) => (
+                usize::try_from(off).unwrap_or(0).min(items.len()),
+                usize::try_from(cnt).unwrap_or(usize::MAX),
+            ),
+        };
+        let chosen = &items[start..items.len().min(start.saturating_add(count))];
+        let mut out = Vec::with_capacity(chosen.len() * self.gets.len().max(1));
+        for m in chosen {
+            if self.gets.is_empty() {
+                out.push(Some(m.clone()));
+            }
+            for p in self.gets {
+                out.push(if *p == b"#" {
+                    Some(m.clone())
+                } else {
+                    lookup(p, m)
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// SORT's source's elements, and whether it is a set (no order of its own).
+type Elements = (Vec<Box<[u8]>>, bool);
+
+/// The elements of SORT's source (`None`: missing).
+fn elements(value: Option<&Value>) -> Result<Elements, Fail> {
+    Ok(match value {
         None => (Vec::new(), false),
         Some(Value::List(l)) => (l.items().iter().cloned().collect(), false),
         Some(Value::Set(s)) => (s.members().iter().cloned().collect(), true),
         Some(Value::ZSet(z)) => (z.ordered().iter().map(|(_, m)| m.clone()).collect(), false),
         Some(_) => return Err(Fail::Msg(WRONGTYPE)),
-    };
-    // A set has no order of its own: left unsorted it is sorted by its
-    // bytes where the result must be the same each time (STORE).
-    if dont_sort && is_set && store.is_some() {
-        dont_sort = false;
-        alpha = true;
-        by = None;
+    })
+}
+
+/// What STORE puts in its destination: a list of the result (a missing
+/// GET stores an empty string, as Redis), none when it is empty; and its
+/// length.
+fn stored(out: &[Option<Box<[u8]>>]) -> (usize, Option<Value>) {
+    let mut list = crate::db::List::default();
+    for v in out {
+        list.push(v.as_deref().unwrap_or_default(), false);
     }
-    if !dont_sort {
-        let mut keyed: Vec<Keyed> = Vec::with_capacity(items.len());
-        for m in items {
-            let key: Option<Box<[u8]>> = match by {
-                Some(p) => lookup(&mut g, p, &m).map(Into::into),
-                None => Some(m.clone()),
-            };
-            let score = if alpha {
-                0.0
-            } else {
-                match key.as_deref() {
-                    // A missing BY key scores 0.
-                    None => 0.0,
-                    Some(k) => parse_sort_score(k).ok_or(Fail::Msg(
-                        b"ERR One or more scores can't be converted into double",
-                    ))?,
-                }
-            };
-            keyed.push((key, score, m));
-        }
-        keyed.sort_by(|x, y| {
-            let order = if alpha {
-                // A missing BY key sorts first.
-                match (&x.0, &y.0) {
-                    (None, None) => std::cmp::Ordering::Equal,
-                    (None, Some(_)) => std::cmp::Ordering::Less,
-                    (Some(_), None) => std::cmp::Ordering::Greater,
-                    (Some(p), Some(q)) => p.cmp(q),
-                }
-            } else {
-                x.1.partial_cmp(&y.1)
-                    .unwrap_or(std::cmp::Ordering::Equal)
-                    .then_with(|| x.2.cmp(&y.2))
-            };
-            if desc { order.reverse() } else { order }
-        });
-        items = keyed.into_iter().map(|(_, _, m)| m).collect();
-    } else if desc && !is_set {
-        items.reverse();
-    }
-    // LIMIT: a negative offset is 0, a negative count everything.
-    let (start, count) = match limit {
-        None => (0, items.len()),
-        Some((off, cnt)) => (
-            usize::try_from(off).unwrap_or(0).min(items.len()),
-            usize::try_from(cnt).unwrap_or(usize::MAX),
-        ),
-    };
-    let chosen = &items[start..items.len().min(start.saturating_add(count))];
-    let mut out: Vec<Option<Box<[u8]>>> = Vec::with_capacity(chosen.len() * gets.len().max(1));
-    for m in chosen {
-        if gets.is_empty() {
-            out.push(Some(m.clone()));
-        }
-        for p in &gets {
-            out.push(if *p == b"#" {
-                Some(m.clone())
-            } else {
-                lookup(&mut g, p, m).map(Into::into)
-            });
-        }
-    }
-    match store {
-        Some(dst) => {
-            let len = out.len();
-            let mut list = crate::db::List::default();
-            for v in &out {
-                // A missing GET stores an empty string, as Redis.
-                list.push(v.as_deref().unwrap_or_default(), false);
-            }
-            store_result(&mut g, dst, (len > 0).then(|| Value::List(Arc::new(list))));
-            w.int(len as i64);
-        }
-        None => {
-            w.array(out.len());
-            for v in &out {
-                match v {
-                    Some(v) => w.bulk(v),
-                    None => w.nil(),
-                }
-            }
+    (
+        out.len(),
+        (!out.is_empty()).then(|| Value::List(Arc::new(list))),
+    )
+}
+
+/// SORT's reply without STORE: the result, a missing GET as nil.
+fn reply(w: &mut Reply<'_>, out: &[Option<Box<[u8]>>]) -> Res {
+    w.array(out.len());
+    for v in out {
+        match v {
+            Some(v) => w.bulk(v),
+            None => w.nil(),
         }
     }
     Ok(())

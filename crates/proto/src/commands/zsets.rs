@@ -834,20 +834,6 @@ fn zrange<'d>(
     }
 }
 
-/// A value read for a STORE form: equal to another only if both are
-/// missing or the same shared collection.
-struct SameValue(Option<Value>);
-
-impl PartialEq for SameValue {
-    fn eq(&self, other: &Self) -> bool {
-        match (&self.0, &other.0) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a.same(b),
-            _ => false,
-        }
-    }
-}
-
 /// Whether `score` lies within the bounds `((lo, lo exclusive), (hi, hi
 /// exclusive))` ([`score_bound`]).
 fn within(score: f64, ((lo, lo_ex), (hi, hi_ex)): ((f64, bool), (f64, bool))) -> bool {
