@@ -144,6 +144,11 @@ pub fn write_png(path: &Path, rgb: &[u8], size: (u32, u32)) -> Result<(), PlotEr
     let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), size.0, size.1);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
+    // Plots are flat colour: the encoder's best compression with a filter
+    // chosen per row makes them a quarter of the size of its fast default
+    // (they are committed beside the results).
+    encoder.set_compression(png::Compression::Best);
+    encoder.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
     let mut writer = encoder.write_header().map_err(|e| fail(e.to_string()))?;
     writer
         .write_image_data(rgb)
