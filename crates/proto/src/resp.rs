@@ -1040,7 +1040,7 @@ impl crate::Protocol for Resp {
         out: &mut Vec<u8>,
         preempt: &mut dyn FnMut(),
     ) -> Result<(), &'static str> {
-        // The frame is validated once here; the parses after trust it.
+        // Validated and parsed once here; the command runs from this parse.
         let c = parse(req).map_err(|_| NOT_A_COMMAND)?;
         let mut s = sessions.take(session);
         // CLIENT LIST and KILL read every connection's session: answered
@@ -1048,7 +1048,7 @@ impl crate::Protocol for Resp {
         // CLIENT's other sub-commands do).
         if s.multi.is_none() && c.raw_name.eq_ignore_ascii_case(b"client") {
             s.started = Some(std::time::Instant::now());
-            let args: Vec<&[u8]> = c.args.collect();
+            let args: Vec<&[u8]> = c.args.clone().collect();
             match args.first().map(|a| a.to_ascii_lowercase()).as_deref() {
                 Some(b"list") if args.len() == 1 => {
                     let list = sessions.client_list(&s);
@@ -1070,7 +1070,7 @@ impl crate::Protocol for Resp {
                 _ => {}
             }
         }
-        let r = crate::commands::execute_framed(req, db, &mut s, out, preempt);
+        let r = crate::commands::execute_parsed(req, c, db, &mut s, out, preempt);
         sessions.put(s);
         r.map_err(|_| NOT_A_COMMAND)
     }

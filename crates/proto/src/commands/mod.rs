@@ -44,7 +44,7 @@ use std::time::Instant;
 pub use slowlog::CommandStats;
 
 use crate::db::{Db, Entry, Full, Guard, Refused, Score, Value, ZSet};
-use crate::resp::{RespError, parse, parse_framed};
+use crate::resp::{RespError, parse};
 
 /// A command's arguments: inline up to 8, so that a command allocates no
 /// vector for them.
@@ -1037,18 +1037,15 @@ pub fn execute(
     out: &mut Vec<u8>,
     point: &mut dyn FnMut(),
 ) -> Result<(), RespError> {
-    parse(req)?;
-    execute_framed(req, db, session, out, point)
+    let cmd = parse(req)?;
+    execute_parsed(req, cmd, db, session, out, point)
 }
 
-/// [`execute`] of a request already validated as exactly one request
-/// ([`crate::resp::request_len`]: the front end framed it, or the caller
-/// parsed it), so that it is not validated again on its way.
-///
-/// # Errors
-/// `req` has no command name (nothing is appended).
-pub(crate) fn execute_framed(
+/// [`execute`] of `req` as the caller already parsed it (`cmd`, from
+/// [`parse`]), so that it is not parsed again on its way.
+pub(crate) fn execute_parsed(
     req: &[u8],
+    cmd: crate::resp::Command<'_>,
     db: &Db,
     session: &mut Session,
     out: &mut Vec<u8>,
@@ -1059,7 +1056,6 @@ pub(crate) fn execute_framed(
     let t0 = Instant::now();
     session.started = Some(t0);
     let _time = crate::db::CommandTime::start(t0);
-    let cmd = parse_framed(req)?;
     let args: Args<'_> = cmd.args.collect();
     let mut lower = [0u8; 24];
     let name: &[u8] = match lower.get_mut(..cmd.raw_name.len()) {
