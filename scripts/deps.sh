@@ -6,7 +6,9 @@
 # the `rocksdb` crate linked to Debian's librocksdb instead of building RocksDB
 # from source (~25 minutes on two cores): it needs librocksdb-dev (the library
 # and its headers) and libclang-dev (the crate's bindings generator reads the
-# headers with libclang). `.cargo/config.toml` points the crate at them. The
+# headers with libclang). `.cargo/config.toml` points the crate at them, and
+# links with mold where it is installed (scripts/mold-gcc; the test build
+# links some 30 executables). The
 # tests also drive real clients: redis-cli, redis-benchmark, memcaslap,
 # nutcracker, redis-py (python3-redis, run as /usr/bin/python3) and an RQ
 # worker (python3-rq), and pymemcache (python3-pymemcache).
@@ -14,7 +16,7 @@ set -euo pipefail
 
 need=()
 # PSP_EXTRA_PACKAGES: more packages to install the same way (scripts/compare-deps.sh).
-for pkg in librocksdb-dev libclang-dev iproute2 ethtool iputils-ping redis-tools libmemcached-tools nutcracker python3-redis python3-rq python3-pymemcache ${PSP_EXTRA_PACKAGES:-}; do
+for pkg in librocksdb-dev libclang-dev mold iproute2 ethtool iputils-ping redis-tools libmemcached-tools nutcracker python3-redis python3-rq python3-pymemcache ${PSP_EXTRA_PACKAGES:-}; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -30,7 +30,7 @@ use common::server::POLICIES;
 /// Connections updating at once.
 const CLIENTS: usize = 4;
 /// Updates per connection.
-const UPDATES: usize = 200;
+const UPDATES: usize = 100;
 
 fn server(protocol: &str, policy: &str) -> Server {
     let entry = psp_proto::find(protocol).expect("registered");
