@@ -56,8 +56,11 @@ struct App {
     service: Arc<dyn Service>,
     /// Reference answers by request (type, body): every run sends the same
     /// requests, and both applications only read.
-    references: Mutex<HashMap<(u16, Vec<u8>), Vec<u8>>>,
+    references: Mutex<HashMap<Request, Vec<u8>>>,
 }
+
+/// A request as the reference answers know it: its type and body.
+type Request = (u16, Vec<u8>);
 
 impl App {
     fn spin() -> App {

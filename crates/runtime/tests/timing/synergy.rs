@@ -228,10 +228,11 @@ fn conserves_without_preempting_short_ones(w: &Workload, policy: &str) {
     // less its suspensions. Both are wall time, so a loaded machine
     // inflates them alike; the slack covers the fiber switches and
     // points outside the handler's view, not a segment counted twice
-    // (or lost, below the handler's own sum). The upper slack is 1.5x:
-    // a segment's edges include the worker's wake-up, which a 2-core
-    // machine running 3 threads delays (1.33x seen in a CI run at load 2,
-    // with nothing counted twice).
+    // (or lost, below the handler's own sum). The upper slack is 1.9x,
+    // under the 2x that counting every segment twice gives: a segment's
+    // edges include the worker's wake-up, which a 2-core machine running
+    // 3 threads delays (1.33x seen in a CI run at load 2, 1.50x in a whole
+    // suite run beside a busy core at load 4, with nothing counted twice).
     let long = &r.dispatcher.recorder.type_stats()[1];
     let service_ns = long.mean_service_us * 1e3 * long.count as f64;
     let busy_ns = get(&t.long_busy_ns) as f64;
@@ -241,7 +242,7 @@ fn conserves_without_preempting_short_ones(w: &Workload, policy: &str) {
         long.mean_service_us
     );
     assert!(
-        service_ns >= 0.95 * busy_ns && service_ns <= 1.5 * busy_ns + 1e6,
+        service_ns >= 0.95 * busy_ns && service_ns <= 1.9 * busy_ns + 1e6,
         "{policy}: {} long requests served for {service_ns} ns in all, their handlers ran {busy_ns} ns",
         long.count
     );
