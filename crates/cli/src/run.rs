@@ -319,7 +319,7 @@ pub fn local_counters_line(
     steals_per_worker: &[u64],
 ) -> String {
     format!(
-        "{} counters: preemptions {} (per worker {}), preemptions avoided {} (per worker {}), steals {} (per worker {}), wait-queue passes {}, congestion episodes {}, wait-queue full {}, timer late at expiries {:.1} us mean, {:.1} us worst",
+        "{} counters: preemptions {} (per worker {}), preemptions avoided {} (per worker {}), steals {} (per worker {}), wait-queue passes {}, congestion episodes {}, wait-queue full {}, {} late at expiries {:.1} us mean, {:.1} us worst",
         l.executor,
         preemptions,
         counter_list(&l.preemptions_per_worker),
@@ -330,6 +330,10 @@ pub fn local_counters_line(
         l.wait_queue_passes,
         l.congestion_episodes,
         l.wait_queue_full,
+        match l.timer.as_str() {
+            "worker" => "quanta checked by the workers,",
+            _ => "timer",
+        },
         l.timer_late_mean_us,
         l.timer_late_max_us,
     )
@@ -560,6 +564,7 @@ pub fn local_counters(l: &psp_runtime::LocalStats) -> LocalCounters {
         wait_queue_full: l.wait_queue_full,
         timer_late_mean_us: l.timer_late_mean_ns as f64 / 1e3,
         timer_late_max_us: l.timer_late_max_ns as f64 / 1e3,
+        timer: l.timer.to_string(),
     }
 }
 

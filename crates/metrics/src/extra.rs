@@ -302,6 +302,11 @@ pub struct LocalCounters {
     /// The worst lateness (µs).
     #[serde(default)]
     pub timer_late_max_us: f64,
+    /// Which thread checked SYNERGY's quanta: `core` (the timer's thread)
+    /// or `worker` (each worker, at its request's points); empty for Tiny
+    /// Quanta and for results written before it was recorded.
+    #[serde(default)]
+    pub timer: String,
 }
 
 /// How far a measurement is from the simulator's prediction of the same

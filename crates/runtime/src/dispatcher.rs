@@ -459,6 +459,20 @@ impl DispatchCore {
         })
     }
 
+    /// Whether a deadline the executor must handle falls before `now +
+    /// bound`: what an idle front end checks after raising its parked flag,
+    /// so that a quantum armed after it computed its bound
+    /// ([`idle_bound`](Self::idle_bound)) and before the flag went up (whose
+    /// arming found no sleeper to wake) does not wait for the end of the
+    /// planned sleep.
+    #[inline]
+    pub fn deadline_within(&self, now: u64, bound: Duration) -> bool {
+        let end = now.saturating_add(u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX));
+        self.executor
+            .next_deadline(self.busy)
+            .is_some_and(|d| d < end)
+    }
+
     /// Completions, then the policy's decisions: what a front end calls between
     /// two requests of a batch so a worker that finished meanwhile gets its next
     /// job at once. Returns whether anything happened.

@@ -153,7 +153,6 @@ impl FrontEnd for Generator {
             self.idler.reset();
             return;
         }
-        let has_work = || core.has_completions();
         let until_next = core.idle_bound(
             now,
             self.next.map_or(Duration::from_millis(1), |a| {
@@ -165,6 +164,7 @@ impl FrontEnd for Generator {
                 )
             }),
         );
+        let has_work = || core.has_completions() || core.deadline_within(now, until_next);
         match self.idle {
             // Nothing to do until the next arrival or, if requests wait for a
             // worker, a completion: sleep, never spin. A spinning (or

@@ -98,6 +98,11 @@ struct Line {
     wait_pushed: Counter,
     wait_taken: Counter,
     steals: Counter,
+    /// Lateness at expiries: sum, count, worst (written by whoever checks
+    /// this worker's quantum: the timer's thread, or the worker).
+    late_sum_ns: Counter,
+    late_count: Counter,
+    late_max_ns: Counter,
 }
 
 /// The counters of a run of one of these executors, per worker.
@@ -127,6 +132,9 @@ pub struct LocalStats {
     pub timer_late_mean_ns: u64,
     /// The worst of those.
     pub timer_late_max_ns: u64,
+    /// Which thread checked SYNERGY's quanta: `core` (the timer's) or
+    /// `worker` (each worker itself); empty for Tiny Quanta.
+    pub timer: &'static str,
 }
 
 /// The executor's queues, timers and counters, shared by the front end
@@ -147,11 +155,10 @@ pub struct LocalQueues {
     congested: CachePadded<AtomicBool>,
     episodes: Counter,
     wait_full: CachePadded<AtomicU64>,
-    /// The timer's lateness at expiries: sum, count, worst (its one writer
-    /// is the timer's thread).
-    late_sum_ns: Counter,
-    late_count: Counter,
-    late_max_ns: Counter,
+    /// SYNERGY's quantum is checked by each worker at its request's
+    /// preemption points, not by the timer's thread
+    /// ([`psp_core::policy::synergy::TimerPlacement`]).
+    worker_timer: bool,
     wakes: Box<[OnceLock<Arc<Wakeup>>]>,
 }
 
@@ -182,6 +189,9 @@ impl LocalQueues {
                         wait_pushed: Counter::default(),
                         wait_taken: Counter::default(),
                         steals: Counter::default(),
+                        late_sum_ns: Counter::default(),
+                        late_count: Counter::default(),
+                        late_max_ns: Counter::default(),
                     })
                 })
                 .collect(),
@@ -190,11 +200,24 @@ impl LocalQueues {
             congested: CachePadded::new(AtomicBool::new(false)),
             episodes: Counter::default(),
             wait_full: CachePadded::new(AtomicU64::new(0)),
-            late_sum_ns: Counter::default(),
-            late_count: Counter::default(),
-            late_max_ns: Counter::default(),
+            worker_timer: false,
             wakes: (0..n).map(|_| OnceLock::new()).collect(),
         }
+    }
+
+    /// SYNERGY's quanta checked by the workers themselves (`on`) or by the
+    /// timer's thread; set before the queues are shared.
+    pub fn with_worker_timer(self, on: bool) -> Self {
+        Self {
+            worker_timer: on && matches!(self.mode, LocalMode::Synergy(_)),
+            ..self
+        }
+    }
+
+    /// Whether each worker checks its own SYNERGY quantum.
+    #[inline]
+    pub(crate) fn worker_timer(&self) -> bool {
+        self.worker_timer
     }
 
     /// The executor.
@@ -218,6 +241,10 @@ impl LocalQueues {
     /// Gives every worker's feedback cell the timer's wake-up handle (the
     /// dispatcher thread's, once, at start-up): arming a quantum wakes it.
     pub(crate) fn set_timer(&self, timer: &Arc<Wakeup>) {
+        if self.worker_timer {
+            // No other thread watches the quanta: arming wakes nobody.
+            return;
+        }
         for l in self.lines.iter() {
             l.feedback.set_timer(timer.clone());
         }
@@ -402,32 +429,64 @@ impl LocalQueues {
             self.congested.store(congested, Ordering::Relaxed);
             self.episodes.add(detector.episodes() - was);
         }
-        for (w, l) in self.lines.iter().enumerate() {
-            let d = l.feedback.deadline_ns();
-            if d == 0 || now < d {
-                continue;
+        if self.worker_timer {
+            return;
+        }
+        for w in 0..self.lines.len() {
+            if self.expiry(&r, w, now) {
+                self.flags[w].raise();
             }
-            let late = now - d;
-            self.late_sum_ns.add(late);
-            self.late_count.add(1);
-            self.late_max_ns.raise_to(late);
-            if r.preempt_on_expiry(self.queues[w].len(), self.wait.len(), self.bound) {
-                if l.feedback.claim(d) {
-                    self.flags[w].raise();
-                    l.preemptions.add(1);
-                }
-            } else if l
-                .feedback
-                .renew(d, now.saturating_add(l.feedback.quantum_ns()))
-            {
-                l.renewals.add(1);
+        }
+    }
+
+    /// Worker `me`'s armed quantum, if expired at `now`: conditional
+    /// preemption's decision ([`SynergyRules::preempt_on_expiry`] over its
+    /// queue and the wait queue), its lateness counted. Returns whether the
+    /// request is to be preempted (its deadline claimed); else the quantum
+    /// was renewed, or had not expired, or was disarmed meanwhile. Called by
+    /// the one thread that checks `me`'s quantum: the timer's, or `me`.
+    #[inline]
+    fn expiry(&self, r: &SynergyRules, me: usize, now: u64) -> bool {
+        let l = &self.lines[me];
+        let d = l.feedback.deadline_ns();
+        if d == 0 || now < d {
+            return false;
+        }
+        let late = now - d;
+        l.late_sum_ns.add(late);
+        l.late_count.add(1);
+        l.late_max_ns.raise_to(late);
+        if r.preempt_on_expiry(self.queues[me].len(), self.wait.len(), self.bound) {
+            if l.feedback.claim(d) {
+                l.preemptions.add(1);
+                return true;
             }
+        } else if l
+            .feedback
+            .renew(d, now.saturating_add(l.feedback.quantum_ns()))
+        {
+            l.renewals.add(1);
+        }
+        false
+    }
+
+    /// Worker `me`'s running request yielded at its quantum's end (the
+    /// worker checks its own quantum): whether it is preempted; if not, its
+    /// quantum was renewed and it goes on.
+    #[inline]
+    pub(crate) fn expired_on_worker(&self, me: usize, now: u64) -> bool {
+        match self.mode {
+            LocalMode::Synergy(r) => self.expiry(&r, me, now),
+            LocalMode::Tq { .. } => true,
         }
     }
 
     /// The earliest armed quantum end (SYNERGY), for a timer about to sleep.
     #[inline]
     pub(crate) fn next_deadline(&self) -> Option<u64> {
+        if self.worker_timer {
+            return None;
+        }
         self.lines
             .iter()
             .map(|l| l.feedback.deadline_ns())
@@ -454,8 +513,24 @@ impl LocalQueues {
             wait_queue_passes: per(|l| l.wait_pushed.get()),
             congestion_episodes: self.episodes.get(),
             wait_queue_full: self.wait_full.load(Ordering::Relaxed),
-            timer_late_mean_ns: self.late_sum_ns.get() / self.late_count.get().max(1),
-            timer_late_max_ns: self.late_max_ns.get(),
+            timer_late_mean_ns: self.lines.iter().map(|l| l.late_sum_ns.get()).sum::<u64>()
+                / self
+                    .lines
+                    .iter()
+                    .map(|l| l.late_count.get())
+                    .sum::<u64>()
+                    .max(1),
+            timer_late_max_ns: self
+                .lines
+                .iter()
+                .map(|l| l.late_max_ns.get())
+                .max()
+                .unwrap_or(0),
+            timer: match self.mode {
+                LocalMode::Synergy(_) if self.worker_timer => "worker",
+                LocalMode::Synergy(_) => "core",
+                LocalMode::Tq { .. } => "",
+            },
         }
     }
 }

@@ -176,6 +176,13 @@ impl Feedback {
         self.long.load(Ordering::Relaxed)
     }
 
+    /// Whether an armed quantum has expired (read on the cell's clock).
+    #[inline]
+    pub fn expired(&self) -> bool {
+        let d = self.deadline_ns();
+        d != 0 && self.clock.now_ns() >= d
+    }
+
     /// The armed deadline (0: disarmed): a worker "running long".
     #[inline]
     pub fn deadline_ns(&self) -> u64 {
@@ -218,6 +225,9 @@ pub struct RunLimits<'a> {
     deadline_ticks: u64,
     clock_every: u32,
     feedback: Option<&'a Feedback>,
+    /// The request yields (a [`Cause::Deadline`]) once `feedback`'s armed
+    /// quantum has expired: its worker checks its own quantum.
+    watch_feedback: bool,
 }
 
 impl<'a> RunLimits<'a> {
@@ -229,6 +239,7 @@ impl<'a> RunLimits<'a> {
             deadline_ticks: u64::MAX,
             clock_every: DEFAULT_CLOCK_EVERY,
             feedback: None,
+            watch_feedback: false,
         }
     }
 
@@ -239,6 +250,18 @@ impl<'a> RunLimits<'a> {
     pub fn with_feedback(self, feedback: &'a Feedback) -> Self {
         Self {
             feedback: Some(feedback),
+            ..self
+        }
+    }
+
+    /// As [`with_feedback`](Self::with_feedback), and the request also
+    /// yields ([`Cause::Deadline`]) at the first point that reads the clock
+    /// once the cell's armed quantum has expired: no timer thread needed.
+    /// The worker then decides, preempting or renewing the quantum.
+    pub fn with_feedback_timer(self, feedback: &'a Feedback) -> Self {
+        Self {
+            feedback: Some(feedback),
+            watch_feedback: true,
             ..self
         }
     }
@@ -295,6 +318,7 @@ pub(crate) struct Run {
     /// The resuming worker's feedback cell (null: none); valid while this
     /// resume runs.
     feedback: *const Feedback,
+    watch_feedback: bool,
 }
 
 impl Run {
@@ -304,6 +328,7 @@ impl Run {
             deadline_ticks: limits.deadline_ticks,
             clock_every: limits.clock_every,
             feedback: limits.feedback.map_or(std::ptr::null(), |f| f as *const _),
+            watch_feedback: limits.watch_feedback,
         }
     }
 }
@@ -319,6 +344,8 @@ pub(crate) struct FiberCx<'y> {
     /// while suspended or unwinding).
     feedback: Cell<*const Feedback>,
     deadline_ticks: Cell<u64>,
+    /// Yield once the feedback cell's armed quantum expired.
+    watch_feedback: Cell<bool>,
     clock_every: Cell<u32>,
     /// Points left until the next clock read (>= 1 between points).
     countdown: Cell<u32>,
@@ -336,6 +363,7 @@ impl<'y> FiberCx<'y> {
             flag: Cell::new(&NEVER_RAISED),
             feedback: Cell::new(std::ptr::null()),
             deadline_ticks: Cell::new(u64::MAX),
+            watch_feedback: Cell::new(false),
             clock_every: Cell::new(DEFAULT_CLOCK_EVERY),
             countdown: Cell::new(DEFAULT_CLOCK_EVERY),
             guards: Cell::new(0),
@@ -352,6 +380,7 @@ impl<'y> FiberCx<'y> {
         self.flag.set(run.flag);
         self.feedback.set(run.feedback);
         self.deadline_ticks.set(run.deadline_ticks);
+        self.watch_feedback.set(run.watch_feedback);
         self.clock_every.set(run.clock_every);
         self.countdown.set(run.clock_every);
     }
@@ -403,7 +432,11 @@ impl<'y> FiberCx<'y> {
         }
         if self.countdown.get() == 0 {
             self.countdown.set(self.clock_every.get());
-            if cause.is_none() && clock::ticks() >= self.deadline_ticks.get() {
+            if cause.is_none()
+                && (clock::ticks() >= self.deadline_ticks.get()
+                    || (self.watch_feedback.get()
+                        && self.feedback().is_some_and(Feedback::expired)))
+            {
                 cause = Some(Cause::Deadline);
             }
         }
@@ -424,6 +457,7 @@ impl<'y> FiberCx<'y> {
         }
         self.flag.set(&NEVER_RAISED);
         self.feedback.set(std::ptr::null());
+        self.watch_feedback.set(false);
         self.deadline_ticks.set(u64::MAX);
         let run = self.yielder.suspend(cause);
         self.yields.set(self.yields.get() + 1);

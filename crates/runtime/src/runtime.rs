@@ -396,6 +396,7 @@ impl<H: Handler + 'static> Plan<H> {
             inline,
             cores_shared,
             polls_yield,
+            threads_outnumber_cores,
         } = layout;
         crate::idle::set_polls_yield(polls_yield);
         let max_in_flight = max_in_flight(cfg, ctx.types.len());
@@ -411,6 +412,7 @@ impl<H: Handler + 'static> Plan<H> {
             clock,
             make_handler,
             policy_name: &spec.to_string(),
+            threads_outnumber_cores,
         };
         let planned = executor::plan(policy.execution(), input, job_rx)?;
         // Workers of the decentralized executors complete jobs back to back,
@@ -463,6 +465,9 @@ struct ThreadLayout {
     /// every core.
     cores_shared: bool,
     polls_yield: bool,
+    /// More threads than cores to run them (SYNERGY's timer then moves to
+    /// the workers under `timer=auto`).
+    threads_outnumber_cores: bool,
 }
 
 impl ThreadLayout {
@@ -488,11 +493,13 @@ impl ThreadLayout {
         // outnumber the cores they run on: then each polling pass yields
         // (`PollYield`).
         let polls_yield = cfg.poll_yield.resolve(threads, pinning.distinct_cores());
+        let threads_outnumber_cores = threads > pinning.distinct_cores();
         Ok(Self {
             pinning,
             inline,
             cores_shared,
             polls_yield,
+            threads_outnumber_cores,
         })
     }
 

@@ -717,7 +717,20 @@ impl<IO: JobIo> WorkerParts<IO> {
                 // lands late is ignored by a short request (green.rs).
                 g.flag.clear();
                 fb.begin(resumed, rules.quantum_ns(avg, q.congested()));
-                let r = fiber.resume(&RunLimits::new(&g.flag).with_feedback(fb));
+                let r = if q.worker_timer() {
+                    // This worker checks its own quantum: an expiry yields
+                    // here, and the timer's rule preempts or renews.
+                    let limits = RunLimits::new(&g.flag).with_feedback_timer(fb);
+                    loop {
+                        match fiber.resume(&limits) {
+                            Resumed::Yielded(Cause::Deadline)
+                                if !q.expired_on_worker(me, self.clock.now_ns()) => {}
+                            r => break r,
+                        }
+                    }
+                } else {
+                    fiber.resume(&RunLimits::new(&g.flag).with_feedback(fb))
+                };
                 (r, fb.end())
             }
             LocalMode::Tq {

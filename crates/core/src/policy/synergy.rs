@@ -80,6 +80,48 @@ pub struct SynergyConfig {
     pub long_ns: Nanos,
     /// How preemption reaches a worker (the simulator charges its cost).
     pub mechanism: PreemptionMechanism,
+    /// Which thread checks an armed quantum on real threads (the simulator's
+    /// timer is exact whatever this says).
+    pub timer: TimerPlacement,
+}
+
+/// Which thread checks armed quanta on real threads: the thesis's timer
+/// core, or each worker at its running request's own preemption points.
+///
+/// The timer core works where it has a core: where the run's threads
+/// outnumber their cores, the timer's thread waits for a core before it can
+/// preempt, and an expired quantum waits with it (milliseconds on 2 shared
+/// vCPUs). A worker that reads the clock at its request's points needs no
+/// other thread; the rule it applies (conditional preemption, the same queue
+/// lengths) is the timer's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerPlacement {
+    /// The worker where the run's threads outnumber its cores, else the
+    /// timer thread (the runtime decides at start-up).
+    Auto,
+    /// A thread that is no worker (the dispatcher's), as the thesis's timer core.
+    Core,
+    /// Each worker, at its running long request's preemption points.
+    Worker,
+}
+
+impl TimerPlacement {
+    /// Every placement, by its parameter name.
+    pub const ALL: &'static [(&'static str, TimerPlacement)] = &[
+        ("auto", TimerPlacement::Auto),
+        ("core", TimerPlacement::Core),
+        ("worker", TimerPlacement::Worker),
+    ];
+
+    /// Whether the worker checks its own quantum, given whether the run's
+    /// threads outnumber its cores.
+    pub fn on_worker(self, threads_outnumber_cores: bool) -> bool {
+        match self {
+            TimerPlacement::Auto => threads_outnumber_cores,
+            TimerPlacement::Core => false,
+            TimerPlacement::Worker => true,
+        }
+    }
 }
 
 impl Default for SynergyConfig {
@@ -98,6 +140,7 @@ impl Default for SynergyConfig {
             steal_batch: 32,
             long_ns: 10_000,
             mechanism: PreemptionMechanism::CompilerInterrupt,
+            timer: TimerPlacement::Auto,
         }
     }
 }
@@ -222,6 +265,15 @@ impl Params for SynergyConfig {
                 options: PreemptionMechanism::ALL,
                 get: |c| Some(c.mechanism),
                 set: |c, v| c.mechanism = v,
+            },
+        ),
+        Param::keyed(
+            "timer",
+            "which thread checks an armed quantum on real threads: `core` (a timer thread, the thesis's), `worker` (the worker, at its request's preemption points), `auto` (the worker where the threads outnumber the cores)",
+            &Pick::<Self, _> {
+                options: TimerPlacement::ALL,
+                get: |c| Some(c.timer),
+                set: |c, v| c.timer = v,
             },
         ),
     ];

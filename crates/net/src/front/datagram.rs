@@ -413,13 +413,14 @@ where
         }
         let order = self.order.as_ref();
         // A held request waits for an answer the dispatcher must see.
-        let answered = || order.is_some_and(Order::pending);
-        let has_work = || core.has_completions() || answered();
         let datapath = &self.datapath;
         let bound = core.idle_bound(now, MAX_WAIT);
         if bound.is_zero() {
             return;
         }
+        // A quantum armed since `bound` was read found no sleeper to wake.
+        let answered = || order.is_some_and(Order::pending) || core.deadline_within(now, bound);
+        let has_work = || core.has_completions() || answered();
         let wait = |max: Duration| {
             datapath.wait(me.event_fd(), max.min(bound));
             me.clear_event();

@@ -1655,7 +1655,12 @@ impl FrontEnd for TcpFrontEnd {
             return;
         }
         let (poll_fd, wake, lanes) = (self.poll.as_raw_fd(), &*self.wake, &self.lanes[..]);
-        let has_work = || core.has_completions() || lanes.iter().any(|l| !l.0.is_empty());
+        // A quantum armed since `bound` was read found no sleeper to wake.
+        let has_work = || {
+            core.has_completions()
+                || lanes.iter().any(|l| !l.0.is_empty())
+                || core.deadline_within(now, bound)
+        };
         let wait_for = |max: Duration| {
             if wait(poll_fd, wake, lanes, me.event_fd(), max.min(bound)) {
                 me.clear_event();

@@ -38,13 +38,20 @@ impl LocalPreemptiveExec {
         mut input: PlanInput<'_, H>,
     ) -> Result<(Self, Vec<WorkerExec<H>>), RuntimeError> {
         let green = GreenSetup::new(&mut input)?;
-        let queues = Arc::new(LocalQueues::new(
-            rules,
-            green.flags.clone(),
-            input.max_in_flight,
-            input.queue_capacity,
-            input.clock,
-        ));
+        let worker_timer = match rules {
+            LocalRules::Synergy(r) => r.config().timer.on_worker(input.threads_outnumber_cores),
+            LocalRules::Tq(_) => false,
+        };
+        let queues = Arc::new(
+            LocalQueues::new(
+                rules,
+                green.flags.clone(),
+                input.max_in_flight,
+                input.queue_capacity,
+                input.clock,
+            )
+            .with_worker_timer(worker_timer),
+        );
         let wqd_ns = match rules {
             LocalRules::Synergy(r) if r.config().wait_queue => r.config().wqd_ns,
             _ => 0,

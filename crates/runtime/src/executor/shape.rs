@@ -186,6 +186,8 @@ pub(crate) struct PlanInput<'a, H> {
     pub(crate) make_handler: &'a mut dyn FnMut(usize) -> H,
     /// The policy's name (for an error).
     pub(crate) policy_name: &'a str,
+    /// The run's threads outnumber the cores they may run on.
+    pub(crate) threads_outnumber_cores: bool,
 }
 
 impl<H> PlanInput<'_, H> {

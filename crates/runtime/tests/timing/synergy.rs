@@ -2,8 +2,10 @@
 //! completes exactly once through preemptions, steals and wait-queue passes,
 //! with the checksum it would have computed unpreempted; short requests (never
 //! declared long) are never preempted; conditional preemption renews a lone
-//! long request's quantum instead of preempting it; Tiny Quanta yields
-//! locally (its own TSC deadline) and only to another request of its worker.
+//! long request's quantum instead of preempting it, whether the timer's
+//! thread or the worker itself checks the quantum (`timer=core|worker`);
+//! Tiny Quanta yields locally (its own TSC deadline) and only to another
+//! request of its worker.
 //!
 //! Two workers at most, the parking idle strategy, runs of a few hundred ms.
 
@@ -178,7 +180,12 @@ fn mix_workload() -> Workload {
 fn synergy_conserves_requests_and_never_preempts_short_ones() {
     let _one_at_a_time = serial();
     let w = mix_workload();
-    for policy in ["synergy", "synergy:wq=off", "synergy:cp=off"] {
+    for policy in [
+        "synergy:timer=core",
+        "synergy:timer=worker",
+        "synergy:wq=off",
+        "synergy:cp=off",
+    ] {
         conserves_without_preempting_short_ones(&w, policy);
         // A steal, checked in full too. Under the mix a worker may never
         // be idle while the other's queue holds work on a loaded machine
@@ -206,20 +213,35 @@ fn conserves_without_preempting_short_ones(w: &Workload, policy: &str) {
     let l = r.local.as_ref().expect("synergy reports its counters");
     assert_eq!(l.executor, "synergy");
     let preemptions: u64 = l.preemptions.iter().sum();
+    let renewals: u64 = l.preemptions_avoided.iter().sum();
     let passes: u64 = l.wait_queue_passes.iter().sum();
     assert_eq!(get(&t.short_yields), 0, "{policy}: a short request yielded");
     assert!(preemptions > 0, "{policy}: never preempted");
     assert!(get(&t.long_yields) > 0, "{policy}: no long request yielded");
-    // Every yield of a long request was a preemption; a raise can find
-    // the request finished.
-    assert!(get(&t.long_yields) <= preemptions, "{policy}");
+    let preempted_yields = if l.timer == "worker" {
+        // The worker checks its own quantum: every expiry yields to it, and
+        // it preempts or renews.
+        assert_eq!(
+            get(&t.long_yields),
+            preemptions + renewals,
+            "{policy}: each expiry yields once"
+        );
+        preemptions
+    } else {
+        // Every yield of a long request was a preemption; a raise can find
+        // the request finished.
+        assert!(get(&t.long_yields) <= preemptions, "{policy}");
+        get(&t.long_yields)
+    };
+    if policy.contains("timer=") {
+        assert_eq!(l.timer, &policy[policy.find("timer=").unwrap() + 6..]);
+    }
     if policy.contains("wq=off") {
         assert_eq!(passes, 0, "{policy}: the wait queue is off");
     } else {
         assert_eq!(
-            passes,
-            get(&t.long_yields),
-            "{policy}: yields pass the wait queue"
+            passes, preempted_yields,
+            "{policy}: preemptions pass the wait queue"
         );
     }
     assert_eq!(l.wait_queue_full, 0, "{policy}");
@@ -268,13 +290,25 @@ fn conditional_preemption_renews_a_lone_long_requests_quantum() {
     let _one_at_a_time = serial();
     let w = mix_workload();
     // One 20 ms long request alone on one worker: its 10 µs quantum expires
-    // again and again, with nothing queued.
-    let (r, t) = serve(&w, "synergy", 1, trace(1, 20_000_000, 1, 0));
-    assert_conserved("alone", &r, &t);
-    let l = r.local.as_ref().unwrap();
-    assert_eq!(l.preemptions, vec![0], "nothing queued: never preempted");
-    assert!(l.preemptions_avoided[0] > 10, "renewed: {l:?}");
-    assert_eq!(get(&t.long_yields), 0);
+    // again and again, with nothing queued. Whoever checks the quantum.
+    for (policy, yields_per_renewal) in [("synergy:timer=core", 0), ("synergy:timer=worker", 1)] {
+        let (r, t) = serve(&w, policy, 1, trace(1, 20_000_000, 1, 0));
+        assert_conserved(policy, &r, &t);
+        let l = r.local.as_ref().unwrap();
+        assert_eq!(
+            l.preemptions,
+            vec![0],
+            "{policy}: nothing queued: never preempted"
+        );
+        assert!(l.preemptions_avoided[0] > 10, "{policy}: renewed: {l:?}");
+        // The worker's own check switches out to the worker and straight
+        // back in; the timer's thread renews without a switch.
+        assert_eq!(
+            get(&t.long_yields),
+            yields_per_renewal * l.preemptions_avoided[0],
+            "{policy}"
+        );
+    }
     // Without conditional preemption the same request is preempted.
     let (r, t) = serve(&w, "synergy:cp=off", 1, trace(1, 20_000_000, 1, 0));
     assert_conserved("cp=off", &r, &t);
@@ -289,11 +323,13 @@ fn a_short_request_is_never_preempted_however_long_it_runs() {
     let w = mix_workload();
     // Type 0 never declares itself long: 5 ms requests back to back on one
     // worker with a queue behind them all along, never preempted.
-    let (r, t) = serve(&w, "synergy:cp=off", 1, trace(0, 5_000_000, 6, 0));
-    assert_conserved("short", &r, &t);
-    let l = r.local.as_ref().unwrap();
-    assert_eq!(l.preemptions, vec![0]);
-    assert_eq!(get(&t.short_yields), 0);
+    for policy in ["synergy:cp=off,timer=core", "synergy:cp=off,timer=worker"] {
+        let (r, t) = serve(&w, policy, 1, trace(0, 5_000_000, 6, 0));
+        assert_conserved(policy, &r, &t);
+        let l = r.local.as_ref().unwrap();
+        assert_eq!(l.preemptions, vec![0], "{policy}");
+        assert_eq!(get(&t.short_yields), 0, "{policy}");
+    }
 }
 
 #[test]
