@@ -131,6 +131,7 @@ impl PolicyConfig for LifoConfig {
 
 static LIFO: PolicyEntry = PolicyEntry {
     name: "lifo",
+    example: "lifo",
     aliases: &["adaptive-lifo"],
     defaults: || Box::new(LifoConfig::default()),
 };

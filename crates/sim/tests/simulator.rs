@@ -7,27 +7,25 @@ use psp_sim::{
     simulate_point,
 };
 
-const ALL_POLICIES: &[&str] = &[
-    "d-fcfs",
-    "c-fcfs",
-    "fp",
-    "edf",
-    "darc-static:1",
-    "darc:samples=2000",
-    "ts",
-    "ts:sq,requeue=head,preempt=waiting",
-    "ts-block:1",
-    "ts-block:0,pick=short",
-    "concord",
-    "concord:k=1,quantum=2",
-    "ws",
-    "ws:threshold=2",
-    "synergy",
-    "synergy:ws=off,wq=off,cp=off,qa=off,quantum=5",
-    "synergy:wqd=1,cqf=5,mech=signal",
-    "tq",
-    "tq:quantum=5,mech=uintr",
-];
+/// Every registered policy (its registry example, DARC's variants with a
+/// window that fills in these short runs), then variants of those with
+/// more mechanisms to cover.
+fn all_policies() -> Vec<String> {
+    let mut all = psp_core::policy::registry::examples_with(&[("samples", "2000")]);
+    all.extend(
+        [
+            "ts:sq,requeue=head,preempt=waiting",
+            "ts-block:0,pick=short",
+            "concord:k=1,quantum=2",
+            "ws:threshold=2",
+            "synergy:ws=off,wq=off,cp=off,qa=off,quantum=5",
+            "synergy:wqd=1,cqf=5,mech=signal",
+            "tq:quantum=5,mech=uintr",
+        ]
+        .map(String::from),
+    );
+    all
+}
 
 fn cfg(workers: usize, workload: &Workload, load: f64, duration_ms: u64, seed: u64) -> SimConfig {
     SimConfig {
@@ -52,7 +50,7 @@ fn sim(p: &PointResult) -> &SimExtra {
 #[test]
 fn every_request_is_completed_or_counted_as_dropped() {
     let w = Workload::resolve("high-bimodal").unwrap();
-    for policy in ALL_POLICIES {
+    for policy in all_policies() {
         let spec: PolicySpec = policy.parse().unwrap();
         // Below, near and well above the peak (the last one must drop).
         for load in [0.5, 0.95, 3.0] {

@@ -213,6 +213,7 @@ impl PolicyConfig for ConcordConfig {
 /// `concord` in the policy registry.
 pub static CONCORD: PolicyEntry = PolicyEntry {
     name: "concord",
+    example: "concord",
     aliases: &[],
     defaults: || Box::new(ConcordConfig::default()),
 };

@@ -934,6 +934,7 @@ impl PolicyConfig for FpConfig {
 /// `fp` (also `sjf`) in the policy registry.
 pub static FP: PolicyEntry = PolicyEntry {
     name: "fp",
+    example: "fp",
     aliases: &["sjf"],
     defaults: || Box::new(FpConfig),
 };
@@ -951,6 +952,7 @@ impl PolicyConfig for DarcStaticConfig {
 /// `darc-static` in the policy registry.
 pub static DARC_STATIC: PolicyEntry = PolicyEntry {
     name: "darc-static",
+    example: "darc-static:1",
     aliases: &[],
     defaults: || Box::new(DarcStaticConfig::default()),
 };
@@ -977,6 +979,7 @@ impl PolicyConfig for DarcConfig {
 /// `darc` (the paper's rules) in the policy registry.
 pub static DARC: PolicyEntry = PolicyEntry {
     name: "darc",
+    example: "darc",
     aliases: &[],
     defaults: || Box::new(DarcConfig::default()),
 };
@@ -984,6 +987,7 @@ pub static DARC: PolicyEntry = PolicyEntry {
 /// `darc+` (docs/darc-variant.md's rules as defaults) in the policy registry.
 pub static DARC_PLUS: PolicyEntry = PolicyEntry {
     name: "darc+",
+    example: "darc+",
     aliases: &[],
     defaults: || Box::new(DarcConfig::plus()),
 };

@@ -133,6 +133,7 @@ impl PolicyConfig for EdfConfig {
 /// `edf` in the policy registry.
 pub static EDF: PolicyEntry = PolicyEntry {
     name: "edf",
+    example: "edf",
     aliases: &[],
     defaults: || Box::new(EdfConfig::default()),
 };

@@ -84,6 +84,7 @@ impl PolicyConfig for CFcfsConfig {
 /// `c-fcfs` in the policy registry.
 pub static C_FCFS: PolicyEntry = PolicyEntry {
     name: "c-fcfs",
+    example: "c-fcfs",
     aliases: &[],
     defaults: || Box::new(CFcfsConfig),
 };

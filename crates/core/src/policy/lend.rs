@@ -190,6 +190,7 @@ impl PolicyConfig for LendConfig {
 /// `darc-lend` in the policy registry.
 pub static DARC_LEND: PolicyEntry = PolicyEntry {
     name: "darc-lend",
+    example: "darc-lend",
     aliases: &[],
     defaults: || Box::new(LendConfig::default()),
 };
@@ -197,6 +198,7 @@ pub static DARC_LEND: PolicyEntry = PolicyEntry {
 /// `darc-fair` (`psp serve`'s default) in the policy registry.
 pub static DARC_FAIR: PolicyEntry = PolicyEntry {
     name: "darc-fair",
+    example: "darc-fair",
     aliases: &[],
     defaults: || Box::new(LendConfig::fair()),
 };

@@ -23,6 +23,10 @@ use super::{Policy, PolicyContext, PolicyError, PreemptionMechanism, Shape};
 pub struct PolicyEntry {
     /// The canonical name (what `Display` writes).
     pub name: &'static str,
+    /// A spec that runs as written (its required arguments filled, e.g.
+    /// `darc-static:1`): what the tests iterate ([`examples_with`]), so a
+    /// policy added to [`POLICIES`] is tested without a list to update.
+    pub example: &'static str,
     /// Other names it parses under (`sjf` for `fp`).
     pub aliases: &'static [&'static str],
     /// The configuration at the policy's defaults.
@@ -54,6 +58,30 @@ pub static POLICIES: &[&PolicyEntry] = &[
     &super::synergy::SYNERGY,
     &super::tq::TQ,
 ];
+
+/// Every policy's [`PolicyEntry::example`], in [`POLICIES`]' order, each
+/// with those of `params` (`(key, value)`) that its policy takes: e.g.
+/// `[("samples", "20")]` gives DARC's variants a short profiling window and
+/// leaves the other policies as they are. The list the tests run every
+/// policy through.
+pub fn examples_with(params: &[(&str, &str)]) -> Vec<String> {
+    POLICIES
+        .iter()
+        .map(|e| {
+            let keys: Vec<&str> = (e.defaults)()
+                .describe(e.name)
+                .iter()
+                .map(|p| p.key)
+                .collect();
+            let mut spec = e.example.to_string();
+            for (key, value) in params.iter().filter(|(k, _)| keys.contains(k)) {
+                spec.push(if spec.contains(':') { ',' } else { ':' });
+                spec.push_str(&format!("{key}={value}"));
+            }
+            spec
+        })
+        .collect()
+}
 
 /// The entry named `name` (canonical or alias) in `registry`.
 pub fn lookup(registry: &[&'static PolicyEntry], name: &str) -> Option<&'static PolicyEntry> {
@@ -185,6 +213,25 @@ macro_rules! no_params {
 mod tests {
     use super::*;
     use crate::policy::{PolicySpec, TypeInfo};
+
+    #[test]
+    fn every_example_parses_as_its_own_policy_and_takes_only_known_params() {
+        for e in POLICIES {
+            let spec: PolicySpec = e
+                .example
+                .parse()
+                .unwrap_or_else(|err| panic!("{}: example {:?}: {err}", e.name, e.example));
+            assert_eq!(spec.name(), e.name);
+        }
+        let with = examples_with(&[("samples", "20"), ("no-such-key", "1")]);
+        assert_eq!(with.len(), POLICIES.len());
+        assert!(with.contains(&"darc:samples=20".to_string()), "{with:?}");
+        assert!(with.contains(&"darc-static:1".to_string()), "{with:?}");
+        assert!(with.contains(&"c-fcfs".to_string()), "{with:?}");
+        for spec in &with {
+            assert!(spec.parse::<PolicySpec>().is_ok(), "{spec}");
+        }
+    }
 
     #[test]
     fn names_are_unique_across_the_registry() {

@@ -855,6 +855,7 @@ impl PolicyConfig for SynergyConfig {
 /// `synergy` in the policy registry.
 pub static SYNERGY: PolicyEntry = PolicyEntry {
     name: "synergy",
+    example: "synergy",
     aliases: &[],
     defaults: || Box::new(SynergyConfig::default()),
 };

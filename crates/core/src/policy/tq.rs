@@ -231,6 +231,7 @@ impl PolicyConfig for TqConfig {
 /// `tq` (Tiny Quanta) in the policy registry.
 pub static TQ: PolicyEntry = PolicyEntry {
     name: "tq",
+    example: "tq",
     aliases: &[],
     defaults: || Box::new(TqConfig::default()),
 };

@@ -318,6 +318,7 @@ impl PolicyConfig for TsConfig {
 /// `ts` (Shinjuku) in the policy registry.
 pub static TS: PolicyEntry = PolicyEntry {
     name: "ts",
+    example: "ts",
     aliases: &[],
     defaults: || Box::new(TsConfig::default()),
 };

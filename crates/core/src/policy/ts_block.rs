@@ -293,6 +293,7 @@ impl PolicyConfig for TsBlockConfig {
 /// `ts-block` in the policy registry.
 pub static TS_BLOCK: PolicyEntry = PolicyEntry {
     name: "ts-block",
+    example: "ts-block:1",
     aliases: &[],
     defaults: || Box::new(TsBlockConfig::default()),
 };

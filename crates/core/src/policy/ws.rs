@@ -243,6 +243,7 @@ impl PolicyConfig for DFcfsConfig {
 /// `d-fcfs` in the policy registry.
 pub static D_FCFS: PolicyEntry = PolicyEntry {
     name: "d-fcfs",
+    example: "d-fcfs",
     aliases: &[],
     defaults: || Box::new(DFcfsConfig),
 };
@@ -264,6 +265,7 @@ impl PolicyConfig for StealRule {
 /// `ws` in the policy registry.
 pub static WS: PolicyEntry = PolicyEntry {
     name: "ws",
+    example: "ws",
     aliases: &[],
     defaults: || Box::new(StealRule::default()),
 };

@@ -9,33 +9,31 @@ use psp_net::dgram::DatagramProtocol;
 use psp_net::{ClassifierKind, DatapathKind, Server, ServerConfig};
 use psp_runtime::RuntimeConfig;
 
-/// Every policy, with parameters that make short runs meaningful: DARC
-/// profiles after 20 completions (`darc-fair:mech=none` owes a type its
-/// share after one mean of waiting); the preemptive ones keep their default
-/// quanta (a few µs), far below the long requests.
-pub const POLICIES: [&str; 16] = [
-    "d-fcfs",
-    "c-fcfs",
-    "fp",
-    "edf",
-    "darc-static:1",
-    "darc:samples=20",
-    "darc+:samples=20",
-    "darc-lend:samples=20",
-    // `psp serve`'s default, both ways it runs: lending (and reclaiming) as
-    // darc-lend does, its owed rule out of the way (what a type is owed is
-    // never reclaimed, so with it a short run may order no reclaim, which
-    // the matrix requires of a preemptive policy); and without lending, its
-    // owed rule quick to fire.
-    "darc-fair:samples=20,patience=1000",
-    "darc-fair:samples=20,patience=1,mech=none",
-    "ts",
-    "ts-block:1",
-    "concord",
-    "ws",
-    "synergy",
-    "tq",
-];
+/// Every registered policy, with parameters that make short runs
+/// meaningful: DARC profiles after 20 completions; the preemptive ones keep
+/// their default quanta (a few µs), far below the long requests. Generated
+/// from the registry ([`psp_core::policy::registry::examples_with`]): a
+/// policy added there is in every test that runs this list.
+pub fn policies() -> Vec<&'static str> {
+    let mut all = Vec::new();
+    for p in psp_core::policy::registry::examples_with(&[("samples", "20")]) {
+        if p.starts_with("darc-fair:") {
+            // `psp serve`'s default, both ways it runs: lending (and
+            // reclaiming) as darc-lend does, its owed rule out of the way
+            // (what a type is owed is never reclaimed, so with it a short
+            // run may order no reclaim, which the matrix requires of a
+            // preemptive policy); and without lending, its owed rule quick
+            // to fire (it owes a type its share after one mean of waiting).
+            all.push(format!("{p},patience=1000"));
+            all.push(format!("{p},patience=1,mech=none"));
+        } else {
+            all.push(p);
+        }
+    }
+    // Leaked (a few short strings per call, in tests only): the servers and
+    // threads the tests start take `&'static str`.
+    all.into_iter().map(|p| &*p.leak()).collect()
+}
 
 /// The key-value application behind `protocol`, 100 keys loaded: the store
 /// of the protocol tests' servers.

@@ -1,5 +1,5 @@
-//! Every policy behind every datagram front end: each of the fifteen
-//! registered policies (`common::server::POLICIES`; `darc-fair` both with and
+//! Every policy behind every datagram front end: each registered policy
+//! (`common::server::policies()`, from the registry; `darc-fair` both with and
 //! without lending) serves the synthetic (`spin`) and the key-value (`kv`,
 //! RocksDB) applications on 2 workers, through the in-process generator,
 //! through the UDP server on loopback and, as root, through the AF_XDP server
@@ -37,7 +37,7 @@ use psp_workload::{Arrival, TraceArrivals, Workload};
 
 use crate::common;
 
-use common::server::POLICIES;
+use common::server::policies;
 
 /// Requests per run.
 const REQUESTS: u64 = 160;
@@ -448,7 +448,7 @@ fn over_net(app: &Arc<App>, policy: &str, xdp: Option<&common::Topology>, inline
 fn every_policy_answers_every_request_once_and_correctly_in_process_and_over_udp() {
     for app in [App::spin(), App::kv()] {
         let app = Arc::new(app);
-        for policy in POLICIES {
+        for policy in policies() {
             let name = app.name;
             preempting(policy, &format!("{name}, in-process"), || {
                 in_process(&app, policy)
@@ -475,7 +475,7 @@ fn every_policy_answers_every_request_once_and_correctly_over_af_xdp() {
     };
     for app in [App::spin(), App::kv()] {
         let app = Arc::new(app);
-        for policy in POLICIES {
+        for policy in policies() {
             let name = app.name;
             preempting(policy, &format!("{name}, xdp"), || {
                 over_net(&app, policy, Some(&xdp), false)

@@ -25,7 +25,7 @@ use redis::Commands;
 
 use crate::common;
 
-use common::server::POLICIES;
+use common::server::policies;
 
 /// Connections updating at once.
 const CLIENTS: usize = 4;
@@ -449,14 +449,14 @@ fn the_rocksdb_store_keeps_order_and_atomicity() {
 
 #[test]
 fn redis_clients_see_redis_semantics_under_every_policy() {
-    for policy in POLICIES {
+    for policy in policies() {
         redis_semantics(policy);
     }
 }
 
 #[test]
 fn memcached_clients_see_memcached_semantics_under_every_policy() {
-    let pending: Vec<ExpiryPending> = POLICIES.into_iter().map(memcache_semantics).collect();
+    let pending: Vec<ExpiryPending> = policies().into_iter().map(memcache_semantics).collect();
     for p in pending {
         expired_then_stop(p);
     }
