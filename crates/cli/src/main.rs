@@ -196,6 +196,7 @@ impl PointArgs {
             system: system::parse(&self.system)?,
             classifier: self.classifier_kind()?,
             series_window_ns: None,
+            max_wait_ns: Vec::new(),
         })
     }
 
@@ -234,6 +235,14 @@ struct SimArgs {
     /// most 1s].
     #[arg(long, allow_hyphen_values = true)]
     think: Option<String>,
+    /// Longest a request may wait from its arrival to its start, past
+    /// which it is dropped unrun (counted in its type's drops and in
+    /// `expired_total`) instead of served late, as `psp run --max-wait` and
+    /// `psp serve --max-wait` do: DUR for every type, TYPE=DUR,... for the
+    /// types named, DUR,TYPE=DUR,... for every type with exceptions
+    /// (TYPE=none: unbounded); 1us to 1h [default: none].
+    #[arg(long, allow_hyphen_values = true)]
+    max_wait: Option<String>,
     /// Print the point as JSON.
     #[arg(long)]
     json: bool,
@@ -411,6 +420,9 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
             (workload, spec, cfg, Some(clients))
         }
     };
+    if let Some(s) = &a.max_wait {
+        cfg.max_wait_ns = max_wait_ns(&limits::max_wait(s, &app::type_names(&workload))?);
+    }
     let point = match (&a.series, &clients) {
         (None, None) => simulate_point(&workload, &spec, &cfg)?,
         (None, Some(clients)) => psp_sim::simulate_clients(&workload, &spec, &cfg, clients)?.0,
@@ -436,6 +448,15 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
         print!("{}", report::point_table(&point));
     }
     Ok(())
+}
+
+/// A per-type queueing bound ([`limits::max_wait`]) in the simulator's
+/// nanoseconds.
+pub fn max_wait_ns(bounds: &[Option<std::time::Duration>]) -> Vec<Option<u64>> {
+    bounds
+        .iter()
+        .map(|b| b.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+        .collect()
 }
 
 /// Refuses an output path (of option `flag`) that cannot be written (a directory, a missing

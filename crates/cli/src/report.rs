@@ -100,8 +100,16 @@ pub fn point_table(p: &PointResult) -> String {
         p.overall.p99_slowdown,
         p.overall.p999_slowdown,
         p.overall.count,
-        p.dropped
+        // A simulated point drops; a measured one sheds (one of the two is 0).
+        p.dropped + p.shed
     );
+    if let Some(x) = p.extra.sim().filter(|x| x.expired_total > 0) {
+        let _ = writeln!(
+            s,
+            "dropped unrun past their type's --max-wait: {} (warm-up included)",
+            x.expired_total
+        );
+    }
     let _ = writeln!(
         s,
         "{:<12} {:>10} {:>12} {:>9} {:>10} {:>10} {:>11} {:>11} {:>8}",

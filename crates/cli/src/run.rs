@@ -176,6 +176,8 @@ pub fn run(a: RunArgs) -> Result<()> {
             None => Vec::new(),
         },
     };
+    // The simulator's prediction (--compare-sim) drops past the same bounds.
+    sim_cfg.max_wait_ns = crate::max_wait_ns(&opts.max_wait);
     let (mut point, counts, series) = measure(&workload, &app, &spec, &sim_cfg, &opts)?;
     if let (Some(stem), Some(series)) = (&a.series, &series) {
         crate::write_series(series, &workload, stem, &point.policy)?;

@@ -100,6 +100,10 @@ pub struct SimExtra {
     /// Of those, requests dropped at the full receive ring (system cost model).
     #[serde(default)]
     pub ingress_dropped_total: u64,
+    /// Of those, requests dropped unrun past their type's queueing bound
+    /// (`--max-wait`).
+    #[serde(default)]
+    pub expired_total: u64,
     /// The system cost model.
     #[serde(default)]
     pub system: String,

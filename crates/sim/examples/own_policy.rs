@@ -165,6 +165,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 system: SystemCosts::default(),
                 classifier: ClassifierKind::Header,
                 series_window_ns: None,
+                max_wait_ns: Vec::new(),
             };
             let point = simulate_point(&workload, &spec, &cfg)?;
             let (short, long) = (&point.types[0], &point.types[1]);

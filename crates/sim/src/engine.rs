@@ -73,6 +73,14 @@ pub struct SimConfig {
     /// Record a time series with windows of this length (per-type latency and
     /// the reservation per window).
     pub series_window_ns: Option<Nanos>,
+    /// Per type (the type the policy sees; missing or `None`: unbounded),
+    /// the longest a request may wait for its start: one whose turn comes
+    /// later is dropped unrun (the runtime answers it OVERLOADED), counted
+    /// in its type's drops and [`SimStats::expired`], and its worker is free
+    /// at once; the policy hears of it by [`psp_core::Policy::on_dropped`].
+    /// A preempted request resumes whatever its age. The runtime's
+    /// `RuntimeConfig::max_wait`, `--max-wait`.
+    pub max_wait_ns: Vec<Option<Nanos>>,
 }
 
 /// Why a point could not be simulated.
@@ -133,6 +141,9 @@ pub struct SimOutcome {
     pub dropped: u64,
     /// Of those, requests dropped at the full receive ring (system cost model).
     pub ingress_dropped: u64,
+    /// Of those, requests dropped unrun past their type's queueing bound
+    /// ([`SimConfig::max_wait_ns`]).
+    pub expired: u64,
     /// Requests still queued when no event was left (a policy bug if non-zero).
     pub stranded: u64,
     /// Requests generated after warm-up.
@@ -214,6 +225,9 @@ pub struct Simulator<'p, P: SimPolicy + ?Sized = dyn Policy> {
     /// When each arrival in the receive ring is read by the dispatcher.
     ingress: VecDeque<Nanos>,
     ingress_dropped: u64,
+    /// Per type the policy sees, the queueing bound (`SimConfig::max_wait_ns`).
+    max_wait_ns: Vec<Option<Nanos>>,
+    expired: u64,
     classifier: Option<RandomClassifier>,
     series: Option<SeriesRecorder>,
     /// Reservation updates the series has seen.
@@ -277,6 +291,8 @@ impl<'p, P: SimPolicy + ?Sized> Simulator<'p, P> {
             dispatcher_clock: 0,
             ingress: VecDeque::new(),
             ingress_dropped: 0,
+            max_wait_ns: Vec::new(),
+            expired: 0,
             classifier: None,
             series: None,
             series_updates: 0,
@@ -284,6 +300,12 @@ impl<'p, P: SimPolicy + ?Sized> Simulator<'p, P> {
             closed_loop: false,
             done: Vec::new(),
         }
+    }
+
+    /// Bounds each type's queueing delay ([`SimConfig::max_wait_ns`]).
+    pub fn with_max_wait(mut self, max_wait_ns: &[Option<Nanos>]) -> Self {
+        self.max_wait_ns = max_wait_ns.to_vec();
+        self
     }
 
     /// Records a time series into `series` (windows, per-type latency, the
@@ -395,6 +417,16 @@ impl<'p, P: SimPolicy + ?Sized> Simulator<'p, P> {
         let f = &mut self.slab[token as usize];
         let remaining = f.remaining_ns;
         if !f.begun {
+            let bound = self
+                .max_wait_ns
+                .get(usize::from(f.req.type_id))
+                .copied()
+                .flatten();
+            if bound.is_some_and(|b| at > f.req.arrival_ns.saturating_add(b)) {
+                self.expire(worker, token, at);
+                return;
+            }
+            let f = &mut self.slab[token as usize];
             f.begun = true;
             // The application recognises a long request as it begins and
             // calls feedback_start(), which arms the worker's timer.
@@ -523,6 +555,34 @@ impl<'p, P: SimPolicy + ?Sized> Simulator<'p, P> {
         }
         let at = self.dispatcher_step(self.costs.completion_ns);
         self.policy.on_completion(worker, &f.req, f.service_ns, at);
+        self.start_local(worker);
+    }
+
+    /// `worker` took `token` at `at`, past its type's queueing bound: it is
+    /// dropped unrun (answered OVERLOADED in the runtime) and the worker is
+    /// free at once, as the runtime's worker that refuses an expired job.
+    /// The policy hears of it by `on_dropped`, which learns no service time.
+    fn expire(&mut self, worker: WorkerId, token: u32, at: Nanos) {
+        let f = self.slab[token as usize];
+        let w = &mut self.workers[worker as usize];
+        w.state = WorkerState::Idle;
+        w.gen_ = w.gen_.wrapping_add(1);
+        self.dropped += 1;
+        self.expired += 1;
+        if f.req.arrival_ns >= self.measure_from_ns {
+            self.recorder.record_drop(f.true_type as usize);
+        }
+        self.free_slots.push(token);
+        if self.closed_loop {
+            self.done
+                .push((f.req.flow, at + self.costs.network_ns, true));
+        }
+        let at = if self.local_dispatch {
+            at
+        } else {
+            self.dispatcher_step(self.costs.completion_ns).max(at)
+        };
+        self.policy.on_dropped(worker, &f.req, at);
         self.start_local(worker);
     }
 
@@ -741,6 +801,7 @@ impl<'p, P: SimPolicy + ?Sized> Simulator<'p, P> {
             completed: self.completed,
             dropped: self.dropped,
             ingress_dropped: self.ingress_dropped,
+            expired: self.expired,
             measured_generated: self.measured_generated,
             end_ns: self.now,
             policy_stats: self.policy.stats(),
@@ -859,7 +920,8 @@ impl Point<'_> {
         let mut sim = Simulator::new(policy, cfg.workers, names, self.measure_from_ns)
             .with_preemption(PreemptionCost::for_policy(spec))
             .with_system(cfg.system.for_policy(spec))
-            .with_classifier(cfg.classifier, names.len());
+            .with_classifier(cfg.classifier, names.len())
+            .with_max_wait(&cfg.max_wait_ns);
         if let Some(window) = cfg.series_window_ns {
             let window = psp_metrics::series::check_window(window, self.period_ns)
                 .map_err(SimError::Config)?;
@@ -952,6 +1014,7 @@ impl SimOutcome {
             completed_total: self.completed,
             dropped_total: self.dropped,
             ingress_dropped_total: self.ingress_dropped,
+            expired_total: self.expired,
             system: self.system.describe(),
             classifier: cfg.classifier.name().to_string(),
             stranded: self.stranded,

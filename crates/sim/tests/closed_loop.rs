@@ -21,6 +21,7 @@ fn cfg(workers: usize, duration_ms: u64, queue_capacity: usize) -> SimConfig {
         system: SystemCosts::default(),
         classifier: ClassifierKind::Header,
         series_window_ns: None,
+        max_wait_ns: Vec::new(),
     }
 }
 

@@ -18,6 +18,7 @@ fn cfg(workers: usize, rate_rps: f64, duration_ms: u64, system: SystemCosts) -> 
         system,
         classifier: ClassifierKind::Header,
         series_window_ns: None,
+        max_wait_ns: Vec::new(),
     }
 }
 

@@ -145,6 +145,7 @@ fn plan(a: &mut NetbenchArgs) -> Result<Bench> {
         system: psp_sim::SystemCosts::default(),
         classifier: ClassifierKind::Header,
         series_window_ns: None,
+        max_wait_ns: Vec::new(),
     };
     spec.build(&psp_core::PolicyContext {
         workers: a.workers,
