@@ -706,7 +706,7 @@ impl Service for ProtocolService {
     }
 }
 
-/// A worker's view of the database as [`psp_proto::resp::Store`].
+/// A worker's view of the database as [`psp_proto::store::Store`].
 struct RocksKv {
     store: Arc<Store>,
     locks: Arc<[std::sync::Mutex<()>]>,
@@ -714,7 +714,7 @@ struct RocksKv {
     write: WriteOptions,
 }
 
-impl psp_proto::resp::Store for RocksKv {
+impl psp_proto::store::Store for RocksKv {
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
         match self.store.db.get_pinned_opt(key, &self.read) {
             Ok(Some(v)) => {
@@ -760,7 +760,7 @@ impl psp_proto::resp::Store for RocksKv {
     }
 
     fn atomically_all<R>(&self, keys: &[&[u8]], f: impl FnOnce() -> R) -> R {
-        let stripes = psp_proto::resp::stripes_of(keys, self.locks.len(), |k| {
+        let stripes = psp_proto::store::stripes_of(keys, self.locks.len(), |k| {
             digest(DIGEST_SEED, k) as usize
         });
         // In ascending stripe order, as every caller: no circular wait.

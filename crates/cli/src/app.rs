@@ -175,3 +175,12 @@ fn unknown_field(name: &str, expected: &[&str]) -> String {
 pub fn type_names(workload: &Workload) -> Vec<String> {
     workload.types.iter().map(|t| t.name.clone()).collect()
 }
+
+/// The workload's declared mean service times (ns), in type order.
+pub(crate) fn declared(workload: &Workload) -> Vec<Option<f64>> {
+    workload
+        .type_infos()
+        .iter()
+        .map(|t| t.mean_service_ns)
+        .collect()
+}

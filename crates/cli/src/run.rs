@@ -474,7 +474,7 @@ fn run_extra(
     let (measured_utilization, declared_utilization) = d.utilization(
         cfg.workers,
         report.wall.as_nanos() as f64,
-        &crate::net::declared(workload),
+        &crate::app::declared(workload),
     );
     let sum = |v: &[u64]| v.iter().sum::<u64>();
     RunExtra {

@@ -224,7 +224,7 @@ fn main() {
     assert_eq!(input, b"get");
 
     // The same commands over any store (RocksDB in the key-value application).
-    let store = psp_proto::resp::MemStore::new();
+    let store = psp_proto::store::MemStore::new();
     let (mut out, mut scratch) = (Vec::new(), Vec::new());
     for req in [&b"set k v\n"[..], b"get k\n", b"get nope\n"] {
         protocol

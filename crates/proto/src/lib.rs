@@ -24,7 +24,7 @@ pub mod db;
 pub mod memcache;
 pub mod pubsub;
 pub mod resp;
-mod store;
+pub mod store;
 
 pub use store::{DynStore, KvStore};
 

@@ -416,8 +416,7 @@ pub fn classify(req: &[u8]) -> u16 {
 // Execution
 // ---------------------------------------------------------------------------------------
 
-/// The store the commands run over: the same as the Redis layer's.
-pub use crate::resp::Store;
+use crate::store::Store;
 
 /// Bytes of the stored header: flags (u32 BE) and cas (u64 BE).
 const HEADER: usize = 12;
@@ -1254,12 +1253,10 @@ const NOT_A_COMMAND: &str = "not a memcached command";
 // Test double
 // ---------------------------------------------------------------------------------------
 
-/// The test double: the Redis layer's in-memory store.
-pub use crate::resp::MemStore;
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::MemStore;
     use proptest::prelude::*;
 
     const MAX: usize = 1 << 20;

@@ -27,9 +27,7 @@
 //! *escaped* by prepending one more `0x00` byte, so every user key is accepted and none
 //! can collide with list records.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
 
 use crate::{Refusal, Sizes};
 
@@ -1091,8 +1089,8 @@ const NOT_A_COMMAND: &str = "not a RESP command";
 
 mod exec;
 
+pub use exec::execute;
 pub(crate) use exec::unknown_command;
-pub use exec::{Store, execute, stripes_of};
 
 // ---------------------------------------------------------------------------------------
 // Numbers and reply encoding
@@ -1181,112 +1179,11 @@ fn push_error(out: &mut Vec<u8>, msg: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-// ---------------------------------------------------------------------------------------
-// Test double
-// ---------------------------------------------------------------------------------------
-
-const STRIPES: usize = 64;
-
-/// In-memory [`Store`]: the test double for [`execute`].
-///
-/// A `Mutex<BTreeMap>` holds the records; [`Store::atomically`] takes one of 64 striped
-/// locks chosen by a hash of the key. Not meant for production use.
-#[derive(Debug)]
-pub struct MemStore {
-    map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
-    stripes: Vec<Mutex<()>>,
-}
-
-impl MemStore {
-    /// An empty store.
-    pub fn new() -> MemStore {
-        MemStore {
-            map: Mutex::new(BTreeMap::new()),
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-        }
-    }
-
-    /// Number of raw records (string values, list metadata and list elements).
-    pub fn len(&self) -> usize {
-        self.map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    /// Whether the store holds no record at all.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// A copy of all raw records, in key order.
-    pub fn records(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-    }
-}
-
-impl Default for MemStore {
-    fn default() -> Self {
-        MemStore::new()
-    }
-}
-
-impl Store for MemStore {
-    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
-        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        match map.get(key) {
-            Some(v) => {
-                out.extend_from_slice(v);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        map.insert(key.to_vec(), value.to_vec());
-        Ok(())
-    }
-
-    fn delete(&self, key: &[u8]) -> Result<bool, String> {
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(map.remove(key).is_some())
-    }
-
-    fn atomically<R>(&self, key: &[u8], f: impl FnOnce() -> R) -> R {
-        // FNV-1a
-        let hash = key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        let stripe = &self.stripes[(hash % STRIPES as u64) as usize];
-        let _guard = stripe.lock().unwrap_or_else(PoisonError::into_inner);
-        f()
-    }
-
-    fn atomically_all<R>(&self, keys: &[&[u8]], f: impl FnOnce() -> R) -> R {
-        let fnv = |key: &[u8]| {
-            key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            }) as usize
-        };
-        let _guards: Vec<_> = stripes_of(keys, STRIPES, fnv)
-            .into_iter()
-            .map(|i| {
-                self.stripes[i]
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-            })
-            .collect();
-        f()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::exec::{INFO, NO_EXPIRY};
     use super::*;
+    use crate::store::{MemStore, Store};
     use proptest::prelude::*;
     use proptest::sample::Index;
     use redis_protocol::resp2::decode::decode_range;

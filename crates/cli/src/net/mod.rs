@@ -299,12 +299,3 @@ fn server_summary(s: &ServerReport, declared: &[Option<f64>]) -> ServerSummary {
         app_check: None,
     }
 }
-
-/// The workload's declared mean service times (ns), in type order.
-pub(crate) fn declared(workload: &Workload) -> Vec<Option<f64>> {
-    workload
-        .type_infos()
-        .iter()
-        .map(|t| t.mean_service_ns)
-        .collect()
-}

@@ -18,7 +18,8 @@ use psp_runtime::{IdleStrategy, InlineWorker, RuntimeConfig};
 use psp_sim::{SimConfig, Workload};
 use serde_json::json;
 
-use super::{ClientArgs, DEFAULT_SOCKETS, XdpArgs, declared, load_config, server_summary};
+use super::{ClientArgs, DEFAULT_SOCKETS, XdpArgs, load_config, server_summary};
+use crate::app::declared;
 use crate::limits;
 
 /// `psp netbench` arguments.

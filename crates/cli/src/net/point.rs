@@ -13,8 +13,8 @@ use psp_net::{Server, ServerConfig};
 use psp_runtime::{IdleStrategy, RuntimeConfig};
 use psp_sim::{SimConfig, Workload};
 
-use super::{ClientArgs, declared, load_config, server_summary};
-use crate::app::type_names;
+use super::{ClientArgs, load_config, server_summary};
+use crate::app::{declared, type_names};
 
 /// How `psp sweep --mode net` measures points.
 #[derive(Debug, Clone)]

@@ -5,46 +5,7 @@
 use std::borrow::Cow;
 
 use super::*;
-
-/// The key-value store the executor runs against.
-///
-/// Keys and values are arbitrary bytes. Each call must be atomic on its own;
-/// [`Store::atomically`] groups calls that must not interleave with other writers of the
-/// same user key.
-pub trait Store {
-    /// Appends the value of `key` to `out` and returns whether the key was found.
-    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String>;
-    /// Stores `value` under `key`, replacing any previous value.
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
-    /// Removes `key`; returns whether it existed.
-    fn delete(&self, key: &[u8]) -> Result<bool, String>;
-    /// Runs `f` with exclusive access to `key`'s read-modify-write (INCR, list pushes/pops),
-    /// e.g. a striped lock.
-    ///
-    /// `key` is the user key; `f` may call `get`/`put`/`delete` on other (derived) keys but
-    /// never calls `atomically` again.
-    fn atomically<R>(&self, key: &[u8], f: impl FnOnce() -> R) -> R;
-
-    /// Runs `f` with exclusive access to every key of `keys` at once (MSET,
-    /// MGET, DEL of several keys: no command on any of them interleaves),
-    /// taking what [`Store::atomically`] takes for each, in one global
-    /// order so that two such calls never wait for each other in a circle.
-    /// `f` never calls `atomically` or `atomically_all`.
-    fn atomically_all<R>(&self, keys: &[&[u8]], f: impl FnOnce() -> R) -> R;
-}
-
-/// The stripes of `keys` among `stripes` (by `stripe_of`), ascending and
-/// each once: the order in which [`Store::atomically_all`] takes them.
-pub fn stripes_of(
-    keys: &[&[u8]],
-    stripes: usize,
-    stripe_of: impl Fn(&[u8]) -> usize,
-) -> Vec<usize> {
-    let mut v: Vec<usize> = keys.iter().map(|k| stripe_of(k) % stripes).collect();
-    v.sort_unstable();
-    v.dedup();
-    v
-}
+use crate::store::Store;
 
 /// Executes one complete request against `store`, appending the RESP2 reply to `out`.
 ///
