@@ -10,8 +10,9 @@ left out, and each file's `#[cfg(test)]` tail left out):
   counted), and how many;
 - functions longer than 120 lines (from `fn` to its closing brace), and how many;
 - import circles between files: strongly connected groups of files that reach
-  each other through `use crate::...` / `super::...` paths, and which of them
-  span files of different folders;
+  each other through `use crate::...` / `super::...` paths or `crate::...`
+  paths written in full where used, and which of them span files of
+  different folders;
 - the public items of `psp-runtime` (`pub` items in modules reachable from its
   lib.rs through `pub mod`, plus its `pub use` re-exports).
 
@@ -142,6 +143,9 @@ def module_path(crate_src, path):
 
 
 USE_RE = re.compile(r"\buse\s+([^;]+);", re.S)
+# A path written in full where it is used (`crate::net::declared(w)`), not
+# imported: an edge as much as a `use`.
+INLINE_RE = re.compile(r"(?<![\w:])crate::((?:\w+::)*\w+)")
 
 
 def expand_use(tree):
@@ -197,31 +201,32 @@ def import_graph(root):
             with open(path) as fh:
                 lines = strip_test_tail(fh.readlines())
             text = blank_literals("".join(lines))
-            for m in USE_RE.finditer(text):
-                for parts in expand_use(m.group(1)):
-                    if not parts:
-                        continue
-                    if parts[0] == "crate":
-                        target = list(parts[1:])
-                    elif parts[0] == "super":
-                        base = list(mod if os.path.basename(path) in ("mod.rs", "lib.rs") else mod[:-1])
-                        k = 0
-                        while k < len(parts) and parts[k] == "super":
-                            base = base[:-1] if k > 0 else base
-                            k += 1
-                        target = base + list(parts[k:])
-                    elif parts[0] == "self":
-                        base = list(mod if os.path.basename(path) in ("mod.rs", "lib.rs") else mod)
-                        target = base + list(parts[1:])
-                    else:
-                        continue
-                    # The longest module prefix that is a file.
-                    for cut in range(len(target), -1, -1):
-                        t = tuple(target[:cut])
-                        if t in modules:
-                            if modules[t] != path and cut > 0:
-                                edges[path].add(modules[t])
-                            break
+            paths = [p for m in USE_RE.finditer(text) for p in expand_use(m.group(1))]
+            paths += [["crate"] + m.group(1).split("::") for m in INLINE_RE.finditer(text)]
+            for parts in paths:
+                if not parts:
+                    continue
+                if parts[0] == "crate":
+                    target = list(parts[1:])
+                elif parts[0] == "super":
+                    base = list(mod if os.path.basename(path) in ("mod.rs", "lib.rs") else mod[:-1])
+                    k = 0
+                    while k < len(parts) and parts[k] == "super":
+                        base = base[:-1] if k > 0 else base
+                        k += 1
+                    target = base + list(parts[k:])
+                elif parts[0] == "self":
+                    base = list(mod if os.path.basename(path) in ("mod.rs", "lib.rs") else mod)
+                    target = base + list(parts[1:])
+                else:
+                    continue
+                # The longest module prefix that is a file.
+                for cut in range(len(target), -1, -1):
+                    t = tuple(target[:cut])
+                    if t in modules:
+                        if modules[t] != path and cut > 0:
+                            edges[path].add(modules[t])
+                        break
     return edges
 
 
