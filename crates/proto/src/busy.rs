@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::db::SHARDS;
-use crate::resp::SCRIPT_TYPES;
+use crate::resp::wire::SCRIPT_TYPES;
 
 /// Redis's `busy-reply-threshold` default, ms.
 pub const BUSY_REPLY_THRESHOLD_MS: u64 = 5_000;

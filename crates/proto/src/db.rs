@@ -693,7 +693,7 @@ pub struct Db {
     start: Instant,
     start_unix_ms: u64,
     /// What ran on it, per command (`INFO commandstats`, `SLOWLOG`).
-    commands: crate::commands::CommandStats,
+    commands: crate::commandstats::CommandStats,
     /// The scripts running on it (BUSY, `SCRIPT KILL`).
     scripts: crate::busy::RunningScripts,
     /// Shared values a writer copied outside the shard's lock
@@ -778,7 +778,7 @@ impl Db {
             evict_cursor: AtomicUsize::new(0),
             start: Instant::now(),
             start_unix_ms,
-            commands: crate::commands::CommandStats::default(),
+            commands: crate::commandstats::CommandStats::default(),
             scripts: crate::busy::RunningScripts::default(),
             unshared_outside_locks: AtomicU64::new(0),
         }
@@ -795,7 +795,7 @@ impl Db {
     }
 
     /// The commands' statistics.
-    pub fn commands(&self) -> &crate::commands::CommandStats {
+    pub fn commands(&self) -> &crate::commandstats::CommandStats {
         &self.commands
     }
 

@@ -20,6 +20,7 @@ pub mod blocking;
 pub mod busy;
 pub mod clients;
 pub mod commands;
+pub mod commandstats;
 pub mod db;
 pub mod memcache;
 pub mod pubsub;

@@ -41,10 +41,10 @@ use parking_lot::Mutex;
 use std::io::Write as _;
 use std::time::Instant;
 
-pub use slowlog::CommandStats;
+pub use crate::commandstats::CommandStats;
 
 use crate::db::{Db, Entry, Full, Guard, Refused, Score, Value, ZSet};
-use crate::resp::{RespError, parse};
+use crate::resp::wire::{RespError, parse};
 
 /// A command's arguments: inline up to 8, so that a command allocates no
 /// vector for them.
@@ -1045,7 +1045,7 @@ pub fn execute(
 /// [`parse`]), so that it is not parsed again on its way.
 pub(crate) fn execute_parsed(
     req: &[u8],
-    cmd: crate::resp::Command<'_>,
+    cmd: crate::resp::wire::Command<'_>,
     db: &Db,
     session: &mut Session,
     out: &mut Vec<u8>,
@@ -1131,6 +1131,7 @@ pub(crate) fn execute_parsed(
     let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
     if let Some(index) = index {
         db.commands().record(
+            COMMANDS.len(),
             index,
             t0.elapsed().as_micros() as u64,
             r.is_err() || w.out.get(start) == Some(&b'-'),
@@ -1170,7 +1171,7 @@ fn write_fail(w: &mut Reply<'_>, f: Fail) {
 }
 
 fn unknown(w: &mut Reply<'_>, raw_name: &[u8], args: &[&[u8]]) {
-    w.error(&crate::resp::unknown_command(
+    w.error(&crate::resp::wire::unknown_command(
         raw_name,
         args.iter().copied(),
     ));

@@ -44,12 +44,13 @@ pub(super) fn run<'d>(
             let mut text = String::from("# Scripttypes\r\n");
             let typed = db.scripts().typed();
             for (slot, sha) in typed.iter().enumerate() {
-                let name = crate::resp::TYPES[usize::from(crate::resp::script_type(slot))];
+                let name =
+                    crate::resp::wire::TYPES[usize::from(crate::resp::wire::script_type(slot))];
                 text.push_str(&format!("{name}:{}\r\n", String::from_utf8_lossy(sha)));
             }
-            if typed.len() == crate::resp::SCRIPT_TYPES - 1 {
-                let last = crate::resp::script_type(crate::resp::SCRIPT_TYPES - 1);
-                let name = crate::resp::TYPES[usize::from(last)];
+            if typed.len() == crate::resp::wire::SCRIPT_TYPES - 1 {
+                let last = crate::resp::wire::script_type(crate::resp::wire::SCRIPT_TYPES - 1);
+                let name = crate::resp::wire::TYPES[usize::from(last)];
                 text.push_str(&format!("{name}:every other script\r\n"));
             }
             w.bulk(text.as_bytes());

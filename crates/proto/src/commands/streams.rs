@@ -287,7 +287,7 @@ fn xread<'d>(a: &[&[u8]], db: &'d Db, w: &mut Reply<'_>, mut held: Option<&mut G
             }));
             let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
             let mut again = Vec::new();
-            crate::resp::write_command(&refs, &mut again);
+            crate::resp::wire::write_command(&refs, &mut again);
             let Fail::Block {
                 deadline_ms,
                 timeout_reply,

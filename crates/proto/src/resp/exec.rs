@@ -365,30 +365,6 @@ fn server(name: Cmd, mut args: Args<'_>, out: &mut Vec<u8>) -> Res {
     Ok(())
 }
 
-/// Redis 7's error text for an unknown command: "unknown command '%.128s',
-/// with args beginning with: " followed by "'%.*s' " per argument while the
-/// arguments shown are shorter than 128 bytes.
-pub(crate) fn unknown_command<'a>(
-    raw_name: &[u8],
-    args: impl IntoIterator<Item = &'a [u8]>,
-) -> Vec<u8> {
-    let mut msg = b"ERR unknown command '".to_vec();
-    msg.extend_from_slice(&raw_name[..raw_name.len().min(128)]);
-    msg.extend_from_slice(b"', with args beginning with: ");
-    let mut shown = 0usize;
-    for arg in args {
-        if shown >= 128 {
-            break;
-        }
-        let take = arg.len().min(128 - shown);
-        msg.push(b'\'');
-        msg.extend_from_slice(&arg[..take]);
-        msg.extend_from_slice(b"' ");
-        shown += take + 3;
-    }
-    msg
-}
-
 /// The record key of user string key `k` (escaped when it starts with `0x00`).
 fn string_key(k: &[u8]) -> Cow<'_, [u8]> {
     if k.first() == Some(&0) {
