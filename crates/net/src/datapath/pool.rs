@@ -48,14 +48,6 @@ pub struct Packet {
     frame_data: *mut u8,
     /// The UMEM frame this packet's token holds (AF_XDP; 0 otherwise).
     pub frame: u64,
-    /// The TCP connection the request came on, its generation (a reused
-    /// connection slot has another) and its place in the connection's
-    /// request order (TCP front end; unused otherwise).
-    pub conn: u32,
-    /// See `conn`.
-    pub generation: u32,
-    /// See `conn`.
-    pub seq: u64,
     /// The packet's own buffer (the datagram's first [`PACKET_BYTES`] bytes).
     own: [u8; PACKET_BYTES],
 }

@@ -100,49 +100,67 @@ pub struct TcpConfig {
 }
 
 /// The longest request (a job's length is 16 bits). One longer than a
-/// packet-pool buffer goes into its token's [`LargeBodies`] buffer.
+/// packet-pool buffer goes into its token's [`TcpSlots`] buffer.
 pub const MAX_REQUEST: usize = u16::MAX as usize;
 /// A connection's input buffer at first; it grows (to `max_request + 1`)
 /// only for a request that does not fit.
 const INPUT_START: usize = 4096;
 
-/// Request bodies longer than a packet-pool buffer (values of a few KB),
-/// one growable buffer per slot, empty until used.
+/// What the TCP front end keeps per request slot beside the packet pool's
+/// buffer: where the request came from and its place in its connection's
+/// order (the worker's reply carries them back), and its body when longer
+/// than a packet-pool buffer (values of a few KB: one growable buffer per
+/// slot, empty until used). The datagram front ends have no use for either,
+/// so the pool's `Packet` does not carry them.
 ///
 /// Reached through the slot's [`PacketToken`], as the packet pool is
-/// (module doc of `pool`): the net thread writes a slot's buffer before it
-/// admits the token; the worker that pops the slot's job reads it until its
+/// (module doc of `pool`): the net thread writes a slot before it admits
+/// the token; the worker that pops the slot's job reads it until its
 /// completion. The job and completion rings' release/acquire ordering
-/// publishes the bytes.
-struct LargeBodies(Box<[std::cell::UnsafeCell<Vec<u8>>]>);
+/// publishes the writes.
+struct TcpSlots(Box<[std::cell::UnsafeCell<TcpSlot>]>);
 
-// SAFETY: a buffer is touched only by the current owner of its token (see
+/// One request slot's [`TcpSlots`] entry.
+#[derive(Default)]
+struct TcpSlot {
+    /// The connection the request came on (its index).
+    conn: u32,
+    /// Its generation (a reused connection index has another).
+    generation: u32,
+    /// The request's place in the connection's request order.
+    seq: u64,
+    /// The body, when longer than a packet-pool buffer.
+    large: Vec<u8>,
+}
+
+// SAFETY: a slot is touched only by the current owner of its token (see
 // the type's doc): never by two threads at once.
-unsafe impl Sync for LargeBodies {}
+unsafe impl Sync for TcpSlots {}
 
-impl LargeBodies {
+impl TcpSlots {
     fn new(tokens: usize) -> Self {
         Self(
             (0..tokens)
-                .map(|_| std::cell::UnsafeCell::new(Vec::new()))
+                .map(|_| std::cell::UnsafeCell::new(TcpSlot::default()))
                 .collect(),
         )
     }
 
-    /// The buffer of `token`'s slot.
-    fn get_mut<'a>(&'a self, token: &'a mut PacketToken) -> &'a mut Vec<u8> {
+    /// `token`'s slot, to write.
+    fn get_mut<'a>(&'a self, token: &'a mut PacketToken) -> &'a mut TcpSlot {
         // SAFETY: the token is unique and borrowed exclusively for as long
-        // as this reference lives: no other access to its buffer exists.
+        // as this reference lives: no other access to its slot exists.
         unsafe { &mut *self.0[token.index() as usize].get() }
     }
 
-    /// The bytes of `token`'s slot.
-    fn get<'a>(&'a self, token: &'a PacketToken) -> &'a [u8] {
+    /// `token`'s slot, to read.
+    fn get<'a>(&'a self, token: &'a PacketToken) -> &'a TcpSlot {
         // SAFETY: the token is unique and borrowed shared for as long as
         // this reference lives: nobody writes meanwhile.
         unsafe { &*self.0[token.index() as usize].get() }
     }
 }
+
 /// The smallest `--tcp-max-request`.
 pub const MIN_REQUEST: usize = 16;
 /// `--tcp-max-connections`.
@@ -276,7 +294,7 @@ impl Wake {
 /// A worker's request access and reply path.
 pub struct TcpIo {
     pool: Arc<PacketPool>,
-    large: Arc<LargeBodies>,
+    slots: Arc<TcpSlots>,
     protocol: &'static dyn Protocol,
     replies: rtrb::Producer<Reply>,
     stock: rtrb::Consumer<Vec<u8>>,
@@ -291,17 +309,17 @@ impl JobIo for TcpIo {
         // it pushes the completion, after `respond`.
         let token = unsafe { PacketToken::from_raw_ref(&job.token) };
         if len > PACKET_BYTES {
-            return &self.large.get(token)[..len];
+            return &self.slots.get(token).large[..len];
         }
         &self.pool.get(token).data()[..len]
     }
 
     fn session(&self, job: &Job) -> u64 {
         // SAFETY: as in `request`.
-        let pkt = self
-            .pool
+        let slot = self
+            .slots
             .get(unsafe { PacketToken::from_raw_ref(&job.token) });
-        session_id(pkt.conn, pkt.generation)
+        session_id(slot.conn, slot.generation)
     }
 
     fn max_response(&self) -> usize {
@@ -339,8 +357,8 @@ impl TcpIo {
     /// per request the job carries (each gets its answer).
     fn send(&mut self, job: &Job, answer: Result<&[u8], Refusal>) -> bool {
         // SAFETY: as in `request`.
-        let pkt = self
-            .pool
+        let slot = self
+            .slots
             .get(unsafe { PacketToken::from_raw_ref(&job.token) });
         let mut bytes = self.stock.pop().unwrap_or_default();
         bytes.clear();
@@ -353,9 +371,9 @@ impl TcpIo {
             }
         }
         let mut reply = Reply {
-            conn: pkt.conn,
-            generation: pkt.generation,
-            seq: pkt.seq,
+            conn: slot.conn,
+            generation: slot.generation,
+            seq: slot.seq,
             bytes,
         };
         // The ring holds a reply per request slot: it is full only while
@@ -518,7 +536,7 @@ pub struct TcpFrontEnd {
     lanes: Vec<NetLane>,
     worker_lanes: Vec<Option<WorkerLane>>,
     pool: Arc<PacketPool>,
-    large: Arc<LargeBodies>,
+    slots: Arc<TcpSlots>,
     protocol: &'static dyn Protocol,
     n_types: u16,
     wake: Arc<Wake>,
@@ -609,7 +627,7 @@ impl TcpFrontEnd {
             lanes,
             worker_lanes,
             protocol,
-            large: Arc::new(LargeBodies::new(pool.len())),
+            slots: Arc::new(TcpSlots::new(pool.len())),
             pool,
             n_types,
             wake: Arc::new(Wake::new()?),
@@ -1181,7 +1199,7 @@ impl TcpFrontEnd {
         let c = self.conns[id as usize].as_mut().expect("open");
         self.seq += 1;
         let slot = load_request(
-            &self.large,
+            &self.slots,
             &self.pool,
             &mut token,
             &c.input[..len],
@@ -1319,7 +1337,7 @@ impl TcpFrontEnd {
         self.seq += 1;
         self.net.received += 1;
         let slot = load_request(
-            &self.large,
+            &self.slots,
             &self.pool,
             &mut token,
             &p.request,
@@ -1373,7 +1391,7 @@ impl TcpFrontEnd {
 /// are large, so what stays allocated is bounded by the large requests in
 /// flight, not by every token ever used.
 fn load_request(
-    large: &LargeBodies,
+    slots: &TcpSlots,
     pool: &PacketPool,
     token: &mut PacketToken,
     request: &[u8],
@@ -1381,7 +1399,9 @@ fn load_request(
     (req_id, type_id, count, now): (u64, u16, u16, u64),
 ) -> Slot {
     let len = request.len();
-    let big = large.get_mut(token);
+    let slot = slots.get_mut(token);
+    (slot.conn, slot.generation, slot.seq) = (id, conn.generation, seq);
+    let big = &mut slot.large;
     if len > PACKET_BYTES {
         big.clear();
         big.extend_from_slice(request);
@@ -1394,9 +1414,6 @@ fn load_request(
         pkt.data_mut()[..len].copy_from_slice(request);
     }
     pkt.len = len;
-    pkt.conn = id;
-    pkt.generation = conn.generation;
-    pkt.seq = seq;
     Slot {
         req: Request {
             id: req_id,
@@ -1520,7 +1537,7 @@ impl FrontEnd for TcpFrontEnd {
             .expect("one lane per worker, asked once");
         TcpIo {
             pool: self.pool.clone(),
-            large: self.large.clone(),
+            slots: self.slots.clone(),
             protocol: self.protocol,
             replies,
             stock,
