@@ -125,13 +125,13 @@ impl Loopback {
         let type_id = self.classifier.classify(&p);
         let token = self.core.take_token().expect("one request in flight");
         // SAFETY: one thread plays dispatcher and workers: it owns every token.
-        let body = unsafe { self.bodies.get_mut(token) };
+        let body = unsafe { self.bodies.get_mut(token.index()) };
         body.data[..p.len()].copy_from_slice(&p);
         body.len = p.len() as u16;
         let slot = Slot {
             req: Request {
                 id,
-                token,
+                token: token.index(),
                 type_id,
                 flow: 0,
                 arrival_ns: now,
@@ -145,7 +145,7 @@ impl Loopback {
             deadline_ns: psp_runtime::NO_DEADLINE,
         };
         assert!(
-            self.core.admit(token, slot, now),
+            self.core.admit(token, slot, now).is_ok(),
             "one request in flight: the queue cannot be full"
         );
 

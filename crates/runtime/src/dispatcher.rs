@@ -40,6 +40,7 @@ use crate::executor::{CentralExec, CoreExecutor, Executor, Wakes};
 use crate::idle::Wakeup;
 use crate::message::{Done, Job, RequestCounts, Slot};
 use crate::observer::{DispatcherReport, Load, Observer, StatsConfig, WorkerView};
+use crate::pool::SlotToken;
 use crate::snapshot::SnapshotPublisher;
 use crate::worker::JobIo;
 use crate::worker::ServeInline;
@@ -285,15 +286,19 @@ impl DispatchCore {
 
     /// Takes a free slot; `None` when every slot is in flight.
     #[inline]
-    pub fn take_token(&mut self) -> Option<u32> {
-        self.free.pop()
+    pub fn take_token(&mut self) -> Option<SlotToken> {
+        // SAFETY: the free slots hold each slot at most once, and a slot
+        // leaves them only here, to come back through `put_token` or through
+        // its job's completion (after the worker consumed its token): no
+        // other token for it exists meanwhile.
+        self.free.pop().map(|t| unsafe { SlotToken::from_raw(t) })
     }
 
     /// Returns a slot taken with [`take_token`](Self::take_token) and not admitted
     /// (or refused by [`admit`](Self::admit)).
     #[inline]
-    pub fn put_token(&mut self, token: u32) {
-        self.free.push(token);
+    pub fn put_token(&mut self, token: SlotToken) {
+        self.free.push(token.into_raw());
     }
 
     /// Counts a request that arrived when every slot was in flight: it is shed
@@ -305,20 +310,21 @@ impl DispatchCore {
     }
 
     /// Counts the arrival of the request in `slot` (held in `token`, taken by the
-    /// caller) and hands it to the executor. `false`: the queue is full, the
-    /// request is counted shed; the caller still holds the token, answers the
-    /// request OVERLOADED (or sheds it unanswered) and puts the token back.
+    /// caller) and hands it to the executor, which keeps the token. `Err`:
+    /// the queue is full, the request is counted shed and the token comes
+    /// back; the caller answers the request OVERLOADED (or sheds it
+    /// unanswered) and puts the token back.
     #[inline]
-    pub fn admit(&mut self, token: u32, mut slot: Slot, now: u64) -> bool {
+    pub fn admit(&mut self, token: SlotToken, mut slot: Slot, now: u64) -> Result<(), SlotToken> {
         self.observer
             .arrived(slot.true_type, slot.measured, slot.count);
-        slot.req.token = token;
+        slot.req.token = token.index();
         if let Some(&bound) = self.max_wait_ns.get(slot.req.type_id as usize) {
             slot.deadline_ns = slot
                 .deadline_ns
                 .min(slot.scheduled_ns.saturating_add(bound));
         }
-        self.slots[token as usize] = slot;
+        self.slots[token.index() as usize] = slot;
         // A preemptive executor admits no more than its fiber slots.
         let taken = self.in_flight < self.admit_limit
             && self
@@ -327,7 +333,7 @@ impl DispatchCore {
         if !taken {
             self.observer
                 .shed(slot.true_type, slot.measured, slot.count);
-            return false;
+            return Err(token);
         }
         if self.decentralized {
             // Any worker may complete a job from now on.
@@ -335,7 +341,9 @@ impl DispatchCore {
         }
         self.in_flight += 1;
         self.observer.admitted(slot.count);
-        true
+        // The core holds the slot now (its job carries the index).
+        let _ = token.into_raw();
+        Ok(())
     }
 
     /// Drains every completion ring into the executor, the policy and the

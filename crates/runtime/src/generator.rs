@@ -115,13 +115,13 @@ impl FrontEnd for Generator {
                     // dispatches it; no worker reads this buffer before then. (The
                     // pool has a buffer per slot: `new`'s `slots`; a token beyond
                     // it panics here, ending the run with an error.)
-                    let body = unsafe { self.bodies.get_mut(token) };
+                    let body = unsafe { self.bodies.get_mut(token.index()) };
                     body.data[..self.scratch.len()].copy_from_slice(&self.scratch);
                     body.len = self.scratch.len() as u16;
                     let slot = Slot {
                         req: Request {
                             id: self.seq,
-                            token,
+                            token: token.index(),
                             type_id: self.classifier.classify(&header),
                             flow: a.flow,
                             arrival_ns: now,
@@ -133,7 +133,7 @@ impl FrontEnd for Generator {
                         count: 1,
                         deadline_ns: NO_DEADLINE,
                     };
-                    if !core.admit(token, slot, now) {
+                    if let Err(token) = core.admit(token, slot, now) {
                         core.put_token(token);
                     }
                 }

@@ -13,6 +13,68 @@
 
 use std::cell::UnsafeCell;
 
+/// The right to one request slot's buffers: in every pool indexed by the
+/// dispatcher's tokens (the generator's bodies, the network's packets and
+/// whatever else a front end keeps per slot).
+/// Neither `Copy` nor `Clone`: made when a slot is taken (from the
+/// dispatcher's free slots, or off a ring that hands one over), consumed
+/// when it is handed on (admitted, put back, pushed onto a ring). Holding it
+/// is what makes access to the slot's buffers exclusive.
+///
+/// ```compile_fail
+/// // A token cannot be copied: two holders of one slot cannot exist.
+/// fn copies<T: Clone>() {}
+/// copies::<psp_runtime::pool::SlotToken>();
+/// ```
+#[repr(transparent)]
+#[must_use = "a dropped token loses its request slot"]
+pub struct SlotToken(u32);
+
+impl SlotToken {
+    /// The token of slot `raw`, as a ring or the dispatcher's free slots
+    /// hand it over.
+    ///
+    /// # Safety
+    /// The caller owns slot `raw`: no other `SlotToken` for it exists and
+    /// no other thread touches its buffers, in every pool the token is used
+    /// with, until this token is consumed.
+    #[inline]
+    pub unsafe fn from_raw(raw: u32) -> Self {
+        Self(raw)
+    }
+
+    /// The token of slot `*raw`, borrowed where it stays (a worker's job,
+    /// which the runtime hands back with its completion).
+    ///
+    /// # Safety
+    /// As for [`from_raw`](Self::from_raw), for as long as the borrow lasts.
+    #[inline]
+    pub unsafe fn from_raw_ref(raw: &u32) -> &Self {
+        // SAFETY: `SlotToken` is a transparent `u32`; the caller's
+        // ownership of the slot is what the token stands for.
+        unsafe { &*(raw as *const u32).cast::<Self>() }
+    }
+
+    /// Hands the slot over (onto a ring, to the dispatcher's core): the
+    /// token is consumed, its index travels.
+    #[inline]
+    pub fn into_raw(self) -> u32 {
+        self.0
+    }
+
+    /// The slot's index (a key for per-slot state; grants no access).
+    #[inline]
+    pub fn index(&self) -> u32 {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for SlotToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SlotToken({})", self.0)
+    }
+}
+
 /// A type for which all-zero bytes are a valid value (plain integers and byte
 /// arrays), so that a pool of them can be allocated zeroed: untouched pages
 /// then cost nothing.

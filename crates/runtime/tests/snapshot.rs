@@ -148,7 +148,7 @@ impl Loopback {
         let slot = Slot {
             req: Request {
                 id: self.next_id,
-                token,
+                token: token.index(),
                 type_id: t,
                 flow: 0,
                 arrival_ns: self.now,
@@ -160,11 +160,13 @@ impl Loopback {
             count: 1,
             deadline_ns: psp_runtime::NO_DEADLINE,
         };
-        let admitted = self.core.admit(token, slot, self.now);
-        if !admitted {
-            self.core.put_token(token);
+        match self.core.admit(token, slot, self.now) {
+            Ok(()) => true,
+            Err(token) => {
+                self.core.put_token(token);
+                false
+            }
         }
-        admitted
     }
 
     /// Dispatches, then finishes every job handed out with `outcome` after

@@ -135,66 +135,10 @@ impl Packet {
 // sockaddr_storage): all-zero bytes are a valid value.
 unsafe impl ZeroInit for Packet {}
 
-/// The right to one request slot's buffers: its packet here, and whatever
-/// else a front end keeps per slot (the TCP front end's large bodies).
-/// Neither `Copy` nor `Clone`: made when a slot is taken (from the
-/// dispatcher's free slots, or off a ring that hands one over), consumed
-/// when it is handed on (admitted, put back, pushed onto a ring). Holding it
-/// is what makes access to the slot's buffers exclusive.
-///
-/// ```compile_fail
-/// // A token cannot be copied: two holders of one slot cannot exist.
-/// fn copies<T: Clone>() {}
-/// copies::<psp_net::pool::PacketToken>();
-/// ```
-#[repr(transparent)]
-#[must_use = "a dropped token loses its request slot"]
-pub struct PacketToken(u32);
-
-impl PacketToken {
-    /// The token of slot `raw`, as a ring or the dispatcher's free slots
-    /// hand it over.
-    ///
-    /// # Safety
-    /// The caller owns slot `raw`: no other `PacketToken` for it exists and
-    /// no other thread touches its buffers, in every pool the token is used
-    /// with, until this token is consumed.
-    #[inline]
-    pub unsafe fn from_raw(raw: u32) -> Self {
-        Self(raw)
-    }
-
-    /// The token of slot `*raw`, borrowed where it stays (a worker's job,
-    /// which the runtime hands back with its completion).
-    ///
-    /// # Safety
-    /// As for [`from_raw`](Self::from_raw), for as long as the borrow lasts.
-    #[inline]
-    pub unsafe fn from_raw_ref(raw: &u32) -> &Self {
-        // SAFETY: `PacketToken` is a transparent `u32`; the caller's
-        // ownership of the slot is what the token stands for.
-        unsafe { &*(raw as *const u32).cast::<Self>() }
-    }
-
-    /// Hands the slot over (onto a ring, to the dispatcher's core): the
-    /// token is consumed, its index travels.
-    #[inline]
-    pub fn into_raw(self) -> u32 {
-        self.0
-    }
-
-    /// The slot's index (a key for per-slot state; grants no access).
-    #[inline]
-    pub fn index(&self) -> u32 {
-        self.0
-    }
-}
-
-impl std::fmt::Debug for PacketToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PacketToken({})", self.0)
-    }
-}
+/// The right to one request slot's buffers, as the dispatcher's core hands
+/// it out ([`psp_runtime::pool::SlotToken`]): its packet here, and whatever
+/// else a front end keeps per slot (the TCP front end's `TcpSlots`).
+pub use psp_runtime::pool::SlotToken as PacketToken;
 
 /// The packet buffers, one per dispatcher slot, each reached through its
 /// slot's [`PacketToken`] (over the runtime's token-indexed pool).
@@ -226,7 +170,7 @@ impl PacketPool {
         // SAFETY: the token is unique (`PacketToken::from_raw`'s contract)
         // and borrowed shared for as long as this reference lives: nobody
         // holds, or can make, a `&mut` to this packet meanwhile.
-        unsafe { self.slots.get(token.0) }
+        unsafe { self.slots.get(token.index()) }
     }
 
     /// The packet of `token`.
@@ -235,7 +179,7 @@ impl PacketPool {
         // SAFETY: the token is unique and borrowed exclusively for as long
         // as this reference lives: no other reference to this packet exists
         // or can be made meanwhile.
-        unsafe { self.slots.get_mut(token.0) }
+        unsafe { self.slots.get_mut(token.index()) }
     }
 
     /// A raw pointer to the packet of `token`, for a batched receive that
@@ -243,7 +187,7 @@ impl PacketPool {
     /// through it is the caller's `unsafe`, sound while it holds `token`.
     #[inline]
     pub fn as_ptr(&self, token: &mut PacketToken) -> *mut Packet {
-        self.slots.as_ptr(token.0)
+        self.slots.as_ptr(token.index())
     }
 
     /// Every packet with its slot's index, while the pool is not shared

@@ -39,7 +39,6 @@ use psp_runtime::{
     Slot, SnapshotPublisher,
 };
 
-use super::CoreTokens as _;
 use super::counters::{DatapathReport, NetCounters};
 use super::server::{ServeResult, ServerConfig, begin_serving, run};
 use crate::datapath::{Datapath, Transmit};
@@ -381,7 +380,7 @@ where
             self.net.received += 1;
             if let Some((token, s)) = self.admit(core, token, now) {
                 if !self.count_refusal(core, s) {
-                    core.put_packet(token);
+                    core.put_token(token);
                     continue;
                 }
                 statuses[replies.len()] = s;
@@ -484,7 +483,7 @@ impl<D: Datapath> NetFrontEnd<D> {
         // read into.
         core.flush_inline();
         while !batch.is_full()
-            && let Some(t) = core.take_packet()
+            && let Some(t) = core.take_token()
         {
             batch.push(t);
         }
@@ -498,7 +497,7 @@ impl<D: Datapath> NetFrontEnd<D> {
         while batch.len() > got
             && let Some(t) = batch.pop()
         {
-            core.put_packet(t);
+            core.put_token(t);
         }
     }
 
@@ -519,7 +518,7 @@ impl<D: Datapath> NetFrontEnd<D> {
         let (header_type, body_len) = match self.protocol.parse(bytes, pkt.len) {
             Parsed::Drop => {
                 self.net.truncated += 1;
-                core.put_packet(token);
+                core.put_token(token);
                 return None;
             }
             Parsed::Refuse(s) => return Some((token, s)),
@@ -577,7 +576,7 @@ impl<D: Datapath> NetFrontEnd<D> {
         now: u64,
     ) -> Option<(PacketToken, Status)> {
         match arrival {
-            Arrival::Run(token) => match core.admit_packet(token, slot, now) {
+            Arrival::Run(token) => match core.admit(token, slot, now) {
                 Ok(()) => None,
                 Err(token) => {
                     // Refused: its peer has nothing executing (and
@@ -635,12 +634,12 @@ impl<D: Datapath> NetFrontEnd<D> {
                 worked = true;
                 let mut next = order.peers.finished(index);
                 while let Some((t, slot)) = next {
-                    let Err(t) = core.admit_packet(t, slot, now) else {
+                    let Err(t) = core.admit(t, slot, now) else {
                         break;
                     };
                     next = order.peers.finished(t.index());
                     if !self.count_refusal(core, Status::Overloaded) {
-                        core.put_packet(t);
+                        core.put_token(t);
                         continue;
                     }
                     refused.push(t);
@@ -677,7 +676,7 @@ impl<D: Datapath> NetFrontEnd<D> {
             if self.count_refusal(core, Status::Overloaded) {
                 self.send_replies(core, std::iter::once((t, Status::Overloaded)));
             } else {
-                core.put_packet(t);
+                core.put_token(t);
             }
         }
         false
@@ -716,7 +715,7 @@ impl<D: Datapath> NetFrontEnd<D> {
         let sent = self.reply_tx.send_batch(&msgs[..n]).unwrap_or(0);
         self.net.reply_send_errors += (n - sent) as u64;
         for token in tokens.drain() {
-            core.put_packet(token);
+            core.put_token(token);
         }
     }
 }

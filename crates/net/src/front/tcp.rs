@@ -55,7 +55,6 @@ use psp_runtime::{
 
 use psp_proto::{Protocol, Sizes};
 
-use super::CoreTokens as _;
 use crate::pool::{PACKET_BYTES, PacketPool, PacketToken};
 use crate::server::NetCounters;
 
@@ -1172,10 +1171,10 @@ impl TcpFrontEnd {
             bounds: self.cfg.size_bounds,
         };
         let type_id = typing.classify(&c.input[..len], &mut state);
-        let mut token = core.take_packet()?;
+        let mut token = core.take_token()?;
         if type_id >= self.n_types {
             self.conns[id as usize].as_mut().expect("open").class_state = state;
-            core.put_packet(token);
+            core.put_token(token);
             self.net.unknown_type += 1;
             self.refuse_in_order(id, Refusal::UnknownType);
             return Some((len, 1));
@@ -1206,14 +1205,14 @@ impl TcpFrontEnd {
             (id, c, c.next_seq),
             (self.seq, type_id, count, now),
         );
-        match core.admit_packet(token, slot, now) {
+        match core.admit(token, slot, now) {
             Ok(()) => {
                 c.next_seq += 1;
                 c.window.push_back(None);
                 c.executing = self.cfg.ordered;
             }
             Err(token) => {
-                core.put_packet(token);
+                core.put_token(token);
                 self.net.overloaded += u64::from(count);
                 self.refuse_each_in_order(id, Refusal::Overloaded, count);
             }
@@ -1327,7 +1326,7 @@ impl TcpFrontEnd {
     /// `Some(true)`: admitted; `Some(false)`: refused (answered OVERLOADED
     /// at its place); `None`: no request slot free, it stays parked.
     fn readmit(&mut self, core: &mut DispatchCore, id: u32, now: u64) -> Option<bool> {
-        let mut token = core.take_packet()?;
+        let mut token = core.take_token()?;
         let c = self.conns[id as usize].as_mut().expect("open");
         let p = c.parked.take().expect("parked");
         // Classified afresh, the connection's state untouched (a blocking
@@ -1344,10 +1343,10 @@ impl TcpFrontEnd {
             (id, c, p.seq),
             (self.seq, type_id, 1, now),
         );
-        match core.admit_packet(token, slot, now) {
+        match core.admit(token, slot, now) {
             Ok(()) => Some(true),
             Err(token) => {
-                core.put_packet(token);
+                core.put_token(token);
                 self.net.overloaded += 1;
                 let mut busy = Vec::new();
                 self.protocol.refusal(Refusal::Overloaded, &mut busy);
