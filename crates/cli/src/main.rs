@@ -295,16 +295,21 @@ pub fn default_point_args() -> PointArgs {
     }
 }
 
+/// `--policy`'s help: every registered policy, from the registry.
+fn policy_help() -> String {
+    format!(
+        "Policy, one of {}, with parameters after a colon (e.g. darc:samples=1000, ts:sq,quantum=10, synergy:qf=1,wqd=10; docs/guide/reference.md lists every parameter)",
+        psp_core::policy::known_policies()
+    )
+}
+
 /// One point to measure: workload and machine parameters, policy, offered load.
 #[derive(Args, Clone, Debug)]
 pub struct PolicyPoint {
     #[command(flatten)]
     point: PointArgs,
-    /// Policy, e.g. darc, c-fcfs, d-fcfs, fp, edf, darc-static:2, darc+,
-    /// darc-lend, darc-fair, ts, ts:sq, ts-block:4, concord, ws, synergy,
-    /// synergy:qf=1,wqd=10,cqf=5, tq (docs/guide/reference.md lists every
-    /// parameter).
-    #[arg(long, default_value = "darc")]
+    // The help lists the registry's policies (`policy_help`).
+    #[arg(long, default_value = "darc", help = policy_help())]
     policy: String,
     #[command(flatten)]
     offered: OfferedLoad,
@@ -752,6 +757,7 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    use super::Cli;
     use clap::CommandFactory;
 
     /// docs/guide/reference.md says it lists every command and option: each
@@ -779,5 +785,26 @@ mod tests {
             "docs/guide/reference.md lacks: {}",
             missing.join(", ")
         );
+    }
+
+    /// `--policy`'s help names every registered policy (it is made from the
+    /// registry, not kept by hand).
+    #[test]
+    fn the_policy_help_names_every_registered_policy() {
+        let cmd = Cli::command();
+        let sim = cmd.find_subcommand("sim").expect("psp sim");
+        let help = sim
+            .get_arguments()
+            .find(|a| a.get_long() == Some("policy"))
+            .and_then(|a| a.get_help())
+            .expect("--policy has a help")
+            .to_string();
+        for e in psp_core::policy::registry::POLICIES {
+            assert!(
+                help.contains(&format!(" {}", e.name)),
+                "--policy's help lacks {}: {help}",
+                e.name
+            );
+        }
     }
 }

@@ -48,7 +48,7 @@ pub use param::{Accepts, Form, ParamInfo, ParamRange};
 pub use registry::{
     ConfigValue, ModelledSystem, POLICIES, PolicyConfig, PolicyEntry, PreemptionModel,
 };
-pub use spec::{PolicySpec, parameters, split_policy_list};
+pub use spec::{PolicySpec, known_policies, parameters, split_policy_list};
 pub use synergy::{CongestionDetector, ShortAverage, SynergyConfig, SynergyRules};
 pub use tq::{TqConfig, TqRules};
 pub use ts::{Requeue, TsConfig, TsPreempt, TsQueues};

@@ -37,8 +37,9 @@ impl PartialEq for PolicySpec {
     }
 }
 
-/// The known policies as the unknown-policy error lists them (`darc-static:N`).
-pub(crate) fn known_policies() -> String {
+/// The known policies as the unknown-policy error and `--policy`'s help
+/// list them (`darc-static:N`), from the registry.
+pub fn known_policies() -> String {
     let known: Vec<String> = POLICIES
         .iter()
         .map(|e| match (e.defaults)().leading_key() {
