@@ -443,6 +443,24 @@ fn encode(flags: u32, cas: u64, data: &[u8], out: &mut Vec<u8>) {
 
 const CORRUPT: &str = "corrupt stored value";
 
+/// Every command but the retrievals takes at most this many tokens after
+/// its name (cas with noreply).
+const MAX_TOKENS: usize = 7;
+
+/// A command's arguments (the tokens after its name) in `held`; `None`
+/// when there are more than [`MAX_TOKENS`] (memcached's `ERROR`).
+fn command_args<'a, 'h>(
+    toks: impl Iterator<Item = &'a [u8]>,
+    held: &'h mut [&'a [u8]; MAX_TOKENS],
+) -> Option<&'h [&'a [u8]]> {
+    let mut n = 0;
+    for t in toks {
+        *held.get_mut(n)? = t;
+        n += 1;
+    }
+    Some(&held[..n])
+}
+
 /// Executes one complete request against `store`, appending the memcached reply to `out`.
 ///
 /// `scratch` is a reusable buffer for values read from or written to the store; its
@@ -477,18 +495,12 @@ pub fn execute<S: Store>(
         get(toks, cmd == b"gets", store, out, scratch);
         return Ok(());
     }
-    // Every other command takes at most 7 tokens (cas with noreply).
-    let mut args: [&[u8]; 7] = [&[]; 7];
-    let mut n = 0;
-    for t in toks {
-        if n == args.len() {
-            out.extend_from_slice(b"ERROR\r\n");
-            return Ok(());
-        }
-        args[n] = t;
-        n += 1;
-    }
-    let args = &args[..n];
+    let mut held = [&[][..]; MAX_TOKENS];
+    let Some(args) = command_args(toks, &mut held) else {
+        out.extend_from_slice(b"ERROR\r\n");
+        return Ok(());
+    };
+    let n = args.len();
     if is_storage(cmd) {
         storage(cmd, args, frame.data, store, out, scratch);
         return Ok(());
@@ -813,18 +825,12 @@ pub fn execute_db(req: &[u8], db: &Db, out: &mut Vec<u8>) -> Result<(), McError>
         meta::execute(cmd, frame.line, frame.data, db, out);
         return Ok(());
     }
-    // Every other command takes at most 7 tokens (cas with noreply).
-    let mut args: [&[u8]; 7] = [&[]; 7];
-    let mut n = 0;
-    for t in toks {
-        if n == args.len() {
-            out.extend_from_slice(b"ERROR\r\n");
-            return Ok(());
-        }
-        args[n] = t;
-        n += 1;
-    }
-    let args = &args[..n];
+    let mut held = [&[][..]; MAX_TOKENS];
+    let Some(args) = command_args(toks, &mut held) else {
+        out.extend_from_slice(b"ERROR\r\n");
+        return Ok(());
+    };
+    let n = args.len();
     if is_storage(cmd) {
         db_storage(cmd, args, frame.data, db, out);
         return Ok(());
