@@ -15,6 +15,11 @@
 //!   preempts an expired long request only if
 //!   [`SynergyRules::preempt_on_expiry`] of its worker's queue says so, else
 //!   renews its quantum, and runs the [`CongestionDetector`] on every pass.
+//!   Where the run's threads outnumber its cores (`timer=auto`, or
+//!   `timer=worker`) the worker checks its own quantum instead, at its
+//!   request's preemption points, by the same rule
+//!   ([`LocalQueues::expired_on_worker`]); the timer pass keeps only the
+//!   detector.
 //!   A preempted request's job goes to the one global wait queue (`wq=off`:
 //!   its worker's own tail); whichever worker takes it resumes the fiber,
 //!   re-armed with its own quantum.
@@ -91,7 +96,9 @@ struct Line {
     feedback: Feedback,
     /// A request runs (Tiny Quanta's JSQ counts it).
     running: CachePadded<AtomicBool>,
-    /// Written by the timer (SYNERGY) or the worker (Tiny Quanta).
+    /// Written by whoever checks the worker's quantum: the timer's thread
+    /// (SYNERGY's `core` placement) or the worker (Tiny Quanta, SYNERGY's
+    /// `worker` placement).
     preemptions: Counter,
     renewals: Counter,
     /// Written by the worker.
