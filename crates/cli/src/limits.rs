@@ -888,9 +888,75 @@ pub fn maxmemory_policy(s: &str) -> Result<psp_proto::db::Eviction> {
     }
 }
 
+/// Loads as fractions of peak: `START:END:STEP` (inclusive) or `A,B,C`; each
+/// in [`SWEEP_LOAD`], at most [`LOAD_POINTS`] of them (counted before
+/// any is made).
+///
+/// # Errors
+/// A number that does not parse, a load out of range, or too many loads.
+pub fn parse_loads(s: &str) -> Result<Vec<f64>> {
+    let loads: Vec<f64> = if let [a, b, step] = s.split(':').collect::<Vec<_>>()[..] {
+        let (a, b, step): (f64, f64, f64) = (load_number(a)?, load_number(b)?, load_number(step)?);
+        SWEEP_LOAD.check(a)?;
+        SWEEP_LOAD.check(b)?;
+        if !(step > 0.0 && b >= a) {
+            bail!("--loads range '{s}' needs START <= END and STEP > 0");
+        }
+        load_range(a, b, step)?
+    } else {
+        LOAD_POINTS.check(s.split(',').count())?;
+        s.split(',').map(load_number).collect::<Result<_>>()?
+    };
+    for &l in &loads {
+        SWEEP_LOAD.check(l)?;
+    }
+    Ok(loads)
+}
+
+/// Loads from `start` to `end` (inclusive) by `step` > 0, each rounded to
+/// 1e-9 so that a grid's loads print as typed; at most
+/// [`LOAD_POINTS`] of them (counted before any is made).
+///
+/// # Errors
+/// Too many loads.
+pub fn load_range(start: f64, end: f64, step: f64) -> Result<Vec<f64>> {
+    let n = ((end - start) / step + 1e-9).floor();
+    LOAD_POINTS.check((n as usize).saturating_add(1))?;
+    Ok((0..=n as usize)
+        .map(|i| ((start + i as f64 * step) * 1e9).round() / 1e9)
+        .collect())
+}
+
+fn load_number(s: &str) -> Result<f64> {
+    s.trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--loads: cannot parse number '{s}'"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loads() {
+        assert_eq!(parse_loads("0.1:0.3:0.1").unwrap(), vec![0.1, 0.2, 0.3]);
+        assert_eq!(parse_loads("0.5,0.9").unwrap(), vec![0.5, 0.9]);
+        for bad in [
+            "0:1:0.5",
+            "0.5:0.1:0.1",
+            "x",
+            "0.1:1:0",
+            "-1",
+            "0.000001:10:0.000001",
+            "0.1:1:1e-300",
+            "0.5,1e9",
+            "nan",
+            "0.1:inf:0.1",
+        ] {
+            let e = parse_loads(bad).unwrap_err().to_string();
+            assert!(e.contains("--loads"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn a_point_too_big_is_refused_with_rates_and_counts_a_reader_can_read() {

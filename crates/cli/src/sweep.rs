@@ -20,7 +20,7 @@ use psp_metrics::{PointResult, PolicySweep, Slo, SweepResult};
 use psp_sim::{Workload, simulate_point};
 use rayon::prelude::*;
 
-use crate::{Mode, PointArgs, limits, report, units};
+use crate::{Mode, PointArgs, limits, report};
 
 /// `psp sweep` arguments.
 #[derive(Args)]
@@ -471,7 +471,7 @@ pub fn execute(mut a: SweepArgs) -> Result<(SweepResult, Vec<std::path::PathBuf>
     let typed = SimSweep {
         point: a.point.clone(),
         policies: specs,
-        loads: units::parse_loads(&a.loads)?,
+        loads: limits::parse_loads(&a.loads)?,
         slo_slowdown: a.slo_slowdown,
         slo_overall: a.slo_overall,
         max_loss: a.max_loss,

@@ -1,8 +1,7 @@
-//! Parsing of the CLI's units: durations and load grids.
+//! Parsing of the CLI's units: durations (their ranges are the callers',
+//! [`crate::limits`]).
 
 use anyhow::{Result, bail};
-
-use crate::limits;
 
 /// `1s`, `500ms`, `250us`, `1000ns`, or a bare number of seconds, in
 /// nanoseconds (any finite non-negative number; ranges are the caller's, see
@@ -38,51 +37,6 @@ pub fn parse_duration_f64_ns(s: &str) -> Result<f64> {
     Ok(ns)
 }
 
-/// Loads as fractions of peak: `START:END:STEP` (inclusive) or `A,B,C`; each
-/// in [`limits::SWEEP_LOAD`], at most [`limits::LOAD_POINTS`] of them (counted before
-/// any is made).
-///
-/// # Errors
-/// A number that does not parse, a load out of range, or too many loads.
-pub fn parse_loads(s: &str) -> Result<Vec<f64>> {
-    let loads: Vec<f64> = if let [a, b, step] = s.split(':').collect::<Vec<_>>()[..] {
-        let (a, b, step): (f64, f64, f64) = (num(a)?, num(b)?, num(step)?);
-        limits::SWEEP_LOAD.check(a)?;
-        limits::SWEEP_LOAD.check(b)?;
-        if !(step > 0.0 && b >= a) {
-            bail!("--loads range '{s}' needs START <= END and STEP > 0");
-        }
-        load_range(a, b, step)?
-    } else {
-        limits::LOAD_POINTS.check(s.split(',').count())?;
-        s.split(',').map(num).collect::<Result<_>>()?
-    };
-    for &l in &loads {
-        limits::SWEEP_LOAD.check(l)?;
-    }
-    Ok(loads)
-}
-
-/// Loads from `start` to `end` (inclusive) by `step` > 0, each rounded to
-/// 1e-9 so that a grid's loads print as typed; at most
-/// [`limits::LOAD_POINTS`] of them (counted before any is made).
-///
-/// # Errors
-/// Too many loads.
-pub fn load_range(start: f64, end: f64, step: f64) -> Result<Vec<f64>> {
-    let n = ((end - start) / step + 1e-9).floor();
-    limits::LOAD_POINTS.check((n as usize).saturating_add(1))?;
-    Ok((0..=n as usize)
-        .map(|i| ((start + i as f64 * step) * 1e9).round() / 1e9)
-        .collect())
-}
-
-fn num(s: &str) -> Result<f64> {
-    s.trim()
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--loads: cannot parse number '{s}'"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,27 +53,6 @@ mod tests {
         assert_eq!(parse_duration_f64_ns("1e3").unwrap(), 1e12);
         for bad in ["-1s", "abc", "1h", "", "nan", "inf", "1e400s"] {
             assert!(parse_duration_f64_ns(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn loads() {
-        assert_eq!(parse_loads("0.1:0.3:0.1").unwrap(), vec![0.1, 0.2, 0.3]);
-        assert_eq!(parse_loads("0.5,0.9").unwrap(), vec![0.5, 0.9]);
-        for bad in [
-            "0:1:0.5",
-            "0.5:0.1:0.1",
-            "x",
-            "0.1:1:0",
-            "-1",
-            "0.000001:10:0.000001",
-            "0.1:1:1e-300",
-            "0.5,1e9",
-            "nan",
-            "0.1:inf:0.1",
-        ] {
-            let e = parse_loads(bad).unwrap_err().to_string();
-            assert!(e.contains("--loads"), "{bad}: {e}");
         }
     }
 }

@@ -368,7 +368,7 @@ impl Runner {
                 .iter()
                 .map(|p| Ok(Workload::resolve(s.workload)?.policy(p)?))
                 .collect::<Result<_>>()?,
-            loads: crate::units::load_range(loads.start, loads.end, loads.step)?,
+            loads: crate::limits::load_range(loads.start, loads.end, loads.step)?,
             slo_slowdown,
             slo_overall,
             max_loss: 0.001,
