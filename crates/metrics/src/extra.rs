@@ -101,8 +101,9 @@ pub struct SimExtra {
     #[serde(default)]
     pub ingress_dropped_total: u64,
     /// Of those, requests dropped unrun past their type's queueing bound
-    /// (`--max-wait`).
-    #[serde(default)]
+    /// (`--max-wait`; written only when some were, so the figures of runs
+    /// without a bound keep their form).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub expired_total: u64,
     /// The system cost model.
     #[serde(default)]
@@ -725,4 +726,9 @@ pub struct ServerTypeLatency {
     /// how overload fell on it.
     #[serde(default)]
     pub shed: u64,
+}
+
+/// Whether a counter is 0 (`skip_serializing_if`).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
