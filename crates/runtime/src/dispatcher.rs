@@ -475,10 +475,7 @@ impl DispatchCore {
     /// planned sleep.
     #[inline]
     pub fn deadline_within(&self, now: u64, bound: Duration) -> bool {
-        let end = now.saturating_add(u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX));
-        self.executor
-            .next_deadline(self.busy)
-            .is_some_and(|d| d < end)
+        self.idle_bound(now, bound) < bound
     }
 
     /// Completions, then the policy's decisions: what a front end calls between

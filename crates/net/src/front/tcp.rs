@@ -1671,12 +1671,10 @@ impl FrontEnd for TcpFrontEnd {
             return;
         }
         let (poll_fd, wake, lanes) = (self.poll.as_raw_fd(), &*self.wake, &self.lanes[..]);
-        // A quantum armed since `bound` was read found no sleeper to wake.
-        let has_work = || {
-            core.has_completions()
-                || lanes.iter().any(|l| !l.0.is_empty())
-                || core.deadline_within(now, bound)
-        };
+        let ready = || core.has_completions() || lanes.iter().any(|l| !l.0.is_empty());
+        // Before sleeping: a quantum a worker armed since `bound` was read
+        // found no sleeper to wake.
+        let has_work = || ready() || core.deadline_within(now, bound);
         let wait_for = |max: Duration| {
             if wait(poll_fd, wake, lanes, me.event_fd(), max.min(bound)) {
                 me.clear_event();
@@ -1690,7 +1688,7 @@ impl FrontEnd for TcpFrontEnd {
                 // only the reply lanes, so that a busy net thread does not
                 // spend its core on empty epoll_waits.
                 let until = Instant::now() + EPOLL_GAP;
-                while !has_work() && Instant::now() < until {
+                while !ready() && Instant::now() < until {
                     psp_runtime::idle::pause();
                 }
                 if !has_work() {

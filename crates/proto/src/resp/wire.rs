@@ -121,7 +121,7 @@ impl RespError {
 }
 
 /// Shows a byte as Redis does in protocol errors, but never as a control character.
-pub(crate) struct ShowByte(u8);
+struct ShowByte(u8);
 
 impl fmt::Display for ShowByte {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -205,7 +205,7 @@ pub fn request_len(buf: &[u8], max: usize) -> Result<Option<usize>, RespError> {
 
 /// Reads `digits\r\n` at `pos`: a decimal number without sign or leading zeros, at most
 /// `limit`. Returns the number and the position after the CRLF; `Ok(None)` if incomplete.
-pub(crate) fn read_len(
+fn read_len(
     buf: &[u8],
     start: usize,
     limit: usize,
@@ -244,7 +244,7 @@ pub(crate) fn read_len(
     }
 }
 
-pub(crate) fn multibulk_len(buf: &[u8], max: usize) -> Result<Option<usize>, RespError> {
+fn multibulk_len(buf: &[u8], max: usize) -> Result<Option<usize>, RespError> {
     let Some((count, mut pos)) = read_len(
         buf,
         1,
@@ -297,11 +297,11 @@ pub(crate) fn multibulk_len(buf: &[u8], max: usize) -> Result<Option<usize>, Res
     Ok(Some(pos))
 }
 
-pub(crate) fn is_inline_space(b: u8) -> bool {
+fn is_inline_space(b: u8) -> bool {
     b == b' ' || b == b'\t'
 }
 
-pub(crate) fn inline_len(buf: &[u8], max: usize) -> Result<Option<usize>, RespError> {
+fn inline_len(buf: &[u8], max: usize) -> Result<Option<usize>, RespError> {
     let mut tokens = 0usize;
     let mut in_token = false;
     for (i, &b) in buf.iter().enumerate() {
@@ -387,7 +387,7 @@ pub enum Cmd {
     Unknown,
 }
 
-pub(crate) const NAMES: [(&str, Cmd); 23] = [
+const NAMES: [(&str, Cmd); 23] = [
     ("get", Cmd::Get),
     ("set", Cmd::Set),
     ("ping", Cmd::Ping),
@@ -640,7 +640,7 @@ pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
-pub(crate) fn push_u64_digits(out: &mut Vec<u8>, mut v: u64) {
+fn push_u64_digits(out: &mut Vec<u8>, mut v: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
