@@ -16,7 +16,9 @@
 # system "base"), SYSTEMS ("psp memcached"; "psp-nice0" is psp serve with
 # --no-raise-priority: its dispatcher at the clients' priority, not nice -15), CORES (0,1), WORKERS (2), PORT
 # (7402), RUNS (3), DURATION (10s), THREADS (2), CONCURRENCY (16),
-# POLICY (psp serve's default when unset), PSP_ARGS (more psp serve flags).
+# POLICY (psp serve's default when unset), PSP_ARGS (more psp serve flags),
+# TRANSPORTS ("tcp udp"). A system "psp+FLAG=VALUE" is psp serve with
+# --FLAG VALUE (e.g. psp+tcp-batch=1).
 # Set-up: scripts/compare-deps.sh, cargo build --release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,15 +32,21 @@ DURATION=${DURATION:-10s}
 THREADS=${THREADS:-2}
 CONCURRENCY=${CONCURRENCY:-16}
 SYSTEMS=${SYSTEMS:-psp memcached}
+TRANSPORTS=${TRANSPORTS:-tcp udp}
 mkdir -p "$OUT"
 echo -e "run\ttransport\tsystem\ttps\tverify_failed\texpired_get_failed\tcpu_us_per_op" > "$OUT/memcached.tsv"
 
 start() { # system transport
-  if [ "$1" = psp ] || [ "$1" = psp-nice0 ] || [ "$1" = base ]; then
+  if [ "$1" = psp ] || [ "$1" = psp-nice0 ] || [ "$1" = base ] || [ "${1#psp+}" != "$1" ]; then
     local proto=memcache bin=$PSP nice=""
     [ "$2" = udp ] && proto=memcache-udp
     [ "$1" = base ] && bin=$PSP_BASE
     [ "$1" = psp-nice0 ] && nice=--no-raise-priority
+    # psp+FLAG=VALUE: psp serve with --FLAG VALUE.
+    if [ "${1#psp+}" != "$1" ]; then
+      local flag=${1#psp+}
+      nice="--${flag%%=*} ${flag#*=}"
+    fi
     # shellcheck disable=SC2086
     taskset -c "$CORES" "$bin" serve --protocol "$proto" --address "127.0.0.1:$PORT" \
       --workers "$WORKERS" $nice ${POLICY:+--policy "$POLICY"} ${PSP_ARGS:-} \
@@ -56,7 +64,7 @@ cpu_ticks() { # pid: user + system clock ticks of all its threads
 }
 
 for run in $(seq 1 "$RUNS"); do
-  for transport in tcp udp; do
+  for transport in $TRANSPORTS; do
     for system in $SYSTEMS; do
       start "$system" "$transport"
       udp=""
