@@ -688,6 +688,8 @@ pub struct Db {
     evicted: AtomicU64,
     expired: AtomicU64,
     version: AtomicU64,
+    /// Changes that left no entry ([`Db::write_seq`]).
+    removals: AtomicU64,
     expire_cursor: AtomicUsize,
     evict_cursor: AtomicUsize,
     start: Instant,
@@ -774,6 +776,7 @@ impl Db {
             evicted: AtomicU64::new(0),
             expired: AtomicU64::new(0),
             version: AtomicU64::new(0),
+            removals: AtomicU64::new(0),
             expire_cursor: AtomicUsize::new(0),
             evict_cursor: AtomicUsize::new(0),
             start: Instant::now(),
@@ -1020,6 +1023,30 @@ impl Db {
     pub(crate) fn next_version(&self) -> u64 {
         self.version.fetch_add(1, Ordering::Relaxed) + 1
     }
+
+    /// Counts a change that leaves no entry (a delete, an expiry, an
+    /// eviction, a flush) for [`write_seq`](Self::write_seq); apart from
+    /// the versions, which are memcached's cas uniques and move only with
+    /// an entry written.
+    fn removed_one(&self) {
+        self.removals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The database's write sequence: it moves with every change to any
+    /// key (the versions plus the removals), each counted under the
+    /// changed key's shard lock. A reader that
+    /// reads it, then reads keys each under its own shard's lock, then
+    /// reads it again and finds it unchanged, read one consistent state:
+    /// no change was made between the two (a change it saw would have
+    /// moved the sequence before its second reading). What lets a command
+    /// that reads keys it cannot name in advance (SORT's BY and GET)
+    /// run without holding every shard.
+    pub fn write_seq(&self) -> u64 {
+        // Both only grow: the sum moves if and only if either does.
+        self.version
+            .load(Ordering::Acquire)
+            .wrapping_add(self.removals.load(Ordering::Acquire))
+    }
 }
 
 /// The shard locks a guard holds: one (no allocation: most commands), or
@@ -1125,6 +1152,7 @@ impl Guard<'_> {
         {
             shard.forget(db, k.len(), &e);
             db.expired.fetch_add(1, Ordering::Relaxed);
+            db.removed_one();
         }
     }
 
@@ -1238,6 +1266,7 @@ impl Guard<'_> {
             None if existed => {
                 shard.account(db, old_mem, 0, old_volatile, false);
                 db.keys.fetch_sub(1, Ordering::Relaxed);
+                db.removed_one();
             }
             None => {}
         }
@@ -1330,6 +1359,7 @@ impl Guard<'_> {
         if let Some((k, e)) = shard.map.remove_entry(&victim) {
             shard.forget(db, k.len(), &e);
             db.evicted.fetch_add(1, Ordering::Relaxed);
+            db.removed_one();
         }
         true
     }
@@ -1355,6 +1385,9 @@ impl Guard<'_> {
             db.keys.fetch_sub(1, Ordering::Relaxed);
         }
         db.expired.fetch_add(gone.len() as u64, Ordering::Relaxed);
+        if !gone.is_empty() {
+            db.removed_one();
+        }
         gone.len()
     }
 
@@ -1367,6 +1400,7 @@ impl Guard<'_> {
         shard.map = Map::default();
         shard.used = 0;
         shard.volatile = 0;
+        db.removed_one();
     }
 
     /// Removes every key of the locked shards (FLUSHALL inside a
@@ -1483,6 +1517,40 @@ mod tests {
         assert_eq!(g.version(b"k"), v1);
         g.set(b"k", s(b"a"));
         assert_ne!(g.version(b"k"), v1);
+    }
+
+    #[test]
+    fn the_write_sequence_moves_with_every_change_and_only_then() {
+        let db = Db::default();
+        let moved = |before: &mut u64| {
+            let now = db.write_seq();
+            std::mem::replace(before, now) != now
+        };
+        let mut seq = db.write_seq();
+        let mut g = db.lock_one(b"k", true).unwrap();
+        g.set(b"k", s(b"a"));
+        assert!(moved(&mut seq), "a write");
+        let _ = g.get(b"k");
+        g.update(b"k", |_| (false, ()));
+        assert!(!moved(&mut seq), "a read, an update that changed nothing");
+        assert!(g.delete(b"k"));
+        assert!(moved(&mut seq), "a delete");
+        let mut e = s(b"v");
+        e.expire_ms = db.now_ms() - 1;
+        g.set(b"k", e.clone());
+        assert!(moved(&mut seq));
+        assert!(g.get(b"k").is_none());
+        assert!(moved(&mut seq), "a lazy expiry");
+        g.set(b"k", e);
+        drop(g);
+        moved(&mut seq);
+        let removed: usize = (0..SHARDS / EXPIRE_SHARDS_PER_CYCLE)
+            .map(|_| db.expire_cycle(EXPIRE_SHARDS_PER_CYCLE))
+            .sum();
+        assert_eq!(removed, 1);
+        assert!(moved(&mut seq), "an active expiry");
+        db.flush();
+        assert!(moved(&mut seq), "a flush");
     }
 
     #[test]

@@ -343,9 +343,10 @@ mod tests {
         String::from_utf8_lossy(&out).into_owned()
     }
 
-    /// Runs `store` (a STORE form) with `meanwhile` run by another client
-    /// between its first computation and its store (it can: no lock is
-    /// held then); returns `store`'s reply.
+    /// Runs `store` (a STORE form, or SORT with a pattern) with
+    /// `meanwhile` run by another client between its first computation
+    /// and its store or answer (it can: no lock is held then; were one
+    /// held, this thread would wait for itself); returns `store`'s reply.
     fn store_with_a_write_meanwhile(
         db: &Arc<Db>,
         store: &[&str],
@@ -411,5 +412,39 @@ mod tests {
         assert_eq!(run(&db, &mut s, &["SINTERSTORE", "d", "a", "b"]), ":1\r\n");
         assert_eq!(db.unshared_outside_locks(), before);
         drop(view);
+    }
+
+    /// SORT with BY and GET patterns holds no shard while it sorts, and
+    /// answers from one consistent view: a change to a key it read, made
+    /// meanwhile, has it read again (its answer as if it ran after it).
+    #[test]
+    fn sort_with_patterns_reads_unlocked_and_again_if_anything_changed() {
+        let db = Arc::new(Db::default());
+        let mut s = Session::default();
+        run(&db, &mut s, &["RPUSH", "ids", "a", "b"]);
+        run(&db, &mut s, &["HSET", "w_b", "f", "1"]);
+        run(&db, &mut s, &["SET", "o_a", "A"]);
+        run(&db, &mut s, &["SET", "o_b", "B"]);
+        let by = ["SORT", "ids", "BY", "w_*->f", "GET", "#", "GET", "o_*"];
+        // Alone: a has no weight (0), so a, then b.
+        assert_eq!(
+            run(&db, &mut s, &by),
+            "*4\r\n$1\r\na\r\n$1\r\nA\r\n$1\r\nb\r\n$1\r\nB\r\n"
+        );
+        // a's weight set to 5 after it read the weights: b, then a.
+        assert_eq!(
+            store_with_a_write_meanwhile(&db, &by, &["HSET", "w_a", "f", "5"]),
+            "*4\r\n$1\r\nb\r\n$1\r\nB\r\n$1\r\na\r\n$1\r\nA\r\n"
+        );
+        // The STORE form: a's weight gone (the field deleted) meanwhile.
+        let store = ["SORT", "ids", "BY", "w_*->f", "STORE", "out"];
+        assert_eq!(
+            store_with_a_write_meanwhile(&db, &store, &["HDEL", "w_a", "f"]),
+            ":2\r\n"
+        );
+        assert_eq!(
+            run(&db, &mut s, &["LRANGE", "out", "0", "-1"]),
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
     }
 }

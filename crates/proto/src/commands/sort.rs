@@ -4,10 +4,13 @@
 //! element), ASC/DESC, ALPHA and STORE, as Redis 7.0 runs them: equal
 //! scores are ordered by the elements' bytes, so the result is always the
 //! same. A command with a BY or GET pattern reads keys it cannot name in
-//! advance, so it holds every shard while it runs (as EXEC does); without
-//! one, it holds its own keys only for the lookup and sorts a snapshot of
-//! its source after the lock, and its STORE form stores only if the
-//! source is still the value it sorted (as SUNIONSTORE and ZRANGESTORE).
+//! advance: it reads each under its own shard's lock and answers only if
+//! the database's write sequence did not move meanwhile (one consistent
+//! view), and holds every shard (as EXEC does) only after two views that
+//! changed under it, or inside EXEC or a script; without a pattern, it
+//! holds its own keys only for the lookup and sorts a snapshot of its
+//! source after the lock, and its STORE form stores only if the source is
+//! still the value it sorted (as SUNIONSTORE and ZRANGESTORE).
 //!
 //! What this module must not do: allocate in proportion to a LIMIT (the
 //! result is at most the source's length).
@@ -68,7 +71,19 @@ pub(super) fn run<'d>(
         stores: store.is_some(),
     };
     if order.patterns() {
-        // It reads keys it cannot name in advance: every shard, as EXEC.
+        // It reads keys it cannot name in advance. Alone (not inside EXEC
+        // or a script), it reads each under its own shard's lock, and
+        // answers if nothing changed anywhere meanwhile (`Db::write_seq`):
+        // a consistent view, as if it ran alone, without holding every
+        // shard while it sorts. Past STORE_TRIES changed views, or inside
+        // EXEC, it holds every shard, as EXEC does.
+        if held.is_none() {
+            for _ in 0..super::STORE_TRIES {
+                if sort_unlocked(db, a[0], &order, store, w)? {
+                    return Ok(());
+                }
+            }
+        }
         let mut g = match held {
             Some(g) => Locks::Held(g),
             None => Locks::Own(db.lock_all(store.is_some())?),
@@ -133,6 +148,45 @@ pub(super) fn run<'d>(
         w.int(len as i64);
         return Ok(());
     }
+}
+
+/// SORT with patterns, reading each key under its own shard's lock
+/// only: whether it answered (nothing changed while it read, or, with
+/// STORE, until it stored under its destination's lock); `false` when a
+/// change came meanwhile (the caller tries again).
+fn sort_unlocked(
+    db: &Db,
+    source: &[u8],
+    order: &Order<'_>,
+    store: Option<&[u8]>,
+    w: &mut Reply<'_>,
+) -> Result<bool, Fail> {
+    let seen = db.write_seq();
+    let value = snapshot(db, &mut None, source)?;
+    let (items, is_set) = elements(value.as_ref())?;
+    let out = order.apply(items, is_set, |p, m| {
+        let key = pattern_key(p, m)?;
+        let mut g = db.lock_one(&key, false).ok()?;
+        pattern_value(&mut g, &key, p).map(Into::into)
+    })?;
+    #[cfg(test)]
+    super::between_compute_and_store();
+    let Some(dst) = store else {
+        if db.write_seq() != seen {
+            return Ok(false);
+        }
+        reply(w, &out)?;
+        return Ok(true);
+    };
+    let mut none = None;
+    let g = lock(db, &mut none, &[dst], true)?;
+    if db.write_seq() != seen {
+        return Ok(false);
+    }
+    let (len, value) = stored(&out);
+    store_then_free(g, dst, value);
+    w.int(len as i64);
+    Ok(true)
 }
 
 /// SORT's options, once read.
@@ -280,19 +334,36 @@ fn reply(w: &mut Reply<'_>, out: &[Option<Box<[u8]>>]) -> Res {
 /// replaced by the element; `key->field` reads a hash's field; a missing
 /// key, a key of another type or a missing field is `None`.
 fn lookup<'g>(g: &'g mut Guard<'_>, pattern: &[u8], element: &[u8]) -> Option<&'g [u8]> {
-    let star = pattern.iter().position(|&b| b == b'*')?;
-    // `->` after the `*` splits the key from a hash field.
-    let arrow = pattern[star..]
+    let key = pattern_key(pattern, element)?;
+    pattern_value(g, &key, pattern)
+}
+
+/// Where `pattern` splits a hash field from its key: its `->` after the
+/// `*`, if a field follows.
+fn field_arrow(pattern: &[u8], star: usize) -> Option<usize> {
+    pattern[star..]
         .windows(2)
         .position(|w| w == b"->")
         .map(|i| star + i)
-        .filter(|&i| i + 2 < pattern.len());
-    let key_end = arrow.unwrap_or(pattern.len());
+        .filter(|&i| i + 2 < pattern.len())
+}
+
+/// The key a BY or GET `pattern` names for `element` (`None`: no `*`).
+fn pattern_key(pattern: &[u8], element: &[u8]) -> Option<Vec<u8>> {
+    let star = pattern.iter().position(|&b| b == b'*')?;
+    let key_end = field_arrow(pattern, star).unwrap_or(pattern.len());
     let mut key = Vec::with_capacity(key_end + element.len());
     key.extend_from_slice(&pattern[..star]);
     key.extend_from_slice(element);
     key.extend_from_slice(&pattern[star + 1..key_end]);
-    match (g.get(&key).map(|e| &e.value), arrow) {
+    Some(key)
+}
+
+/// What `pattern` reads at `key` (its shard locked by `g`): a string, or
+/// the hash field after its `->`.
+fn pattern_value<'g>(g: &'g mut Guard<'_>, key: &[u8], pattern: &[u8]) -> Option<&'g [u8]> {
+    let star = pattern.iter().position(|&b| b == b'*')?;
+    match (g.get(key).map(|e| &e.value), field_arrow(pattern, star)) {
         (Some(Value::Str(v)), None) => Some(v),
         (Some(Value::Hash(h)), Some(i)) => h.map().get(&pattern[i + 2..]).map(|v| &v[..]),
         _ => None,
