@@ -6,7 +6,8 @@
 //! zeros, a write past the end grows the string with zero bytes up to
 //! Redis's bound (512 MiB: a bit offset below 2^32), in place.
 //!
-//! Each command is one arm of [`run`], which [`super::run`] calls by name.
+//! Each command is one arm of [`run`], which [`super::run`] calls for
+//! this family's commands (its column of `COMMANDS`).
 
 use super::*;
 

@@ -1,7 +1,8 @@
 //! Deadlines: EXPIRE and its variants, TTL, PTTL, PERSIST.
 //!
-//! Each command is one arm of [`run`], which [`super::run`] calls by name;
-//! the arms keep Redis 7's replies and error texts.
+//! Each command is one arm of [`run`], which [`super::run`] calls for
+//! this family's commands (its column of `COMMANDS`); the arms keep
+//! Redis 7's replies and error texts.
 
 use super::*;
 

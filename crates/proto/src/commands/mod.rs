@@ -714,12 +714,41 @@ impl<'d> std::ops::DerefMut for Locks<'_, 'd> {
     }
 }
 
+/// Which handler runs a command: a module of this folder (each module's
+/// `run` picks the command by name among its own), or the one answered
+/// here. The table ([`COMMANDS`]) gives each command's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Connection,
+    Scripting,
+    PubSub,
+    Streams,
+    Slowlog,
+    Latency,
+    Server,
+    Transaction,
+    Strings,
+    Sort,
+    Bitmaps,
+    Counters,
+    Keys,
+    Expiry,
+    Lists,
+    Hashes,
+    Sets,
+    ZSets,
+    /// WAIT: no replicas, answered here.
+    Wait,
+}
+
 /// A command as Redis 7's command table gives it (`COMMAND INFO`): its
 /// arity, counting the name (n: exactly n words; -n: at least n), and where
 /// its keys are (the first and last key's word, the name being word 0, the
 /// last -1 for "to the end", and the step; 0, 0, 0: no key, or keys found
 /// otherwise, as EVAL's after its key count).
 struct CommandSpec {
+    /// The handler that runs it (with its family's other commands).
+    family: Family,
     name: &'static str,
     arity: i32,
     first_key: u8,
@@ -738,6 +767,7 @@ struct CommandSpec {
 
 impl CommandSpec {
     const fn new(
+        family: Family,
         name: &'static str,
         arity: i32,
         first_key: u8,
@@ -745,6 +775,7 @@ impl CommandSpec {
         key_step: u8,
     ) -> Self {
         Self {
+            family,
             name,
             arity,
             first_key,
@@ -809,189 +840,189 @@ impl CommandSpec {
 /// count is refused at once and its transaction aborted, as Redis does; a
 /// script may reach only the keys it declares, found by the key positions.
 const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("ping", -1, 0, 0, 0),
-    CommandSpec::new("echo", 2, 0, 0, 0),
-    CommandSpec::new("quit", -1, 0, 0, 0),
-    CommandSpec::new("hello", -1, 0, 0, 0),
-    CommandSpec::new("auth", -2, 0, 0, 0),
-    CommandSpec::new("client", -2, 0, 0, 0),
-    CommandSpec::new("select", 2, 0, 0, 0),
-    CommandSpec::new("command", -1, 0, 0, 0),
-    CommandSpec::new("info", -1, 0, 0, 0),
-    CommandSpec::new("config", -2, 0, 0, 0),
-    CommandSpec::new("dbsize", 1, 0, 0, 0),
-    CommandSpec::new("time", 1, 0, 0, 0),
-    CommandSpec::new("flushdb", -1, 0, 0, 0).write_in_place(0),
-    CommandSpec::new("flushall", -1, 0, 0, 0).write_in_place(0),
-    CommandSpec::new("multi", 1, 0, 0, 0),
-    CommandSpec::new("exec", 1, 0, 0, 0),
-    CommandSpec::new("discard", 1, 0, 0, 0),
-    CommandSpec::new("watch", -2, 1, -1, 1),
-    CommandSpec::new("unwatch", 1, 0, 0, 0),
-    CommandSpec::new("reset", 1, 0, 0, 0),
-    CommandSpec::new("get", 2, 1, 1, 1),
-    CommandSpec::new("set", -3, 1, 1, 1).write(),
-    CommandSpec::new("setex", 4, 1, 1, 1).write(),
-    CommandSpec::new("psetex", 4, 1, 1, 1).write(),
-    CommandSpec::new("setnx", 3, 1, 1, 1).write(),
-    CommandSpec::new("mget", -2, 1, -1, 1),
-    CommandSpec::new("mset", -3, 1, -1, 2).write(),
-    CommandSpec::new("msetnx", -3, 1, -1, 2).write(),
-    CommandSpec::new("incr", 2, 1, 1, 1).write(),
-    CommandSpec::new("incrby", 3, 1, 1, 1).write(),
-    CommandSpec::new("decr", 2, 1, 1, 1).write(),
-    CommandSpec::new("decrby", 3, 1, 1, 1).write(),
-    CommandSpec::new("incrbyfloat", 3, 1, 1, 1).write(),
-    CommandSpec::new("append", 3, 1, 1, 1).write(),
-    CommandSpec::new("strlen", 2, 1, 1, 1),
-    CommandSpec::new("getset", 3, 1, 1, 1).write(),
-    CommandSpec::new("getdel", 2, 1, 1, 1).write(),
-    CommandSpec::new("getrange", 4, 1, 1, 1),
-    CommandSpec::new("setbit", 4, 1, 1, 1).write(),
-    CommandSpec::new("getbit", 3, 1, 1, 1),
-    CommandSpec::new("bitcount", -2, 1, 1, 1),
-    CommandSpec::new("bitpos", -3, 1, 1, 1),
-    CommandSpec::new("bitop", -4, 2, -1, 1).write_in_place(0),
-    CommandSpec::new("bitfield", -2, 1, 1, 1).write(),
-    CommandSpec::new("bitfield_ro", -2, 1, 1, 1),
-    CommandSpec::new("substr", 4, 1, 1, 1),
-    CommandSpec::new("lcs", -3, 1, 2, 1),
-    CommandSpec::new("copy", -3, 1, 2, 1).write_in_place(0),
-    CommandSpec::new("randomkey", 1, 0, 0, 0),
-    CommandSpec::new("object", -2, 2, 2, 1),
-    CommandSpec::new("getex", -2, 1, 1, 1).write(),
-    CommandSpec::new("setrange", 4, 1, 1, 1).write(),
-    CommandSpec::new("del", -2, 1, -1, 1).write_in_place(0),
-    CommandSpec::new("unlink", -2, 1, -1, 1).write_in_place(0),
-    CommandSpec::new("exists", -2, 1, -1, 1),
-    CommandSpec::new("touch", -2, 1, -1, 1),
-    CommandSpec::new("rename", 3, 1, 2, 1).write_in_place(0),
-    CommandSpec::new("renamenx", 3, 1, 2, 1).write_in_place(0),
-    CommandSpec::new("expire", -3, 1, 1, 1).write(),
-    CommandSpec::new("pexpire", -3, 1, 1, 1).write(),
-    CommandSpec::new("expireat", -3, 1, 1, 1).write(),
-    CommandSpec::new("pexpireat", -3, 1, 1, 1).write(),
-    CommandSpec::new("ttl", 2, 1, 1, 1),
-    CommandSpec::new("pttl", 2, 1, 1, 1),
-    CommandSpec::new("persist", 2, 1, 1, 1).write(),
-    CommandSpec::new("type", 2, 1, 1, 1),
-    CommandSpec::new("scan", -2, 0, 0, 0),
-    CommandSpec::new("keys", 2, 0, 0, 0),
-    CommandSpec::new("lpush", -3, 1, 1, 1).write(),
-    CommandSpec::new("lpushx", -3, 1, 1, 1).write(),
-    CommandSpec::new("lmpop", -4, 0, 0, 0).write(),
-    CommandSpec::new("blmpop", -5, 0, 0, 0).write(),
-    CommandSpec::new("zmpop", -4, 0, 0, 0).write(),
-    CommandSpec::new("bzmpop", -5, 0, 0, 0).write(),
-    CommandSpec::new("rpushx", -3, 1, 1, 1).write(),
-    CommandSpec::new("rpush", -3, 1, 1, 1).write(),
-    CommandSpec::new("lpop", -2, 1, 1, 1).write(),
-    CommandSpec::new("rpop", -2, 1, 1, 1).write(),
-    CommandSpec::new("lrange", 4, 1, 1, 1),
-    CommandSpec::new("llen", 2, 1, 1, 1),
-    CommandSpec::new("lindex", 3, 1, 1, 1),
-    CommandSpec::new("lset", 4, 1, 1, 1).write(),
-    CommandSpec::new("ltrim", 4, 1, 1, 1).write(),
-    CommandSpec::new("lrem", 4, 1, 1, 1).write(),
-    CommandSpec::new("lmove", 5, 1, 2, 1).write_in_place(2),
-    CommandSpec::new("rpoplpush", 3, 1, 2, 1).write_in_place(2),
-    CommandSpec::new("hset", -4, 1, 1, 1).write(),
-    CommandSpec::new("hmset", -4, 1, 1, 1).write(),
-    CommandSpec::new("hget", 3, 1, 1, 1),
-    CommandSpec::new("hstrlen", 3, 1, 1, 1),
-    CommandSpec::new("hmget", -3, 1, 1, 1),
-    CommandSpec::new("hgetall", 2, 1, 1, 1),
-    CommandSpec::new("hkeys", 2, 1, 1, 1),
-    CommandSpec::new("hvals", 2, 1, 1, 1),
-    CommandSpec::new("hsetnx", 4, 1, 1, 1).write(),
-    CommandSpec::new("hdel", -3, 1, 1, 1).write(),
-    CommandSpec::new("hincrby", 4, 1, 1, 1).write(),
-    CommandSpec::new("hlen", 2, 1, 1, 1),
-    CommandSpec::new("hexists", 3, 1, 1, 1),
-    CommandSpec::new("sadd", -3, 1, 1, 1).write(),
-    CommandSpec::new("srem", -3, 1, 1, 1).write(),
-    CommandSpec::new("smembers", 2, 1, 1, 1),
-    CommandSpec::new("sismember", 3, 1, 1, 1),
-    CommandSpec::new("smismember", -3, 1, 1, 1),
-    CommandSpec::new("sinter", -2, 1, -1, 1),
-    CommandSpec::new("sintercard", -3, 0, 0, 0),
-    CommandSpec::new("sunion", -2, 1, -1, 1),
-    CommandSpec::new("sdiff", -2, 1, -1, 1),
-    CommandSpec::new("smove", 4, 1, 2, 1).write_in_place(2),
-    CommandSpec::new("scard", 2, 1, 1, 1),
-    CommandSpec::new("spop", -2, 1, 1, 1).write(),
-    CommandSpec::new("zunionstore", -4, 1, 1, 1).write_in_place(0),
-    CommandSpec::new("zinterstore", -4, 1, 1, 1).write_in_place(0),
-    CommandSpec::new("zdiffstore", -4, 1, 1, 1).write_in_place(0),
-    CommandSpec::new("zunion", -3, 0, 0, 0),
-    CommandSpec::new("zinter", -3, 0, 0, 0),
-    CommandSpec::new("zdiff", -3, 0, 0, 0),
-    CommandSpec::new("zintercard", -3, 0, 0, 0),
-    CommandSpec::new("zmscore", -3, 1, 1, 1),
-    CommandSpec::new("zrandmember", -2, 1, 1, 1),
-    CommandSpec::new("hrandfield", -2, 1, 1, 1),
-    CommandSpec::new("sort", -2, 1, 1, 1).write_in_place(0),
-    CommandSpec::new("sort_ro", -2, 1, 1, 1),
-    CommandSpec::new("zrangestore", -5, 1, 2, 1).write_in_place(0),
-    CommandSpec::new("zadd", -4, 1, 1, 1).write(),
-    CommandSpec::new("zrange", -4, 1, 1, 1),
-    CommandSpec::new("zrangebyscore", -4, 1, 1, 1),
-    CommandSpec::new("zrem", -3, 1, 1, 1).write(),
-    CommandSpec::new("zincrby", 4, 1, 1, 1).write(),
-    CommandSpec::new("zcard", 2, 1, 1, 1),
-    CommandSpec::new("zpopmin", -2, 1, 1, 1).write(),
-    CommandSpec::new("zpopmax", -2, 1, 1, 1).write(),
-    CommandSpec::new("zrank", 3, 1, 1, 1),
-    CommandSpec::new("zrevrank", 3, 1, 1, 1),
-    CommandSpec::new("zcount", 4, 1, 1, 1),
-    CommandSpec::new("zrevrange", -4, 1, 1, 1),
-    CommandSpec::new("zscore", 3, 1, 1, 1),
-    CommandSpec::new("sinterstore", -3, 1, -1, 1).write_in_place(0),
-    CommandSpec::new("sunionstore", -3, 1, -1, 1).write_in_place(0),
-    CommandSpec::new("sdiffstore", -3, 1, -1, 1).write_in_place(0),
-    CommandSpec::new("srandmember", -2, 1, 1, 1),
-    CommandSpec::new("hincrbyfloat", 4, 1, 1, 1).write(),
-    CommandSpec::new("lpos", -3, 1, 1, 1),
-    CommandSpec::new("linsert", 5, 1, 1, 1).write(),
-    CommandSpec::new("expiretime", 2, 1, 1, 1),
-    CommandSpec::new("pexpiretime", 2, 1, 1, 1),
-    CommandSpec::new("wait", 3, 0, 0, 0),
-    CommandSpec::new("slowlog", -2, 0, 0, 0),
-    CommandSpec::new("latency", -2, 0, 0, 0),
-    CommandSpec::new("memory", -2, 0, 0, 0),
-    CommandSpec::new("hscan", -3, 1, 1, 1),
-    CommandSpec::new("sscan", -3, 1, 1, 1),
-    CommandSpec::new("zscan", -3, 1, 1, 1),
-    CommandSpec::new("blpop", -3, 1, -2, 1).write(),
-    CommandSpec::new("brpop", -3, 1, -2, 1).write(),
-    CommandSpec::new("blmove", 6, 1, 2, 1).write_in_place(2),
-    CommandSpec::new("brpoplpush", 4, 1, 2, 1).write_in_place(2),
-    CommandSpec::new("zrangebylex", -4, 1, 1, 1),
-    CommandSpec::new("zrevrangebylex", -4, 1, 1, 1),
-    CommandSpec::new("zlexcount", 4, 1, 1, 1),
-    CommandSpec::new("bzpopmin", -3, 1, -2, 1).write(),
-    CommandSpec::new("bzpopmax", -3, 1, -2, 1).write(),
-    CommandSpec::new("zrevrangebyscore", -4, 1, 1, 1),
-    CommandSpec::new("zremrangebyscore", 4, 1, 1, 1).write(),
-    CommandSpec::new("zremrangebyrank", 4, 1, 1, 1).write(),
-    CommandSpec::new("zremrangebylex", 4, 1, 1, 1).write(),
-    CommandSpec::new("eval", -3, 0, 0, 0),
-    CommandSpec::new("evalsha", -3, 0, 0, 0),
-    CommandSpec::new("script", -2, 0, 0, 0),
-    CommandSpec::new("subscribe", -2, 0, 0, 0),
-    CommandSpec::new("unsubscribe", -1, 0, 0, 0),
-    CommandSpec::new("psubscribe", -2, 0, 0, 0),
-    CommandSpec::new("punsubscribe", -1, 0, 0, 0),
-    CommandSpec::new("publish", 3, 0, 0, 0),
-    CommandSpec::new("pubsub", -2, 0, 0, 0),
-    CommandSpec::new("xadd", -5, 1, 1, 1).write(),
-    CommandSpec::new("xlen", 2, 1, 1, 1),
-    CommandSpec::new("xrange", -4, 1, 1, 1),
-    CommandSpec::new("xrevrange", -4, 1, 1, 1),
-    CommandSpec::new("xdel", -3, 1, 1, 1).write(),
-    CommandSpec::new("xtrim", -4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Connection, "ping", -1, 0, 0, 0),
+    CommandSpec::new(Family::Connection, "echo", 2, 0, 0, 0),
+    CommandSpec::new(Family::Connection, "quit", -1, 0, 0, 0),
+    CommandSpec::new(Family::Connection, "hello", -1, 0, 0, 0),
+    CommandSpec::new(Family::Connection, "auth", -2, 0, 0, 0),
+    CommandSpec::new(Family::Connection, "client", -2, 0, 0, 0),
+    CommandSpec::new(Family::Connection, "select", 2, 0, 0, 0),
+    CommandSpec::new(Family::Server, "command", -1, 0, 0, 0),
+    CommandSpec::new(Family::Server, "info", -1, 0, 0, 0),
+    CommandSpec::new(Family::Server, "config", -2, 0, 0, 0),
+    CommandSpec::new(Family::Server, "dbsize", 1, 0, 0, 0),
+    CommandSpec::new(Family::Server, "time", 1, 0, 0, 0),
+    CommandSpec::new(Family::Server, "flushdb", -1, 0, 0, 0).write_in_place(0),
+    CommandSpec::new(Family::Server, "flushall", -1, 0, 0, 0).write_in_place(0),
+    CommandSpec::new(Family::Transaction, "multi", 1, 0, 0, 0),
+    CommandSpec::new(Family::Transaction, "exec", 1, 0, 0, 0),
+    CommandSpec::new(Family::Transaction, "discard", 1, 0, 0, 0),
+    CommandSpec::new(Family::Transaction, "watch", -2, 1, -1, 1),
+    CommandSpec::new(Family::Transaction, "unwatch", 1, 0, 0, 0),
+    CommandSpec::new(Family::Connection, "reset", 1, 0, 0, 0),
+    CommandSpec::new(Family::Strings, "get", 2, 1, 1, 1),
+    CommandSpec::new(Family::Strings, "set", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Strings, "setex", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Strings, "psetex", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Strings, "setnx", 3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Strings, "mget", -2, 1, -1, 1),
+    CommandSpec::new(Family::Strings, "mset", -3, 1, -1, 2).write(),
+    CommandSpec::new(Family::Strings, "msetnx", -3, 1, -1, 2).write(),
+    CommandSpec::new(Family::Counters, "incr", 2, 1, 1, 1).write(),
+    CommandSpec::new(Family::Counters, "incrby", 3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Counters, "decr", 2, 1, 1, 1).write(),
+    CommandSpec::new(Family::Counters, "decrby", 3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Counters, "incrbyfloat", 3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Counters, "append", 3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Keys, "strlen", 2, 1, 1, 1),
+    CommandSpec::new(Family::Strings, "getset", 3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Strings, "getdel", 2, 1, 1, 1).write(),
+    CommandSpec::new(Family::Strings, "getrange", 4, 1, 1, 1),
+    CommandSpec::new(Family::Bitmaps, "setbit", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Bitmaps, "getbit", 3, 1, 1, 1),
+    CommandSpec::new(Family::Bitmaps, "bitcount", -2, 1, 1, 1),
+    CommandSpec::new(Family::Bitmaps, "bitpos", -3, 1, 1, 1),
+    CommandSpec::new(Family::Bitmaps, "bitop", -4, 2, -1, 1).write_in_place(0),
+    CommandSpec::new(Family::Bitmaps, "bitfield", -2, 1, 1, 1).write(),
+    CommandSpec::new(Family::Bitmaps, "bitfield_ro", -2, 1, 1, 1),
+    CommandSpec::new(Family::Strings, "substr", 4, 1, 1, 1),
+    CommandSpec::new(Family::Strings, "lcs", -3, 1, 2, 1),
+    CommandSpec::new(Family::Keys, "copy", -3, 1, 2, 1).write_in_place(0),
+    CommandSpec::new(Family::Keys, "randomkey", 1, 0, 0, 0),
+    CommandSpec::new(Family::Keys, "object", -2, 2, 2, 1),
+    CommandSpec::new(Family::Strings, "getex", -2, 1, 1, 1).write(),
+    CommandSpec::new(Family::Strings, "setrange", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Keys, "del", -2, 1, -1, 1).write_in_place(0),
+    CommandSpec::new(Family::Keys, "unlink", -2, 1, -1, 1).write_in_place(0),
+    CommandSpec::new(Family::Keys, "exists", -2, 1, -1, 1),
+    CommandSpec::new(Family::Keys, "touch", -2, 1, -1, 1),
+    CommandSpec::new(Family::Keys, "rename", 3, 1, 2, 1).write_in_place(0),
+    CommandSpec::new(Family::Keys, "renamenx", 3, 1, 2, 1).write_in_place(0),
+    CommandSpec::new(Family::Expiry, "expire", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Expiry, "pexpire", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Expiry, "expireat", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Expiry, "pexpireat", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Expiry, "ttl", 2, 1, 1, 1),
+    CommandSpec::new(Family::Expiry, "pttl", 2, 1, 1, 1),
+    CommandSpec::new(Family::Expiry, "persist", 2, 1, 1, 1).write(),
+    CommandSpec::new(Family::Keys, "type", 2, 1, 1, 1),
+    CommandSpec::new(Family::Keys, "scan", -2, 0, 0, 0),
+    CommandSpec::new(Family::Keys, "keys", 2, 0, 0, 0),
+    CommandSpec::new(Family::Lists, "lpush", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "lpushx", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "lmpop", -4, 0, 0, 0).write(),
+    CommandSpec::new(Family::Lists, "blmpop", -5, 0, 0, 0).write(),
+    CommandSpec::new(Family::ZSets, "zmpop", -4, 0, 0, 0).write(),
+    CommandSpec::new(Family::ZSets, "bzmpop", -5, 0, 0, 0).write(),
+    CommandSpec::new(Family::Lists, "rpushx", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "rpush", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "lpop", -2, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "rpop", -2, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "lrange", 4, 1, 1, 1),
+    CommandSpec::new(Family::Keys, "llen", 2, 1, 1, 1),
+    CommandSpec::new(Family::Lists, "lindex", 3, 1, 1, 1),
+    CommandSpec::new(Family::Lists, "lset", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "ltrim", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "lrem", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "lmove", 5, 1, 2, 1).write_in_place(2),
+    CommandSpec::new(Family::Lists, "rpoplpush", 3, 1, 2, 1).write_in_place(2),
+    CommandSpec::new(Family::Hashes, "hset", -4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Hashes, "hmset", -4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Hashes, "hget", 3, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hstrlen", 3, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hmget", -3, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hgetall", 2, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hkeys", 2, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hvals", 2, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hsetnx", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Hashes, "hdel", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Hashes, "hincrby", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Keys, "hlen", 2, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hexists", 3, 1, 1, 1),
+    CommandSpec::new(Family::Sets, "sadd", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Sets, "srem", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Sets, "smembers", 2, 1, 1, 1),
+    CommandSpec::new(Family::Sets, "sismember", 3, 1, 1, 1),
+    CommandSpec::new(Family::Sets, "smismember", -3, 1, 1, 1),
+    CommandSpec::new(Family::Sets, "sinter", -2, 1, -1, 1),
+    CommandSpec::new(Family::Sets, "sintercard", -3, 0, 0, 0),
+    CommandSpec::new(Family::Sets, "sunion", -2, 1, -1, 1),
+    CommandSpec::new(Family::Sets, "sdiff", -2, 1, -1, 1),
+    CommandSpec::new(Family::Sets, "smove", 4, 1, 2, 1).write_in_place(2),
+    CommandSpec::new(Family::Keys, "scard", 2, 1, 1, 1),
+    CommandSpec::new(Family::Sets, "spop", -2, 1, 1, 1).write(),
+    CommandSpec::new(Family::ZSets, "zunionstore", -4, 1, 1, 1).write_in_place(0),
+    CommandSpec::new(Family::ZSets, "zinterstore", -4, 1, 1, 1).write_in_place(0),
+    CommandSpec::new(Family::ZSets, "zdiffstore", -4, 1, 1, 1).write_in_place(0),
+    CommandSpec::new(Family::ZSets, "zunion", -3, 0, 0, 0),
+    CommandSpec::new(Family::ZSets, "zinter", -3, 0, 0, 0),
+    CommandSpec::new(Family::ZSets, "zdiff", -3, 0, 0, 0),
+    CommandSpec::new(Family::ZSets, "zintercard", -3, 0, 0, 0),
+    CommandSpec::new(Family::ZSets, "zmscore", -3, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zrandmember", -2, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hrandfield", -2, 1, 1, 1),
+    CommandSpec::new(Family::Sort, "sort", -2, 1, 1, 1).write_in_place(0),
+    CommandSpec::new(Family::Sort, "sort_ro", -2, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zrangestore", -5, 1, 2, 1).write_in_place(0),
+    CommandSpec::new(Family::ZSets, "zadd", -4, 1, 1, 1).write(),
+    CommandSpec::new(Family::ZSets, "zrange", -4, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zrangebyscore", -4, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "zrem", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::ZSets, "zincrby", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Keys, "zcard", 2, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zpopmin", -2, 1, 1, 1).write(),
+    CommandSpec::new(Family::ZSets, "zpopmax", -2, 1, 1, 1).write(),
+    CommandSpec::new(Family::ZSets, "zrank", 3, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zrevrank", 3, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zcount", 4, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zrevrange", -4, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zscore", 3, 1, 1, 1),
+    CommandSpec::new(Family::Sets, "sinterstore", -3, 1, -1, 1).write_in_place(0),
+    CommandSpec::new(Family::Sets, "sunionstore", -3, 1, -1, 1).write_in_place(0),
+    CommandSpec::new(Family::Sets, "sdiffstore", -3, 1, -1, 1).write_in_place(0),
+    CommandSpec::new(Family::Sets, "srandmember", -2, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hincrbyfloat", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "lpos", -3, 1, 1, 1),
+    CommandSpec::new(Family::Lists, "linsert", 5, 1, 1, 1).write(),
+    CommandSpec::new(Family::Expiry, "expiretime", 2, 1, 1, 1),
+    CommandSpec::new(Family::Expiry, "pexpiretime", 2, 1, 1, 1),
+    CommandSpec::new(Family::Wait, "wait", 3, 0, 0, 0),
+    CommandSpec::new(Family::Slowlog, "slowlog", -2, 0, 0, 0),
+    CommandSpec::new(Family::Latency, "latency", -2, 0, 0, 0),
+    CommandSpec::new(Family::Keys, "memory", -2, 0, 0, 0),
+    CommandSpec::new(Family::Keys, "hscan", -3, 1, 1, 1),
+    CommandSpec::new(Family::Keys, "sscan", -3, 1, 1, 1),
+    CommandSpec::new(Family::Keys, "zscan", -3, 1, 1, 1),
+    CommandSpec::new(Family::Lists, "blpop", -3, 1, -2, 1).write(),
+    CommandSpec::new(Family::Lists, "brpop", -3, 1, -2, 1).write(),
+    CommandSpec::new(Family::Lists, "blmove", 6, 1, 2, 1).write_in_place(2),
+    CommandSpec::new(Family::Lists, "brpoplpush", 4, 1, 2, 1).write_in_place(2),
+    CommandSpec::new(Family::ZSets, "zrangebylex", -4, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zrevrangebylex", -4, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zlexcount", 4, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "bzpopmin", -3, 1, -2, 1).write(),
+    CommandSpec::new(Family::ZSets, "bzpopmax", -3, 1, -2, 1).write(),
+    CommandSpec::new(Family::ZSets, "zrevrangebyscore", -4, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zremrangebyscore", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::ZSets, "zremrangebyrank", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::ZSets, "zremrangebylex", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Scripting, "eval", -3, 0, 0, 0),
+    CommandSpec::new(Family::Scripting, "evalsha", -3, 0, 0, 0),
+    CommandSpec::new(Family::Scripting, "script", -2, 0, 0, 0),
+    CommandSpec::new(Family::PubSub, "subscribe", -2, 0, 0, 0),
+    CommandSpec::new(Family::PubSub, "unsubscribe", -1, 0, 0, 0),
+    CommandSpec::new(Family::PubSub, "psubscribe", -2, 0, 0, 0),
+    CommandSpec::new(Family::PubSub, "punsubscribe", -1, 0, 0, 0),
+    CommandSpec::new(Family::PubSub, "publish", 3, 0, 0, 0),
+    CommandSpec::new(Family::PubSub, "pubsub", -2, 0, 0, 0),
+    CommandSpec::new(Family::Streams, "xadd", -5, 1, 1, 1).write(),
+    CommandSpec::new(Family::Streams, "xlen", 2, 1, 1, 1),
+    CommandSpec::new(Family::Streams, "xrange", -4, 1, 1, 1),
+    CommandSpec::new(Family::Streams, "xrevrange", -4, 1, 1, 1),
+    CommandSpec::new(Family::Streams, "xdel", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Streams, "xtrim", -4, 1, 1, 1).write(),
     // Its keys follow STREAMS: found by the command, not the table.
-    CommandSpec::new("xread", -4, 0, 0, 0),
+    CommandSpec::new(Family::Streams, "xread", -4, 0, 0, 0),
 ];
 
 /// Whether `name` (lowercase) is a command this server runs.
@@ -1128,7 +1159,17 @@ pub(crate) fn execute_parsed(
     }
     let start = w.out.len();
     CHANGING.set(index.map_or(0, |i| usize::from(COMMANDS[i].in_place)));
-    let r = run(name, cmd.raw_name, &args, db, session, &mut w, None, point);
+    let r = run(
+        index,
+        name,
+        cmd.raw_name,
+        &args,
+        db,
+        session,
+        &mut w,
+        None,
+        point,
+    );
     if let Some(index) = index {
         db.commands().record(
             COMMANDS.len(),
@@ -1316,8 +1357,12 @@ fn snapshot<'d>(
     Ok(g.get(key).map(|e| e.value.clone()))
 }
 
+/// Runs command `index` of the table ([`COMMANDS`]; `None`: not one of
+/// them, answered as Redis answers an unknown command) by its family's
+/// handler, which its name picks among the family's commands.
 #[allow(clippy::too_many_arguments)]
 fn run<'d>(
+    index: Option<usize>,
     name: &[u8],
     raw_name: &[u8],
     a: &[&[u8]],
@@ -1327,71 +1372,36 @@ fn run<'d>(
     held: Option<&mut Guard<'d>>,
     point: &mut dyn FnMut(),
 ) -> Res {
-    match name {
-        b"ping" | b"echo" | b"quit" | b"hello" | b"auth" | b"client" | b"select" | b"reset" => {
-            connection::run(name, a, session, w)
-        }
-        b"eval" | b"evalsha" | b"script" => scripting::run(name, a, db, session, w, held),
-        b"subscribe" | b"unsubscribe" | b"psubscribe" | b"punsubscribe" | b"publish"
-        | b"pubsub" => pubsub::run(name, a, session, w),
-        b"xadd" | b"xlen" | b"xrange" | b"xrevrange" | b"xdel" | b"xtrim" | b"xread" => {
-            streams::run(name, a, db, w, held)
-        }
-        b"slowlog" => slowlog::slowlog(a, db, w),
-        b"latency" => slowlog::latency(a, db, w),
-        b"command" | b"info" | b"config" | b"dbsize" | b"flushdb" | b"flushall" | b"time" => {
-            server::run(name, a, db, w, held, point)
-        }
-        b"multi" | b"discard" | b"exec" | b"watch" | b"unwatch" => {
-            transaction::run(name, a, db, session, w, held, point)
-        }
-        b"get" | b"set" | b"setex" | b"psetex" | b"setnx" | b"mget" | b"mset" | b"msetnx"
-        | b"getset" | b"getdel" | b"getrange" | b"substr" | b"getex" | b"setrange" | b"lcs" => {
-            strings::run(name, a, db, w, held)
-        }
-        b"sort" | b"sort_ro" => sort::run(name, a, db, w, held),
-        b"setbit" | b"getbit" | b"bitcount" | b"bitpos" | b"bitop" | b"bitfield"
-        | b"bitfield_ro" => bitmaps::run(name, a, db, w, held),
-        b"incr" | b"decr" | b"incrby" | b"decrby" | b"incrbyfloat" | b"append" => {
-            counters::run(name, a, db, w, held)
-        }
-        b"strlen" | b"llen" | b"hlen" | b"scard" | b"zcard" | b"del" | b"unlink" | b"exists"
-        | b"type" | b"keys" | b"scan" | b"touch" | b"rename" | b"renamenx" | b"hscan"
-        | b"sscan" | b"zscan" | b"memory" | b"copy" | b"object" | b"randomkey" => {
-            keys::run(name, a, db, w, held, point)
-        }
-        b"expire" | b"pexpire" | b"expireat" | b"pexpireat" | b"ttl" | b"pttl" | b"persist"
-        | b"expiretime" | b"pexpiretime" => expiry::run(name, a, db, w, held),
-        b"lpush" | b"rpush" | b"lpushx" | b"rpushx" | b"lmpop" | b"blmpop" | b"lpop" | b"rpop"
-        | b"lrange" | b"lindex" | b"lset" | b"ltrim" | b"lrem" | b"lmove" | b"rpoplpush"
-        | b"lpos" | b"linsert" | b"blpop" | b"brpop" | b"blmove" | b"brpoplpush" => {
-            lists::run(name, a, db, w, held)
-        }
-        b"hset" | b"hmset" | b"hget" | b"hexists" | b"hmget" | b"hgetall" | b"hdel" | b"zrem"
-        | b"hincrby" | b"hkeys" | b"hvals" | b"hsetnx" | b"hincrbyfloat" | b"hstrlen"
-        | b"hrandfield" => hashes::run(name, a, db, w, held),
-        b"sadd" | b"srem" | b"smembers" | b"sismember" | b"spop" | b"smismember" | b"sinter"
-        | b"sunion" | b"sdiff" | b"smove" | b"sinterstore" | b"sunionstore" | b"sdiffstore"
-        | b"srandmember" | b"sintercard" => sets::run(name, a, db, w, held),
-        b"wait" => {
+    let Some(spec) = index.map(|i| &COMMANDS[i]) else {
+        unknown(w, raw_name, a);
+        return Ok(());
+    };
+    match spec.family {
+        Family::Connection => connection::run(name, a, session, w),
+        Family::Scripting => scripting::run(name, a, db, session, w, held),
+        Family::PubSub => pubsub::run(name, a, session, w),
+        Family::Streams => streams::run(name, a, db, w, held),
+        Family::Slowlog => slowlog::slowlog(a, db, w),
+        Family::Latency => slowlog::latency(a, db, w),
+        Family::Server => server::run(name, a, db, w, held, point),
+        Family::Transaction => transaction::run(name, a, db, session, w, held, point),
+        Family::Strings => strings::run(name, a, db, w, held),
+        Family::Sort => sort::run(name, a, db, w, held),
+        Family::Bitmaps => bitmaps::run(name, a, db, w, held),
+        Family::Counters => counters::run(name, a, db, w, held),
+        Family::Keys => keys::run(name, a, db, w, held, point),
+        Family::Expiry => expiry::run(name, a, db, w, held),
+        Family::Lists => lists::run(name, a, db, w, held),
+        Family::Hashes => hashes::run(name, a, db, w, held),
+        Family::Sets => sets::run(name, a, db, w, held),
+        Family::ZSets => zsets::run(name, a, db, w, held),
+        Family::Wait => {
             // No replicas: every write is on as many replicas as asked of
             // none (Redis without replicas answers 0 at once).
             arity(a.len() == 2, "wait")?;
             int_arg(a[0])?;
             int_arg(a[1])?;
             w.int(0);
-            Ok(())
-        }
-        b"zunion" | b"zinter" | b"zdiff" | b"zunionstore" | b"zinterstore" | b"zdiffstore"
-        | b"zintercard" | b"zmscore" | b"zrandmember" | b"zmpop" | b"bzmpop" | b"zrangestore"
-        | b"zadd" | b"zincrby" | b"zscore" | b"zpopmin" | b"zpopmax" | b"zrange"
-        | b"zrangebyscore" | b"zrank" | b"zrevrank" | b"zcount" | b"zrevrange"
-        | b"zrevrangebyscore" | b"zremrangebyscore" | b"zremrangebyrank" | b"bzpopmin"
-        | b"bzpopmax" | b"zrangebylex" | b"zrevrangebylex" | b"zlexcount" | b"zremrangebylex" => {
-            zsets::run(name, a, db, w, held)
-        }
-        _ => {
-            unknown(w, raw_name, a);
             Ok(())
         }
     }

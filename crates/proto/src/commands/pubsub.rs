@@ -4,8 +4,9 @@
 //! Redis's subscribed state ([`Session::subscriptions`]): in RESP2 it may
 //! then only (un)subscribe, PING, QUIT and RESET ([`refused_while_subscribed`]).
 //!
-//! Each command is one arm of [`run`], which [`super::run`] calls by name;
-//! the arms keep Redis 7's replies and error texts.
+//! Each command is one arm of [`run`], which [`super::run`] calls for
+//! this family's commands (its column of `COMMANDS`); the arms keep
+//! Redis 7's replies and error texts.
 
 use super::*;
 use crate::pubsub::{self, Kind};

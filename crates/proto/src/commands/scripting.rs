@@ -548,6 +548,7 @@ fn redis_call(
         resp3: false,
     };
     let r = super::run(
+        super::spec_index(&name),
         &name,
         &words[0],
         &args,

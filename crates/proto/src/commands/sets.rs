@@ -1,8 +1,9 @@
 //! Sets: SADD, SREM, SMEMBERS, SISMEMBER, SMISMEMBER, SCARD, SPOP, SRANDMEMBER,
 //! SMOVE, SINTER/SUNION/SDIFF and their STORE forms.
 //!
-//! Each command is one arm of [`run`], which [`super::run`] calls by name;
-//! the arms keep Redis 7's replies and error texts.
+//! Each command is one arm of [`run`], which [`super::run`] calls for
+//! this family's commands (its column of `COMMANDS`); the arms keep
+//! Redis 7's replies and error texts.
 
 use super::*;
 use std::sync::Arc;

@@ -8,8 +8,9 @@
 //! entries in blocks of 100, and only while a whole block can go; `=`
 //! trims exactly.
 //!
-//! Each command is one arm of [`run`], which [`super::run`] calls by name;
-//! the arms keep Redis 7's replies and error texts.
+//! Each command is one arm of [`run`], which [`super::run`] calls for
+//! this family's commands (its column of `COMMANDS`); the arms keep
+//! Redis 7's replies and error texts.
 
 use super::*;
 use crate::db::{Stream, StreamId};

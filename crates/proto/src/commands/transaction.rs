@@ -1,7 +1,8 @@
 //! Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH.
 //!
-//! Each command is one arm of [`run`], which [`super::run`] calls by name;
-//! the arms keep Redis 7's replies and error texts.
+//! Each command is one arm of [`run`], which [`super::run`] calls for
+//! this family's commands (its column of `COMMANDS`); the arms keep
+//! Redis 7's replies and error texts.
 
 use super::*;
 
@@ -102,6 +103,7 @@ fn exec(db: &Db, session: &mut Session, w: &mut Reply<'_>, point: &mut dyn FnMut
         let name = cmd.raw_name.to_ascii_lowercase();
         let start = w.out.len();
         if let Err(f) = super::run(
+            super::spec_index(&name),
             &name,
             cmd.raw_name,
             &args,

@@ -3,8 +3,9 @@
 //! the set operations ZUNION, ZINTER, ZDIFF (with their STORE forms,
 //! WEIGHTS and AGGREGATE) and ZINTERCARD.
 //!
-//! Each command is one arm of [`run`], which [`super::run`] calls by name;
-//! the arms keep Redis 7's replies and error texts.
+//! Each command is one arm of [`run`], which [`super::run`] calls for
+//! this family's commands (its column of `COMMANDS`); the arms keep
+//! Redis 7's replies and error texts.
 
 use super::*;
 use std::sync::Arc;
