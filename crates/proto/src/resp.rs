@@ -60,12 +60,14 @@ pub fn classify(req: &[u8]) -> u16 {
     }
 }
 
-/// [`classify`] of a parsed request.
+/// [`classify`] of a parsed request: by its command's [`Cost`] in the
+/// command table, read against its arguments.
+///
+/// [`Cost`]: crate::commands::Cost
 fn classify_command(cmd: Command<'_>) -> u16 {
-    let name = cmd.raw_name;
+    use crate::commands::Cost;
     let mut args = cmd.args;
     let n = args.len();
-    let is = |s: &[u8]| name.eq_ignore_ascii_case(s);
     let long_span = |start: Option<i64>, stop: Option<i64>| {
         let (Some(start), Some(stop)) = (start, stop) else {
             return false;
@@ -76,80 +78,40 @@ fn classify_command(cmd: Command<'_>) -> u16 {
             _ => stop.saturating_sub(start).saturating_add(1) > RANGE_SHORT as i64,
         }
     };
-    if is(b"eval") || is(b"evalsha") {
-        return TYPE_SCRIPT;
-    }
-    if is(b"mget") || is(b"del") || is(b"unlink") || is(b"exists") || is(b"touch") {
-        if n > MULTI_KEYS {
-            return TYPE_MULTI;
-        }
-    } else if is(b"mset") || is(b"msetnx") {
-        if n / 2 > MULTI_KEYS {
-            return TYPE_MULTI;
-        }
-    } else if is(b"hmget")
-        || is(b"sadd")
-        || is(b"srem")
-        || is(b"hdel")
-        || is(b"zrem")
-        || is(b"smismember")
-    {
-        if n > MULTI_KEYS + 1 {
-            return TYPE_MULTI;
-        }
-    } else if is(b"lrange") || is(b"zrange") || is(b"zrevrange") {
-        if n >= 3 {
-            let start = args.nth(1).and_then(parse_i64);
-            let stop = args.next().and_then(parse_i64);
-            if long_span(start, stop) {
-                return TYPE_RANGE;
+    let cost = crate::commands::cost_of(cmd.raw_name);
+    match cost {
+        Cost::Short => TYPE_SHORT,
+        Cost::Script => TYPE_SCRIPT,
+        Cost::Keys if n > MULTI_KEYS => TYPE_MULTI,
+        Cost::Pairs if n / 2 > MULTI_KEYS => TYPE_MULTI,
+        Cost::Members if n > MULTI_KEYS + 1 => TYPE_MULTI,
+        Cost::Keys | Cost::Pairs | Cost::Members => TYPE_SHORT,
+        Cost::Span => {
+            if n >= 3 {
+                let start = args.nth(1).and_then(parse_i64);
+                let stop = args.next().and_then(parse_i64);
+                if long_span(start, stop) {
+                    return TYPE_RANGE;
+                }
             }
+            TYPE_SHORT
         }
-    } else if is(b"zrangebyscore")
-        || is(b"zrevrangebyscore")
-        || is(b"zrangebylex")
-        || is(b"zrevrangebylex")
-        || is(b"zlexcount")
-        || is(b"zremrangebyscore")
-        || is(b"zremrangebyrank")
-        || is(b"zremrangebylex")
-        || is(b"zcount")
-        || is(b"sinter")
-        || is(b"sunion")
-        || is(b"sdiff")
-        || zset_operation(name)
-        || is(b"zrangestore")
-        || is(b"sort")
-        || is(b"sort_ro")
-        || is(b"sinterstore")
-        || is(b"sunionstore")
-        || is(b"sdiffstore")
-        || is(b"lpos")
-        || is(b"linsert")
-        || is(b"lrem")
-        || is(b"hgetall")
-        || is(b"hkeys")
-        || is(b"hvals")
-        || is(b"smembers")
-        || is(b"keys")
-        || is(b"flushall")
-        || is(b"flushdb")
-    {
-        return TYPE_RANGE;
-    } else if is(b"scan") || is(b"hscan") || is(b"sscan") || is(b"zscan") {
-        if !is(b"scan") {
-            let _key = args.next();
-        }
-        let _cursor = args.next();
-        while let (Some(opt), Some(v)) = (args.next(), args.next()) {
-            if opt.eq_ignore_ascii_case(b"count")
-                && parse_i64(v).is_some_and(|c| c > RANGE_SHORT as i64)
-            {
-                return TYPE_RANGE;
+        Cost::Walk => TYPE_RANGE,
+        Cost::Scan => {
+            if !cmd.raw_name.eq_ignore_ascii_case(b"scan") {
+                let _key = args.next();
             }
+            let _cursor = args.next();
+            while let (Some(opt), Some(v)) = (args.next(), args.next()) {
+                if opt.eq_ignore_ascii_case(b"count")
+                    && parse_i64(v).is_some_and(|c| c > RANGE_SHORT as i64)
+                {
+                    return TYPE_RANGE;
+                }
+            }
+            TYPE_SHORT
         }
     }
-    TYPE_SHORT
 }
 
 /// ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD: their cost is

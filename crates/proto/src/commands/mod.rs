@@ -741,6 +741,45 @@ enum Family {
     Wait,
 }
 
+/// What a command's cost grows with, as the network thread reads it from
+/// the command's name and arguments alone (`resp::classify`; the store's
+/// sizes refine it where the front end has them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cost {
+    /// Constant, or small whatever its arguments.
+    Short,
+    /// A script: its type is the script's.
+    Script,
+    /// Its keys, one a word (MGET, DEL, ...): long past `MULTI_KEYS`.
+    Keys,
+    /// Its key/value pairs (MSET): long past `MULTI_KEYS` pairs.
+    Pairs,
+    /// A key and its members or fields (HMGET, SADD, ...): long past
+    /// `MULTI_KEYS` of them.
+    Members,
+    /// A rank range (LRANGE, ZRANGE): long when its span may pass
+    /// `RANGE_SHORT` elements.
+    Span,
+    /// A walk of a collection or of the keyspace: always long.
+    Walk,
+    /// A SCAN step: long when its COUNT passes `RANGE_SHORT`.
+    Scan,
+}
+
+/// How the network thread types command `name` (as sent, any case):
+/// its table row's [`Cost`]; `Short` for a name the table lacks (it is
+/// answered at once as unknown).
+pub(crate) fn cost_of(name: &[u8]) -> Cost {
+    let mut lower = [0u8; 32];
+    let Some(buf) = lower.get_mut(..name.len()) else {
+        return Cost::Short;
+    };
+    for (l, b) in buf.iter_mut().zip(name) {
+        *l = b.to_ascii_lowercase();
+    }
+    spec(buf).map_or(Cost::Short, |c| c.cost)
+}
+
 /// A command as Redis 7's command table gives it (`COMMAND INFO`): its
 /// arity, counting the name (n: exactly n words; -n: at least n), and where
 /// its keys are (the first and last key's word, the name being word 0, the
@@ -749,6 +788,8 @@ enum Family {
 struct CommandSpec {
     /// The handler that runs it (with its family's other commands).
     family: Family,
+    /// How the network thread types it ([`Cost`]).
+    cost: Cost,
     name: &'static str,
     arity: i32,
     first_key: u8,
@@ -776,6 +817,7 @@ impl CommandSpec {
     ) -> Self {
         Self {
             family,
+            cost: Cost::Short,
             name,
             arity,
             first_key,
@@ -784,6 +826,11 @@ impl CommandSpec {
             write: false,
             in_place: 0,
         }
+    }
+
+    /// Typed by `cost` rather than short.
+    const fn costs(self, cost: Cost) -> Self {
+        Self { cost, ..self }
     }
 
     /// Flagged `write`, changing its first key in place.
@@ -852,8 +899,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Server, "config", -2, 0, 0, 0),
     CommandSpec::new(Family::Server, "dbsize", 1, 0, 0, 0),
     CommandSpec::new(Family::Server, "time", 1, 0, 0, 0),
-    CommandSpec::new(Family::Server, "flushdb", -1, 0, 0, 0).write_in_place(0),
-    CommandSpec::new(Family::Server, "flushall", -1, 0, 0, 0).write_in_place(0),
+    CommandSpec::new(Family::Server, "flushdb", -1, 0, 0, 0)
+        .costs(Cost::Walk)
+        .write_in_place(0),
+    CommandSpec::new(Family::Server, "flushall", -1, 0, 0, 0)
+        .costs(Cost::Walk)
+        .write_in_place(0),
     CommandSpec::new(Family::Transaction, "multi", 1, 0, 0, 0),
     CommandSpec::new(Family::Transaction, "exec", 1, 0, 0, 0),
     CommandSpec::new(Family::Transaction, "discard", 1, 0, 0, 0),
@@ -865,9 +916,13 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Strings, "setex", 4, 1, 1, 1).write(),
     CommandSpec::new(Family::Strings, "psetex", 4, 1, 1, 1).write(),
     CommandSpec::new(Family::Strings, "setnx", 3, 1, 1, 1).write(),
-    CommandSpec::new(Family::Strings, "mget", -2, 1, -1, 1),
-    CommandSpec::new(Family::Strings, "mset", -3, 1, -1, 2).write(),
-    CommandSpec::new(Family::Strings, "msetnx", -3, 1, -1, 2).write(),
+    CommandSpec::new(Family::Strings, "mget", -2, 1, -1, 1).costs(Cost::Keys),
+    CommandSpec::new(Family::Strings, "mset", -3, 1, -1, 2)
+        .costs(Cost::Pairs)
+        .write(),
+    CommandSpec::new(Family::Strings, "msetnx", -3, 1, -1, 2)
+        .costs(Cost::Pairs)
+        .write(),
     CommandSpec::new(Family::Counters, "incr", 2, 1, 1, 1).write(),
     CommandSpec::new(Family::Counters, "incrby", 3, 1, 1, 1).write(),
     CommandSpec::new(Family::Counters, "decr", 2, 1, 1, 1).write(),
@@ -892,10 +947,14 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Keys, "object", -2, 2, 2, 1),
     CommandSpec::new(Family::Strings, "getex", -2, 1, 1, 1).write(),
     CommandSpec::new(Family::Strings, "setrange", 4, 1, 1, 1).write(),
-    CommandSpec::new(Family::Keys, "del", -2, 1, -1, 1).write_in_place(0),
-    CommandSpec::new(Family::Keys, "unlink", -2, 1, -1, 1).write_in_place(0),
-    CommandSpec::new(Family::Keys, "exists", -2, 1, -1, 1),
-    CommandSpec::new(Family::Keys, "touch", -2, 1, -1, 1),
+    CommandSpec::new(Family::Keys, "del", -2, 1, -1, 1)
+        .costs(Cost::Keys)
+        .write_in_place(0),
+    CommandSpec::new(Family::Keys, "unlink", -2, 1, -1, 1)
+        .costs(Cost::Keys)
+        .write_in_place(0),
+    CommandSpec::new(Family::Keys, "exists", -2, 1, -1, 1).costs(Cost::Keys),
+    CommandSpec::new(Family::Keys, "touch", -2, 1, -1, 1).costs(Cost::Keys),
     CommandSpec::new(Family::Keys, "rename", 3, 1, 2, 1).write_in_place(0),
     CommandSpec::new(Family::Keys, "renamenx", 3, 1, 2, 1).write_in_place(0),
     CommandSpec::new(Family::Expiry, "expire", -3, 1, 1, 1).write(),
@@ -906,8 +965,8 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Expiry, "pttl", 2, 1, 1, 1),
     CommandSpec::new(Family::Expiry, "persist", 2, 1, 1, 1).write(),
     CommandSpec::new(Family::Keys, "type", 2, 1, 1, 1),
-    CommandSpec::new(Family::Keys, "scan", -2, 0, 0, 0),
-    CommandSpec::new(Family::Keys, "keys", 2, 0, 0, 0),
+    CommandSpec::new(Family::Keys, "scan", -2, 0, 0, 0).costs(Cost::Scan),
+    CommandSpec::new(Family::Keys, "keys", 2, 0, 0, 0).costs(Cost::Walk),
     CommandSpec::new(Family::Lists, "lpush", -3, 1, 1, 1).write(),
     CommandSpec::new(Family::Lists, "lpushx", -3, 1, 1, 1).write(),
     CommandSpec::new(Family::Lists, "lmpop", -4, 0, 0, 0).write(),
@@ -918,96 +977,130 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Lists, "rpush", -3, 1, 1, 1).write(),
     CommandSpec::new(Family::Lists, "lpop", -2, 1, 1, 1).write(),
     CommandSpec::new(Family::Lists, "rpop", -2, 1, 1, 1).write(),
-    CommandSpec::new(Family::Lists, "lrange", 4, 1, 1, 1),
+    CommandSpec::new(Family::Lists, "lrange", 4, 1, 1, 1).costs(Cost::Span),
     CommandSpec::new(Family::Keys, "llen", 2, 1, 1, 1),
     CommandSpec::new(Family::Lists, "lindex", 3, 1, 1, 1),
     CommandSpec::new(Family::Lists, "lset", 4, 1, 1, 1).write(),
     CommandSpec::new(Family::Lists, "ltrim", 4, 1, 1, 1).write(),
-    CommandSpec::new(Family::Lists, "lrem", 4, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "lrem", 4, 1, 1, 1)
+        .costs(Cost::Walk)
+        .write(),
     CommandSpec::new(Family::Lists, "lmove", 5, 1, 2, 1).write_in_place(2),
     CommandSpec::new(Family::Lists, "rpoplpush", 3, 1, 2, 1).write_in_place(2),
     CommandSpec::new(Family::Hashes, "hset", -4, 1, 1, 1).write(),
     CommandSpec::new(Family::Hashes, "hmset", -4, 1, 1, 1).write(),
     CommandSpec::new(Family::Hashes, "hget", 3, 1, 1, 1),
     CommandSpec::new(Family::Hashes, "hstrlen", 3, 1, 1, 1),
-    CommandSpec::new(Family::Hashes, "hmget", -3, 1, 1, 1),
-    CommandSpec::new(Family::Hashes, "hgetall", 2, 1, 1, 1),
-    CommandSpec::new(Family::Hashes, "hkeys", 2, 1, 1, 1),
-    CommandSpec::new(Family::Hashes, "hvals", 2, 1, 1, 1),
+    CommandSpec::new(Family::Hashes, "hmget", -3, 1, 1, 1).costs(Cost::Members),
+    CommandSpec::new(Family::Hashes, "hgetall", 2, 1, 1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::Hashes, "hkeys", 2, 1, 1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::Hashes, "hvals", 2, 1, 1, 1).costs(Cost::Walk),
     CommandSpec::new(Family::Hashes, "hsetnx", 4, 1, 1, 1).write(),
-    CommandSpec::new(Family::Hashes, "hdel", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::Hashes, "hdel", -3, 1, 1, 1)
+        .costs(Cost::Members)
+        .write(),
     CommandSpec::new(Family::Hashes, "hincrby", 4, 1, 1, 1).write(),
     CommandSpec::new(Family::Keys, "hlen", 2, 1, 1, 1),
     CommandSpec::new(Family::Hashes, "hexists", 3, 1, 1, 1),
-    CommandSpec::new(Family::Sets, "sadd", -3, 1, 1, 1).write(),
-    CommandSpec::new(Family::Sets, "srem", -3, 1, 1, 1).write(),
-    CommandSpec::new(Family::Sets, "smembers", 2, 1, 1, 1),
+    CommandSpec::new(Family::Sets, "sadd", -3, 1, 1, 1)
+        .costs(Cost::Members)
+        .write(),
+    CommandSpec::new(Family::Sets, "srem", -3, 1, 1, 1)
+        .costs(Cost::Members)
+        .write(),
+    CommandSpec::new(Family::Sets, "smembers", 2, 1, 1, 1).costs(Cost::Walk),
     CommandSpec::new(Family::Sets, "sismember", 3, 1, 1, 1),
-    CommandSpec::new(Family::Sets, "smismember", -3, 1, 1, 1),
-    CommandSpec::new(Family::Sets, "sinter", -2, 1, -1, 1),
+    CommandSpec::new(Family::Sets, "smismember", -3, 1, 1, 1).costs(Cost::Members),
+    CommandSpec::new(Family::Sets, "sinter", -2, 1, -1, 1).costs(Cost::Walk),
     CommandSpec::new(Family::Sets, "sintercard", -3, 0, 0, 0),
-    CommandSpec::new(Family::Sets, "sunion", -2, 1, -1, 1),
-    CommandSpec::new(Family::Sets, "sdiff", -2, 1, -1, 1),
+    CommandSpec::new(Family::Sets, "sunion", -2, 1, -1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::Sets, "sdiff", -2, 1, -1, 1).costs(Cost::Walk),
     CommandSpec::new(Family::Sets, "smove", 4, 1, 2, 1).write_in_place(2),
     CommandSpec::new(Family::Keys, "scard", 2, 1, 1, 1),
     CommandSpec::new(Family::Sets, "spop", -2, 1, 1, 1).write(),
-    CommandSpec::new(Family::ZSets, "zunionstore", -4, 1, 1, 1).write_in_place(0),
-    CommandSpec::new(Family::ZSets, "zinterstore", -4, 1, 1, 1).write_in_place(0),
-    CommandSpec::new(Family::ZSets, "zdiffstore", -4, 1, 1, 1).write_in_place(0),
-    CommandSpec::new(Family::ZSets, "zunion", -3, 0, 0, 0),
-    CommandSpec::new(Family::ZSets, "zinter", -3, 0, 0, 0),
-    CommandSpec::new(Family::ZSets, "zdiff", -3, 0, 0, 0),
-    CommandSpec::new(Family::ZSets, "zintercard", -3, 0, 0, 0),
+    CommandSpec::new(Family::ZSets, "zunionstore", -4, 1, 1, 1)
+        .costs(Cost::Walk)
+        .write_in_place(0),
+    CommandSpec::new(Family::ZSets, "zinterstore", -4, 1, 1, 1)
+        .costs(Cost::Walk)
+        .write_in_place(0),
+    CommandSpec::new(Family::ZSets, "zdiffstore", -4, 1, 1, 1)
+        .costs(Cost::Walk)
+        .write_in_place(0),
+    CommandSpec::new(Family::ZSets, "zunion", -3, 0, 0, 0).costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zinter", -3, 0, 0, 0).costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zdiff", -3, 0, 0, 0).costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zintercard", -3, 0, 0, 0).costs(Cost::Walk),
     CommandSpec::new(Family::ZSets, "zmscore", -3, 1, 1, 1),
     CommandSpec::new(Family::ZSets, "zrandmember", -2, 1, 1, 1),
     CommandSpec::new(Family::Hashes, "hrandfield", -2, 1, 1, 1),
-    CommandSpec::new(Family::Sort, "sort", -2, 1, 1, 1).write_in_place(0),
-    CommandSpec::new(Family::Sort, "sort_ro", -2, 1, 1, 1),
-    CommandSpec::new(Family::ZSets, "zrangestore", -5, 1, 2, 1).write_in_place(0),
+    CommandSpec::new(Family::Sort, "sort", -2, 1, 1, 1)
+        .costs(Cost::Walk)
+        .write_in_place(0),
+    CommandSpec::new(Family::Sort, "sort_ro", -2, 1, 1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zrangestore", -5, 1, 2, 1)
+        .costs(Cost::Walk)
+        .write_in_place(0),
     CommandSpec::new(Family::ZSets, "zadd", -4, 1, 1, 1).write(),
-    CommandSpec::new(Family::ZSets, "zrange", -4, 1, 1, 1),
-    CommandSpec::new(Family::ZSets, "zrangebyscore", -4, 1, 1, 1),
-    CommandSpec::new(Family::Hashes, "zrem", -3, 1, 1, 1).write(),
+    CommandSpec::new(Family::ZSets, "zrange", -4, 1, 1, 1).costs(Cost::Span),
+    CommandSpec::new(Family::ZSets, "zrangebyscore", -4, 1, 1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::Hashes, "zrem", -3, 1, 1, 1)
+        .costs(Cost::Members)
+        .write(),
     CommandSpec::new(Family::ZSets, "zincrby", 4, 1, 1, 1).write(),
     CommandSpec::new(Family::Keys, "zcard", 2, 1, 1, 1),
     CommandSpec::new(Family::ZSets, "zpopmin", -2, 1, 1, 1).write(),
     CommandSpec::new(Family::ZSets, "zpopmax", -2, 1, 1, 1).write(),
     CommandSpec::new(Family::ZSets, "zrank", 3, 1, 1, 1),
     CommandSpec::new(Family::ZSets, "zrevrank", 3, 1, 1, 1),
-    CommandSpec::new(Family::ZSets, "zcount", 4, 1, 1, 1),
-    CommandSpec::new(Family::ZSets, "zrevrange", -4, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zcount", 4, 1, 1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zrevrange", -4, 1, 1, 1).costs(Cost::Span),
     CommandSpec::new(Family::ZSets, "zscore", 3, 1, 1, 1),
-    CommandSpec::new(Family::Sets, "sinterstore", -3, 1, -1, 1).write_in_place(0),
-    CommandSpec::new(Family::Sets, "sunionstore", -3, 1, -1, 1).write_in_place(0),
-    CommandSpec::new(Family::Sets, "sdiffstore", -3, 1, -1, 1).write_in_place(0),
+    CommandSpec::new(Family::Sets, "sinterstore", -3, 1, -1, 1)
+        .costs(Cost::Walk)
+        .write_in_place(0),
+    CommandSpec::new(Family::Sets, "sunionstore", -3, 1, -1, 1)
+        .costs(Cost::Walk)
+        .write_in_place(0),
+    CommandSpec::new(Family::Sets, "sdiffstore", -3, 1, -1, 1)
+        .costs(Cost::Walk)
+        .write_in_place(0),
     CommandSpec::new(Family::Sets, "srandmember", -2, 1, 1, 1),
     CommandSpec::new(Family::Hashes, "hincrbyfloat", 4, 1, 1, 1).write(),
-    CommandSpec::new(Family::Lists, "lpos", -3, 1, 1, 1),
-    CommandSpec::new(Family::Lists, "linsert", 5, 1, 1, 1).write(),
+    CommandSpec::new(Family::Lists, "lpos", -3, 1, 1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::Lists, "linsert", 5, 1, 1, 1)
+        .costs(Cost::Walk)
+        .write(),
     CommandSpec::new(Family::Expiry, "expiretime", 2, 1, 1, 1),
     CommandSpec::new(Family::Expiry, "pexpiretime", 2, 1, 1, 1),
     CommandSpec::new(Family::Wait, "wait", 3, 0, 0, 0),
     CommandSpec::new(Family::Slowlog, "slowlog", -2, 0, 0, 0),
     CommandSpec::new(Family::Latency, "latency", -2, 0, 0, 0),
     CommandSpec::new(Family::Keys, "memory", -2, 0, 0, 0),
-    CommandSpec::new(Family::Keys, "hscan", -3, 1, 1, 1),
-    CommandSpec::new(Family::Keys, "sscan", -3, 1, 1, 1),
-    CommandSpec::new(Family::Keys, "zscan", -3, 1, 1, 1),
+    CommandSpec::new(Family::Keys, "hscan", -3, 1, 1, 1).costs(Cost::Scan),
+    CommandSpec::new(Family::Keys, "sscan", -3, 1, 1, 1).costs(Cost::Scan),
+    CommandSpec::new(Family::Keys, "zscan", -3, 1, 1, 1).costs(Cost::Scan),
     CommandSpec::new(Family::Lists, "blpop", -3, 1, -2, 1).write(),
     CommandSpec::new(Family::Lists, "brpop", -3, 1, -2, 1).write(),
     CommandSpec::new(Family::Lists, "blmove", 6, 1, 2, 1).write_in_place(2),
     CommandSpec::new(Family::Lists, "brpoplpush", 4, 1, 2, 1).write_in_place(2),
-    CommandSpec::new(Family::ZSets, "zrangebylex", -4, 1, 1, 1),
-    CommandSpec::new(Family::ZSets, "zrevrangebylex", -4, 1, 1, 1),
-    CommandSpec::new(Family::ZSets, "zlexcount", 4, 1, 1, 1),
+    CommandSpec::new(Family::ZSets, "zrangebylex", -4, 1, 1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zrevrangebylex", -4, 1, 1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zlexcount", 4, 1, 1, 1).costs(Cost::Walk),
     CommandSpec::new(Family::ZSets, "bzpopmin", -3, 1, -2, 1).write(),
     CommandSpec::new(Family::ZSets, "bzpopmax", -3, 1, -2, 1).write(),
-    CommandSpec::new(Family::ZSets, "zrevrangebyscore", -4, 1, 1, 1),
-    CommandSpec::new(Family::ZSets, "zremrangebyscore", 4, 1, 1, 1).write(),
-    CommandSpec::new(Family::ZSets, "zremrangebyrank", 4, 1, 1, 1).write(),
-    CommandSpec::new(Family::ZSets, "zremrangebylex", 4, 1, 1, 1).write(),
-    CommandSpec::new(Family::Scripting, "eval", -3, 0, 0, 0),
-    CommandSpec::new(Family::Scripting, "evalsha", -3, 0, 0, 0),
+    CommandSpec::new(Family::ZSets, "zrevrangebyscore", -4, 1, 1, 1).costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zremrangebyscore", 4, 1, 1, 1)
+        .costs(Cost::Walk)
+        .write(),
+    CommandSpec::new(Family::ZSets, "zremrangebyrank", 4, 1, 1, 1)
+        .costs(Cost::Walk)
+        .write(),
+    CommandSpec::new(Family::ZSets, "zremrangebylex", 4, 1, 1, 1)
+        .costs(Cost::Walk)
+        .write(),
+    CommandSpec::new(Family::Scripting, "eval", -3, 0, 0, 0).costs(Cost::Script),
+    CommandSpec::new(Family::Scripting, "evalsha", -3, 0, 0, 0).costs(Cost::Script),
     CommandSpec::new(Family::Scripting, "script", -2, 0, 0, 0),
     CommandSpec::new(Family::PubSub, "subscribe", -2, 0, 0, 0),
     CommandSpec::new(Family::PubSub, "unsubscribe", -1, 0, 0, 0),
