@@ -780,6 +780,22 @@ pub(crate) fn cost_of(name: &[u8]) -> Cost {
     spec(buf).map_or(Cost::Short, |c| c.cost)
 }
 
+/// Keys a command names beyond Redis's first/last/step triple (Redis 7
+/// gives them as key specs): a script must declare them too, and a
+/// command that runs under its caller's locks (a script's, EXEC's) may
+/// touch only keys those hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MoreKeys {
+    None,
+    /// A key count at this word (the name is word 0), that many keys after
+    /// it (ZUNIONSTORE's sources, ZUNION's, LMPOP's).
+    Counted(u8),
+    /// The first half of the words after `STREAMS` (XREAD).
+    Streams,
+    /// The word after `STORE` (SORT's destination).
+    Store,
+}
+
 /// A command as Redis 7's command table gives it (`COMMAND INFO`): its
 /// arity, counting the name (n: exactly n words; -n: at least n), and where
 /// its keys are (the first and last key's word, the name being word 0, the
@@ -790,6 +806,8 @@ struct CommandSpec {
     family: Family,
     /// How the network thread types it ([`Cost`]).
     cost: Cost,
+    /// Keys it names beyond the first/last/step triple ([`MoreKeys`]).
+    more_keys: MoreKeys,
     name: &'static str,
     arity: i32,
     first_key: u8,
@@ -818,6 +836,7 @@ impl CommandSpec {
         Self {
             family,
             cost: Cost::Short,
+            more_keys: MoreKeys::None,
             name,
             arity,
             first_key,
@@ -831,6 +850,14 @@ impl CommandSpec {
     /// Typed by `cost` rather than short.
     const fn costs(self, cost: Cost) -> Self {
         Self { cost, ..self }
+    }
+
+    /// Naming more keys than its triple says, as `more` finds them.
+    const fn more_keys(self, more: MoreKeys) -> Self {
+        Self {
+            more_keys: more,
+            ..self
+        }
     }
 
     /// Flagged `write`, changing its first key in place.
@@ -861,8 +888,43 @@ impl CommandSpec {
         }
     }
 
-    /// The keys among `args` (the words after the name).
-    fn keys<'a>(&self, args: &[&'a [u8]]) -> impl Iterator<Item = &'a [u8]> {
+    /// Every key among `args` (the words after the name): those of the
+    /// first/last/step triple, then those [`MoreKeys`] finds. What a script
+    /// must declare, and what a command under a caller's locks may touch.
+    fn keys<'a, 'b>(&self, args: &'b [&'a [u8]]) -> impl Iterator<Item = &'a [u8]> + 'b {
+        let word = |i: usize| args.get(i.wrapping_sub(1)).copied();
+        let more: &'b [&'a [u8]] = match self.more_keys {
+            MoreKeys::None => &[],
+            MoreKeys::Counted(at) => {
+                let at = usize::from(at);
+                let n = word(at)
+                    .and_then(parse_i64)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(0);
+                let from = at.min(args.len());
+                &args[from..from.saturating_add(n).min(args.len())]
+            }
+            MoreKeys::Streams => {
+                let after = args
+                    .iter()
+                    .position(|a| a.eq_ignore_ascii_case(b"streams"))
+                    .map_or(args.len(), |i| i + 1);
+                let rest = &args[after..];
+                &rest[..rest.len() / 2]
+            }
+            MoreKeys::Store => {
+                let at = args
+                    .iter()
+                    .position(|a| a.eq_ignore_ascii_case(b"store"))
+                    .map_or(args.len(), |i| i + 1);
+                args.get(at..(at + 1).min(args.len())).unwrap_or_default()
+            }
+        };
+        self.triple_keys(args).chain(more.iter().copied())
+    }
+
+    /// The keys of the first/last/step triple among `args`.
+    fn triple_keys<'a, 'b>(&self, args: &'b [&'a [u8]]) -> impl Iterator<Item = &'a [u8]> + 'b {
         let first = usize::from(self.first_key);
         // A negative last key counts from the end (-1: the last word, -2:
         // the one before it, as BLPOP's timeout follows its keys).
@@ -969,10 +1031,18 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Keys, "keys", 2, 0, 0, 0).costs(Cost::Walk),
     CommandSpec::new(Family::Lists, "lpush", -3, 1, 1, 1).write(),
     CommandSpec::new(Family::Lists, "lpushx", -3, 1, 1, 1).write(),
-    CommandSpec::new(Family::Lists, "lmpop", -4, 0, 0, 0).write(),
-    CommandSpec::new(Family::Lists, "blmpop", -5, 0, 0, 0).write(),
-    CommandSpec::new(Family::ZSets, "zmpop", -4, 0, 0, 0).write(),
-    CommandSpec::new(Family::ZSets, "bzmpop", -5, 0, 0, 0).write(),
+    CommandSpec::new(Family::Lists, "lmpop", -4, 0, 0, 0)
+        .more_keys(MoreKeys::Counted(1))
+        .write(),
+    CommandSpec::new(Family::Lists, "blmpop", -5, 0, 0, 0)
+        .more_keys(MoreKeys::Counted(2))
+        .write(),
+    CommandSpec::new(Family::ZSets, "zmpop", -4, 0, 0, 0)
+        .more_keys(MoreKeys::Counted(1))
+        .write(),
+    CommandSpec::new(Family::ZSets, "bzmpop", -5, 0, 0, 0)
+        .more_keys(MoreKeys::Counted(2))
+        .write(),
     CommandSpec::new(Family::Lists, "rpushx", -3, 1, 1, 1).write(),
     CommandSpec::new(Family::Lists, "rpush", -3, 1, 1, 1).write(),
     CommandSpec::new(Family::Lists, "lpop", -2, 1, 1, 1).write(),
@@ -1012,29 +1082,41 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Sets, "sismember", 3, 1, 1, 1),
     CommandSpec::new(Family::Sets, "smismember", -3, 1, 1, 1).costs(Cost::Members),
     CommandSpec::new(Family::Sets, "sinter", -2, 1, -1, 1).costs(Cost::Walk),
-    CommandSpec::new(Family::Sets, "sintercard", -3, 0, 0, 0),
+    CommandSpec::new(Family::Sets, "sintercard", -3, 0, 0, 0).more_keys(MoreKeys::Counted(1)),
     CommandSpec::new(Family::Sets, "sunion", -2, 1, -1, 1).costs(Cost::Walk),
     CommandSpec::new(Family::Sets, "sdiff", -2, 1, -1, 1).costs(Cost::Walk),
     CommandSpec::new(Family::Sets, "smove", 4, 1, 2, 1).write_in_place(2),
     CommandSpec::new(Family::Keys, "scard", 2, 1, 1, 1),
     CommandSpec::new(Family::Sets, "spop", -2, 1, 1, 1).write(),
     CommandSpec::new(Family::ZSets, "zunionstore", -4, 1, 1, 1)
+        .more_keys(MoreKeys::Counted(2))
         .costs(Cost::Walk)
         .write_in_place(0),
     CommandSpec::new(Family::ZSets, "zinterstore", -4, 1, 1, 1)
+        .more_keys(MoreKeys::Counted(2))
         .costs(Cost::Walk)
         .write_in_place(0),
     CommandSpec::new(Family::ZSets, "zdiffstore", -4, 1, 1, 1)
+        .more_keys(MoreKeys::Counted(2))
         .costs(Cost::Walk)
         .write_in_place(0),
-    CommandSpec::new(Family::ZSets, "zunion", -3, 0, 0, 0).costs(Cost::Walk),
-    CommandSpec::new(Family::ZSets, "zinter", -3, 0, 0, 0).costs(Cost::Walk),
-    CommandSpec::new(Family::ZSets, "zdiff", -3, 0, 0, 0).costs(Cost::Walk),
-    CommandSpec::new(Family::ZSets, "zintercard", -3, 0, 0, 0).costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zunion", -3, 0, 0, 0)
+        .more_keys(MoreKeys::Counted(1))
+        .costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zinter", -3, 0, 0, 0)
+        .more_keys(MoreKeys::Counted(1))
+        .costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zdiff", -3, 0, 0, 0)
+        .more_keys(MoreKeys::Counted(1))
+        .costs(Cost::Walk),
+    CommandSpec::new(Family::ZSets, "zintercard", -3, 0, 0, 0)
+        .more_keys(MoreKeys::Counted(1))
+        .costs(Cost::Walk),
     CommandSpec::new(Family::ZSets, "zmscore", -3, 1, 1, 1),
     CommandSpec::new(Family::ZSets, "zrandmember", -2, 1, 1, 1),
     CommandSpec::new(Family::Hashes, "hrandfield", -2, 1, 1, 1),
     CommandSpec::new(Family::Sort, "sort", -2, 1, 1, 1)
+        .more_keys(MoreKeys::Store)
         .costs(Cost::Walk)
         .write_in_place(0),
     CommandSpec::new(Family::Sort, "sort_ro", -2, 1, 1, 1).costs(Cost::Walk),
@@ -1115,7 +1197,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Streams, "xdel", -3, 1, 1, 1).write(),
     CommandSpec::new(Family::Streams, "xtrim", -4, 1, 1, 1).write(),
     // Its keys follow STREAMS: found by the command, not the table.
-    CommandSpec::new(Family::Streams, "xread", -4, 0, 0, 0),
+    CommandSpec::new(Family::Streams, "xread", -4, 0, 0, 0).more_keys(MoreKeys::Streams),
 ];
 
 /// Whether `name` (lowercase) is a command this server runs.
@@ -1812,6 +1894,80 @@ mod tests {
         let mut out = Vec::new();
         execute(&req, db, s, &mut out, &mut || {}).expect("valid");
         String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Every command of the table, called from a script with each of a
+    /// set of argument shapes and keys of every type present, declaring
+    /// no key or one: each call is answered (a reply or an error), none
+    /// panics and none touches a key the script's locks do not hold (which
+    /// would panic: a shard not held is a bug, not an answer), so a
+    /// script cannot take a worker down. Also inside MULTI/EXEC.
+    #[test]
+    fn every_command_called_from_a_script_or_exec_with_any_keys_is_answered() {
+        let db = Db::default();
+        let mut s = Session::default();
+        for line in [
+            "RPUSH l1 a b c",
+            "SADD s1 a b",
+            "SADD s2 b c",
+            "ZADD z1 1 a 2 b",
+            "ZADD z2 3 c",
+            "HSET h1 f v",
+            "SET k1 10",
+            "SET w_a 3",
+            "XADD x1 * f v",
+            "SETBIT b1 3 1",
+        ] {
+            run_line(&db, &mut s, line);
+        }
+        let shapes: &[&[&str]] = &[
+            &[],
+            &["k1"],
+            &["l1", "0", "-1"],
+            &["1", "z1"],
+            &["2", "z1", "z2"],
+            &["d", "2", "z1", "z2"],
+            &["1", "l1", "LEFT"],
+            &["0", "2", "z1", "z2", "MIN"],
+            &["z1", "z2", "z1"],
+            &["s1", "s2"],
+            &["d", "s1", "s2"],
+            &["STREAMS", "x1", "0"],
+            &["COUNT", "1", "STREAMS", "x1", "x2", "0", "0"],
+            &["l1", "BY", "w_*", "GET", "#", "GET", "h*->f"],
+            &["l1", "STORE", "dst"],
+            &["and", "d", "b1", "k1"],
+            &["h1", "f", "1"],
+            &["k1", "5"],
+            &["usage", "l1"],
+            &["encoding", "k1"],
+        ];
+        let body = b"return redis.pcall(unpack(ARGV))";
+        let mut answered = 0;
+        for spec in COMMANDS {
+            for shape in shapes {
+                for declared in [&[][..], &[&b"l1"[..]][..]] {
+                    let mut words: Vec<&[u8]> = vec![b"EVAL", body];
+                    let n = declared.len().to_string();
+                    words.push(n.as_bytes());
+                    words.extend_from_slice(declared);
+                    words.push(spec.name.as_bytes());
+                    words.extend(shape.iter().map(|w| w.as_bytes()));
+                    let reply = run_words(&db, &mut Session::default(), &words);
+                    assert!(!reply.is_empty(), "{} {shape:?}", spec.name);
+                    answered += 1;
+                }
+                // Inside MULTI/EXEC (every shard held): answered too.
+                let mut t = Session::default();
+                run_line(&db, &mut t, "MULTI");
+                let mut words: Vec<&[u8]> = vec![spec.name.as_bytes()];
+                words.extend(shape.iter().map(|w| w.as_bytes()));
+                run_words(&db, &mut t, &words);
+                let reply = run_words(&db, &mut t, &[b"EXEC"]);
+                assert!(!reply.is_empty(), "EXEC {} {shape:?}", spec.name);
+            }
+        }
+        assert!(answered >= COMMANDS.len() * shapes.len() * 2);
     }
 
     /// Waits until a script has run past the busy threshold (an event, not

@@ -604,6 +604,7 @@ fn allowed_in_scripts(name: &[u8]) -> bool {
             | b"info"
             | b"keys"
             | b"scan"
+            | b"randomkey"
             | b"dbsize"
             | b"flushdb"
             | b"flushall"

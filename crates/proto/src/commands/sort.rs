@@ -89,7 +89,20 @@ pub(super) fn run<'d>(
             None => Locks::Own(db.lock_all(store.is_some())?),
         };
         let (items, is_set) = elements(g.get(a[0]).map(|e| &e.value))?;
-        let out = order.apply(items, is_set, |p, m| lookup(&mut g, p, m).map(Into::into))?;
+        // Under a script's locks, a pattern may name a key they do not
+        // hold: refused, as an undeclared key is.
+        let mut unheld = false;
+        let out = order.apply(items, is_set, |p, m| {
+            let key = pattern_key(p, m)?;
+            if !g.holds(&key) {
+                unheld = true;
+                return None;
+            }
+            pattern_value(&mut g, &key, p).map(Into::into)
+        })?;
+        if unheld {
+            return Err(Fail::Msg(UNDECLARED_PATTERN_KEY));
+        }
         return match store {
             Some(dst) => {
                 let (len, value) = stored(&out);
@@ -149,6 +162,10 @@ pub(super) fn run<'d>(
         return Ok(());
     }
 }
+
+/// SORT's refusal of a BY or GET pattern that names a key the caller's
+/// locks (a script's declared keys) do not hold.
+const UNDECLARED_PATTERN_KEY: &[u8] = b"ERR SORT's BY or GET pattern named a key the script did not declare in its KEYS (psp runs a script under the locks of its declared keys)";
 
 /// SORT with patterns, reading each key under its own shard's lock
 /// only: whether it answered (nothing changed while it read, or, with
@@ -330,14 +347,6 @@ fn reply(w: &mut Reply<'_>, out: &[Option<Box<[u8]>>]) -> Res {
     Ok(())
 }
 
-/// The value a BY or GET `pattern` names for `element`: its first `*`
-/// replaced by the element; `key->field` reads a hash's field; a missing
-/// key, a key of another type or a missing field is `None`.
-fn lookup<'g>(g: &'g mut Guard<'_>, pattern: &[u8], element: &[u8]) -> Option<&'g [u8]> {
-    let key = pattern_key(pattern, element)?;
-    pattern_value(g, &key, pattern)
-}
-
 /// Where `pattern` splits a hash field from its key: its `->` after the
 /// `*`, if a field follows.
 fn field_arrow(pattern: &[u8], star: usize) -> Option<usize> {
@@ -348,7 +357,8 @@ fn field_arrow(pattern: &[u8], star: usize) -> Option<usize> {
         .filter(|&i| i + 2 < pattern.len())
 }
 
-/// The key a BY or GET `pattern` names for `element` (`None`: no `*`).
+/// The key a BY or GET `pattern` names for `element`: its first `*`
+/// replaced by the element, up to a `->` (`None`: no `*`).
 fn pattern_key(pattern: &[u8], element: &[u8]) -> Option<Vec<u8>> {
     let star = pattern.iter().position(|&b| b == b'*')?;
     let key_end = field_arrow(pattern, star).unwrap_or(pattern.len());
