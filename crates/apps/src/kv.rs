@@ -786,9 +786,12 @@ struct ProtocolHandler {
 
 impl Handler for ProtocolHandler {
     fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
-        self.protocol
-            .execute_store(ctx.body, &self.db, ctx.response, &mut self.scratch)
-            .map_err(HandlerError::BadBody)
+        let (protocol, db, scratch, body) = (self.protocol, &self.db, &mut self.scratch, ctx.body);
+        crate::answer_panics(ctx.response, |response| {
+            protocol
+                .execute_store(body, db, response, scratch)
+                .map_err(HandlerError::BadBody)
+        })
     }
 
     /// No preemption point: a command runs to its end (its stripe lock is

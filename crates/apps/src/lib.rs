@@ -359,6 +359,27 @@ pub trait Service: Send + Sync + Debug {
     }
 }
 
+/// Runs a protocol command (`execute`), answering a panic inside it as
+/// HANDLER_ERROR (the reply it had begun, `response` past `start`, taken
+/// back) instead of letting it take the worker, and with it the server,
+/// down: a command that panics is a bug, but one client's command must
+/// not stop everyone's. The panic's message still goes to stderr.
+pub fn answer_panics(
+    response: &mut Vec<u8>,
+    execute: impl FnOnce(&mut Vec<u8>) -> Result<(), psp_runtime::HandlerError>,
+) -> Result<(), psp_runtime::HandlerError> {
+    let start = response.len();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(&mut *response))) {
+        Ok(r) => r,
+        Err(_) => {
+            response.truncate(start);
+            Err(psp_runtime::HandlerError::Failed(
+                "the command failed inside the server",
+            ))
+        }
+    }
+}
+
 /// The handlers of `service` as a front end or run takes them: under a
 /// policy driven by application feedback (`feedback_ns`: SYNERGY's `long`,
 /// [`psp_core::PolicySpec::feedback_threshold_ns`]) each handler declares
@@ -378,4 +399,29 @@ pub fn handler_factory(
 #[inline]
 pub fn operation_of(ops: &[usize], type_id: TypeId) -> Option<usize> {
     ops.get(usize::from(type_id)).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use psp_runtime::HandlerError;
+
+    /// A command that panics is answered HANDLER_ERROR, the reply it had
+    /// begun taken back and what was there before kept; one that returns
+    /// is untouched.
+    #[test]
+    fn a_panicking_command_is_answered_and_its_partial_reply_taken_back() {
+        let mut out = b"earlier".to_vec();
+        let r = super::answer_panics(&mut out, |o| {
+            o.extend_from_slice(b"half a rep");
+            panic!("a bug in a command");
+        });
+        assert!(matches!(r, Err(HandlerError::Failed(_))), "{r:?}");
+        assert_eq!(out, b"earlier");
+        let r = super::answer_panics(&mut out, |o| {
+            o.extend_from_slice(b"+OK\r\n");
+            Ok(())
+        });
+        assert!(r.is_ok());
+        assert_eq!(out, b"earlier+OK\r\n");
+    }
 }

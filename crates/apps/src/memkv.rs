@@ -142,17 +142,19 @@ struct MemHandler {
 
 impl Handler for MemHandler {
     fn handle(&mut self, ctx: &mut RequestContext<'_>) -> Result<(), HandlerError> {
-        let preempt = &ctx.preempt;
-        self.protocol
-            .execute_db(
-                ctx.body,
-                &self.db,
-                &self.sessions,
-                ctx.session,
-                ctx.response,
-                &mut || preempt.point(),
-            )
-            .map_err(HandlerError::BadBody)
+        let (preempt, body, session) = (&ctx.preempt, ctx.body, ctx.session);
+        crate::answer_panics(ctx.response, |response| {
+            self.protocol
+                .execute_db(
+                    body,
+                    &self.db,
+                    &self.sessions,
+                    session,
+                    response,
+                    &mut || preempt.point(),
+                )
+                .map_err(HandlerError::BadBody)
+        })
     }
 
     /// Locks are held only between preemption points (module doc).
