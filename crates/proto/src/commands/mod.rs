@@ -1901,7 +1901,7 @@ mod tests {
     /// no key or one: each call is answered (a reply or an error), none
     /// panics and none touches a key the script's locks do not hold (which
     /// would panic: a shard not held is a bug, not an answer), so a
-    /// script cannot take a worker down. Also inside MULTI/EXEC.
+    /// script cannot take a worker down. Also alone and inside MULTI/EXEC.
     #[test]
     fn every_command_called_from_a_script_or_exec_with_any_keys_is_answered() {
         let db = Db::default();
@@ -1957,7 +1957,12 @@ mod tests {
                     assert!(!reply.is_empty(), "{} {shape:?}", spec.name);
                     answered += 1;
                 }
-                // Inside MULTI/EXEC (every shard held): answered too.
+                // Alone, and inside MULTI/EXEC (every shard held): answered
+                // too.
+                let mut words: Vec<&[u8]> = vec![spec.name.as_bytes()];
+                words.extend(shape.iter().map(|w| w.as_bytes()));
+                let reply = run_words(&db, &mut Session::default(), &words);
+                assert!(!reply.is_empty(), "{} {shape:?}", spec.name);
                 let mut t = Session::default();
                 run_line(&db, &mut t, "MULTI");
                 let mut words: Vec<&[u8]> = vec![spec.name.as_bytes()];
