@@ -923,6 +923,21 @@ impl CommandSpec {
         self.triple_keys(args).chain(more.iter().copied())
     }
 
+    /// Whether every key it may touch is among those [`keys`](Self::keys)
+    /// finds in its arguments.
+    fn names_its_keys(&self) -> bool {
+        self.first_key > 0 || self.more_keys != MoreKeys::None
+    }
+
+    /// Whether it touches no key at all (connection state, pub/sub, the
+    /// server's settings and logs, the clock).
+    fn touches_no_key(&self) -> bool {
+        matches!(
+            self.family,
+            Family::Connection | Family::PubSub | Family::Slowlog | Family::Latency | Family::Wait
+        ) || matches!(self.name, "command" | "info" | "config" | "time")
+    }
+
     /// The keys of the first/last/step triple among `args`.
     fn triple_keys<'a, 'b>(&self, args: &'b [&'a [u8]]) -> impl Iterator<Item = &'a [u8]> + 'b {
         let first = usize::from(self.first_key);
