@@ -38,6 +38,7 @@ const GET: usize = 0;
 /// options make the application.
 const ENTRY: AppEntry = AppEntry {
     name: "inventory",
+    about: "an inventory's GETs and SUMs",
     default_mix: &[("GET", 0.9), ("SUM", 0.1)],
     workload_options: &["inventory_items"],
     configure: |o: &AppOptions| {

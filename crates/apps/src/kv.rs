@@ -149,6 +149,7 @@ impl KvConfig {
 /// The registry's entry of the key-value application.
 pub const ENTRY: AppEntry = AppEntry {
     name: "kv",
+    about: "RocksDB key-value store",
     default_mix: &DEFAULT_MIX,
     workload_options: &["kv_keys", "kv_value_bytes"],
     configure: |o: &AppOptions| AppConfig::new(KvConfig::from_options(o)),

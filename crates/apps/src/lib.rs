@@ -54,6 +54,8 @@ pub static APPS: &[AppEntry] = &[spin::SPIN, spin::ECHO, kv::ENTRY, tpcc::ENTRY]
 pub struct AppEntry {
     /// The name `--app` and workload files take (lower case).
     pub name: &'static str,
+    /// What it does, for `--app`'s help (a few words).
+    pub about: &'static str,
     /// The mix `psp profile` writes by default (operation, ratio): the
     /// papers' experiments for this application; empty for applications
     /// without operations of their own.
@@ -69,6 +71,16 @@ pub struct AppEntry {
 /// The registered application named `name` (any case).
 pub fn find(name: &str) -> Option<&'static AppEntry> {
     APPS.iter().find(|e| e.name.eq_ignore_ascii_case(name))
+}
+
+/// `--app`'s choices in words, from the registry: `spin (...), echo (...)
+/// or kv (...)`.
+pub fn apps_about() -> String {
+    let each: Vec<String> = APPS
+        .iter()
+        .map(|e| format!("{} ({})", e.name, e.about))
+        .collect();
+    psp_proto::or_list(&each)
 }
 
 /// The registered applications' names, in registry order.

@@ -12,6 +12,7 @@ use crate::{App, AppConfig, AppEntry, AppError, AppOptions, Service};
 /// The registry's entry of the spin application.
 pub const SPIN: AppEntry = AppEntry {
     name: "spin",
+    about: "spins for the service time each request carries",
     default_mix: &[],
     workload_options: &[],
     configure: |o: &AppOptions| {
@@ -24,6 +25,7 @@ pub const SPIN: AppEntry = AppEntry {
 /// The registry's entry of the echo service.
 pub const ECHO: AppEntry = AppEntry {
     name: "echo",
+    about: "returns the body",
     default_mix: &[],
     workload_options: &[],
     configure: |_: &AppOptions| AppConfig::new(EchoConfig),

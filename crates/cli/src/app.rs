@@ -35,10 +35,8 @@ pub(crate) use or_each_missing;
 #[derive(Args, Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct AppArgs {
-    /// Application: spin (spins for the service time each request carries),
-    /// echo (returns the body), kv (RocksDB key-value store) or tpcc (TPC-C
-    /// transactions) [default: the workload's `app`, else spin; `psp profile` needs one of the two].
-    #[arg(long)]
+    // The help names the registry's applications (`app_help`).
+    #[arg(long, help = app_help())]
     pub app: Option<String>,
     /// kv: the database's directory [default: a fresh temporary directory,
     /// removed at exit].
@@ -57,6 +55,14 @@ pub struct AppArgs {
     /// tpcc: warehouses (scale factor) [default: 1].
     #[arg(long, allow_hyphen_values = true)]
     pub tpcc_warehouses: Option<u64>,
+}
+
+/// `--app`'s help: every registered application, from the registry.
+fn app_help() -> String {
+    format!(
+        "Application: {} [default: the workload's `app`, else spin; `psp profile` needs kv or tpcc]",
+        psp_apps::apps_about()
+    )
 }
 
 or_each_missing!(AppArgs {

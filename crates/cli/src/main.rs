@@ -787,6 +787,34 @@ mod tests {
         );
     }
 
+    /// `psp serve`'s `--protocol` and `--app` helps name every registered
+    /// protocol and application (made from the registries, not kept by
+    /// hand).
+    #[test]
+    fn the_protocol_and_app_helps_name_every_registered_one() {
+        let cmd = Cli::command();
+        let serve = cmd.find_subcommand("serve").expect("psp serve");
+        let help = |flag: &str| {
+            serve
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag))
+                .and_then(|a| a.get_help())
+                .unwrap_or_else(|| panic!("--{flag} has a help"))
+                .to_string()
+        };
+        let protocol = help("protocol");
+        for e in psp_proto::PROTOCOLS {
+            assert!(
+                protocol.contains(&format!("{} ({}", e.name, e.about)),
+                "{protocol}"
+            );
+        }
+        let app = help("app");
+        for e in psp_apps::APPS {
+            assert!(app.contains(&format!("{} ({})", e.name, e.about)), "{app}");
+        }
+    }
+
     /// `--policy`'s help names every registered policy (it is made from the
     /// registry, not kept by hand).
     #[test]

@@ -293,7 +293,8 @@ pub enum Transport {
 pub struct ProtocolEntry {
     /// The name on the command line (`resp`).
     pub name: &'static str,
-    /// What it is, for the command line's messages (`Redis RESP2 over TCP`).
+    /// What it is, for the command line's help and messages (`memcached text
+    /// over TCP`).
     pub about: &'static str,
     /// How its requests arrive.
     pub transport: Transport,
@@ -331,7 +332,12 @@ impl Eq for ProtocolEntry {}
 /// project's own datagram protocol, `psp`, whose header carries the type).
 /// A new protocol is one file and one line here.
 pub static PROTOCOLS: &[ProtocolEntry] = &[
-    ProtocolEntry::new("resp", "Redis RESP2 over TCP", Tcp, &resp::Resp),
+    ProtocolEntry::new(
+        "resp",
+        "Redis's RESP2/RESP3 over TCP: redis-cli, redis-benchmark and client libraries talk to it",
+        Tcp,
+        &resp::Resp,
+    ),
     ProtocolEntry::new(
         "memcache",
         "memcached text over TCP",
@@ -340,7 +346,7 @@ pub static PROTOCOLS: &[ProtocolEntry] = &[
     ),
     ProtocolEntry::new(
         "memcache-udp",
-        "memcached over UDP",
+        "memcached over UDP, or AF_XDP with --datapath xdp",
         Udp,
         &memcache::Memcache,
     ),

@@ -91,6 +91,7 @@ impl TpccConfig {
 /// The registry's entry of TPC-C.
 pub const ENTRY: AppEntry = AppEntry {
     name: "tpcc",
+    about: "TPC-C transactions",
     default_mix: &DEFAULT_MIX,
     workload_options: &["tpcc_warehouses"],
     configure: |o: &AppOptions| {

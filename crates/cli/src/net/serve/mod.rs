@@ -48,12 +48,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     #[serde(flatten)]
     xdp: XdpArgs,
-    /// Request protocol: psp (this project's, over --datapath), resp (Redis's
-    /// RESP2/RESP3 over TCP: redis-cli, redis-benchmark and client libraries
-    /// talk to it) or memcache (memcached's text protocol over TCP) or
-    /// memcache-udp (memcached over UDP, or AF_XDP with --datapath xdp), the
-    /// last three on the --store [default: psp].
-    #[arg(long)]
+    // The help names the registry's protocols (`protocol_help`).
+    #[arg(long, help = protocol_help())]
     protocol: Option<String>,
     /// Store behind --protocol resp, memcache and memcache-udp: mem (in
     /// memory, as Redis and memcached) or rocksdb (persistent, with the
@@ -154,6 +150,14 @@ pub struct ServeArgs {
     /// (the key configs/serve.toml once used; still read, no flag).
     #[arg(skip)]
     raise_priority: Option<bool>,
+}
+
+/// `--protocol`'s help: this project's protocol and every registered one.
+fn protocol_help() -> String {
+    format!(
+        "Request protocol: {} [default: psp]",
+        plan::protocols_about()
+    )
 }
 
 /// The TCP front end's bounds (`--protocol resp`).

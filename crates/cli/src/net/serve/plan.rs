@@ -73,6 +73,18 @@ impl Sources<'_> {
     }
 }
 
+/// `--protocol`'s choices in words, from the registry: this project's
+/// protocol, then each registered one with what it is.
+pub(super) fn protocols_about() -> String {
+    let mut names = vec!["psp (this project's, over --datapath)".to_string()];
+    names.extend(
+        psp_proto::PROTOCOLS
+            .iter()
+            .map(|e| format!("{} ({}, on the --store)", e.name, e.about)),
+    );
+    psp_proto::or_list(&names)
+}
+
 /// Everything `psp serve` starts from.
 pub(super) struct ServePlan {
     pub(super) cfg: ServerConfig,
@@ -200,18 +212,7 @@ fn front(a: &ServeArgs, f: &ServeArgs, src: &Sources) -> Result<Front> {
         "psp" => None,
         p => match psp_proto::find(p) {
             Some(e) => Some(e),
-            None => {
-                let mut names = vec!["psp".to_string()];
-                names.extend(
-                    psp_proto::PROTOCOLS
-                        .iter()
-                        .map(|e| format!("{} ({})", e.name, e.about)),
-                );
-                bail!(
-                    "--protocol must be {}, not '{p}'",
-                    psp_proto::or_list(&names)
-                )
-            }
+            None => bail!("--protocol must be {}, not '{p}'", protocols_about()),
         },
     };
     let stream = entry.filter(|e| e.transport == Transport::Tcp);
