@@ -105,3 +105,26 @@ fn reads_allocate_nothing() {
         );
     }
 }
+
+/// memcached's reads allocate nothing either (the same store, its text
+/// protocol's parse and reply).
+#[test]
+fn memcached_reads_allocate_nothing() {
+    COUNTING.with(|c| c.set(true));
+    let db = Db::default();
+    let mut out = Vec::with_capacity(1 << 16);
+    for setup in ["set k 0 0 5\r\nvalue\r\n", "set n 0 0 1\r\n1\r\n"] {
+        psp_proto::memcache::execute_db(setup.as_bytes(), &db, &mut out).unwrap();
+    }
+    for req in ["get k\r\n", "gets k n x\r\n", "mg k v f c t\r\n", "mn\r\n"] {
+        out.clear();
+        psp_proto::memcache::execute_db(req.as_bytes(), &db, &mut out).unwrap();
+        let before = allocations();
+        for _ in 0..100 {
+            out.clear();
+            psp_proto::memcache::execute_db(req.as_bytes(), &db, &mut out).unwrap();
+        }
+        let made = allocations() - before;
+        assert_eq!(made, 0, "{req:?}: {made} allocations in 100 runs");
+    }
+}
