@@ -770,14 +770,24 @@ pub(crate) enum Cost {
 /// its table row's [`Cost`]; `Short` for a name the table lacks (it is
 /// answered at once as unknown).
 pub(crate) fn cost_of(name: &[u8]) -> Cost {
-    let mut lower = [0u8; 32];
-    let Some(buf) = lower.get_mut(..name.len()) else {
-        return Cost::Short;
-    };
-    for (l, b) in buf.iter_mut().zip(name) {
-        *l = b.to_ascii_lowercase();
+    let mut buf = [0u8; NAME_MAX];
+    spec(lowercase_name(name, &mut buf)).map_or(Cost::Short, |c| c.cost)
+}
+
+/// Longer than any command's name.
+const NAME_MAX: usize = 24;
+
+/// Command `raw` (as sent, any case) in lower case, in `buf` (no
+/// allocation); empty when longer than any command (an unknown one).
+fn lowercase_name<'b>(raw: &[u8], buf: &'b mut [u8; NAME_MAX]) -> &'b [u8] {
+    match buf.get_mut(..raw.len()) {
+        Some(name) => {
+            name.copy_from_slice(raw);
+            name.make_ascii_lowercase();
+            name
+        }
+        None => b"",
     }
-    spec(buf).map_or(Cost::Short, |c| c.cost)
 }
 
 /// Keys a command names beyond Redis's first/last/step triple (Redis 7
@@ -808,6 +818,10 @@ struct CommandSpec {
     cost: Cost,
     /// Keys it names beyond the first/last/step triple ([`MoreKeys`]).
     more_keys: MoreKeys,
+    /// It touches no key at all (connection state, pub/sub, the server's
+    /// settings and logs, the clock): a transaction need lock nothing
+    /// for it.
+    keyless: bool,
     name: &'static str,
     arity: i32,
     first_key: u8,
@@ -837,6 +851,7 @@ impl CommandSpec {
             family,
             cost: Cost::Short,
             more_keys: MoreKeys::None,
+            keyless: false,
             name,
             arity,
             first_key,
@@ -856,6 +871,14 @@ impl CommandSpec {
     const fn more_keys(self, more: MoreKeys) -> Self {
         Self {
             more_keys: more,
+            ..self
+        }
+    }
+
+    /// Touching no key ([`CommandSpec::keyless`]).
+    const fn keyless(self) -> Self {
+        Self {
+            keyless: true,
             ..self
         }
     }
@@ -929,15 +952,6 @@ impl CommandSpec {
         self.first_key > 0 || self.more_keys != MoreKeys::None
     }
 
-    /// Whether it touches no key at all (connection state, pub/sub, the
-    /// server's settings and logs, the clock).
-    fn touches_no_key(&self) -> bool {
-        matches!(
-            self.family,
-            Family::Connection | Family::PubSub | Family::Slowlog | Family::Latency | Family::Wait
-        ) || matches!(self.name, "command" | "info" | "config" | "time")
-    }
-
     /// The keys of the first/last/step triple among `args`.
     fn triple_keys<'a, 'b>(&self, args: &'b [&'a [u8]]) -> impl Iterator<Item = &'a [u8]> + 'b {
         let first = usize::from(self.first_key);
@@ -964,18 +978,18 @@ impl CommandSpec {
 /// count is refused at once and its transaction aborted, as Redis does; a
 /// script may reach only the keys it declares, found by the key positions.
 const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(Family::Connection, "ping", -1, 0, 0, 0),
-    CommandSpec::new(Family::Connection, "echo", 2, 0, 0, 0),
-    CommandSpec::new(Family::Connection, "quit", -1, 0, 0, 0),
-    CommandSpec::new(Family::Connection, "hello", -1, 0, 0, 0),
-    CommandSpec::new(Family::Connection, "auth", -2, 0, 0, 0),
-    CommandSpec::new(Family::Connection, "client", -2, 0, 0, 0),
-    CommandSpec::new(Family::Connection, "select", 2, 0, 0, 0),
-    CommandSpec::new(Family::Server, "command", -1, 0, 0, 0),
-    CommandSpec::new(Family::Server, "info", -1, 0, 0, 0),
-    CommandSpec::new(Family::Server, "config", -2, 0, 0, 0),
+    CommandSpec::new(Family::Connection, "ping", -1, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Connection, "echo", 2, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Connection, "quit", -1, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Connection, "hello", -1, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Connection, "auth", -2, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Connection, "client", -2, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Connection, "select", 2, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Server, "command", -1, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Server, "info", -1, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Server, "config", -2, 0, 0, 0).keyless(),
     CommandSpec::new(Family::Server, "dbsize", 1, 0, 0, 0),
-    CommandSpec::new(Family::Server, "time", 1, 0, 0, 0),
+    CommandSpec::new(Family::Server, "time", 1, 0, 0, 0).keyless(),
     CommandSpec::new(Family::Server, "flushdb", -1, 0, 0, 0)
         .costs(Cost::Walk)
         .write_in_place(0),
@@ -987,7 +1001,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Transaction, "discard", 1, 0, 0, 0),
     CommandSpec::new(Family::Transaction, "watch", -2, 1, -1, 1),
     CommandSpec::new(Family::Transaction, "unwatch", 1, 0, 0, 0),
-    CommandSpec::new(Family::Connection, "reset", 1, 0, 0, 0),
+    CommandSpec::new(Family::Connection, "reset", 1, 0, 0, 0).keyless(),
     CommandSpec::new(Family::Strings, "get", 2, 1, 1, 1),
     CommandSpec::new(Family::Strings, "set", -3, 1, 1, 1).write(),
     CommandSpec::new(Family::Strings, "setex", 4, 1, 1, 1).write(),
@@ -1170,9 +1184,9 @@ const COMMANDS: &[CommandSpec] = &[
         .write(),
     CommandSpec::new(Family::Expiry, "expiretime", 2, 1, 1, 1),
     CommandSpec::new(Family::Expiry, "pexpiretime", 2, 1, 1, 1),
-    CommandSpec::new(Family::Wait, "wait", 3, 0, 0, 0),
-    CommandSpec::new(Family::Slowlog, "slowlog", -2, 0, 0, 0),
-    CommandSpec::new(Family::Latency, "latency", -2, 0, 0, 0),
+    CommandSpec::new(Family::Wait, "wait", 3, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Slowlog, "slowlog", -2, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::Latency, "latency", -2, 0, 0, 0).keyless(),
     CommandSpec::new(Family::Keys, "memory", -2, 0, 0, 0),
     CommandSpec::new(Family::Keys, "hscan", -3, 1, 1, 1).costs(Cost::Scan),
     CommandSpec::new(Family::Keys, "sscan", -3, 1, 1, 1).costs(Cost::Scan),
@@ -1199,12 +1213,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(Family::Scripting, "eval", -3, 0, 0, 0).costs(Cost::Script),
     CommandSpec::new(Family::Scripting, "evalsha", -3, 0, 0, 0).costs(Cost::Script),
     CommandSpec::new(Family::Scripting, "script", -2, 0, 0, 0),
-    CommandSpec::new(Family::PubSub, "subscribe", -2, 0, 0, 0),
-    CommandSpec::new(Family::PubSub, "unsubscribe", -1, 0, 0, 0),
-    CommandSpec::new(Family::PubSub, "psubscribe", -2, 0, 0, 0),
-    CommandSpec::new(Family::PubSub, "punsubscribe", -1, 0, 0, 0),
-    CommandSpec::new(Family::PubSub, "publish", 3, 0, 0, 0),
-    CommandSpec::new(Family::PubSub, "pubsub", -2, 0, 0, 0),
+    CommandSpec::new(Family::PubSub, "subscribe", -2, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::PubSub, "unsubscribe", -1, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::PubSub, "psubscribe", -2, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::PubSub, "punsubscribe", -1, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::PubSub, "publish", 3, 0, 0, 0).keyless(),
+    CommandSpec::new(Family::PubSub, "pubsub", -2, 0, 0, 0).keyless(),
     CommandSpec::new(Family::Streams, "xadd", -5, 1, 1, 1).write(),
     CommandSpec::new(Family::Streams, "xlen", 2, 1, 1, 1),
     CommandSpec::new(Family::Streams, "xrange", -4, 1, 1, 1),
@@ -1278,16 +1292,8 @@ pub(crate) fn execute_parsed(
     session.started = Some(t0);
     let _time = crate::db::CommandTime::start(t0);
     let args: Args<'_> = cmd.args.collect();
-    let mut lower = [0u8; 24];
-    let name: &[u8] = match lower.get_mut(..cmd.raw_name.len()) {
-        Some(buf) => {
-            buf.copy_from_slice(cmd.raw_name);
-            buf.make_ascii_lowercase();
-            buf
-        }
-        // Longer than any command: unknown.
-        None => b"",
-    };
+    let mut lower = [0u8; NAME_MAX];
+    let name = lowercase_name(cmd.raw_name, &mut lower);
     session.ran(name);
     let mut w = Reply {
         out,
@@ -1960,6 +1966,8 @@ mod tests {
         let body = b"return redis.pcall(unpack(ARGV))";
         let mut answered = 0;
         for spec in COMMANDS {
+            // Every name fits the buffer a name is lowercased into.
+            assert!(spec.name.len() <= NAME_MAX, "{}", spec.name);
             for shape in shapes {
                 for declared in [&[][..], &[&b"l1"[..]][..]] {
                     let mut words: Vec<&[u8]> = vec![b"EVAL", body];
@@ -2013,6 +2021,13 @@ mod tests {
             .map(|i| format!("other{i}"))
             .find(|k| db.shard_of(k.as_bytes()) != db.shard_of(b"k"))
             .expect("some key elsewhere");
+        // A list elsewhere whose element names the script's key: SORT's
+        // GET pattern reads it.
+        let list = (0..)
+            .map(|i| format!("list{i}"))
+            .find(|k| db.shard_of(k.as_bytes()) != db.shard_of(b"k"))
+            .expect("some key elsewhere");
+        assert_eq!(run_line(&db, &mut s, &format!("RPUSH {list} k")), ":1\r\n");
         // Endless loops, the second one catching errors as it goes: both
         // stop only when killed.
         for body in [
@@ -2025,6 +2040,17 @@ mod tests {
                     run_words(&db, &mut s, &[b"EVAL", body.as_bytes(), b"1", b"k"])
                 });
                 until_busy(&db);
+                // A failed assertion below kills the script, so that the
+                // scope's join ends and the test fails instead of hanging.
+                struct KillOnPanic<'a>(&'a Db);
+                impl Drop for KillOnPanic<'_> {
+                    fn drop(&mut self) {
+                        if std::thread::panicking() {
+                            run_line(self.0, &mut Session::default(), "SCRIPT KILL");
+                        }
+                    }
+                }
+                let _kill = KillOnPanic(&db);
                 assert_eq!(run_line(&db, &mut s, "GET k"), BUSY_REPLY);
                 assert_eq!(run_line(&db, &mut s, "FLUSHALL"), BUSY_REPLY);
                 // A transaction (it takes every shard) is discarded, in
@@ -2041,6 +2067,11 @@ mod tests {
                 );
                 assert_eq!(run_line(&db, &mut t, "EXEC"), "-ERR EXEC without MULTI\r\n");
                 assert_eq!(run_line(&db, &mut s, &format!("SET {other} v")), "+OK\r\n");
+                // A pattern key on the busy shard is BUSY, not a missing key.
+                assert_eq!(
+                    run_line(&db, &mut s, &format!("SORT {list} BY nosort GET *")),
+                    BUSY_REPLY
+                );
                 assert_eq!(run_line(&db, &mut s, "SCRIPT KILL"), "+OK\r\n");
                 let reply = script.join().expect("the script's thread");
                 let sha = sha1_smol::Sha1::from(body).digest().to_string();

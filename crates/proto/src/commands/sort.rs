@@ -181,11 +181,22 @@ fn sort_unlocked(
     let seen = db.write_seq();
     let value = snapshot(db, &mut None, source)?;
     let (items, is_set) = elements(value.as_ref())?;
+    // A shard refused (a script busy on it past its threshold) is the
+    // command's answer (BUSY), not a missing key.
+    let mut refused = None;
     let out = order.apply(items, is_set, |p, m| {
         let key = pattern_key(p, m)?;
-        let mut g = db.lock_one(&key, false).ok()?;
-        pattern_value(&mut g, &key, p).map(Into::into)
+        match db.lock_one(&key, false) {
+            Ok(mut g) => pattern_value(&mut g, &key, p).map(Into::into),
+            Err(e) => {
+                refused.get_or_insert(e);
+                None
+            }
+        }
     })?;
+    if let Some(e) = refused {
+        return Err(e.into());
+    }
     #[cfg(test)]
     super::between_compute_and_store();
     let Some(dst) = store else {

@@ -62,6 +62,16 @@ pub(super) fn run<'d>(
     Ok(())
 }
 
+/// A queued command, parsed once for EXEC's locks and its run.
+struct Queued<'q> {
+    /// Its row of [`COMMANDS`].
+    index: Option<usize>,
+    /// Its name in lower case.
+    name: Vec<u8>,
+    raw_name: &'q [u8],
+    args: Args<'q>,
+}
+
 fn exec(db: &Db, session: &mut Session, w: &mut Reply<'_>, point: &mut dyn FnMut()) -> Res {
     let Some(queue) = session.multi.take() else {
         return Err(Fail::Msg(b"ERR EXEC without MULTI"));
@@ -80,20 +90,28 @@ fn exec(db: &Db, session: &mut Session, w: &mut Reply<'_>, point: &mut dyn FnMut
     // command of the block may touch keys it does not name (a walk of the
     // keyspace, SORT's patterns, a script). A block that may grow the
     // data finds room first.
+    // Each queued command parsed once: its table index, its name in lower
+    // case, its words.
+    let block: Vec<Option<Queued<'_>>> = queue
+        .iter()
+        .map(|req| {
+            let cmd = parse(req).ok()?;
+            let name = cmd.raw_name.to_ascii_lowercase();
+            Some(Queued {
+                index: spec_index(&name),
+                name,
+                raw_name: cmd.raw_name,
+                args: cmd.args.collect(),
+            })
+        })
+        .collect();
     let mut keys: Vec<&[u8]> = watched.iter().map(|(k, _)| &k[..]).collect();
     let mut every_shard = false;
-    for req in &queue {
-        let Ok(cmd) = parse(req) else {
-            continue;
-        };
-        let name = cmd.raw_name.to_ascii_lowercase();
-        match spec(&name) {
+    for q in block.iter().flatten() {
+        match q.index.map(|i| &COMMANDS[i]) {
             Some(c) if c.family == Family::Sort => every_shard = true,
-            Some(c) if c.names_its_keys() => {
-                let args: Args<'_> = cmd.args.collect();
-                keys.extend(c.keys(&args));
-            }
-            Some(c) if c.touches_no_key() => {}
+            Some(c) if c.names_its_keys() => keys.extend(c.keys(&q.args)),
+            Some(c) if c.keyless => {}
             _ => every_shard = true,
         }
     }
@@ -126,20 +144,18 @@ fn exec(db: &Db, session: &mut Session, w: &mut Reply<'_>, point: &mut dyn FnMut
         w.nil_array();
         return Ok(());
     }
-    w.array(queue.len());
-    for req in &queue {
-        let Ok(cmd) = parse(req) else {
+    w.array(block.len());
+    for q in &block {
+        let Some(q) = q else {
             w.error(b"ERR Protocol error");
             continue;
         };
-        let args: Args<'_> = cmd.args.collect();
-        let name = cmd.raw_name.to_ascii_lowercase();
         let start = w.out.len();
         if let Err(f) = super::run(
-            super::spec_index(&name),
-            &name,
-            cmd.raw_name,
-            &args,
+            q.index,
+            &q.name,
+            q.raw_name,
+            &q.args,
             db,
             session,
             w,
