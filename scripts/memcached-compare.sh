@@ -38,18 +38,18 @@ echo -e "run\ttransport\tsystem\ttps\tverify_failed\texpired_get_failed\tcpu_us_
 
 start() { # system transport
   if [ "$1" = psp ] || [ "$1" = psp-nice0 ] || [ "$1" = base ] || [ "${1#psp+}" != "$1" ]; then
-    local proto=memcache bin=$PSP nice=""
+    local proto=memcache bin=$PSP extra=""
     [ "$2" = udp ] && proto=memcache-udp
     [ "$1" = base ] && bin=$PSP_BASE
-    [ "$1" = psp-nice0 ] && nice=--no-raise-priority
+    [ "$1" = psp-nice0 ] && extra=--no-raise-priority
     # psp+FLAG=VALUE: psp serve with --FLAG VALUE.
     if [ "${1#psp+}" != "$1" ]; then
       local flag=${1#psp+}
-      nice="--${flag%%=*} ${flag#*=}"
+      extra="--${flag%%=*} ${flag#*=}"
     fi
     # shellcheck disable=SC2086
     taskset -c "$CORES" "$bin" serve --protocol "$proto" --address "127.0.0.1:$PORT" \
-      --workers "$WORKERS" $nice ${POLICY:+--policy "$POLICY"} ${PSP_ARGS:-} \
+      --workers "$WORKERS" $extra ${POLICY:+--policy "$POLICY"} ${PSP_ARGS:-} \
       > "$OUT/$1.$2.server.out" 2>&1 &
   else
     taskset -c "$CORES" memcached -l 127.0.0.1 -p "$PORT" -U "$PORT" -t "$WORKERS" \
